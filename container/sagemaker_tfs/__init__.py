@@ -1,0 +1,1 @@
+"""SageMaker TensorFlow Serving container, rebuilt in Python."""

@@ -1,0 +1,39 @@
+"""Packaging for the SageMaker TensorFlow Serving container's Python code.
+
+The same wheel runs on a host and inside the images. TensorFlow is only needed by
+``sagemaker-tfs model-server`` (the Python stand-in for ``tensorflow_model_server``),
+so it lives in the ``model-server`` extra; the serving stack itself never imports it.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="sagemaker-tfs",
+    version="0.1.0",
+    description="SageMaker TensorFlow Serving container: supervisor, nginx front, Python service",
+    python_requires=">=3.10",
+    package_dir={"": "container"},
+    packages=find_packages("container"),
+    include_package_data=True,
+    package_data={"sagemaker_tfs": ["templates/*", "protos/*.pb"]},
+    install_requires=[
+        "falcon>=4,<5",
+        "gunicorn>=23",
+        "gevent>=24",
+        "grpcio>=1.60",
+        "protobuf>=5",
+        "numpy>=1.26",
+        "requests>=2.31",
+        "pillow>=10",
+    ],
+    extras_require={
+        "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16"],
+        "test": [
+            "tensorflow>=2.16",
+            "tensorflow-serving-api>=2.16",
+            "pytest>=8",
+            "pytest-timeout>=2",
+        ],
+    },
+    entry_points={"console_scripts": ["sagemaker-tfs=sagemaker_tfs.cli:main", "serve=sagemaker_tfs.cli:serve"]},
+)
