@@ -1,0 +1,71 @@
+"""Fixtures shared by every test: TF Serving's test data, the generated test models, ports."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESOURCES_DIR = REPO_ROOT / "test" / "resources"
+MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class TestModels:
+    """Paths of the generated test models; builds a model the first time it is asked for."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def __call__(self, name: str) -> Path:
+        """Base path of model ``name`` (the directory holding its version directories)."""
+        self.ensure([name])
+        return self.root / name
+
+    def ensure(self, names: Iterable[str]) -> None:
+        _load_generator().ensure_models(list(names), self.root)
+
+
+def _load_generator():  # type: ignore[no-untyped-def]
+    """Import the generator lazily: it imports TensorFlow, which unit tests should not pay for."""
+    spec = importlib.util.spec_from_file_location("make_test_models", MODEL_GENERATOR)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def testdata_dir() -> Path:
+    """TF Serving's own test models and reference outputs."""
+    default = REPO_ROOT.parent / "shared" / "testdata" / "tfs"
+    path = Path(os.environ.get("SAGEMAKER_TFS_TESTDATA") or default)
+    if not path.is_dir():
+        pytest.skip(f"TF Serving test data not found at {path} (set SAGEMAKER_TFS_TESTDATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def test_models() -> TestModels:
+    """The project's generated test models (cached); ``test_models("half_plus_three")``."""
+    root = Path(os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache")
+    return TestModels(root)
+
+
+@pytest.fixture(scope="session")
+def resources_dir() -> Path:
+    """Files committed under ``test/resources`` (the bundled example model among them)."""
+    return RESOURCES_DIR

@@ -1,0 +1,295 @@
+"""Generate the project's test models (SavedModels), reproducibly and cached.
+
+Usage: ``python test/models/make_test_models.py [--only NAME ...] [--out DIR] [--force]``.
+Fixtures call :func:`ensure_models`. Each model is written as ``OUT/<name>/<version>/`` and a
+model whose directory already exists is skipped, so a warm cache costs nothing. The cache
+directory is ``$SAGEMAKER_TFS_TEST_MODELS`` or ``test/.models-cache`` (gitignored).
+
+Every model is checked to load in a TF1 session with tags ``{"serve"}``, the way TF Serving
+loads SavedModels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CACHE = REPO_ROOT / "test" / ".models-cache"
+SEED = 20240601
+REGRESS = tf.compat.v1.saved_model.signature_constants.REGRESS_METHOD_NAME
+PREDICT = tf.compat.v1.saved_model.signature_constants.PREDICT_METHOD_NAME
+CLASSIFY = tf.compat.v1.saved_model.signature_constants.CLASSIFY_METHOD_NAME
+IMAGE_SIZE = 224
+NUM_CLASSES = 10
+
+
+def default_cache_dir() -> Path:
+    """Where generated models live: ``$SAGEMAKER_TFS_TEST_MODELS`` or ``test/.models-cache``."""
+    return Path(os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or DEFAULT_CACHE)
+
+
+def _tensor_info(tensor: tf.Tensor) -> object:
+    return tf.compat.v1.saved_model.utils.build_tensor_info(tensor)
+
+
+def _signature(inputs: dict, outputs: dict, method: str) -> object:
+    return tf.compat.v1.saved_model.signature_def_utils.build_signature_def(
+        inputs={k: _tensor_info(v) for k, v in inputs.items()},
+        outputs={k: _tensor_info(v) for k, v in outputs.items()},
+        method_name=method,
+    )
+
+
+def _save_tf1_graph(export_dir: Path, build: Callable[[], dict]) -> None:
+    """Build a graph with ``build()`` (returns the signature map) and save it as TF1 does."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(SEED)
+        signatures = build()
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            builder = tf.compat.v1.saved_model.Builder(str(export_dir))
+            builder.add_meta_graph_and_variables(
+                session,
+                [tf.compat.v1.saved_model.tag_constants.SERVING],
+                signature_def_map=signatures,
+                strip_default_attrs=True,
+            )
+            builder.save()
+
+
+def _half_plus_three_graph(offset: float) -> dict:
+    """y = 0.5 x + offset, with a predict signature and a tf.Example regress signature."""
+    a = tf.compat.v1.Variable(0.5, name="a")
+    b = tf.compat.v1.Variable(offset, name="b")
+    x = tf.compat.v1.placeholder(tf.float32, shape=[None], name="x")
+    y = tf.add(tf.multiply(a, x), b, name="y")
+    serialized = tf.compat.v1.placeholder(tf.string, shape=[None], name="tf_example")
+    features = tf.io.parse_example(
+        serialized, {"x": tf.io.FixedLenFeature([1], tf.float32, default_value=[0.0])}
+    )
+    regressed = tf.identity(tf.add(tf.multiply(a, features["x"]), b), name="regress_y")
+    return {
+        "serving_default": _signature({"x": x}, {"y": y}, PREDICT),
+        REGRESS: _signature({"inputs": serialized}, {"outputs": regressed}, REGRESS),
+    }
+
+
+def make_half_plus_three(model_dir: Path) -> None:
+    """Versions 123 (y = 0.5x + 3) and 124 (y = 0.5x + 4, so tests can tell them apart)."""
+    for version, offset in ((123, 3.0), (124, 4.0)):
+        _save_tf1_graph(model_dir / str(version), lambda o=offset: _half_plus_three_graph(o))
+
+
+def _multi_io_graph() -> dict:
+    """Several typed inputs and outputs, for row/columnar, b64 and ``_bytes`` output tests.
+
+    Inputs: ``a`` float (-1, 2), ``b`` int64 (-1,), ``s`` string (-1,).
+    Outputs: ``sum`` = a[:,0] + a[:,1] + b (float), ``b_doubled`` = 2b (int64),
+    ``s_bytes`` = s with ``!`` appended (string, written as b64), ``length`` = len(s) (int32).
+    """
+    a = tf.compat.v1.placeholder(tf.float32, shape=[None, 2], name="a")
+    b = tf.compat.v1.placeholder(tf.int64, shape=[None], name="b")
+    s = tf.compat.v1.placeholder(tf.string, shape=[None], name="s")
+    total = tf.add(tf.reduce_sum(a, axis=1), tf.cast(b, tf.float32), name="sum")
+    doubled = tf.multiply(b, tf.constant(2, tf.int64), name="b_doubled")
+    echoed = tf.strings.join([s, tf.constant("!")], name="s_bytes")
+    length = tf.strings.length(s, name="length")
+    return {
+        "serving_default": _signature(
+            {"a": a, "b": b, "s": s},
+            {"sum": total, "b_doubled": doubled, "s_bytes": echoed, "length": length},
+            PREDICT,
+        ),
+        "double_only": _signature({"b": b}, {"b_doubled": doubled}, PREDICT),
+    }
+
+
+def make_multi_io(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _multi_io_graph)
+
+
+class _HalfPlusTwo(tf.Module):
+    """TF2 model: y = 0.5x + 2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = tf.Variable(0.5, name="a")
+        self.b = tf.Variable(2.0, name="b")
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    def serve(self, x: tf.Tensor) -> dict:
+        return {"y": self.a * x + self.b}
+
+
+def make_half_plus_two(model_dir: Path) -> None:
+    module = _HalfPlusTwo()
+    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
+
+
+def _small_conv_classifier() -> tf.keras.Model:
+    tf.keras.utils.set_random_seed(SEED)
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3)),
+            tf.keras.layers.Conv2D(8, 3, strides=4, activation="relu"),
+            tf.keras.layers.Conv2D(16, 3, strides=4, activation="relu"),
+            tf.keras.layers.GlobalAveragePooling2D(),
+            tf.keras.layers.Dense(NUM_CLASSES),
+        ]
+    )
+
+
+class _JpegClassifier(tf.Module):
+    """JPEG bytes in, decoded and resized in the graph, classes and probabilities out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = _small_conv_classifier()
+
+    def _decode(self, image: tf.Tensor) -> tf.Tensor:
+        pixels = tf.io.decode_jpeg(image, channels=3)
+        resized = tf.image.resize(pixels, [IMAGE_SIZE, IMAGE_SIZE])
+        return resized / 255.0
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    def serve(self, image_bytes: tf.Tensor) -> dict:
+        images = tf.map_fn(
+            self._decode,
+            image_bytes,
+            fn_output_signature=tf.TensorSpec([IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32),
+        )
+        probabilities = tf.nn.softmax(self.net(images))
+        return {
+            "classes": tf.argmax(probabilities, axis=1, output_type=tf.int64),
+            "probabilities": probabilities,
+        }
+
+
+def make_jpeg_classifier(model_dir: Path) -> None:
+    module = _JpegClassifier()
+    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
+
+
+class _KerasServing(tf.Module):
+    """Wraps a Keras model in a serving_default signature with a named input."""
+
+    def __init__(self, model: tf.keras.Model, input_name: str, output_name: str) -> None:
+        super().__init__()
+        self.model = model
+        self.output_name = output_name
+        spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32, name=input_name)
+        self.serve = tf.function(self._call, input_signature=[spec])
+
+    def _call(self, x: tf.Tensor) -> dict:
+        return {self.output_name: self.model(x, training=False)}
+
+
+def make_mobilenet_v2(model_dir: Path) -> None:
+    tf.keras.utils.set_random_seed(SEED)
+    model = tf.keras.applications.MobileNetV2(
+        input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), weights=None, classes=1000
+    )
+    module = _KerasServing(model, "input_1", "predictions")
+    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
+
+
+class _Detector(tf.Module):
+    """YOLOv3-shaped outputs from cheap strided convolutions and pooling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        rng = np.random.default_rng(SEED)
+        self.stem = tf.Variable(rng.normal(0, 0.1, (4, 4, 3, 255)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 512, 512, 3], tf.float32, name="images")])
+    def serve(self, images: tf.Tensor) -> dict:
+        pooled = tf.nn.avg_pool2d(images, ksize=2, strides=2, padding="VALID")  # 256
+        large = tf.nn.conv2d(pooled, self.stem, strides=4, padding="SAME")  # 64
+        medium = tf.nn.max_pool2d(large, ksize=2, strides=2, padding="VALID")  # 32
+        small = tf.nn.max_pool2d(medium, ksize=2, strides=2, padding="VALID")  # 16
+        return {"output_0": small, "output_1": medium, "output_2": large}
+
+
+def make_detector(model_dir: Path) -> None:
+    module = _Detector()
+    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
+
+
+MODELS: dict[str, Callable[[Path], None]] = {
+    "half_plus_three": make_half_plus_three,
+    "half_plus_two": make_half_plus_two,
+    "multi_io": make_multi_io,
+    "jpeg_classifier": make_jpeg_classifier,
+    "mobilenet_v2": make_mobilenet_v2,
+    "detector": make_detector,
+}
+
+
+def check_loads_in_tf1_session(version_dir: Path) -> None:
+    """Load the SavedModel in a TF1 session with tags {"serve"}, as TF Serving does."""
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(version_dir))
+        if "serving_default" not in meta.signature_def:
+            raise RuntimeError(f"{version_dir}: no serving_default signature")
+
+
+def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
+    """Build one model under ``out_dir/name`` unless it exists; return its base path.
+
+    The model is written to a temporary directory and renamed into place, so an interrupted
+    run never leaves a half-written model that later runs would take as cached.
+    """
+    target = out_dir / name
+    if target.exists() and not force:
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_dir))
+    try:
+        MODELS[name](staging)
+        for version_dir in sorted(staging.iterdir()):
+            check_loads_in_tf1_session(version_dir)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def ensure_models(names: Iterable[str] | None = None, out_dir: Path | None = None) -> Path:
+    """Build the named models (default: all) if missing; return the cache directory."""
+    out = Path(out_dir) if out_dir else default_cache_dir()
+    for name in names or MODELS:
+        if name not in MODELS:
+            raise KeyError(f"unknown test model {name!r}; known: {', '.join(MODELS)}")
+        build_model(name, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=sorted(MODELS), help="model name")
+    parser.add_argument("--out", type=Path, default=None, help="output directory")
+    parser.add_argument("--force", action="store_true", help="rebuild models that exist")
+    args = parser.parse_args(argv)
+    out = args.out or default_cache_dir()
+    for name in args.only or MODELS:
+        path = build_model(name, out, force=args.force)
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
