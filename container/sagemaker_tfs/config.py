@@ -1,0 +1,424 @@
+"""The stack's configuration: every environment variable of CONTRACT.md, parsed once.
+
+``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
+overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and
+the bad value. The supervisor writes the result to ``WORK_DIR/stack.json``; the Python
+service reads it back with ``StackConfig.load(path)`` so both agree on ports and models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
+DEFAULT_WORK_DIR = "/tmp/sagemaker-tfs"
+DEFAULT_PORT = 8080
+DEFAULT_GRPC_PORT = 9000
+DEFAULT_REST_PORT = 8501
+UNLIMITED_ENQUEUED_BATCHES = 100_000_000
+
+NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
+GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
+_WORKER_CLASS = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:]*$")
+
+
+class ConfigError(ValueError):
+    """An environment variable or option has a value the stack cannot run with."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model served by every model server instance: its name and its base directory."""
+
+    name: str
+    base_path: str
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The two ports of one model server process."""
+
+    grpc_port: int
+    rest_port: int
+
+
+@dataclass(frozen=True)
+class PortRange:
+    """``SAGEMAKER_SAFE_PORT_RANGE``: internal ports must be taken from ``low..high``."""
+
+    low: int
+    high: int
+
+    def ports(self) -> range:
+        return range(self.low, self.high + 1)
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """TF Serving's batching parameters, as written to the batching file."""
+
+    max_batch_size: int
+    batch_timeout_micros: int
+    num_batch_threads: int
+    max_enqueued_batches: int
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Everything the supervisor, nginx and the Python service need to know."""
+
+    model_dir: str
+    work_dir: str
+    port: int
+    multi_model: bool
+    models: tuple[ModelSpec, ...]
+    default_model: str | None
+    code_dir: str | None
+    instances: tuple[Instance, ...]
+    safe_port_range: PortRange | None
+    nginx_log_level: str
+    nginx_proxy_read_timeout: int
+    gunicorn_workers: int
+    gunicorn_threads: int
+    gunicorn_worker_class: str
+    gunicorn_timeout: int
+    gunicorn_log_level: str
+    batching: BatchingConfig | None
+    inter_op_parallelism: int
+    intra_op_parallelism: int
+    gpu_memory_margin: float
+    gpu_memory_fraction: float | None
+    wait_time_seconds: int
+    batch_transform: bool
+    max_concurrent_transforms: int | None
+    batch_strategy: str | None
+    max_payload_in_mb: int | None
+    universal_bucket: str | None
+    universal_prefix: str | None
+    omp_num_threads: str
+    service_socket: str
+    control_socket: str
+
+    @property
+    def stack_config_path(self) -> str:
+        return os.path.join(self.work_dir, "stack.json")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StackConfig:
+        values = dict(data)
+        values["models"] = tuple(ModelSpec(**m) for m in values["models"])
+        values["instances"] = tuple(Instance(**i) for i in values["instances"])
+        if values["safe_port_range"] is not None:
+            values["safe_port_range"] = PortRange(**values["safe_port_range"])
+        if values["batching"] is not None:
+            values["batching"] = BatchingConfig(**values["batching"])
+        return cls(**values)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> StackConfig:
+        """Read the JSON the supervisor wrote (``SAGEMAKER_TFS_STACK_CONFIG``)."""
+        with open(path, encoding="utf-8") as stream:
+            return cls.from_dict(json.load(stream))
+
+
+# --- parsing single values -------------------------------------------------------------
+
+
+class _Env:
+    """Typed reads from the environment; every error names the variable and its value."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+
+    def raw(self, name: str) -> str | None:
+        value = self._environ.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def string(self, name: str, default: str) -> str:
+        value = self.raw(name)
+        return default if value is None else value
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"{name} must be 'true' or 'false', got {value!r}")
+        return lowered == "true"
+
+    def integer(self, name: str, default: int | None, minimum: int = 1) -> int | None:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        if number < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise ConfigError(f"{name} must be {kind}, got {value!r}")
+        return number
+
+    def required_integer(self, name: str, default: int, minimum: int = 1) -> int:
+        value = self.integer(name, default, minimum)
+        assert value is not None
+        return value
+
+    def choice(self, name: str, default: str | None, choices: tuple[str, ...]) -> str | None:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def fraction(self, name: str, default: float) -> float:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not 0.0 <= number < 1.0:
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
+        return number
+
+
+def parse_port(name: str, value: str | int) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a port number, got {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"{name} must be a port number between 1 and 65535, got {value!r}")
+    return port
+
+
+def parse_port_range(value: str) -> PortRange:
+    """``LOW-HIGH`` -> ``PortRange``; the variable's name is in every error."""
+    name = "SAGEMAKER_SAFE_PORT_RANGE"
+    match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", value)
+    if match is None:
+        raise ConfigError(f"{name} must look like LOW-HIGH (e.g. 9000-9999), got {value!r}")
+    low, high = parse_port(name, match.group(1)), parse_port(name, match.group(2))
+    if low > high:
+        raise ConfigError(f"{name} must have LOW <= HIGH, got {value!r}")
+    return PortRange(low, high)
+
+
+# --- model discovery ---------------------------------------------------------------------
+
+
+def version_dirs(base_path: str | os.PathLike[str]) -> list[Path]:
+    """Numeric, non-hidden sub-directories of ``base_path`` that hold a SavedModel."""
+    base = Path(base_path)
+    if not base.is_dir():
+        return []
+    found = []
+    for child in sorted(base.iterdir()):
+        if not child.name.isdigit() or not child.is_dir():
+            continue
+        if (child / "saved_model.pb").is_file() or (child / "saved_model.pbtxt").is_file():
+            found.append(child)
+    return found
+
+
+def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
+    """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
+
+    ``model_dir`` itself is a model when it holds version directories (it takes the
+    directory's name); otherwise each non-hidden sub-directory other than ``code`` that
+    holds version directories is one, in name order.
+    """
+    root = Path(model_dir)
+    if version_dirs(root):
+        return (ModelSpec(root.resolve().name, str(root)),)
+    models = []
+    if root.is_dir():
+        for child in sorted(root.iterdir()):
+            if child.name.startswith(".") or child.name == "code" or not child.is_dir():
+                continue
+            if version_dirs(child):
+                models.append(ModelSpec(child.name, str(child)))
+    return tuple(models)
+
+
+def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) -> str | None:
+    if requested is None:
+        return models[0].name if models else None
+    if requested not in {m.name for m in models}:
+        names = ", ".join(m.name for m in models) or "none"
+        raise ConfigError(
+            f"SAGEMAKER_TFS_DEFAULT_MODEL_NAME={requested!r} is not one of the models found "
+            f"({names})"
+        )
+    return requested
+
+
+# --- ports ----------------------------------------------------------------------------------
+
+
+def allocate_instances(
+    count: int, port_range: PortRange | None, public_port: int
+) -> tuple[Instance, ...]:
+    """Ports for ``count`` model servers: fixed defaults, or taken in order from the range."""
+    if port_range is None:
+        return tuple(
+            Instance(DEFAULT_GRPC_PORT + 2 * i, DEFAULT_REST_PORT + 2 * i) for i in range(count)
+        )
+    ports = [p for p in port_range.ports() if p != public_port]
+    if len(ports) < 2 * count:
+        raise ConfigError(
+            f"SAGEMAKER_SAFE_PORT_RANGE={port_range.low}-{port_range.high} has room for "
+            f"{len(ports) // 2} model server(s), SAGEMAKER_TFS_INSTANCE_COUNT asks for {count}"
+        )
+    return tuple(Instance(ports[2 * i], ports[2 * i + 1]) for i in range(count))
+
+
+def gpu_present() -> bool:
+    return Path("/proc/driver/nvidia/gpus").is_dir() or Path("/dev/nvidia0").exists()
+
+
+# --- the whole configuration ---------------------------------------------------------------
+
+
+def _batching(env: _Env, batch_transform: bool, cpu_count: int) -> BatchingConfig | None:
+    if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
+        return None
+    default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpu_count
+    return BatchingConfig(
+        max_batch_size=env.required_integer("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8),
+        batch_timeout_micros=env.required_integer(
+            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000, minimum=0
+        ),
+        num_batch_threads=env.required_integer("SAGEMAKER_TFS_NUM_BATCH_THREADS", cpu_count),
+        max_enqueued_batches=env.required_integer(
+            "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", default_enqueued
+        ),
+    )
+
+
+def _worker_class(env: _Env) -> str:
+    value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
+    if not _WORKER_CLASS.match(value):
+        raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
+    return value
+
+
+def _batch_strategy(env: _Env) -> str | None:
+    """``MULTI_RECORD``/``SINGLE_RECORD``; the API's spelling ``MultiRecord`` is accepted too."""
+    value = env.raw("SAGEMAKER_BATCH_STRATEGY")
+    if value is None:
+        return None
+    normalized = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
+    if normalized not in BATCH_STRATEGIES:
+        raise ConfigError(
+            f"SAGEMAKER_BATCH_STRATEGY must be one of {', '.join(BATCH_STRATEGIES)}, got {value!r}"
+        )
+    return normalized
+
+
+def _code_dir(model_dir: str) -> str | None:
+    code = Path(model_dir) / "code"
+    return str(code) if code.is_dir() else None
+
+
+def load_config(
+    environ: Mapping[str, str],
+    model_dir: str | None = None,
+    work_dir: str | None = None,
+    port: int | None = None,
+    cpu_count: int | None = None,
+    has_gpu: Callable[[], bool] = gpu_present,
+) -> StackConfig:
+    """Parse and validate the environment and the ``serve`` overrides into a StackConfig."""
+    env = _Env(environ)
+    cpus = cpu_count or os.cpu_count() or 1
+    multi_model = env.boolean("SAGEMAKER_MULTI_MODEL", False)
+    model_dir = model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
+    work_dir = os.path.abspath(work_dir or DEFAULT_WORK_DIR)
+    if port is None:
+        raw_port = env.raw("SAGEMAKER_BIND_TO_PORT")
+        port = DEFAULT_PORT if raw_port is None else parse_port("SAGEMAKER_BIND_TO_PORT", raw_port)
+    else:
+        port = parse_port("--port", port)
+
+    raw_range = env.raw("SAGEMAKER_SAFE_PORT_RANGE")
+    safe_port_range = None if raw_range is None else parse_port_range(raw_range)
+    instance_count = env.required_integer("SAGEMAKER_TFS_INSTANCE_COUNT", 1)
+    requested_default = env.raw("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
+
+    if multi_model:
+        if not Path(model_dir).is_dir():
+            raise ConfigError(f"the multi-model directory {model_dir} does not exist")
+        models: tuple[ModelSpec, ...] = ()
+        instances: tuple[Instance, ...] = ()
+    else:
+        models = discover_models(model_dir)
+        if not models:
+            raise ConfigError(
+                f"no model found in {model_dir}: expected MODEL/VERSION/saved_model.pb "
+                "or VERSION/saved_model.pb (VERSION numeric)"
+            )
+        instances = allocate_instances(instance_count, safe_port_range, port)
+    default_model = None if multi_model else _choose_default_model(models, requested_default)
+
+    gunicorn_timeout = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", 30)
+    proxy_read_timeout = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", 60)
+    batch_transform = env.boolean("SAGEMAKER_BATCH", False)
+    gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
+    gpu_fraction = None
+    if instance_count > 1 and not multi_model and has_gpu():
+        gpu_fraction = round((1.0 - gpu_margin) / instance_count, 4)
+
+    return StackConfig(
+        model_dir=model_dir,
+        work_dir=work_dir,
+        port=port,
+        multi_model=multi_model,
+        models=models,
+        default_model=default_model,
+        code_dir=_code_dir(model_dir),
+        instances=instances,
+        safe_port_range=safe_port_range,
+        nginx_log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS)
+        or "error",
+        nginx_proxy_read_timeout=max(proxy_read_timeout, gunicorn_timeout),
+        gunicorn_workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
+        gunicorn_threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
+        gunicorn_worker_class=_worker_class(env),
+        gunicorn_timeout=gunicorn_timeout,
+        gunicorn_log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS)
+        or "info",
+        batching=_batching(env, batch_transform, cpus),
+        inter_op_parallelism=env.required_integer("SAGEMAKER_TFS_INTER_OP_PARALLELISM", 0, 0),
+        intra_op_parallelism=env.required_integer("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", 0, 0),
+        gpu_memory_margin=gpu_margin,
+        gpu_memory_fraction=gpu_fraction,
+        wait_time_seconds=env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
+        batch_transform=batch_transform,
+        max_concurrent_transforms=env.integer("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", None),
+        batch_strategy=_batch_strategy(env),
+        max_payload_in_mb=env.integer("SAGEMAKER_MAX_PAYLOAD_IN_MB", None, minimum=0),
+        universal_bucket=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
+        universal_prefix=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),
+        omp_num_threads=env.string("OMP_NUM_THREADS", "1"),
+        service_socket=os.path.join(work_dir, "gunicorn.sock"),
+        control_socket=os.path.join(work_dir, "supervisor.sock"),
+    )
