@@ -1,0 +1,194 @@
+"""TensorProto <-> NumPy conversion without TensorFlow and without per-element Python loops.
+
+Numeric tensors are written as ``tensor_content`` (raw little-endian bytes) and read with
+``np.frombuffer``. TF Serving may also answer with the typed ``*_val`` fields (``float_val``...);
+those are read with one ``np.asarray`` over the repeated field. DT_STRING has no raw form and
+travels as ``string_val``, the one inherent per-element case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from google.protobuf.message import Message
+
+from sagemaker_tfs import protos
+
+try:  # ml_dtypes ships with TensorFlow's wheels but does not import TensorFlow
+    from ml_dtypes import bfloat16 as _BFLOAT16
+except ImportError:  # pragma: no cover - bfloat16 tensors are then refused with a clear error
+    _BFLOAT16 = None
+
+
+class TensorConversionError(ValueError):
+    """A tensor cannot be converted (unsupported dtype, wrong size...)."""
+
+
+@dataclass(frozen=True)
+class _DtypeInfo:
+    """How one TensorFlow dtype maps to NumPy and to TensorProto's typed value field."""
+
+    enum: int
+    numpy: np.dtype
+    val_field: str
+    val_is_bits: bool = False  # half_val holds the raw 16-bit patterns of half/bfloat16
+
+
+def _dt(name: str) -> int:
+    return protos.DataType.values_by_name[name].number
+
+
+def _build_dtype_table() -> dict[int, _DtypeInfo]:
+    entries = [
+        ("DT_FLOAT", np.float32, "float_val", False),
+        ("DT_DOUBLE", np.float64, "double_val", False),
+        ("DT_HALF", np.float16, "half_val", True),
+        ("DT_INT8", np.int8, "int_val", False),
+        ("DT_INT16", np.int16, "int_val", False),
+        ("DT_INT32", np.int32, "int_val", False),
+        ("DT_INT64", np.int64, "int64_val", False),
+        ("DT_UINT8", np.uint8, "int_val", False),
+        ("DT_UINT16", np.uint16, "int_val", False),
+        ("DT_UINT32", np.uint32, "uint32_val", False),
+        ("DT_UINT64", np.uint64, "uint64_val", False),
+        ("DT_BOOL", np.bool_, "bool_val", False),
+        ("DT_COMPLEX64", np.complex64, "scomplex_val", False),
+        ("DT_COMPLEX128", np.complex128, "dcomplex_val", False),
+        ("DT_STRING", np.object_, "string_val", False),
+    ]
+    if _BFLOAT16 is not None:
+        entries.append(("DT_BFLOAT16", _BFLOAT16, "half_val", True))
+    table = {}
+    for name, numpy_type, field, bits in entries:
+        enum = _dt(name)
+        table[enum] = _DtypeInfo(enum, np.dtype(numpy_type), field, bits)
+    return table
+
+
+_BY_ENUM = _build_dtype_table()
+_BY_NUMPY = {info.numpy: info for info in _BY_ENUM.values() if info.numpy != np.object_}
+DT_STRING = _dt("DT_STRING")
+DT_INVALID = _dt("DT_INVALID")
+
+
+def dtype_name(enum: int) -> str:
+    """``DT_FLOAT`` for 1, or ``DT_<number>`` if unknown."""
+    value = protos.DataType.values_by_number.get(enum)
+    return value.name if value is not None else f"DT_{enum}"
+
+
+def numpy_dtype(enum: int) -> np.dtype:
+    """The NumPy dtype of a TensorFlow dtype (``object`` for DT_STRING)."""
+    info = _BY_ENUM.get(enum)
+    if info is None:
+        raise TensorConversionError(f"unsupported tensor dtype {dtype_name(enum)}")
+    return info.numpy
+
+
+def tf_dtype(dtype: np.dtype) -> int:
+    """The TensorFlow dtype enum of a NumPy dtype; bytes/str/object arrays are DT_STRING."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "OSU":
+        return DT_STRING
+    info = _BY_NUMPY.get(dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype)
+    if info is None:
+        raise TensorConversionError(f"unsupported array dtype {dtype}")
+    return info.enum
+
+
+def _string_values(array: np.ndarray) -> list[bytes]:
+    """Flatten a bytes/str/object array to the ``string_val`` list."""
+    flat = array.ravel()
+    if array.dtype.kind == "S":
+        return flat.tolist()
+    values = flat.tolist()
+    if array.dtype.kind == "U":
+        return [value.encode("utf-8") for value in values]
+    try:
+        return [
+            value.encode("utf-8") if isinstance(value, str) else bytes(value) for value in values
+        ]
+    except TypeError as error:
+        raise TensorConversionError(f"DT_STRING elements must be bytes or str: {error}") from None
+
+
+def to_tensor_proto(array: np.ndarray | object, dtype: int | None = None) -> Message:
+    """Make a TensorProto of ``array``; ``dtype`` (a DataType enum) casts it first if given."""
+    array = np.asarray(array)
+    enum = tf_dtype(array.dtype) if dtype is None else dtype
+    proto = protos.TensorProto(dtype=enum)
+    for size in array.shape:
+        proto.tensor_shape.dim.add(size=size)
+    if enum == DT_STRING:
+        proto.string_val.extend(_string_values(array))
+        return proto
+    target = numpy_dtype(enum).newbyteorder("<")
+    try:
+        raw = np.ascontiguousarray(array, dtype=target)
+    except (TypeError, ValueError) as error:
+        raise TensorConversionError(
+            f"cannot convert {array.dtype} array to {dtype_name(enum)}: {error}"
+        ) from None
+    proto.tensor_content = raw.tobytes()
+    return proto
+
+
+def shape_of(proto: Message) -> tuple[int, ...]:
+    """The shape of a TensorProto (``unknown_rank`` gives a scalar)."""
+    return tuple(dim.size for dim in proto.tensor_shape.dim)
+
+
+def _from_val_field(proto: Message, info: _DtypeInfo, count: int) -> np.ndarray:
+    values = getattr(proto, info.val_field)
+    if info.val_is_bits:
+        flat = np.asarray(values, dtype=np.uint16).view(info.numpy)
+    elif info.numpy.kind == "c":
+        pairs = np.asarray(values, dtype=np.float32 if info.numpy.itemsize == 8 else np.float64)
+        flat = pairs.view(info.numpy)
+    else:
+        flat = np.asarray(values, dtype=info.numpy)
+    if flat.size == count:
+        return flat
+    if flat.size == 0:
+        return np.zeros(count, dtype=info.numpy)
+    if flat.size > count:
+        raise TensorConversionError(
+            f"tensor has {flat.size} values in {info.val_field} but its shape holds {count}"
+        )
+    # TensorFlow's rule: missing trailing values repeat the last one given.
+    return np.concatenate([flat, np.full(count - flat.size, flat[-1], dtype=info.numpy)])
+
+
+def to_ndarray(proto: Message) -> np.ndarray:
+    """Make a NumPy array of a TensorProto (DT_STRING gives an object array of bytes)."""
+    info = _BY_ENUM.get(proto.dtype)
+    if info is None:
+        raise TensorConversionError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
+    shape = shape_of(proto)
+    count = int(np.prod(shape, dtype=np.int64))
+    if info.enum == DT_STRING:
+        flat = np.empty(len(proto.string_val), dtype=object)
+        flat[:] = list(proto.string_val)
+        if flat.size != count:
+            flat = _pad_strings(flat, count)
+        return flat.reshape(shape)
+    if proto.tensor_content:
+        content = proto.tensor_content
+        expected = count * info.numpy.itemsize
+        if len(content) != expected:
+            raise TensorConversionError(
+                f"tensor_content has {len(content)} bytes, shape {list(shape)} of "
+                f"{dtype_name(info.enum)} needs {expected}"
+            )
+        return np.frombuffer(content, dtype=info.numpy.newbyteorder("<")).reshape(shape)
+    return _from_val_field(proto, info, count).reshape(shape)
+
+
+def _pad_strings(flat: np.ndarray, count: int) -> np.ndarray:
+    if flat.size > count:
+        raise TensorConversionError(f"tensor has {flat.size} strings but its shape holds {count}")
+    padded = np.empty(count, dtype=object)
+    padded[: flat.size] = flat
+    padded[flat.size :] = flat[-1] if flat.size else b""
+    return padded
