@@ -1,0 +1,180 @@
+"""The nginx configuration: ``render(config)`` fills ``templates/nginx.conf.template``.
+
+Rendering is pure (no file system writes, no process starts) so that it can be unit
+tested; ``write(config)`` puts the result and nothing else into ``work_dir``.
+
+Single-model mode: ``/invocations`` runs the njs conversions of ``tensorflow_serving.js``
+(JSON, JSON lines, CSV straight to the model servers' REST API, no Python in the path)
+unless ``code/inference.py`` exists, in which case every request goes to the Python
+service. Multi-model mode: ``/invocations`` and ``/models...`` go to the Python service.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from importlib import resources
+from pathlib import Path
+
+from sagemaker_tfs.config import StackConfig
+
+NJS_MODULE_CANDIDATES = (
+    "/usr/lib/nginx/modules/ngx_http_js_module.so",
+    "/etc/nginx/modules/ngx_http_js_module.so",
+    "/usr/share/nginx/modules/ngx_http_js_module.so",
+)
+TEMPLATE_NAME = "nginx.conf.template"
+NJS_NAME = "tensorflow_serving.js"
+REALTIME_BODY_LIMIT_MB = 6
+BATCH_BODY_LIMIT_MB = 100
+RESPONSE_LIMIT_MB = 100
+DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
+_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+_INDENT = "            "
+
+
+class NginxConfigError(ValueError):
+    """The configuration cannot be expressed safely as an nginx configuration."""
+
+
+def templates_dir() -> Path:
+    return Path(str(resources.files("sagemaker_tfs") / "templates"))
+
+
+def njs_module_path() -> str:
+    """The installed njs module; the first candidate when none exists (``nginx -t`` says)."""
+    for candidate in NJS_MODULE_CANDIDATES:
+        if os.path.exists(candidate):
+            return candidate
+    return NJS_MODULE_CANDIDATES[0]
+
+
+def body_limit_mb(config: StackConfig) -> int:
+    """``client_max_body_size``: 6 MB real-time, MaxPayloadInMB (or 100 MB) for Batch."""
+    if not config.batch_transform:
+        return REALTIME_BODY_LIMIT_MB
+    if config.max_payload_in_mb:
+        return min(config.max_payload_in_mb, BATCH_BODY_LIMIT_MB)
+    return BATCH_BODY_LIMIT_MB
+
+
+def execution_parameters(config: StackConfig) -> dict[str, object]:
+    """The ``/execution-parameters`` answer; values the user set in the job win anyway."""
+    concurrency = config.max_concurrent_transforms or max(
+        1, config.gunicorn_workers, len(config.instances)
+    )
+    return {
+        "MaxConcurrentTransforms": concurrency,
+        "BatchStrategy": config.batch_strategy or DEFAULT_BATCH_STRATEGY,
+        "MaxPayloadInMB": body_limit_mb(config),
+    }
+
+
+def has_inference_script(config: StackConfig) -> bool:
+    return bool(config.code_dir) and os.path.isfile(os.path.join(config.code_dir, "inference.py"))
+
+
+def _checked_name(name: str) -> str:
+    """Model names end up inside the configuration: refuse anything that could inject."""
+    if not _SAFE_NAME.match(name):
+        raise NginxConfigError(f"model name {name!r} is not allowed in the nginx configuration")
+    return name
+
+
+def _model_server_upstream(config: StackConfig) -> str:
+    if config.multi_model or not config.instances:
+        return ""
+    servers = "".join(
+        f"        server 127.0.0.1:{instance.rest_port};\n" for instance in config.instances
+    )
+    return (
+        "    upstream model_servers {\n"
+        "        least_conn;\n"
+        f"{servers}"
+        "        keepalive 32;\n"
+        "    }\n"
+    )
+
+
+def _proxy_to_service() -> str:
+    return (
+        f"{_INDENT}proxy_set_header Host $host;\n"
+        f'{_INDENT}proxy_set_header Connection "";\n'
+        f"{_INDENT}proxy_pass http://python_service;"
+    )
+
+
+def _ping(config: StackConfig) -> str:
+    if config.multi_model:
+        return f"{_INDENT}return 200 '{{}}';"
+    return f"{_INDENT}js_content tfs.ping;"
+
+
+def _invocations(config: StackConfig) -> str:
+    if config.multi_model or has_inference_script(config):
+        return _proxy_to_service()
+    return f"{_INDENT}js_content tfs.invocations;"
+
+
+def _mode_locations(config: StackConfig) -> str:
+    if config.multi_model:
+        return "        location /models {\n" f"{_proxy_to_service()}\n" "        }\n"
+    return (
+        "        location /tfs/ {\n"
+        "            internal;\n"
+        "            proxy_pass_request_headers off;\n"
+        "            proxy_set_header Content-Type application/json;\n"
+        "            proxy_set_header Accept application/json;\n"
+        '            proxy_set_header Connection "";\n'
+        "            proxy_pass http://model_servers/;\n"
+        "        }\n"
+    )
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise NginxConfigError(f"the nginx template uses an unknown placeholder @@{key}@@")
+        return values[key]
+
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def render(config: StackConfig, template: str | None = None, js_dir: str | None = None) -> str:
+    """The nginx configuration text for ``config``."""
+    if template is None:
+        template = (templates_dir() / TEMPLATE_NAME).read_text(encoding="utf-8")
+    model_names = [_checked_name(model.name) for model in config.models]
+    default_model = _checked_name(config.default_model) if config.default_model else ""
+    values = {
+        "NJS_MODULE": njs_module_path(),
+        "WORK_DIR": config.work_dir,
+        "LOG_LEVEL": config.nginx_log_level,
+        "JS_DIR": js_dir or str(templates_dir()),
+        "BODY_LIMIT_MB": str(body_limit_mb(config)),
+        "RESPONSE_LIMIT_MB": str(RESPONSE_LIMIT_MB),
+        "PROXY_READ_TIMEOUT": str(config.nginx_proxy_read_timeout),
+        "MODEL_SERVER_UPSTREAM": _model_server_upstream(config),
+        "SERVICE_SOCKET": config.service_socket,
+        "PORT": str(config.port),
+        "DEFAULT_MODEL": default_model,
+        "MODEL_NAMES": ",".join(model_names),
+        "PING": _ping(config),
+        "INVOCATIONS": _invocations(config),
+        "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
+        "MODE_LOCATIONS": _mode_locations(config),
+    }
+    return _fill(template, values)
+
+
+def write(config: StackConfig) -> str:
+    """Render into ``WORK_DIR/nginx.conf`` and return its path."""
+    path = os.path.join(config.work_dir, "nginx.conf")
+    os.makedirs(config.work_dir, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as stream:
+        stream.write(render(config))
+    return path

@@ -1,0 +1,349 @@
+/*
+ * njs for the SageMaker TensorFlow Serving front end (njs 0.7+, loaded with js_import).
+ *
+ * /invocations without code/inference.py: JSON, JSON lines and CSV bodies are turned into
+ * TF Serving REST requests here and sent to the model servers (location /tfs/), so no
+ * Python is in the path. Anything else goes to the Python service (@python_service).
+ * /ping: 200 only when every model has an AVAILABLE version.
+ */
+
+var JSON_TYPES = ['application/json'];
+var JSON_LINES_TYPES = ['application/jsonlines', 'application/jsons', 'application/x-jsonlines'];
+var CSV_TYPES = ['text/csv'];
+var METHODS = ['predict', 'classify', 'regress'];
+var MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]*$/;
+var VERSION = /^[0-9]+$/;
+var STRICT_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+\-]?[0-9]+)?$/;
+var LOOSE_NUMBER = /^[+\-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+\-]?[0-9]+)?$/;
+
+function RequestError(status, message) {
+    this.status = status;
+    this.message = message;
+}
+
+function sendJson(r, status, body) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(status, body);
+}
+
+function sendError(r, status, message) {
+    sendJson(r, status, JSON.stringify({error: message}));
+}
+
+/* 'application/json; charset=utf-8' -> 'application/json' */
+function mediaType(value) {
+    if (!value) {
+        return '';
+    }
+    return value.split(';')[0].trim().toLowerCase();
+}
+
+/* The first media type of an Accept header ('' when absent). */
+function firstAccept(value) {
+    if (!value) {
+        return '';
+    }
+    return mediaType(value.split(',')[0]);
+}
+
+function acceptHandledHere(accept) {
+    return accept === '' || accept === '*/*' || accept === 'application/json' ||
+        JSON_LINES_TYPES.indexOf(accept) >= 0;
+}
+
+/* tfs-model-name=NAME,tfs-model-version=N,tfs-method=M; other text is ignored. */
+function parseCustomAttributes(header) {
+    var attributes = {};
+    if (!header) {
+        return attributes;
+    }
+    header.split(',').forEach(function (pair) {
+        var index = pair.indexOf('=');
+        if (index < 0) {
+            return;
+        }
+        var key = pair.slice(0, index).trim();
+        if (key === 'tfs-model-name' || key === 'tfs-model-version' || key === 'tfs-method') {
+            attributes[key] = pair.slice(index + 1).trim();
+        }
+    });
+    return attributes;
+}
+
+function tfsUri(r) {
+    var attributes = parseCustomAttributes(r.headersIn['X-Amzn-SageMaker-Custom-Attributes']);
+    var name = attributes['tfs-model-name'] || r.variables.tfs_default_model;
+    var version = attributes['tfs-model-version'];
+    var method = attributes['tfs-method'] || 'predict';
+    if (!name) {
+        throw new RequestError(400, 'No model name: set tfs-model-name in ' +
+            'X-Amzn-SageMaker-Custom-Attributes');
+    }
+    if (!MODEL_NAME.test(name)) {
+        throw new RequestError(400, 'Invalid model name: ' + name);
+    }
+    if (version !== undefined && !VERSION.test(version)) {
+        throw new RequestError(400, 'Invalid model version: ' + version);
+    }
+    if (METHODS.indexOf(method) < 0) {
+        throw new RequestError(400, 'Invalid method: ' + method +
+            ' (expected predict, classify or regress)');
+    }
+    var uri = '/tfs/v1/models/' + name;
+    if (version !== undefined) {
+        uri += '/versions/' + version;
+    }
+    return uri + ':' + method;
+}
+
+/* Index just past the JSON object or array starting at text[start]. */
+function endOfJsonValue(text, start) {
+    var depth = 0;
+    var inString = false;
+    for (var i = start; i < text.length; i++) {
+        var c = text[i];
+        if (inString) {
+            if (c === '\\') {
+                i++;
+            } else if (c === '"') {
+                inString = false;
+            }
+        } else if (c === '"') {
+            inString = true;
+        } else if (c === '{' || c === '[') {
+            depth++;
+        } else if (c === '}' || c === ']') {
+            depth--;
+            if (depth === 0) {
+                return i + 1;
+            }
+        }
+    }
+    throw new RequestError(400, 'Invalid JSON lines: unterminated value');
+}
+
+/* Objects or lists separated only by whitespace -> their texts, each checked by JSON.parse. */
+function splitJsonLines(text) {
+    var values = [];
+    var i = 0;
+    while (i < text.length) {
+        var c = text[i];
+        if (c === ' ' || c === '\n' || c === '\r' || c === '\t') {
+            i++;
+            continue;
+        }
+        if (c !== '{' && c !== '[') {
+            throw new RequestError(400, 'Invalid JSON lines: expected an object or a list at ' +
+                'offset ' + i);
+        }
+        var end = endOfJsonValue(text, i);
+        var value = text.slice(i, end);
+        try {
+            JSON.parse(value);
+        } catch (e) {
+            throw new RequestError(400, 'Invalid JSON lines: ' + e.message);
+        }
+        values.push(value);
+        i = end;
+    }
+    if (values.length === 0) {
+        throw new RequestError(400, 'Empty request body');
+    }
+    return values;
+}
+
+function instancesOf(texts) {
+    return '{"instances": [' + texts.join(',') + ']}';
+}
+
+function isListOfLists(value) {
+    return Array.isArray(value) && value.length > 0 && value.every(Array.isArray);
+}
+
+function isTfsRequest(value) {
+    return value !== null && typeof value === 'object' && !Array.isArray(value) &&
+        ('instances' in value || 'inputs' in value || 'examples' in value);
+}
+
+function convertJson(text) {
+    if (text.trim() === '') {
+        throw new RequestError(400, 'Empty request body');
+    }
+    var value;
+    try {
+        value = JSON.parse(text);
+    } catch (e) {
+        var lines = splitJsonLines(text);
+        if (lines.length < 2) {
+            throw new RequestError(400, 'Invalid JSON: ' + e.message);
+        }
+        return instancesOf(lines);
+    }
+    if (isTfsRequest(value)) {
+        return text;
+    }
+    if (isListOfLists(value)) {
+        return '{"instances": ' + text + '}';
+    }
+    return instancesOf([text]);
+}
+
+function csvField(field) {
+    var trimmed = field.trim();
+    if (STRICT_NUMBER.test(trimmed)) {
+        return trimmed;
+    }
+    if (LOOSE_NUMBER.test(trimmed)) {
+        return String(Number(trimmed));
+    }
+    if (trimmed.length >= 2 && trimmed[0] === '"' && trimmed[trimmed.length - 1] === '"') {
+        trimmed = trimmed.slice(1, -1).replace(/""/g, '"');
+    }
+    return JSON.stringify(trimmed);
+}
+
+function convertCsv(text) {
+    var rows = text.split('\n').map(function (line) {
+        return line.replace(/\r$/, '');
+    }).filter(function (line) {
+        return line.trim() !== '';
+    });
+    if (rows.length === 0) {
+        throw new RequestError(400, 'Empty request body');
+    }
+    var width = rows[0].split(',').length;
+    var instances = rows.map(function (row, index) {
+        var fields = row.split(',');
+        if (fields.length !== width) {
+            throw new RequestError(400, 'Invalid CSV: row ' + (index + 1) + ' has ' +
+                fields.length + ' fields, expected ' + width);
+        }
+        var values = fields.map(csvField);
+        return width === 1 ? values[0] : '[' + values.join(',') + ']';
+    });
+    return instancesOf(instances);
+}
+
+/* The TF Serving request body, or null when this content type is not converted here. */
+function convert(contentType, text) {
+    if (contentType === '' || JSON_TYPES.indexOf(contentType) >= 0) {
+        return convertJson(text);
+    }
+    if (JSON_LINES_TYPES.indexOf(contentType) >= 0) {
+        return instancesOf(splitJsonLines(text));
+    }
+    if (CSV_TYPES.indexOf(contentType) >= 0) {
+        return convertCsv(text);
+    }
+    return null;
+}
+
+function looksLikeJson(text) {
+    try {
+        JSON.parse(text);
+        return true;
+    } catch (e) {
+        return false;
+    }
+}
+
+function sendModelServerReply(r, reply, accept) {
+    var body = reply.responseText || '';
+    if (reply.status >= 500 && !looksLikeJson(body)) {
+        sendError(r, 503, 'The model server is not available (status ' + reply.status + ')');
+        return;
+    }
+    if (JSON_LINES_TYPES.indexOf(accept) >= 0) {
+        r.headersOut['Content-Type'] = accept;
+        r.return(reply.status, body.replace(/\n/g, ''));
+        return;
+    }
+    sendJson(r, reply.status, body);
+}
+
+function handleError(r, e) {
+    if (e instanceof RequestError) {
+        sendError(r, e.status, e.message);
+    } else {
+        r.error('tensorflow_serving.js: ' + e);
+        sendError(r, 500, 'Internal error: ' + e);
+    }
+}
+
+function invocations(r) {
+    if (r.method !== 'POST') {
+        sendError(r, 405, 'Method ' + r.method + ' not allowed: use POST');
+        return;
+    }
+    var contentType = mediaType(r.headersIn['Content-Type']);
+    var accept = firstAccept(r.headersIn.Accept);
+    var text = r.requestText;
+    var bodyLength = parseInt(r.headersIn['Content-Length'] || '0', 10);
+    if (!acceptHandledHere(accept) || (text === undefined && bodyLength > 0)) {
+        r.internalRedirect('@python_service');
+        return;
+    }
+    var uri;
+    var body;
+    try {
+        body = convert(contentType, text || '');
+        if (body === null) {
+            r.internalRedirect('@python_service');
+            return;
+        }
+        uri = tfsUri(r);
+    } catch (e) {
+        handleError(r, e);
+        return;
+    }
+    r.subrequest(uri, {method: 'POST', body: body})
+        .then(function (reply) {
+            sendModelServerReply(r, reply, accept);
+        })
+        .catch(function (e) {
+            handleError(r, e);
+        });
+}
+
+function modelIsAvailable(reply) {
+    if (reply.status !== 200) {
+        return false;
+    }
+    try {
+        var versions = JSON.parse(reply.responseText).model_version_status || [];
+        return versions.some(function (status) {
+            return status.state === 'AVAILABLE';
+        });
+    } catch (e) {
+        return false;
+    }
+}
+
+function ping(r) {
+    var names = (r.variables.tfs_models || '').split(',').filter(function (name) {
+        return name !== '';
+    });
+    if (names.length === 0) {
+        sendError(r, 503, 'No model configured');
+        return;
+    }
+    var checks = names.map(function (name) {
+        return r.subrequest('/tfs/v1/models/' + name, {method: 'GET'});
+    });
+    Promise.all(checks)
+        .then(function (replies) {
+            var waiting = names.filter(function (name, index) {
+                return !modelIsAvailable(replies[index]);
+            });
+            if (waiting.length === 0) {
+                sendJson(r, 200, '{}');
+            } else {
+                sendError(r, 503, 'Models not available yet: ' + waiting.join(', '));
+            }
+        })
+        .catch(function (e) {
+            sendError(r, 503, 'Model status unknown: ' + e);
+        });
+}
+
+export default {invocations, ping, convert, parseCustomAttributes};
