@@ -1,0 +1,475 @@
+"""Model server processes: their command lines and config files, readiness, ports, and the
+multi-model registry with its control API.
+
+The model server is the real ``tensorflow_model_server`` when it is on PATH, otherwise
+``sagemaker-tfs model-server``, which takes the same flags.
+
+Multi-model endpoints run one model server process per loaded model, so that unloading a
+model really gives its memory back (the process ends). ``ModelRegistry`` is the single
+source of truth for which models are loaded and on which ports; ``ControlServer`` exposes it
+to the Python service over a unix socket (see docs/DESIGN.md, "Control API").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import socketserver
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any, Protocol
+
+from sagemaker_tfs.config import (
+    BatchingConfig,
+    Instance,
+    ModelSpec,
+    PortRange,
+    StackConfig,
+    version_dirs,
+)
+
+log = logging.getLogger(__name__)
+
+TFS_BINARY = "tensorflow_model_server"
+DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
+MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
+MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+# --- command lines and config files -------------------------------------------------------
+
+
+def model_server_command() -> list[str]:
+    """The real TF Serving binary if installed, else our compatible Python server."""
+    binary = shutil.which(TFS_BINARY)
+    if binary:
+        return [binary]
+    return [sys.executable, "-m", "sagemaker_tfs.cli", "model-server"]
+
+
+def quote_text_proto(value: str) -> str:
+    """A protobuf text-format string literal: nothing in ``value`` can end the string."""
+    escaped = []
+    for char in value:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif char == "\n":
+            escaped.append("\\n")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\{ord(char):03o}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def render_model_config(models: Sequence[ModelSpec]) -> str:
+    """TF Serving's text ``ModelServerConfig`` serving ``models``."""
+    entries = []
+    for model in models:
+        entries.append(
+            "  config: {\n"
+            f"    name: {quote_text_proto(model.name)}\n"
+            f"    base_path: {quote_text_proto(model.base_path)}\n"
+            '    model_platform: "tensorflow"\n'
+            "  }"
+        )
+    return "model_config_list: {\n" + ",\n".join(entries) + "\n}\n"
+
+
+def render_batching_config(batching: BatchingConfig) -> str:
+    """TF Serving's batching parameters file, one parameter per line."""
+    return (
+        f"max_batch_size {{ value: {batching.max_batch_size} }}\n"
+        f"batch_timeout_micros {{ value: {batching.batch_timeout_micros} }}\n"
+        f"num_batch_threads {{ value: {batching.num_batch_threads} }}\n"
+        f"max_enqueued_batches {{ value: {batching.max_enqueued_batches} }}\n"
+    )
+
+
+def model_server_args(
+    instance: Instance,
+    model_config_file: str,
+    config: StackConfig,
+    batching_file: str | None,
+) -> list[str]:
+    """The flags of one model server process (same for the real binary and ours)."""
+    args = [
+        f"--port={instance.grpc_port}",
+        f"--rest_api_port={instance.rest_port}",
+        f"--model_config_file={model_config_file}",
+        "--max_num_load_retries=0",
+    ]
+    if batching_file is not None:
+        args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
+    if config.inter_op_parallelism:
+        args.append(f"--tensorflow_inter_op_parallelism={config.inter_op_parallelism}")
+    if config.intra_op_parallelism:
+        args.append(f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}")
+    if config.gpu_memory_fraction is not None:
+        args.append(f"--per_process_gpu_memory_fraction={config.gpu_memory_fraction}")
+    return args
+
+
+# --- readiness -------------------------------------------------------------------------------
+
+
+def model_is_available(rest_port: int, name: str, timeout: float = 2.0) -> bool:
+    """True when TF Serving's REST status shows a version of ``name`` as AVAILABLE."""
+    url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.request.quote(name, safe='')}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status = json.load(response)
+    except (OSError, ValueError):
+        return False
+    versions = status.get("model_version_status", []) if isinstance(status, dict) else []
+    return any(v.get("state") == "AVAILABLE" for v in versions if isinstance(v, dict))
+
+
+def wait_until_available(
+    rest_port: int,
+    names: Sequence[str],
+    timeout: float,
+    still_running: Callable[[], bool],
+    interval: float = 0.2,
+) -> bool:
+    """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit."""
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    while pending:
+        if not still_running():
+            return False
+        pending = [name for name in pending if not model_is_available(rest_port, name)]
+        if not pending:
+            break
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+# --- ports and memory -----------------------------------------------------------------------
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class PortPool:
+    """Hands out pairs of free ports from the safe range; thread-safe."""
+
+    def __init__(self, port_range: PortRange, reserved: Sequence[int] = ()) -> None:
+        self._range = port_range
+        self._in_use: set[int] = set(reserved)
+        self._lock = threading.Lock()
+
+    def take_pair(self) -> Instance | None:
+        """Two free ports (gRPC, REST), or None when the range is exhausted."""
+        with self._lock:
+            found: list[int] = []
+            for port in self._range.ports():
+                if port not in self._in_use and port_is_free(port):
+                    found.append(port)
+                    if len(found) == 2:
+                        self._in_use.update(found)
+                        return Instance(found[0], found[1])
+            return None
+
+    def release(self, instance: Instance) -> None:
+        with self._lock:
+            self._in_use.discard(instance.grpc_port)
+            self._in_use.discard(instance.rest_port)
+
+
+def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """``MemAvailable`` from /proc/meminfo, or None where it cannot be read."""
+    try:
+        with open(meminfo, encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+# --- the multi-model registry -------------------------------------------------------------
+
+
+class ControlError(Exception):
+    """A control API request failed; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Launcher(Protocol):
+    """What the registry needs from the supervisor to run per-model processes."""
+
+    def start_model_server(
+        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+    ) -> None: ...
+
+    def stop_model_server(self, key: str) -> None: ...
+
+    def model_server_running(self, key: str) -> bool: ...
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    url: str
+    base_path: str
+    instance: Instance
+    state: str
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "model_name": self.name,
+            "url": self.url,
+            "base_path": self.base_path,
+            "grpc_port": self.instance.grpc_port,
+            "rest_port": self.instance.rest_port,
+            "state": self.state,
+        }
+
+
+def validate_model_name(name: object) -> str:
+    if not isinstance(name, str) or not MODEL_NAME_PATTERN.match(name):
+        raise ControlError(
+            400,
+            "model_name must be 1-128 characters of letters, digits, '_', '-' or '.', "
+            f"starting with a letter or digit, got {name!r}"[:300],
+        )
+    return name
+
+
+def resolve_model_url(url: object, models_root: str, name: str) -> str:
+    """The model's base path: ``url`` resolved, refused if it leaves the models root."""
+    if not isinstance(url, str) or not url or "\x00" in url or len(url) > 4096:
+        raise ControlError(400, f"url must be a non-empty path, got {url!r}"[:300])
+    root = os.path.realpath(models_root)
+    resolved = os.path.realpath(os.path.join(root, url))
+    if os.path.commonpath([root, resolved]) != root or resolved == root:
+        raise ControlError(403, f"url {url} is outside the models directory {models_root}")
+    if not version_dirs(resolved):
+        raise ControlError(404, f"Could not find valid base path {url} for servable {name}")
+    return resolved
+
+
+class ModelRegistry:
+    """Which models are loaded, on which ports; loads and unloads per-model processes.
+
+    The lock only guards the bookkeeping: waiting for a model to become AVAILABLE happens
+    outside it, so loading one model never blocks other loads, lookups or unloads.
+    """
+
+    def __init__(
+        self,
+        config: StackConfig,
+        launcher: Launcher,
+        memory_margin: int = MEMORY_MARGIN_BYTES,
+        available_memory: Callable[[], int | None] = available_memory_bytes,
+    ) -> None:
+        self._config = config
+        self._launcher = launcher
+        self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])
+        self._models: dict[str, LoadedModel] = {}
+        self._lock = threading.Lock()
+        self._memory_margin = memory_margin
+        self._available_memory = available_memory
+        self._config_dir = Path(config.work_dir) / "models"
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [m.describe() for m in self._models.values()]
+
+    def get(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                raise ControlError(404, f"Model {name} is not loaded yet")
+            return model.describe()
+
+    def load(self, name: object, url: object) -> dict[str, Any]:
+        name = validate_model_name(name)
+        base_path = resolve_model_url(url, self._config.model_dir, name)
+        model = self._reserve(name, str(url), base_path)
+        config_file = self._write_model_config(model)
+        self._launcher.start_model_server(self._key(name), model.instance, config_file, [name])
+        available = wait_until_available(
+            model.instance.rest_port,
+            [name],
+            self._config.wait_time_seconds,
+            lambda: self._launcher.model_server_running(self._key(name)),
+        )
+        if not available:
+            self._forget(name)
+            raise ControlError(500, f"Model {name} failed to load from {url}")
+        with self._lock:
+            model.state = "AVAILABLE"
+        log.info("loaded model %s from %s on ports %s", name, base_path, model.instance)
+        return dict(model.describe(), message=f"Successfully loaded model {name}")
+
+    def unload(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            model = self._models.get(name)
+            if model is None or model.state != "AVAILABLE":
+                raise ControlError(404, f"Model {name} is not loaded yet")
+            model.state = "UNLOADING"
+        self._forget(name)
+        log.info("unloaded model %s", name)
+        return {"model_name": name, "message": f"Successfully unloaded model {name}"}
+
+    def unload_all(self) -> None:
+        with self._lock:
+            names = list(self._models)
+        for name in names:
+            self._forget(name)
+
+    def _reserve(self, name: str, url: str, base_path: str) -> LoadedModel:
+        with self._lock:
+            if name in self._models:
+                raise ControlError(409, f"Model {name} is already loaded")
+            free = self._available_memory()
+            if free is not None and free < self._memory_margin:
+                raise ControlError(
+                    507, f"Not enough memory to load model {name}: {free} bytes available"
+                )
+            instance = self._ports.take_pair()
+            if instance is None:
+                raise ControlError(507, f"No free ports left to load model {name}")
+            model = LoadedModel(name, url, base_path, instance, "LOADING")
+            self._models[name] = model
+            return model
+
+    def _forget(self, name: str) -> None:
+        """Stop the model's process, free its ports and drop it from the registry."""
+        self._launcher.stop_model_server(self._key(name))
+        with self._lock:
+            model = self._models.pop(name, None)
+        if model is not None:
+            self._ports.release(model.instance)
+            (self._config_dir / f"{name}.config").unlink(missing_ok=True)
+
+    def _write_model_config(self, model: LoadedModel) -> str:
+        self._config_dir.mkdir(parents=True, exist_ok=True)
+        path = self._config_dir / f"{model.name}.config"
+        path.write_text(render_model_config([ModelSpec(model.name, model.base_path)]))
+        return str(path)
+
+    @staticmethod
+    def _key(name: str) -> str:
+        return f"model-server[{name}]"
+
+
+# --- the control API --------------------------------------------------------------------------
+
+
+class _ControlHandler(BaseHTTPRequestHandler):
+    """JSON over HTTP on the supervisor's unix socket; see docs/DESIGN.md "Control API"."""
+
+    server: ControlServer
+    protocol_version = "HTTP/1.1"
+    MAX_BODY = 64 * 1024
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._dispatch(self._get)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch(self._post)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch(self._delete)
+
+    def _get(self, parts: list[str]) -> dict[str, Any]:
+        if parts == ["models"]:
+            return {"models": self.server.registry.list()}
+        if len(parts) == 2 and parts[0] == "models":
+            return self.server.registry.get(parts[1])
+        raise ControlError(404, f"no such resource: {self.path}")
+
+    def _post(self, parts: list[str]) -> dict[str, Any]:
+        if parts != ["models"]:
+            raise ControlError(404, f"no such resource: {self.path}")
+        body = self._read_json()
+        return self.server.registry.load(body.get("model_name"), body.get("url"))
+
+    def _delete(self, parts: list[str]) -> dict[str, Any]:
+        if len(parts) == 2 and parts[0] == "models":
+            return self.server.registry.unload(parts[1])
+        raise ControlError(404, f"no such resource: {self.path}")
+
+    def _read_json(self) -> dict[str, Any]:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise ControlError(400, "invalid Content-Length") from None
+        if length <= 0 or length > self.MAX_BODY:
+            raise ControlError(400, "expected a JSON body of at most 64 KiB")
+        try:
+            body = json.loads(self.rfile.read(length))
+        except ValueError as error:
+            raise ControlError(400, f"invalid JSON body: {error}") from None
+        if not isinstance(body, dict):
+            raise ControlError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
+        return body
+
+    def _dispatch(self, action: Callable[[list[str]], dict[str, Any]]) -> None:
+        parts = [p for p in urllib.request.unquote(self.path.split("?")[0]).split("/") if p]
+        try:
+            status, payload = 200, action(parts)
+        except ControlError as error:
+            status, payload = error.status, {"error": error.message}
+        except Exception as error:  # a bug must not take the control API down
+            log.exception("control API %s %s failed", self.command, self.path)
+            status, payload = 500, {"error": f"internal error: {error}"}
+        data = json.dumps(payload).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def address_string(self) -> str:
+        return "control-socket"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        log.debug("control API: " + format, *args)
+
+
+class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Threaded HTTP server on a unix socket: one thread per request."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, registry: ModelRegistry) -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+        self.registry = registry
+        super().__init__(path, _ControlHandler)
+        os.chmod(path, 0o600)
+
+    def serve_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="control-api", daemon=True)
+        thread.start()
+        return thread

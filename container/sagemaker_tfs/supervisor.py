@@ -1,0 +1,418 @@
+"""``sagemaker-tfs serve``: write the configs, start the stack, watch it, stop it cleanly.
+
+Start-up order: model servers (and wait until their models are AVAILABLE), the Python
+service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
+are ready. A child that exits is logged and restarted with a backoff. SIGTERM/SIGINT stop
+nginx gracefully first (SIGQUIT lets in-flight requests finish), then gunicorn, then the
+model servers, and ``serve`` exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
+from sagemaker_tfs.model_processes import (
+    ControlServer,
+    ModelRegistry,
+    model_server_args,
+    model_server_command,
+    render_batching_config,
+    render_model_config,
+    wait_until_available,
+)
+
+log = logging.getLogger("sagemaker_tfs.supervisor")
+
+POLL_SECONDS = 0.2
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 10.0
+STABLE_AFTER_SECONDS = 30.0
+MODEL_SERVER_STOP_SECONDS = 10.0
+SERVICE_SOCKET_WAIT_SECONDS = 60.0
+
+
+class StartupError(RuntimeError):
+    """The stack could not be started; the message says why."""
+
+
+class StopRequested(Exception):
+    """SIGTERM/SIGINT arrived while the stack was still starting."""
+
+
+class Child:
+    """One supervised process: started in its own session, restarted with backoff."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: dict[str, str],
+        stop_signal: signal.Signals = signal.SIGTERM,
+        stop_timeout: float = 30.0,
+        after_restart: Callable[[Child], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = env
+        self.stop_signal = stop_signal
+        self.stop_timeout = stop_timeout
+        self.after_restart = after_restart
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.backoff = FIRST_BACKOFF_SECONDS
+        self.restart_at: float | None = None
+        self.restarts = 0
+        self.stopping = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        # Own session: a Ctrl-C in a terminal reaches only the supervisor, which then stops
+        # the children in order, and the whole group (e.g. gunicorn workers) can be killed.
+        self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        log.info("started %s (pid %d): %s", self.name, self.process.pid, " ".join(self.argv))
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check(self, now: float) -> None:
+        """Notice an exit and schedule a restart; restart when the backoff has passed."""
+        if self.stopping or self.process is None:
+            return
+        if self.restart_at is None:
+            code = self.process.poll()
+            if code is None:
+                return
+            if now - self.started_at > STABLE_AFTER_SECONDS:
+                self.backoff = FIRST_BACKOFF_SECONDS
+            self.restart_at = now + self.backoff
+            log.warning(
+                "%s (pid %d) exited with code %s; restarting in %.1fs",
+                self.name,
+                self.process.pid,
+                code,
+                self.backoff,
+            )
+            self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+        elif now >= self.restart_at:
+            self.restarts += 1
+            self.start()
+            if self.after_restart is not None:
+                self.after_restart(self)
+
+    def stop(self) -> None:
+        """Ask the process to stop, wait for it, then kill its whole process group."""
+        self.stopping = True
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            log.info(
+                "stopping %s (pid %d) with %s", self.name, self.process.pid, self.stop_signal.name
+            )
+            self._signal_group(self.stop_signal)
+            try:
+                self.process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in %.0fs; killing it", self.name, self.stop_timeout)
+        self._signal_group(signal.SIGKILL)
+        self.process.wait()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+
+class Supervisor:
+    """Owns the children of one stack and the multi-model registry."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.work_dir = Path(config.work_dir)
+        self.env = child_environment(config)
+        self.model_servers: dict[str, Child] = {}
+        self.gunicorn: Child | None = None
+        self.nginx: Child | None = None
+        self.registry: ModelRegistry | None = None
+        self.control: ControlServer | None = None
+        self.stop_requested = threading.Event()
+        self._lock = threading.Lock()
+
+    # --- the Launcher protocol used by the registry ---
+
+    def start_model_server(
+        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+    ) -> None:
+        argv = model_server_command() + model_server_args(
+            instance, model_config_file, self.config, self._batching_file()
+        )
+        child = Child(
+            key,
+            argv,
+            self.env,
+            stop_timeout=MODEL_SERVER_STOP_SECONDS,
+            after_restart=self._rewait(instance, model_names),
+        )
+        with self._lock:
+            self.model_servers[key] = child
+            child.start()
+
+    def stop_model_server(self, key: str) -> None:
+        with self._lock:
+            child = self.model_servers.pop(key, None)
+        if child is not None:
+            child.stop()
+
+    def model_server_running(self, key: str) -> bool:
+        with self._lock:
+            child = self.model_servers.get(key)
+        return child is not None and child.running()
+
+    # --- start-up ---
+
+    def write_configs(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        write_file(self.config.stack_config_path, self.config.to_json())
+        if self.config.batching is not None:
+            text = render_batching_config(self.config.batching)
+            write_file(self._batching_file() or "", text)
+            log.info("batching config %s:\n%s", self._batching_file(), text.rstrip())
+        if not self.config.multi_model:
+            text = render_model_config(self.config.models)
+            write_file(self._model_config_file(), text)
+            log.info("model config %s:\n%s", self._model_config_file(), text.rstrip())
+
+    def start(self) -> None:
+        self.write_configs()
+        if self.config.multi_model:
+            self._start_control_api()
+        else:
+            self._start_model_servers()
+        self._start_gunicorn()
+        self._start_nginx()
+        log.info("serving on port %d", self.config.port)
+
+    def _start_model_servers(self) -> None:
+        names = [m.name for m in self.config.models]
+        for index, instance in enumerate(self.config.instances):
+            self.start_model_server(
+                f"model-server[{index}]", instance, self._model_config_file(), names
+            )
+        for key, child in list(self.model_servers.items()):
+            instance = self.config.instances[int(key.split("[")[1].rstrip("]"))]
+            ready = wait_until_available(
+                instance.rest_port,
+                names,
+                self.config.wait_time_seconds,
+                lambda child=child: child.running() and not self.stop_requested.is_set(),
+            )
+            if self.stop_requested.is_set():
+                raise StopRequested()
+            if not ready:
+                why = "exited" if not child.running() else "timed out"
+                raise StartupError(
+                    f"{key} {why} before models {', '.join(names)} became AVAILABLE "
+                    f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
+                )
+            log.info("%s: models %s AVAILABLE", key, ", ".join(names))
+
+    def _start_control_api(self) -> None:
+        self.registry = ModelRegistry(self.config, self)
+        self.control = ControlServer(self.config.control_socket, self.registry)
+        self.control.serve_in_background()
+        log.info("multi-model control API on unix:%s", self.config.control_socket)
+
+    def _start_gunicorn(self) -> None:
+        socket_path = Path(self.config.service_socket)
+        socket_path.unlink(missing_ok=True)
+        env = dict(self.env, SAGEMAKER_TFS_STACK_CONFIG=self.config.stack_config_path)
+        self.gunicorn = Child(
+            "gunicorn",
+            gunicorn_command(self.config),
+            env,
+            stop_timeout=self.config.gunicorn_timeout + 5,
+        )
+        self.gunicorn.start()
+        deadline = time.monotonic() + SERVICE_SOCKET_WAIT_SECONDS
+        while not socket_path.exists():
+            if self.stop_requested.is_set():
+                raise StopRequested()
+            if not self.gunicorn.running():
+                raise StartupError("gunicorn exited during start-up (see its log above)")
+            if time.monotonic() > deadline:
+                raise StartupError(f"gunicorn did not create {socket_path} in time")
+            time.sleep(POLL_SECONDS)
+
+    def _start_nginx(self) -> None:
+        from sagemaker_tfs import nginx_config
+
+        text = nginx_config.render(self.config)
+        path = self.work_dir / "nginx.conf"
+        write_file(str(path), text)
+        log.info("nginx config %s:\n%s", path, text.rstrip())
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        argv = [nginx, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
+        self.nginx = Child(
+            "nginx",
+            argv,
+            self.env,
+            stop_signal=signal.SIGQUIT,
+            stop_timeout=self.config.nginx_proxy_read_timeout + 5,
+        )
+        self.nginx.start()
+
+    # --- watching and stopping ---
+
+    def children(self) -> list[Child]:
+        with self._lock:
+            servers = list(self.model_servers.values())
+        return [c for c in (self.nginx, self.gunicorn) if c is not None] + servers
+
+    def watch(self) -> None:
+        while not self.stop_requested.wait(POLL_SECONDS):
+            now = time.monotonic()
+            for child in self.children():
+                child.check(now)
+
+    def shutdown(self) -> None:
+        """nginx first (in-flight requests finish), then gunicorn, then the model servers."""
+        log.info("stopping the stack")
+        if self.control is not None:
+            self.control.shutdown()
+            self.control.server_close()
+        for child in (self.nginx, self.gunicorn):
+            if child is not None:
+                child.stop()
+        with self._lock:
+            servers = list(self.model_servers.values())
+            self.model_servers.clear()
+        for child in servers:
+            child.stop()
+        for path in (self.config.service_socket, self.config.control_socket):
+            Path(path).unlink(missing_ok=True)
+        log.info("stopped")
+
+    def _rewait(self, instance: Instance, names: Sequence[str]) -> Callable[[Child], None]:
+        def rewait(child: Child) -> None:
+            def wait() -> None:
+                if wait_until_available(
+                    instance.rest_port, names, self.config.wait_time_seconds, child.running
+                ):
+                    log.info("%s: models %s AVAILABLE again", child.name, ", ".join(names))
+                else:
+                    log.warning("%s: models not AVAILABLE after restart", child.name)
+
+            threading.Thread(target=wait, name=f"rewait-{child.name}", daemon=True).start()
+
+        return rewait
+
+    def _model_config_file(self) -> str:
+        return str(self.work_dir / "models.config")
+
+    def _batching_file(self) -> str | None:
+        if self.config.batching is None:
+            return None
+        return str(self.work_dir / "batching.config")
+
+
+def write_file(path: str, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")
+
+
+def child_environment(config: StackConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = config.omp_num_threads
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def gunicorn_command(config: StackConfig) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        f"--bind=unix:{config.service_socket}",
+        f"--workers={config.gunicorn_workers}",
+        f"--threads={config.gunicorn_threads}",
+        f"--worker-class={config.gunicorn_worker_class}",
+        f"--timeout={config.gunicorn_timeout}",
+        f"--graceful-timeout={config.gunicorn_timeout}",
+        f"--log-level={config.gunicorn_log_level}",
+        "--error-logfile=-",
+        "sagemaker_tfs.service.app:create_app()",
+    ]
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sagemaker-tfs serve",
+        description="Run the serving stack: model servers, the Python service, nginx.",
+    )
+    parser.add_argument("--model-dir", help="models directory (default /opt/ml/model[s])")
+    parser.add_argument("--work-dir", help="generated configs, sockets, pid files")
+    parser.add_argument(
+        "--port", type=int, help="public port (default SAGEMAKER_BIND_TO_PORT or 8080)"
+    )
+    return parser.parse_args(list(argv))
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def log_config(config: StackConfig) -> None:
+    log.info("configuration in effect:\n%s", config.to_json())
+
+
+def main(argv: Sequence[str]) -> int:
+    configure_logging()
+    args = parse_args(argv)
+    try:
+        config = load_config(os.environ, args.model_dir, args.work_dir, args.port)
+    except ConfigError as error:
+        log.error("invalid configuration: %s", error)
+        return 2
+    log_config(config)
+    supervisor = Supervisor(config)
+
+    def request_stop(signum: int, _frame: object) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        supervisor.stop_requested.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        supervisor.start()
+    except StartupError as error:
+        log.error("start-up failed: %s", error)
+        supervisor.shutdown()
+        return 1
+    except StopRequested:
+        supervisor.shutdown()
+        return 0
+    except BaseException:
+        supervisor.shutdown()
+        raise
+    supervisor.watch()
+    supervisor.shutdown()
+    return 0
