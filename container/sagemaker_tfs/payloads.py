@@ -1,0 +1,425 @@
+"""Codecs of the fast path: request bodies -> named NumPy inputs, outputs -> response bodies.
+
+Inputs: ``application/x-npy``, ``application/x-npz``, ``image/jpeg``, ``image/png``,
+``application/x-image`` and ``application/x-image-stream`` (records of a 4-byte big-endian
+length followed by an encoded image; all records form one batch). Images are converted to what
+the signature's input wants (dtype, height, width, channels, RGB order); a DT_STRING input gets
+the encoded bytes unchanged. Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``),
+``application/jsonlines`` (the same on one line), ``application/x-npy``, ``application/x-npz``,
+``text/csv``.
+
+Every problem with the request raises :class:`PayloadError` with an HTTP status and a message
+that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from sagemaker_tfs import tensors
+
+NPY = "application/x-npy"
+NPZ = "application/x-npz"
+JSON = "application/json"
+JSONLINES = "application/jsonlines"
+CSV = "text/csv"
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "application/x-image"})
+IMAGE_STREAM = "application/x-image-stream"
+INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES})
+OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
+
+_RECORD_HEADER = 4
+_NPY_MAGIC = b"\x93NUMPY"
+_NPZ_MAGIC = b"PK\x03\x04"
+_CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+
+
+class PayloadError(Exception):
+    """A request the fast path cannot serve: ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of a signature: its alias, TensorFlow dtype enum and shape (-1 = any)."""
+
+    name: str
+    dtype: int
+    shape: tuple[int, ...] | None  # None: unknown rank
+
+    @property
+    def is_string(self) -> bool:
+        return self.dtype == tensors.DT_STRING
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """How decoded pixels become float inputs: ``value = pixel * scale + offset``.
+
+    Read once from ``SAGEMAKER_TFS_IMAGE_SCALE`` (default 1.0) and ``SAGEMAKER_TFS_IMAGE_OFFSET``
+    (default 0.0); integer inputs always get the raw 0-255 pixels. Example: MobileNet-style
+    [-1, 1] inputs use scale ``0.00784313725`` (2/255) and offset ``-1``.
+    """
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageOptions:
+        environ = os.environ if environ is None else environ
+        return cls(
+            scale=_float_env(environ, "SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+            offset=_float_env(environ, "SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
+        )
+
+
+def _float_env(environ: Mapping[str, str], name: str, default: float) -> float:
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {text!r}") from None
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {text!r}")
+    return value
+
+
+def media_type(header: str | None) -> str:
+    """``image/jpeg`` from ``Image/JPEG; q=1`` (lower case, parameters dropped)."""
+    return (header or "").split(";", 1)[0].strip().lower()
+
+
+def choose_output_type(accept: str | None) -> str:
+    """The first supported type of an Accept header; JSON when absent or ``*/*``."""
+    entries = [media_type(entry) for entry in (accept or "").split(",")]
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        return JSON
+    for entry in entries:
+        if entry in OUTPUT_TYPES:
+            return entry
+        if entry in ("*/*", "application/*"):
+            return JSON
+    raise PayloadError(406, f"Not Acceptable: {accept}; supported: {', '.join(OUTPUT_TYPES)}")
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def decode_inputs(
+    body: bytes, content_type: str, inputs: Mapping[str, InputSpec], options: ImageOptions
+) -> dict[str, np.ndarray]:
+    """Decode a request body into arrays keyed by input alias, converted to the signature."""
+    kind = media_type(content_type)
+    if kind not in INPUT_TYPES:
+        raise PayloadError(415, f"Unsupported Media Type: {content_type or 'none'}")
+    if not body:
+        raise PayloadError(400, f"Empty request body for {kind}")
+    if kind == NPY:
+        spec = _single_input(inputs, kind)
+        return {spec.name: conform_array(decode_npy(body), spec)}
+    if kind == NPZ:
+        return {
+            name: conform_array(array, inputs[name]) for name, array in _npz_inputs(body, inputs)
+        }
+    spec = _single_input(inputs, kind)
+    images = split_image_stream(body) if kind == IMAGE_STREAM else [body]
+    return {spec.name: images_to_batch(images, spec, options)}
+
+
+def _single_input(inputs: Mapping[str, InputSpec], kind: str) -> InputSpec:
+    if len(inputs) == 1:
+        return next(iter(inputs.values()))
+    names = ", ".join(sorted(inputs)) or "none"
+    hint = f"; send {NPZ} with one array per input" if kind != NPZ else ""
+    raise PayloadError(
+        400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
+    )
+
+
+def decode_npy(body: bytes) -> np.ndarray:
+    """Load one .npy array; object (pickled) arrays are refused."""
+    if body.startswith(_NPZ_MAGIC):
+        raise PayloadError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
+    if not body.startswith(_NPY_MAGIC):
+        raise PayloadError(400, "Invalid .npy payload: it does not start with the .npy magic")
+    try:
+        array = np.load(io.BytesIO(body), allow_pickle=False)
+    except ValueError as error:
+        if "allow_pickle" in str(error):
+            raise PayloadError(
+                400, "Pickled object arrays are not accepted in .npy input"
+            ) from None
+        raise PayloadError(400, f"Invalid .npy payload: {error}") from None
+    except (OSError, EOFError) as error:
+        raise PayloadError(400, f"Invalid .npy payload: {error}") from None
+    return array
+
+
+def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str, np.ndarray]]:
+    try:
+        archive = np.load(io.BytesIO(body), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise PayloadError(400, f"Invalid .npz payload: {error}") from None
+    if isinstance(archive, np.ndarray):
+        raise PayloadError(
+            400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}"
+        )
+    with archive:
+        unknown = sorted(set(archive.files) - set(inputs))
+        if unknown:
+            raise PayloadError(
+                400,
+                f".npz has arrays {unknown} that are not inputs of the signature "
+                f"(inputs: {', '.join(sorted(inputs))})",
+            )
+        try:
+            return [(name, archive[name]) for name in archive.files]
+        except ValueError as error:
+            if "allow_pickle" in str(error):
+                raise PayloadError(
+                    400, "Pickled object arrays are not accepted in .npz input"
+                ) from None
+            raise PayloadError(400, f"Invalid .npz payload: {error}") from None
+        except (OSError, EOFError, zipfile.BadZipFile) as error:
+            raise PayloadError(400, f"Invalid .npz payload: {error}") from None
+
+
+def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """Check an array against an input: same-kind dtype casts are allowed, others refused."""
+    if spec.is_string:
+        if array.dtype.kind not in "SUO":
+            raise PayloadError(
+                400, f"Input {spec.name} expects DT_STRING, got an array of {array.dtype}"
+            )
+        return array
+    try:
+        target = tensors.numpy_dtype(spec.dtype)
+    except tensors.TensorConversionError as error:
+        raise PayloadError(400, f"Input {spec.name}: {error}") from None
+    if array.dtype != target and not np.can_cast(array.dtype, target, casting="same_kind"):
+        raise PayloadError(
+            400,
+            f"Input {spec.name} expects {tensors.dtype_name(spec.dtype)}, "
+            f"got an array of {array.dtype}",
+        )
+    _check_shape(array.shape, spec)
+    return array.astype(target, copy=False)
+
+
+def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
+    if spec.shape is None:
+        return
+    expected = spec.shape
+    fits = len(shape) == len(expected) and all(
+        want < 0 or want == got for want, got in zip(expected, shape, strict=True)
+    )
+    if not fits:
+        wanted = [None if dim < 0 else dim for dim in expected]
+        raise PayloadError(
+            400, f"Input {spec.name} expects shape {wanted}, got an array of shape {list(shape)}"
+        )
+
+
+def split_image_stream(body: bytes) -> list[bytes]:
+    """Split records of (4-byte big-endian length, encoded image); a zero length ends it."""
+    view = memoryview(body)
+    images: list[bytes] = []
+    position = 0
+    while position < len(view):
+        if position + _RECORD_HEADER > len(view):
+            raise PayloadError(
+                400, f"Truncated image stream: partial length header at byte {position}"
+            )
+        length = int.from_bytes(view[position : position + _RECORD_HEADER], "big")
+        position += _RECORD_HEADER
+        if length == 0:
+            break
+        if position + length > len(view):
+            raise PayloadError(
+                400,
+                f"Truncated image stream: record {len(images)} declares {length} bytes, "
+                f"{len(view) - position} remain",
+            )
+        images.append(bytes(view[position : position + length]))
+        position += length
+    if not images:
+        raise PayloadError(400, "Empty image stream: no records")
+    return images
+
+
+def images_to_batch(images: list[bytes], spec: InputSpec, options: ImageOptions) -> np.ndarray:
+    """One batch from encoded images: bytes for DT_STRING inputs, pixels otherwise."""
+    if spec.is_string:
+        batch = np.empty(len(images), dtype=object)
+        batch[:] = images
+        return batch
+    target = _image_geometry(spec)
+    pixels = [decode_image(data, index, target) for index, data in enumerate(images)]
+    sizes = {image.shape for image in pixels}
+    if len(sizes) > 1:
+        raise PayloadError(
+            400,
+            f"Images in one batch must have the same size when the model does not fix it, "
+            f"got {sorted(sizes)}",
+        )
+    return _to_input_dtype(np.stack(pixels), spec, options)
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    height: int | None
+    width: int | None
+    channels: int
+
+
+def _image_geometry(spec: InputSpec) -> _Geometry:
+    """Height, width and channels an NHWC image input wants (None = keep the image's)."""
+    if spec.shape is None:
+        return _Geometry(None, None, 3)
+    if len(spec.shape) != 4:
+        raise PayloadError(
+            400,
+            f"Input {spec.name} of shape {list(spec.shape)} is not an NHWC image batch; "
+            f"send {NPY} instead",
+        )
+    _, height, width, channels = spec.shape
+    channels = 3 if channels < 0 else channels
+    if channels not in _CHANNELS_TO_MODE:
+        raise PayloadError(400, f"Input {spec.name} wants {channels} channels per pixel")
+    return _Geometry(height if height > 0 else None, width if width > 0 else None, channels)
+
+
+def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
+    """Decode one encoded image to uint8 HxWxC in RGB order, resized to the target if fixed."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image = image.convert(_CHANNELS_TO_MODE[target.channels])
+            size = (target.width or image.width, target.height or image.height)
+            if image.size != size:
+                image = image.resize(size, Image.Resampling.BILINEAR)
+            pixels = np.asarray(image)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+        raise PayloadError(400, f"Image {index} cannot be decoded: {error}") from None
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, np.newaxis]
+    return pixels
+
+
+def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -> np.ndarray:
+    target = tensors.numpy_dtype(spec.dtype)
+    if target.kind == "f":
+        scaled = batch.astype(np.float32)
+        if options.scale != 1.0:
+            scaled *= np.float32(options.scale)
+        if options.offset != 0.0:
+            scaled += np.float32(options.offset)
+        return scaled.astype(target, copy=False)
+    if target.kind in "iu":
+        return batch.astype(target, copy=False)
+    raise PayloadError(
+        400, f"Input {spec.name} of type {tensors.dtype_name(spec.dtype)} cannot take images"
+    )
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple[bytes, str]:
+    """Serialize named outputs as ``output_type`` (one of OUTPUT_TYPES)."""
+    if output_type == NPZ:
+        return _encode_npz(outputs), NPZ
+    if output_type == NPY:
+        return _encode_npy(_only_output(outputs, NPY)), NPY
+    if output_type == CSV:
+        return _encode_csv(_only_output(outputs, CSV)), CSV
+    document = json.dumps({"predictions": _predictions(outputs)}, separators=(",", ":"))
+    return document.encode("utf-8"), output_type
+
+
+def _only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndarray:
+    if len(outputs) == 1:
+        return next(iter(outputs.values()))
+    raise PayloadError(
+        406,
+        f"The model returns {len(outputs)} outputs ({', '.join(sorted(outputs))}); "
+        f"{output_type} holds one: ask for {NPZ} or {JSON}",
+    )
+
+
+def _encode_npy(array: np.ndarray) -> bytes:
+    if array.dtype == object:
+        array = _strings_as_fixed_bytes(array)
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+def _encode_npz(outputs: Mapping[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    arrays = {
+        name: _strings_as_fixed_bytes(array) if array.dtype == object else array
+        for name, array in outputs.items()
+    }
+    np.savez(buffer, allow_pickle=False, **arrays)
+    return buffer.getvalue()
+
+
+def _strings_as_fixed_bytes(array: np.ndarray) -> np.ndarray:
+    """DT_STRING outputs as ``S`` arrays, so no pickle is needed to read them back."""
+    return array.astype(np.bytes_)
+
+
+def _encode_csv(array: np.ndarray) -> bytes:
+    rows = array.reshape(array.shape[0], -1) if array.ndim > 1 else array.reshape(-1, 1)
+    if rows.dtype == object:
+        rows = np.vectorize(_json_scalar, otypes=[object])(rows).astype(str)
+        fmt = "%s"
+    else:
+        fmt = "%.9g" if rows.dtype.kind == "f" else "%d"
+    buffer = io.StringIO()
+    np.savetxt(buffer, rows, fmt=fmt, delimiter=",")
+    return buffer.getvalue().encode("utf-8")
+
+
+def _predictions(outputs: Mapping[str, np.ndarray]) -> object:
+    """TF Serving's row format: one output gives its rows, several give one object per row."""
+    if len(outputs) == 1:
+        return _json_values(next(iter(outputs.values())))
+    names = sorted(outputs)
+    columns = {name: _json_values(outputs[name]) for name in names}
+    batch_sizes = {len(column) if isinstance(column, list) else -1 for column in columns.values()}
+    if len(batch_sizes) != 1 or -1 in batch_sizes:
+        return columns  # TF Serving would refuse; keep every output rather than fail
+    size = batch_sizes.pop()
+    return [{name: columns[name][row] for name in names} for row in range(size)]
+
+
+def _json_values(array: np.ndarray) -> object:
+    if array.dtype == object:
+        return np.vectorize(_json_scalar, otypes=[object])(array).tolist()
+    return array.tolist()
+
+
+def _json_scalar(value: object) -> object:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode("ascii")}
+    return value

@@ -1,0 +1,214 @@
+"""sagemaker_tfs.payloads: request decoding and response encoding, with real files."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+
+import numpy as np
+import pytest
+from PIL import Image
+from sagemaker_tfs import payloads
+from sagemaker_tfs.payloads import ImageOptions, InputSpec, PayloadError
+
+DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
+IMAGE_INPUT = {"images": InputSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
+NO_SCALING = ImageOptions()
+
+
+def encoded_image(width: int, height: int, fmt: str = "PNG", color=(200, 10, 30)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def stream(*images: bytes) -> bytes:
+    return b"".join(len(image).to_bytes(4, "big") + image for image in images)
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_png_is_resized_to_the_signature_in_rgb_order() -> None:
+    arrays = payloads.decode_inputs(encoded_image(20, 10), "image/png", IMAGE_INPUT, NO_SCALING)
+    batch = arrays["images"]
+    assert batch.shape == (1, 8, 6, 3) and batch.dtype == np.float32
+    np.testing.assert_array_equal(batch[0, 0, 0], [200, 10, 30])
+
+
+def test_scaling_applies_to_float_inputs() -> None:
+    options = ImageOptions.from_env(
+        {"SAGEMAKER_TFS_IMAGE_SCALE": "0.5", "SAGEMAKER_TFS_IMAGE_OFFSET": "-1"}
+    )
+    batch = payloads.decode_inputs(encoded_image(6, 8), "image/png", IMAGE_INPUT, options)
+    np.testing.assert_allclose(batch["images"][0, 0, 0], [99, 4, 14])
+    uint8_input = {"x": InputSpec("x", DT_UINT8, (-1, -1, -1, 3))}
+    raw = payloads.decode_inputs(encoded_image(5, 4), "image/png", uint8_input, options)["x"]
+    assert raw.dtype == np.uint8 and raw.shape == (1, 4, 5, 3) and raw[0, 0, 0, 0] == 200
+
+
+def test_bad_scale_setting_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="SAGEMAKER_TFS_IMAGE_SCALE must be a number"):
+        ImageOptions.from_env({"SAGEMAKER_TFS_IMAGE_SCALE": "half"})
+
+
+def test_jpeg_stream_becomes_one_batch() -> None:
+    body = stream(*(encoded_image(16, 16, "JPEG", (i * 40, 0, 0)) for i in range(3)))
+    batch = payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+    assert batch["images"].shape == (3, 8, 6, 3)
+    assert batch["images"][2, 0, 0, 0] > batch["images"][1, 0, 0, 0] > batch["images"][0, 0, 0, 0]
+
+
+def test_seed_stream_terminated_by_zero_length_is_accepted() -> None:
+    body = stream(encoded_image(4, 4)) + (0).to_bytes(4, "big")
+    assert len(payloads.split_image_stream(body)) == 1
+
+
+def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
+    images = [encoded_image(4, 4, "JPEG"), encoded_image(5, 5, "JPEG")]
+    spec = {"image_bytes": InputSpec("image_bytes", DT_STRING, (-1,))}
+    batch = payloads.decode_inputs(stream(*images), "application/x-image-stream", spec, NO_SCALING)
+    assert batch["image_bytes"].tolist() == images
+    single = payloads.decode_inputs(images[0], "application/x-image", spec, NO_SCALING)
+    assert single["image_bytes"].tolist() == images[:1]
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (stream(encoded_image(4, 4))[:-3], "Truncated image stream: record 0 declares"),
+        (stream(encoded_image(4, 4)) + b"\x00\x00", "partial length header"),
+        (b"\x00\x00\x00\x00", "Empty image stream"),
+        (stream(b"not an image at all"), "Image 0 cannot be decoded"),
+    ],
+)
+def test_bad_image_streams(body: bytes, match: str) -> None:
+    with pytest.raises(PayloadError, match=match) as raised:
+        payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+    assert raised.value.status == 400
+
+
+def test_varying_sizes_need_a_fixed_model_size() -> None:
+    free = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    body = stream(encoded_image(4, 4), encoded_image(5, 4))
+    with pytest.raises(PayloadError, match="same size"):
+        payloads.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
+
+
+def test_npy_roundtrip_with_same_kind_cast() -> None:
+    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+    decoded = payloads.decode_inputs(
+        npy(np.ones((2, 3), np.int64)), "application/x-npy", spec, NO_SCALING
+    )
+    assert decoded["x"].dtype == np.float32 and decoded["x"].shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("array", "spec", "match"),
+    [
+        (
+            np.ones((2, 3), np.float64),
+            InputSpec("x", DT_INT32, (-1, 3)),
+            "expects DT_INT32, got an array of float64",
+        ),
+        (np.array(["a"]), InputSpec("x", DT_FLOAT, (-1,)), "expects DT_FLOAT, got an array of <U1"),
+        (
+            np.ones((2, 4), np.float32),
+            InputSpec("x", DT_FLOAT, (-1, 3)),
+            r"expects shape \[None, 3\]",
+        ),
+        (np.ones(2, np.float32), InputSpec("x", DT_STRING, (-1,)), "expects DT_STRING"),
+    ],
+)
+def test_wrong_arrays_are_refused(array: np.ndarray, spec: InputSpec, match: str) -> None:
+    with pytest.raises(PayloadError, match=match) as raised:
+        payloads.decode_inputs(npy(array), "application/x-npy", {"x": spec}, NO_SCALING)
+    assert raised.value.status == 400
+
+
+def test_pickled_npy_is_refused_without_unpickling() -> None:
+    class Boom:
+        def __reduce__(self):  # would run on unpickling
+            return (pytest.fail, ("unpickled!",))
+
+    body = npy(np.array([Boom()], dtype=object))
+    assert b"pytest" in body and pickle  # the payload really carries a pickle
+    with pytest.raises(PayloadError, match="Pickled object arrays are not accepted"):
+        payloads.decode_inputs(
+            body, "application/x-npy", {"x": InputSpec("x", DT_FLOAT, None)}, NO_SCALING
+        )
+
+
+def test_npz_named_inputs() -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, a=np.ones(2, np.float32), b=np.arange(3, dtype=np.int32))
+    inputs = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
+    decoded = payloads.decode_inputs(buffer.getvalue(), "application/x-npz", inputs, NO_SCALING)
+    assert sorted(decoded) == ["a", "b"] and decoded["b"].tolist() == [0, 1, 2]
+    with pytest.raises(PayloadError, match=r"not inputs of the signature"):
+        payloads.decode_inputs(
+            buffer.getvalue(), "application/x-npz", {"a": inputs["a"]}, NO_SCALING
+        )
+    with pytest.raises(PayloadError, match=r"signature has 2 \(a, b\); send application/x-npz"):
+        payloads.decode_inputs(npy(np.ones(2)), "application/x-npy", inputs, NO_SCALING)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "match"),
+    [
+        (b"", "application/x-npy", 400, "Empty request body"),
+        (b"garbage", "application/x-npy", 400, "Invalid .npy payload"),
+        (b"garbage", "application/x-npz", 400, "Invalid .npz payload"),
+        (b"garbage", "image/jpeg", 400, "Image 0 cannot be decoded"),
+        (b"x", "application/octet-stream", 415, "Unsupported Media Type: application/octet-stream"),
+    ],
+)
+def test_bad_bodies(body: bytes, content_type: str, status: int, match: str) -> None:
+    with pytest.raises(PayloadError, match=match) as raised:
+        payloads.decode_inputs(body, content_type, IMAGE_INPUT, NO_SCALING)
+    assert raised.value.status == status
+
+
+def test_accept_negotiation() -> None:
+    assert payloads.choose_output_type(None) == "application/json"
+    assert payloads.choose_output_type("*/*") == "application/json"
+    assert payloads.choose_output_type("text/html, application/x-npy;q=0.9") == "application/x-npy"
+    with pytest.raises(PayloadError, match="Not Acceptable: text/html") as raised:
+        payloads.choose_output_type("text/html")
+    assert raised.value.status == 406
+
+
+OUTPUTS = {
+    "scores": np.array([[0.5, 1.25], [3.0, -1.0]], np.float32),
+    "labels": np.array([b"cat", b"\xff"], dtype=object),
+}
+
+
+def test_json_rows_like_tf_serving() -> None:
+    body, content_type = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "application/json")
+    assert content_type == "application/json"
+    assert json.loads(body) == {"predictions": [[0.5, 1.25], [3.0, -1.0]]}
+    body, _ = payloads.encode_outputs(OUTPUTS, "application/jsonlines")
+    assert b"\n" not in body
+    assert json.loads(body)["predictions"] == [
+        {"labels": "cat", "scores": [0.5, 1.25]},
+        {"labels": {"b64": "/w=="}, "scores": [3.0, -1.0]},
+    ]
+
+
+def test_npy_npz_csv_outputs() -> None:
+    body, _ = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "application/x-npy")
+    np.testing.assert_array_equal(np.load(io.BytesIO(body)), OUTPUTS["scores"])
+    body, _ = payloads.encode_outputs(OUTPUTS, "application/x-npz")
+    with np.load(io.BytesIO(body), allow_pickle=False) as archive:
+        assert archive["labels"].tolist() == [b"cat", b"\xff"]
+        np.testing.assert_array_equal(archive["scores"], OUTPUTS["scores"])
+    body, content_type = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "text/csv")
+    assert (body, content_type) == (b"0.5,1.25\n3,-1\n", "text/csv")
+    with pytest.raises(PayloadError, match="returns 2 outputs") as raised:
+        payloads.encode_outputs(OUTPUTS, "application/x-npy")
+    assert raised.value.status == 406
