@@ -1,0 +1,256 @@
+"""Supervisor building blocks: generated files, command lines, restarts of real processes."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs.config import (
+    BatchingConfig,
+    Instance,
+    ModelSpec,
+    PortRange,
+    StackConfig,
+    load_config,
+)
+from sagemaker_tfs.model_processes import (
+    ControlError,
+    PortPool,
+    available_memory_bytes,
+    model_server_args,
+    quote_text_proto,
+    render_batching_config,
+    render_model_config,
+    resolve_model_url,
+    validate_model_name,
+)
+from sagemaker_tfs.supervisor import Child, Supervisor, gunicorn_command, parse_args
+
+
+def make_model(base: Path, version: str = "1") -> Path:
+    (base / version).mkdir(parents=True)
+    (base / version / "saved_model.pb").write_bytes(b"")
+    return base
+
+
+def stack_config(tmp_path: Path, env: dict[str, str] | None = None):
+    make_model(tmp_path / "models" / "half_plus_three", "00000123")
+    return load_config(
+        env or {},
+        model_dir=str(tmp_path / "models"),
+        work_dir=str(tmp_path / "work"),
+        port=8080,
+        cpu_count=2,
+        has_gpu=lambda: False,
+    )
+
+
+def test_model_config_text() -> None:
+    text = render_model_config([ModelSpec("a", "/m/a"), ModelSpec("b", "/m/b")])
+    assert text == (
+        "model_config_list: {\n"
+        '  config: {\n    name: "a"\n    base_path: "/m/a"\n    model_platform: "tensorflow"\n'
+        "  },\n"
+        '  config: {\n    name: "b"\n    base_path: "/m/b"\n    model_platform: "tensorflow"\n'
+        "  }\n}\n"
+    )
+
+
+def test_model_config_quotes_untrusted_text() -> None:
+    evil = 'x"\n  base_path: "/etc\\'
+    text = render_model_config([ModelSpec(evil, "/m/\x01")])
+    assert 'name: "x\\"\\n  base_path: \\"/etc\\\\"' in text
+    assert 'base_path: "/m/\\001"' in text
+    assert text.count("\n") == 7  # no line was injected
+    assert quote_text_proto("plain") == '"plain"'
+
+
+def test_batching_file_text() -> None:
+    assert render_batching_config(BatchingConfig(8, 1000, 4, 100)) == (
+        "max_batch_size { value: 8 }\n"
+        "batch_timeout_micros { value: 1000 }\n"
+        "num_batch_threads { value: 4 }\n"
+        "max_enqueued_batches { value: 100 }\n"
+    )
+
+
+def test_model_server_args(tmp_path: Path) -> None:
+    config = stack_config(tmp_path)
+    assert model_server_args(Instance(9000, 8501), "/w/models.config", config, None) == [
+        "--port=9000",
+        "--rest_api_port=8501",
+        "--model_config_file=/w/models.config",
+        "--max_num_load_retries=0",
+    ]
+
+
+def test_model_server_args_batching_parallelism_gpu(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_TFS_INTER_OP_PARALLELISM": "2",
+        "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "3",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": "2",
+    }
+    make_model(tmp_path / "models" / "m")
+    config = load_config(env, model_dir=str(tmp_path / "models"), has_gpu=lambda: True)
+    args = model_server_args(Instance(1, 2), "/c", config, "/w/batching.config")
+    assert args[4:] == [
+        "--enable_batching=true",
+        "--batching_parameters_file=/w/batching.config",
+        "--tensorflow_inter_op_parallelism=2",
+        "--tensorflow_intra_op_parallelism=3",
+        "--per_process_gpu_memory_fraction=0.4",
+    ]
+
+
+def test_gunicorn_command(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_GUNICORN_WORKERS": "3",
+        "SAGEMAKER_GUNICORN_THREADS": "2",
+        "SAGEMAKER_GUNICORN_WORKER_CLASS": "gthread",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "44",
+        "SAGEMAKER_GUNICORN_LOGLEVEL": "debug",
+    }
+    config = stack_config(tmp_path, env)
+    argv = gunicorn_command(config)
+    assert argv[:3] == [sys.executable, "-m", "gunicorn"]
+    assert f"--bind=unix:{tmp_path / 'work' / 'gunicorn.sock'}" in argv
+    for flag in (
+        "--workers=3",
+        "--threads=2",
+        "--worker-class=gthread",
+        "--timeout=44",
+        "--log-level=debug",
+    ):
+        assert flag in argv
+    assert argv[-1] == "sagemaker_tfs.service.app:create_app()"
+
+
+def test_write_configs(tmp_path: Path) -> None:
+    config = stack_config(tmp_path, {"SAGEMAKER_TFS_ENABLE_BATCHING": "true"})
+    Supervisor(config).write_configs()
+    work = tmp_path / "work"
+    assert (work / "batching.config").read_text().startswith("max_batch_size { value: 8 }\n")
+    assert "num_batch_threads { value: 2 }" in (work / "batching.config").read_text()
+    assert 'name: "half_plus_three"' in (work / "models.config").read_text()
+    assert StackConfig.load(work / "stack.json") == config
+
+
+def test_parse_args() -> None:
+    args = parse_args(["--model-dir", "/m", "--work-dir", "/w", "--port", "81"])
+    assert (args.model_dir, args.work_dir, args.port) == ("/m", "/w", 81)
+    with pytest.raises(SystemExit):
+        parse_args(["--port", "eighty"])
+
+
+@pytest.mark.parametrize("name", ["", "a" * 129, "../x", "a b", 'a"b', "-x", ".hidden", 5, None])
+def test_invalid_model_names(name: object) -> None:
+    with pytest.raises(ControlError) as error:
+        validate_model_name(name)
+    assert error.value.status == 400
+
+
+def test_valid_model_names() -> None:
+    for name in ("half_plus_three", "m-1.2", "A" * 128):
+        assert validate_model_name(name) == name
+
+
+def test_model_url_must_stay_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    make_model(root / "good")
+    make_model(tmp_path / "outside")
+    (root / "link").symlink_to(tmp_path / "outside")
+    assert resolve_model_url("good", str(root), "g") == str(root / "good")
+    assert resolve_model_url(str(root / "good"), str(root), "g") == str(root / "good")
+    for url in ("../outside", str(tmp_path / "outside"), "link", "/etc", ".", "good/../.."):
+        with pytest.raises(ControlError) as error:
+            resolve_model_url(url, str(root), "x")
+        assert error.value.status == 403, url
+    for url in ("", None, 3, "a\x00b"):
+        with pytest.raises(ControlError) as error:
+            resolve_model_url(url, str(root), "x")
+        assert error.value.status == 400
+
+
+def test_model_url_without_version_dir_is_404(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    (root / "empty" / "abc").mkdir(parents=True)
+    with pytest.raises(ControlError) as error:
+        resolve_model_url("empty", str(root), "e")
+    assert error.value.status == 404
+    assert error.value.message == "Could not find valid base path empty for servable e"
+
+
+def test_port_pool_hands_out_and_takes_back(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        pool = PortPool(PortRange(taken, taken + 4), reserved=[taken + 1])
+        first = pool.take_pair()
+        assert first is not None and taken not in (first.grpc_port, first.rest_port)
+        assert taken + 1 not in (first.grpc_port, first.rest_port)
+        assert pool.take_pair() is None  # taken, taken+1 unavailable; only 3 left
+        pool.release(first)
+        assert pool.take_pair() == first
+
+
+def test_available_memory(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 100 kB\nMemAvailable:  2048 kB\n")
+    assert available_memory_bytes(str(meminfo)) == 2048 * 1024
+    assert available_memory_bytes(str(tmp_path / "missing")) is None
+
+
+def test_child_is_restarted_after_it_dies(tmp_path: Path) -> None:
+    child = Child("sleeper", ["sleep", "30"], {"PATH": "/usr/bin:/bin"}, stop_timeout=5)
+    child.start()
+    first_pid = child.pid
+    child.process.send_signal(signal.SIGKILL)
+    child.process.wait()
+    deadline = time.monotonic() + 10
+    while child.pid == first_pid and time.monotonic() < deadline:
+        child.check(time.monotonic())
+        time.sleep(0.05)
+    assert child.pid != first_pid and child.running() and child.restarts == 1
+    child.stop()
+    assert not child.running()
+
+
+def test_child_backoff_grows() -> None:
+    child = Child("false", ["false"], {"PATH": "/usr/bin:/bin"})
+    child.start()
+    child.process.wait()
+    now = time.monotonic()
+    child.check(now)
+    assert child.restart_at == pytest.approx(now + 0.5)
+    child.check(now + 0.6)
+    child.process.wait()
+    child.check(now + 0.7)
+    assert child.restart_at == pytest.approx(now + 1.7)
+    child.stop()
+
+
+def test_child_stop_kills_the_whole_group(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild.pid"
+    script = f"sleep 60 & echo $! > {marker}; trap '' TERM; wait"
+    child = Child("group", ["bash", "-c", script], {"PATH": "/usr/bin:/bin"}, stop_timeout=1)
+    child.start()
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(marker.read_text())
+    child.stop()
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return "gone"
