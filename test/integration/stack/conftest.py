@@ -1,0 +1,153 @@
+"""The whole stack on the host: ``start_stack(model_dir, ...)`` runs ``sagemaker-tfs serve``.
+
+Real nginx, gunicorn and model server processes on free ports; the fixture waits for
+``/ping`` to answer 200 and stops the stack (SIGTERM) at teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+STARTUP_TIMEOUT_SECONDS = 180.0
+STOP_TIMEOUT_SECONDS = 60.0
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_range(size: int) -> tuple[int, int]:
+    """``size`` consecutive ports that are all free right now."""
+    for _ in range(200):
+        low = random.randrange(20000, 60000 - size)
+        if all(port_is_free(p) for p in range(low, low + size)):
+            return low, low + size - 1
+    raise RuntimeError(f"no {size} consecutive free ports found")
+
+
+@dataclass
+class Stack:
+    """A running ``sagemaker-tfs serve``."""
+
+    url: str
+    port: int
+    work_dir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    port_range: tuple[int, int]
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def ping(self, timeout: float = 2.0) -> int | None:
+        try:
+            return requests.get(f"{self.url}/ping", timeout=timeout).status_code
+        except requests.RequestException:
+            return None
+
+    def wait_for_ping(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+        """Until /ping answers 200; fails with the stack's log if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while self.ping() != 200:
+            if self.process.poll() is not None:
+                pytest.fail(
+                    f"serve exited with {self.process.returncode} before /ping answered 200:\n"
+                    + self.log_text()[-6000:]
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"/ping not 200 after {timeout}s:\n" + self.log_text()[-6000:])
+            time.sleep(0.25)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
+        """SIGTERM, then wait; returns the exit code (kills it if it hangs)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+                pytest.fail("serve did not stop within the timeout after SIGTERM")
+        return self.process.returncode
+
+
+StartStack = Callable[..., Stack]
+
+
+@pytest.fixture
+def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack]:
+    """Factory: ``start_stack(model_dir, env=None, multi_model=False, wait=True)``."""
+    stacks: list[Stack] = []
+
+    def start(
+        model_dir: str | os.PathLike[str],
+        env: dict[str, str] | None = None,
+        multi_model: bool = False,
+        wait: bool = True,
+        port_range_size: int = 20,
+    ) -> Stack:
+        work_dir = tmp_path_factory.mktemp("stack")
+        low, high = free_port_range(port_range_size + 1)
+        port = high  # the public port sits at the end; the stack skips it
+        child_env = dict(os.environ)
+        child_env.update(
+            {
+                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high - 1}",
+                "SAGEMAKER_MULTI_MODEL": "true" if multi_model else "false",
+                "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "120",
+            }
+        )
+        child_env.update(env or {})
+        log_path = work_dir / "serve.log"
+        command = [
+            sys.executable,
+            "-m",
+            "sagemaker_tfs.cli",
+            "serve",
+            "--model-dir",
+            str(model_dir),
+            "--work-dir",
+            str(work_dir),
+            "--port",
+            str(port),
+        ]
+        with open(log_path, "wb") as log_file:
+            process = subprocess.Popen(
+                command,
+                env=child_env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        stack = Stack(f"http://127.0.0.1:{port}", port, work_dir, process, log_path, (low, high))
+        stacks.append(stack)
+        if wait:
+            stack.wait_for_ping()
+        return stack
+
+    yield start
+    for stack in stacks:
+        if stack.process.poll() is None:
+            stack.stop()
+        # anything left in the stack's session (children in their own sessions are the
+        # supervisor's job; tests check that separately)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stack.process.pid, signal.SIGKILL)
