@@ -6,7 +6,8 @@ tested; ``write(config)`` puts the result and nothing else into ``work_dir``.
 Single-model mode: ``/invocations`` runs the njs conversions of ``tensorflow_serving.js``
 (JSON, JSON lines, CSV straight to the model servers' REST API, no Python in the path)
 unless ``code/inference.py`` exists, in which case every request goes to the Python
-service. Multi-model mode: ``/invocations`` and ``/models...`` go to the Python service.
+service. Multi-model mode: ``/models`` CRUD goes straight to the supervisor's control API
+(unix socket), ``/models/NAME/invoke`` and ``/invocations`` to the Python service.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ REALTIME_BODY_LIMIT_MB = 6
 BATCH_BODY_LIMIT_MB = 100
 RESPONSE_LIMIT_MB = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
+CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -85,7 +87,11 @@ def _checked_name(name: str) -> str:
 
 
 def _model_server_upstream(config: StackConfig) -> str:
-    if config.multi_model or not config.instances:
+    if config.multi_model:
+        return (
+            f"    upstream control_api {{\n        server unix:{config.control_socket};\n    }}\n"
+        )
+    if not config.instances:
         return ""
     servers = "".join(
         f"        server 127.0.0.1:{instance.rest_port};\n" for instance in config.instances
@@ -121,7 +127,18 @@ def _invocations(config: StackConfig) -> str:
 
 def _mode_locations(config: StackConfig) -> str:
     if config.multi_model:
-        return "        location /models {\n" f"{_proxy_to_service()}\n" "        }\n"
+        # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
+        load_timeout = config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS
+        return (
+            "        location ~ ^/models/[^/]+/invoke$ {\n"
+            f"{_proxy_to_service()}\n"
+            "        }\n"
+            "        location /models {\n"
+            f"            proxy_read_timeout {load_timeout}s;\n"
+            '            proxy_set_header Connection "";\n'
+            "            proxy_pass http://control_api;\n"
+            "        }\n"
+        )
     return (
         "        location /tfs/ {\n"
         "            internal;\n"

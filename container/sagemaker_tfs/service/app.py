@@ -1,0 +1,180 @@
+"""The Python service: a falcon WSGI app run by gunicorn (``app:create_app()``).
+
+It serves what nginx hands over: ``/invocations`` when ``code/inference.py`` exists or the
+content type is not one njs converts, and ``/models/NAME/invoke`` on multi-model endpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import falcon
+import requests
+
+from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.service import errors
+from sagemaker_tfs.service.context import Context, build_context
+from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
+from sagemaker_tfs.service.invoke import Reply, invoke
+from sagemaker_tfs.service.model_servers import Channels, init_gevent_if_patched, rest_session
+from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory
+from sagemaker_tfs.service.routing import (
+    CUSTOM_ATTRIBUTES_HEADER,
+    TARGET_MODEL_HEADER,
+    InstancePicker,
+    Route,
+    check_model_name,
+    route,
+)
+
+STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    """Everything a worker keeps between requests (made once per worker)."""
+
+    config: StackConfig
+    user_code: UserCode | None
+    channels: Channels
+    session: requests.Session
+    picker: InstancePicker | None
+    directory: ModelDirectory | None
+
+
+def _read_body(req: falcon.Request) -> bytes:
+    return req.bounded_stream.read()
+
+
+def _context(service: Service, req: falcon.Request, target: Route, grpc_port: int,
+             rest_port: int, body: bytes) -> Context:  # fmt: skip
+    return build_context(
+        target,
+        grpc_port=grpc_port,
+        rest_port=rest_port,
+        channel=service.channels.get(grpc_port),
+        custom_attributes=req.get_header(CUSTOM_ATTRIBUTES_HEADER),
+        content_type=req.content_type,
+        accept=req.get_header("Accept"),
+        content_length=req.content_length if req.content_length is not None else len(body),
+    )
+
+
+def _send(resp: falcon.Response, reply: Reply) -> None:
+    resp.status = reply.status
+    resp.content_type = reply.content_type
+    resp.data = reply.body
+
+
+def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
+    assert service.picker is not None
+    target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), service.config.default_model)
+    instance = service.picker.next()
+    body = _read_body(req)
+    context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
+    return invoke(service.user_code, body, context, service.session)
+
+
+def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Reply:
+    """Multi-model: the model named in the path or the Target-Model header."""
+    assert service.directory is not None
+    check_model_name(name)
+    target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
+    body = _read_body(req)
+    model = service.directory.lookup(name)
+    context = _context(service, req, target, model.grpc_port, model.rest_port, body)
+    try:
+        return invoke(service.directory.user_code(model), body, context, service.session)
+    except errors.ServiceError as error:
+        if error.status != 503:
+            raise
+        # The model server went away: the model was probably unloaded by another worker.
+        service.directory.forget(name)
+        service.channels.drop(model.grpc_port)
+        service.directory.lookup(name)
+        raise
+
+
+class Ping:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {}
+
+
+class Invocations:
+    def __init__(self, service: Service) -> None:
+        self._service = service
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if not self._service.config.multi_model:
+            _send(resp, invoke_single_model(self._service, req))
+            return
+        name = req.get_header(TARGET_MODEL_HEADER)
+        if not name:
+            raise errors.ServiceError(
+                400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
+            )
+        _send(resp, invoke_loaded_model(self._service, req, name.strip()))
+
+
+class ModelInvoke:
+    def __init__(self, service: Service) -> None:
+        self._service = service
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        _send(resp, invoke_loaded_model(self._service, req, name))
+
+
+def not_found(req: falcon.Request, resp: falcon.Response) -> None:
+    errors.json_error(resp, 404, f"Not Found: {req.path}")
+
+
+def make_service(config: StackConfig) -> Service:
+    channels = Channels()
+    if config.multi_model:
+        directory = ModelDirectory(
+            ControlClient(config.control_socket), config.model_dir, config.work_dir
+        )
+        return Service(config, None, channels, rest_session(), None, directory)
+    ensure_requirements(config.code_dir, config.work_dir)
+    user_code = load_user_code(config.code_dir, config.work_dir)
+    picker = InstancePicker(config.instances)
+    for instance in config.instances:  # channels are made once per worker, up front
+        channels.get(instance.grpc_port)
+    return Service(config, user_code, channels, rest_session(), picker, None)
+
+
+def build_app(service: Service) -> falcon.App:
+    app = falcon.App()
+    errors.install(app)
+    app.add_route("/ping", Ping())
+    app.add_route("/invocations", Invocations(service))
+    if service.config.multi_model:
+        app.add_route("/models/{name}/invoke", ModelInvoke(service))
+    app.add_sink(not_found)
+    return app
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def create_app(config: StackConfig | None = None) -> falcon.App:
+    """gunicorn's entry point; ``config`` defaults to ``$SAGEMAKER_TFS_STACK_CONFIG``."""
+    if config is None:
+        config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
+    _configure_logging(config.gunicorn_log_level)
+    gevent = init_gevent_if_patched()
+    service = make_service(config)
+    logger.info(
+        "service ready: multi_model=%s user_code=%s instances=%s gevent=%s",
+        config.multi_model,
+        service.user_code.path if service.user_code else None,
+        [(i.grpc_port, i.rest_port) for i in config.instances],
+        gevent,
+    )
+    return build_app(service)

@@ -1,0 +1,90 @@
+"""Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
+
+The request body is decoded by :mod:`sagemaker_tfs.payloads` into the inputs the model's
+signature wants (metadata fetched once per model/version and cached), sent with one gRPC
+``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
+header asks. gRPC errors become the HTTP statuses TF Serving's REST API would give.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from sagemaker_tfs import client, payloads
+from sagemaker_tfs.payloads import PayloadError
+from sagemaker_tfs.tensors import TensorConversionError
+
+__all__ = ["PayloadError", "invoke", "http_status"]
+
+logger = logging.getLogger(__name__)
+
+IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
+
+_HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+}
+
+
+def http_status(code: grpc.StatusCode | None) -> int:
+    """The HTTP status TF Serving's REST API gives for a gRPC status code."""
+    return _HTTP_STATUS.get(code, 500) if code is not None else 500
+
+
+def invoke(body: bytes, context: Any) -> tuple[bytes, str]:
+    """Serve one request with a binary content type; returns (response body, content type)."""
+    if context.method != "predict":
+        raise PayloadError(
+            400,
+            f"tfs-method={context.method} is not supported for "
+            f"{context.request_content_type}; use application/json",
+        )
+    output_type = payloads.choose_output_type(context.accept_header)
+    if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
+        raise PayloadError(415, f"Unsupported Media Type: {context.request_content_type}")
+    signature = _signature(context)
+    inputs = payloads.decode_inputs(
+        body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
+    )
+    outputs = _predict(context, inputs)
+    return payloads.encode_outputs(outputs, output_type)
+
+
+def _signature(context: Any) -> client.Signature:
+    try:
+        return client.get_signature(context)
+    except grpc.RpcError as error:
+        raise _rpc_failure(error) from None
+    except KeyError as error:
+        raise PayloadError(400, error.args[0]) from None
+
+
+def _predict(context: Any, inputs: dict) -> dict:
+    try:
+        return client.predict(context, inputs)
+    except grpc.RpcError as error:
+        # The model may have been reloaded with another signature: look it up again next time.
+        client.forget_signatures(context.model_name, context.model_version)
+        raise _rpc_failure(error) from None
+    except TensorConversionError as error:
+        raise PayloadError(400, str(error)) from None
+
+
+def _rpc_failure(error: grpc.RpcError) -> PayloadError:
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else str(error)
+    status = http_status(code)
+    if status >= 500:
+        logger.warning("model server call failed: %s %s", code, details)
+    return PayloadError(status, details or str(code))

@@ -1,0 +1,20 @@
+"""gunicorn configuration hooks (``--config=python:sagemaker_tfs.service.gunicorn_hooks``).
+
+``on_starting`` runs once in the master before any worker exists: the place to pip-install
+``code/requirements.txt``. A failure is raised there, so gunicorn exits at once with pip's
+message instead of workers failing to boot one after another.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.service.app import STACK_CONFIG_ENV
+from sagemaker_tfs.service.handlers import ensure_requirements
+
+
+def on_starting(server: Any) -> None:
+    config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
+    ensure_requirements(config.code_dir, config.work_dir)

@@ -1,0 +1,150 @@
+"""User code: ``code/inference.py``, ``code/lib`` and ``code/requirements.txt``.
+
+``handler(data, context)`` wins over ``input_handler`` + ``output_handler``. Requirements
+are installed once, before the service serves (gunicorn's ``on_starting`` hook), into
+``WORK_DIR/user_packages`` so that the stack runs as a normal user; a failed install stops
+start-up with pip's message.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+SCRIPT_NAME = "inference.py"
+PIP_OUTPUT_TAIL = 2000
+
+
+class UserCodeError(RuntimeError):
+    """``inference.py`` cannot be loaded or its requirements cannot be installed."""
+
+
+@dataclass(frozen=True)
+class UserCode:
+    """The handlers found in one ``inference.py``."""
+
+    path: str
+    handler: Callable[..., Any] | None = None
+    input_handler: Callable[..., Any] | None = None
+    output_handler: Callable[..., Any] | None = None
+
+
+def script_path(code_dir: str | None) -> str | None:
+    if not code_dir:
+        return None
+    path = os.path.join(code_dir, SCRIPT_NAME)
+    return path if os.path.isfile(path) else None
+
+
+def packages_dir(work_dir: str) -> str:
+    """Where ``requirements.txt`` is installed (``pip install --target``)."""
+    return os.path.join(work_dir, "user_packages")
+
+
+def _prepend_sys_path(path: str) -> None:
+    if os.path.isdir(path) and path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def add_import_paths(code_dir: str | None, work_dir: str) -> None:
+    """``code/lib`` first, then installed requirements, then ``code`` itself."""
+    if code_dir:
+        _prepend_sys_path(code_dir)
+    _prepend_sys_path(packages_dir(work_dir))
+    if code_dir:
+        _prepend_sys_path(os.path.join(code_dir, "lib"))
+
+
+def install_requirements(code_dir: str | None, work_dir: str) -> bool:
+    """pip-install ``code/requirements.txt`` unless ``code/lib`` exists; True when installed."""
+    if not code_dir:
+        return False
+    requirements = os.path.join(code_dir, "requirements.txt")
+    if not os.path.isfile(requirements):
+        return False
+    if os.path.isdir(os.path.join(code_dir, "lib")):
+        logger.info("code/lib exists: not installing %s", requirements)
+        return False
+    target = packages_dir(work_dir)
+    command = [
+        sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
+        "--quiet", "--target", target, "-r", requirements,
+    ]  # fmt: skip
+    logger.info("installing %s into %s", requirements, target)
+    result = subprocess.run(command, cwd=code_dir, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        output = (result.stderr or result.stdout).strip()[-PIP_OUTPUT_TAIL:]
+        raise UserCodeError(
+            f"installing {requirements} failed (pip exit code {result.returncode}): {output}"
+        )
+    return True
+
+
+def ensure_requirements(code_dir: str | None, work_dir: str) -> None:
+    """Install the requirements once per work dir, whichever process gets here first.
+
+    gunicorn's ``on_starting`` hook (``gunicorn_hooks``) calls this in the master; the app
+    factory calls it too, so the workers find the packages even when the hook was not used.
+    """
+    os.makedirs(work_dir, exist_ok=True)
+    marker = os.path.join(work_dir, "user_packages.done")
+    with open(os.path.join(work_dir, "user_packages.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(marker):
+            return
+        install_requirements(code_dir, work_dir)
+        with open(marker, "w", encoding="utf-8") as stream:
+            stream.write("ok\n")
+
+
+def _module_name(path: str) -> str:
+    digest = hashlib.sha1(os.path.abspath(path).encode("utf-8")).hexdigest()[:12]
+    return f"sagemaker_tfs_user_inference_{digest}"
+
+
+def load_script(path: str) -> UserCode:
+    """Import ``path`` under a name of its own (several models may each have one)."""
+    name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserCodeError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(name, None)
+        raise UserCodeError(f"importing {path} failed: {type(error).__name__}: {error}") from error
+    handler = getattr(module, "handler", None)
+    if callable(handler):
+        return UserCode(path=path, handler=handler)
+    input_handler = getattr(module, "input_handler", None)
+    output_handler = getattr(module, "output_handler", None)
+    if callable(input_handler) and callable(output_handler):
+        return UserCode(path=path, input_handler=input_handler, output_handler=output_handler)
+    raise UserCodeError(
+        f"{path} must define handler(data, context) or both input_handler(data, context) "
+        "and output_handler(response, context)"
+    )
+
+
+def load_user_code(code_dir: str | None, work_dir: str) -> UserCode | None:
+    """The handlers of ``code_dir/inference.py`` (import paths set first), or None."""
+    path = script_path(code_dir)
+    if path is None:
+        return None
+    add_import_paths(code_dir, work_dir)
+    user_code = load_script(path)
+    style = "handler" if user_code.handler else "input_handler/output_handler"
+    logger.info("loaded %s (%s)", path, style)
+    return user_code

@@ -1,0 +1,122 @@
+"""One invocation: user handlers, else the JSON/CSV conversions, else the binary fast path."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Any, NamedTuple
+
+import requests
+
+from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
+from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.service.handlers import UserCode
+
+try:
+    from sagemaker_tfs.service import fast_path
+except ImportError:  # the binary content types are another module's; absent means 415
+    fast_path = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
+# Exceptions whose cause is the request rather than the handler or the server.
+REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+
+
+class Reply(NamedTuple):
+    status: int
+    body: bytes
+    content_type: str
+
+
+def first_accept(accept_header: str) -> str:
+    return accept_header.split(",")[0].split(";")[0].strip().lower()
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value).encode("utf-8")
+
+
+def _handler_result(result: Any, context: Context) -> Reply:
+    """``(body, content_type)``; a bare body is answered with the Accept type."""
+    if isinstance(result, tuple) and len(result) == 2:
+        body, content_type = result
+        return Reply(200, _as_bytes(body), str(content_type or context.accept_header))
+    return Reply(200, _as_bytes(result), context.accept_header)
+
+
+def _handler_error(error: Exception) -> ServiceError:
+    status = 400 if isinstance(error, REQUEST_ERRORS) else 500
+    return ServiceError(status, str(error) or type(error).__name__)
+
+
+def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requests.Response:
+    try:
+        return session.post(
+            uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
+        )
+    except requests.ConnectionError as error:
+        raise ServiceError(503, f"The model server is not available: {error}") from None
+
+
+def call_user_code(
+    user_code: UserCode, body: bytes, context: Context, session: requests.Session
+) -> Reply:
+    """Run the user's handler(s); their exceptions become JSON errors with the same text."""
+    try:
+        if user_code.handler is not None:
+            return _handler_result(user_code.handler(io.BytesIO(body), context), context)
+        assert user_code.input_handler and user_code.output_handler
+        request_body = user_code.input_handler(io.BytesIO(body), context)
+        response = post_to_model_server(session, context.rest_uri, _as_bytes(request_body))
+        return _handler_result(user_code.output_handler(response, context), context)
+    except ServiceError:
+        raise
+    except Exception as error:
+        logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
+        raise _handler_error(error) from error
+
+
+def _convert_and_predict(body: bytes, context: Context, session: requests.Session) -> Reply:
+    request_body = conversion.convert(context.request_content_type, body)
+    response = post_to_model_server(session, context.rest_uri, request_body.encode("utf-8"))
+    accept = first_accept(context.accept_header)
+    if accept in conversion.JSON_LINES_TYPES:
+        return Reply(response.status_code, response.content.replace(b"\n", b""), accept)
+    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
+
+
+def _fast_path(body: bytes, context: Context) -> Reply:
+    if fast_path is None:
+        raise ServiceError(415, f"Unsupported Media Type: {context.request_content_type}")
+    try:
+        data, content_type = fast_path.invoke(body, context)
+    except fast_path.PayloadError as error:
+        status = getattr(error, "status", 400)
+        raise ServiceError(status, getattr(error, "message", str(error))) from None
+    return Reply(200, data, content_type)
+
+
+def default_handling(body: bytes, context: Context, session: requests.Session) -> Reply:
+    """No user code: convert JSON/CSV here, hand everything else to the fast path."""
+    convertible = context.request_content_type in conversion.CONVERTIBLE_TYPES
+    if convertible and first_accept(context.accept_header) in JSON_ACCEPTS:
+        return _convert_and_predict(body, context, session)
+    return _fast_path(body, context)
+
+
+def invoke(
+    user_code: UserCode | None, body: bytes, context: Context, session: requests.Session
+) -> Reply:
+    if user_code is not None:
+        return call_user_code(user_code, body, context, session)
+    return default_handling(body, context, session)

@@ -1,0 +1,64 @@
+"""Connections to the model servers, made once per worker: gRPC channels and a REST session."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import grpc
+import requests
+import requests.adapters
+
+logger = logging.getLogger(__name__)
+
+# Payloads up to Batch Transform's 100 MB and bigger responses must fit: no gRPC size limit.
+GRPC_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+)
+
+
+def init_gevent_if_patched() -> bool:
+    """gRPC under gevent needs ``init_gevent`` once the socket module is monkey-patched."""
+    try:
+        from gevent import monkey
+    except ImportError:
+        return False
+    if not monkey.is_module_patched("socket"):
+        return False
+    import grpc.experimental.gevent as grpc_gevent
+
+    grpc_gevent.init_gevent()
+    logger.info("gRPC set up for gevent")
+    return True
+
+
+class Channels:
+    """One gRPC channel per model server gRPC port, created on first use and kept."""
+
+    def __init__(self) -> None:
+        self._channels: dict[int, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def get(self, grpc_port: int) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(grpc_port)
+            if channel is None:
+                channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=GRPC_OPTIONS)
+                self._channels[grpc_port] = channel
+            return channel
+
+    def drop(self, grpc_port: int) -> None:
+        """Close the channel of a model server that went away (multi-model unload)."""
+        with self._lock:
+            channel = self._channels.pop(grpc_port, None)
+        if channel is not None:
+            channel.close()
+
+
+def rest_session(pool_size: int = 32) -> requests.Session:
+    """A pooled session for posting ``input_handler`` results to the model servers."""
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size)
+    session.mount("http://", adapter)
+    return session

@@ -1,0 +1,82 @@
+"""Which model, version and method a request is for, and which model server instance serves it."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from sagemaker_tfs.config import Instance
+from sagemaker_tfs.service.errors import ServiceError
+
+CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+METHODS = ("predict", "classify", "regress")
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_VERSION = re.compile(r"^[0-9]+$")
+
+
+class Route(NamedTuple):
+    model_name: str
+    model_version: str | None
+    method: str
+
+
+def parse_custom_attributes(header: str | None) -> dict[str, str]:
+    """``tfs-model-name=NAME,tfs-model-version=N,tfs-method=M``; other text is ignored."""
+    attributes: dict[str, str] = {}
+    for pair in (header or "").split(","):
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if sep and key in ("tfs-model-name", "tfs-model-version", "tfs-method"):
+            attributes[key] = value.strip()
+    return attributes
+
+
+def check_model_name(name: str) -> str:
+    if not MODEL_NAME.match(name):
+        raise ServiceError(400, f"Invalid model name: {name!r}")
+    return name
+
+
+def route(custom_attributes: str | None, default_model: str | None) -> Route:
+    """The TF Serving target of a request; 400 for names, versions or methods that are wrong."""
+    attributes = parse_custom_attributes(custom_attributes)
+    name = attributes.get("tfs-model-name") or default_model
+    if not name:
+        raise ServiceError(400, f"No model name: set tfs-model-name in {CUSTOM_ATTRIBUTES_HEADER}")
+    version = attributes.get("tfs-model-version")
+    if version is not None and not _VERSION.match(version):
+        raise ServiceError(400, f"Invalid model version: {version!r}")
+    method = attributes.get("tfs-method") or "predict"
+    if method not in METHODS:
+        raise ServiceError(
+            400, f"Invalid method: {method!r} (expected predict, classify or regress)"
+        )
+    return Route(check_model_name(name), version, method)
+
+
+def rest_uri(rest_port: int, target: Route) -> str:
+    version = f"/versions/{target.model_version}" if target.model_version else ""
+    return f"http://127.0.0.1:{rest_port}/v1/models/{target.model_name}{version}:{target.method}"
+
+
+class InstancePicker:
+    """Round-robin over the model server instances (thread- and greenlet-safe)."""
+
+    def __init__(self, instances: Sequence[Instance]) -> None:
+        if not instances:
+            raise ValueError("no model server instance configured")
+        self._instances = tuple(instances)
+        self._cycle = itertools.cycle(range(len(self._instances)))
+        self._lock = threading.Lock()
+
+    @property
+    def instances(self) -> tuple[Instance, ...]:
+        return self._instances
+
+    def next(self) -> Instance:
+        with self._lock:
+            return self._instances[next(self._cycle)]
