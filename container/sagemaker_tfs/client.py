@@ -1,0 +1,198 @@
+"""One-line gRPC calls to the model server for users' ``inference.py`` (and the fast path).
+
+Example ``code/inference.py``::
+
+    import numpy as np
+    from sagemaker_tfs.client import predict
+
+    def handler(data, context):
+        batch = np.load(data, allow_pickle=False)
+        outputs = predict(context, {"input_1": batch})   # dict of NumPy arrays
+        return outputs["predictions"].tobytes(), "application/octet-stream"
+
+``predict`` reuses ``context.channel`` (or opens one to ``context.grpc_port`` with no message
+size limits), takes the model name and version from the context, sends tensors as raw
+``tensor_content`` and decodes the answer with ``np.frombuffer``. Output arrays are read-only
+views of the response; ``.copy()`` them to modify in place. gRPC failures raise
+``grpc.RpcError`` as usual. TensorFlow is not imported.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import numpy as np
+from google.protobuf.message import Message
+
+from sagemaker_tfs import protos, tensors
+from sagemaker_tfs.payloads import InputSpec
+
+DEFAULT_SIGNATURE = "serving_default"
+DEFAULT_TIMEOUT_SECONDS = 60.0
+CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A signature of a served model: inputs and outputs by alias."""
+
+    name: str
+    method_name: str
+    inputs: dict[str, InputSpec]
+    outputs: dict[str, InputSpec]
+
+
+_channels: dict[str, grpc.Channel] = {}
+_stubs: dict[int, Any] = {}
+_signatures: dict[tuple[str, str | None], dict[str, Signature]] = {}
+_lock = threading.Lock()
+
+
+def open_channel(target: str | int) -> grpc.Channel:
+    """A shared channel to ``host:port`` (or a bare port on localhost) with no size limits."""
+    address = f"127.0.0.1:{target}" if str(target).isdigit() else str(target)
+    with _lock:
+        channel = _channels.get(address)
+        if channel is None:
+            channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+            _channels[address] = channel
+        return channel
+
+
+def channel_of(context: Any) -> grpc.Channel:
+    """``context.channel`` when the service provides one, else a channel to its gRPC port."""
+    channel = getattr(context, "channel", None)
+    return channel if channel is not None else open_channel(context.grpc_port)
+
+
+def prediction_stub(channel: grpc.Channel) -> protos.PredictionServiceStub:
+    """One stub per channel, kept (building the method callables costs a little)."""
+    stub = _stubs.get(id(channel))
+    if stub is None or stub.channel is not channel:
+        stub = protos.PredictionServiceStub(channel)
+        stub.channel = channel
+        _stubs[id(channel)] = stub
+    return stub
+
+
+def model_spec(
+    context: Any,
+    signature_name: str = DEFAULT_SIGNATURE,
+    model_name: str | None = None,
+    model_version: int | str | None = None,
+) -> Message:
+    """The ModelSpec of the context's model (name and version overridable)."""
+    spec = protos.ModelSpec(name=model_name or context.model_name, signature_name=signature_name)
+    version = model_version if model_version is not None else context.model_version
+    if version not in (None, ""):
+        spec.version.value = int(version)
+    return spec
+
+
+def predict(
+    context: Any,
+    inputs: Mapping[str, Any],
+    *,
+    signature_name: str = DEFAULT_SIGNATURE,
+    output_filter: Iterable[str] = (),
+    model_name: str | None = None,
+    model_version: int | str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> dict[str, np.ndarray]:
+    """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out."""
+    request = protos.PredictRequest(
+        model_spec=model_spec(context, signature_name, model_name, model_version)
+    )
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tensors.to_tensor_proto(value))
+    request.output_filter.extend(output_filter)
+    response = prediction_stub(channel_of(context)).Predict(request, timeout=timeout)
+    return {name: tensors.to_ndarray(proto) for name, proto in response.outputs.items()}
+
+
+def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:
+    """Predict for a signature with one input and one output, named from the model metadata."""
+    signature = get_signature(
+        context,
+        kwargs.get("signature_name", DEFAULT_SIGNATURE),
+        model_name=kwargs.get("model_name"),
+        model_version=kwargs.get("model_version"),
+    )
+    if len(signature.inputs) != 1 or len(signature.outputs) != 1:
+        raise ValueError(
+            f"predict_one needs one input and one output; signature {signature.name} has "
+            f"inputs {sorted(signature.inputs)} and outputs {sorted(signature.outputs)}"
+        )
+    (input_name,) = signature.inputs
+    outputs = predict(context, {input_name: array}, **kwargs)
+    return next(iter(outputs.values()))
+
+
+def get_signatures(
+    context: Any,
+    model_name: str | None = None,
+    model_version: int | str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> dict[str, Signature]:
+    """Every signature of the model, fetched once per model/version over GetModelMetadata."""
+    name = model_name or context.model_name
+    version = model_version if model_version is not None else context.model_version
+    key = (name, None if version in (None, "") else str(version))
+    cached = _signatures.get(key)
+    if cached is not None:
+        return cached
+    request = protos.GetModelMetadataRequest(model_spec=model_spec(context, "", name, version))
+    request.metadata_field.append("signature_def")
+    response = prediction_stub(channel_of(context)).GetModelMetadata(request, timeout=timeout)
+    signature_map = protos.SignatureDefMap.FromString(response.metadata["signature_def"].value)
+    signatures = {
+        alias: _signature(alias, definition)
+        for alias, definition in signature_map.signature_def.items()
+    }
+    _signatures[key] = signatures
+    return signatures
+
+
+def get_signature(
+    context: Any,
+    signature_name: str = DEFAULT_SIGNATURE,
+    model_name: str | None = None,
+    model_version: int | str | None = None,
+) -> Signature:
+    """One signature of the model (cached); KeyError names the ones that exist."""
+    signatures = get_signatures(context, model_name, model_version)
+    try:
+        return signatures[signature_name or DEFAULT_SIGNATURE]
+    except KeyError:
+        raise KeyError(
+            f'Serving signature name: "{signature_name}" not found in signature def '
+            f"(available: {', '.join(sorted(signatures))})"
+        ) from None
+
+
+def forget_signatures(model_name: str, model_version: int | str | None = None) -> None:
+    """Drop cached metadata (after a model was reloaded with another signature)."""
+    key = (model_name, None if model_version in (None, "") else str(model_version))
+    _signatures.pop(key, None)
+
+
+def _signature(alias: str, definition: Message) -> Signature:
+    return Signature(
+        name=alias,
+        method_name=definition.method_name,
+        inputs={name: _spec(name, info) for name, info in definition.inputs.items()},
+        outputs={name: _spec(name, info) for name, info in definition.outputs.items()},
+    )
+
+
+def _spec(alias: str, info: Message) -> InputSpec:
+    shape = info.tensor_shape
+    dims = None if shape.unknown_rank else tuple(dim.size for dim in shape.dim)
+    return InputSpec(alias, info.dtype, dims)
