@@ -4,7 +4,8 @@ Inputs: ``application/x-npy``, ``application/x-npz``, ``image/jpeg``, ``image/pn
 ``application/x-image`` and ``application/x-image-stream`` (records of a 4-byte big-endian
 length followed by an encoded image; all records form one batch). Images are converted to what
 the signature's input wants (dtype, height, width, channels, RGB order); a DT_STRING input gets
-the encoded bytes unchanged. Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``),
+the encoded bytes unchanged. JSON, JSON lines and CSV bodies also come here when the Accept
+header asks for a binary answer (otherwise nginx sends them to TF Serving's REST API). Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``),
 ``application/jsonlines`` (the same on one line), ``application/x-npy``, ``application/x-npz``,
 ``text/csv``.
 
@@ -34,7 +35,8 @@ JSONLINES = "application/jsonlines"
 CSV = "text/csv"
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "application/x-image"})
 IMAGE_STREAM = "application/x-image-stream"
-INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES})
+TEXT_TYPES = frozenset({JSON, JSONLINES, "application/jsons", CSV})
+INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES, *TEXT_TYPES})
 OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
 
 _RECORD_HEADER = 4
@@ -137,6 +139,9 @@ def decode_inputs(
         return {
             name: conform_array(array, inputs[name]) for name, array in _npz_inputs(body, inputs)
         }
+    if kind in TEXT_TYPES:
+        named = _text_inputs(body, kind, inputs)
+        return {name: conform_array(_as_array(value, name), inputs[name]) for name, value in named}
     spec = _single_input(inputs, kind)
     images = split_image_stream(body) if kind == IMAGE_STREAM else [body]
     return {spec.name: images_to_batch(images, spec, options)}
@@ -234,6 +239,57 @@ def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
         raise PayloadError(
             400, f"Input {spec.name} expects shape {wanted}, got an array of shape {list(shape)}"
         )
+
+
+def _text_inputs(
+    body: bytes, kind: str, inputs: Mapping[str, InputSpec]
+) -> list[tuple[str, object]]:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists."""
+    if kind == CSV:
+        return [(_single_input(inputs, kind).name, _csv_rows(body))]
+    document = _json_document(body, kind)
+    if isinstance(document, dict) and "inputs" in document:
+        value = document["inputs"]
+        if isinstance(value, dict):
+            _check_names(value, inputs)
+            return list(value.items())
+        return [(_single_input(inputs, kind).name, value)]
+    rows = document.get("instances") if isinstance(document, dict) else document
+    if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
+        _check_names(rows[0], inputs)
+        return [(name, [row.get(name) for row in rows]) for name in rows[0]]
+    return [(_single_input(inputs, kind).name, rows)]
+
+
+def _json_document(body: bytes, kind: str) -> object:
+    try:
+        if kind == JSON:
+            return json.loads(body)
+        return [json.loads(line) for line in body.splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PayloadError(400, f"Invalid JSON payload: {error}") from None
+
+
+def _csv_rows(body: bytes) -> np.ndarray:
+    try:
+        return np.loadtxt(io.BytesIO(body), delimiter=",", ndmin=2)
+    except ValueError as error:
+        raise PayloadError(400, f"Invalid CSV payload: {error}") from None
+
+
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, InputSpec]) -> None:
+    unknown = sorted(set(named) - set(inputs))
+    if unknown:
+        raise PayloadError(
+            400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
+        )
+
+
+def _as_array(value: object, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except ValueError as error:
+        raise PayloadError(400, f"Input {name} is not a rectangular array: {error}") from None
 
 
 def split_image_stream(body: bytes) -> list[bytes]:

@@ -212,3 +212,24 @@ def test_npy_npz_csv_outputs() -> None:
     with pytest.raises(PayloadError, match="returns 2 outputs") as raised:
         payloads.encode_outputs(OUTPUTS, "application/x-npy")
     assert raised.value.status == 406
+
+
+def test_json_and_csv_inputs_for_binary_answers() -> None:
+    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 2))}
+    for body, kind in [
+        (b'{"instances": [[1, 2], [3, 4]]}', "application/json"),
+        (b"[1, 2]\n[3, 4]\n", "application/jsonlines"),
+        (b"1,2\n3,4\n", "text/csv"),
+    ]:
+        decoded = payloads.decode_inputs(body, kind, spec, NO_SCALING)["x"]
+        assert decoded.dtype == np.float32 and decoded.tolist() == [[1, 2], [3, 4]], kind
+    two = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
+    rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
+    decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
+    assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
+    with pytest.raises(PayloadError, match="Invalid JSON payload"):
+        payloads.decode_inputs(b"{", "application/json", spec, NO_SCALING)
+    with pytest.raises(PayloadError, match="not a rectangular array"):
+        payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
+    with pytest.raises(PayloadError, match=r"Inputs \['c'\] are not in the signature"):
+        payloads.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
