@@ -1,0 +1,81 @@
+"""CONTRACT.md's conversion table in Python (the multi-model and fallback path)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sagemaker_tfs.service.conversion import convert
+from sagemaker_tfs.service.errors import ServiceError
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('{"instances": [1.0, 2.0]}', '{"instances": [1.0, 2.0]}'),
+        ('{"inputs": {"x": [1]}}', '{"inputs": {"x": [1]}}'),
+        ('{"examples": [{"x": 1}]}', '{"examples": [{"x": 1}]}'),
+        ("[1.0, 2.0]", '{"instances": [[1.0, 2.0]]}'),
+        ("[[1.0, 2.0], [3.0, 4.0]]", '{"instances": [[1.0, 2.0], [3.0, 4.0]]}'),
+        ("1.5", '{"instances": [1.5]}'),
+        ('{"x": 1}', '{"instances": [{"x": 1}]}'),
+        ('{"x": 1}\n{"x": 2}\n', '{"instances": [{"x": 1},{"x": 2}]}'),
+        ("[1, 2] [3, 4]", '{"instances": [[1, 2],[3, 4]]}'),
+    ],
+)
+def test_json(body: str, expected: str) -> None:
+    assert convert("application/json", body.encode()) == expected
+
+
+@pytest.mark.parametrize("content_type", ["application/jsonlines", "application/jsons"])
+def test_json_lines(content_type: str) -> None:
+    body = b'{"a": [1, 2]}\r\n\n{"a": [3, "x\\n}"]}\n'
+    result = convert(content_type, body)
+    assert json.loads(result) == {"instances": [{"a": [1, 2]}, {"a": [3, "x\n}"]}]}
+
+
+def test_single_json_line_is_one_instance() -> None:
+    assert convert("application/jsonlines", b"[1, 2]") == '{"instances": [[1, 2]]}'
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("1.0,2.0\n3.0,4.0\n", {"instances": [[1.0, 2.0], [3.0, 4.0]]}),
+        ("1.0\n2.0\n", {"instances": [1.0, 2.0]}),
+        ("1.0,2.0", {"instances": [[1.0, 2.0]]}),
+        ('1,abc,"q"\r\n', {"instances": [[1, "abc", "q"]]}),
+        ("+1,.5,2.", {"instances": [[1, 0.5, 2.0]]}),
+    ],
+)
+def test_csv(body: str, expected: dict) -> None:
+    assert json.loads(convert("text/csv", body.encode())) == expected
+
+
+def test_csv_numbers_keep_their_spelling() -> None:
+    assert convert("text/csv", b"1.10,12345678901234567890") == (
+        '{"instances": [[1.10,12345678901234567890]]}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status", "text"),
+    [
+        ("application/json", b"", 400, "Empty request body"),
+        ("application/json", b"   \n", 400, "Empty request body"),
+        ("application/json", b"{not json", 400, "Invalid JSON"),
+        ("application/json", b'{"a": 1} xyz', 400, "Invalid JSON"),
+        ("application/jsonlines", b"", 400, "Empty request body"),
+        ("application/jsonlines", b"1\n2", 400, "Invalid JSON lines"),
+        ("application/jsonlines", b'{"a": 1}\n{"a": ', 400, "Invalid JSON lines"),
+        ("text/csv", b"", 400, "Empty request body"),
+        ("text/csv", b"1,2\n3\n", 400, "row 2 has 1 fields, expected 2"),
+        ("application/json", b"\xff\xfe", 400, "not UTF-8"),
+        ("image/png", b"x", 415, "Unsupported Media Type: image/png"),
+    ],
+)
+def test_bad_input(content_type: str, body: bytes, status: int, text: str) -> None:
+    with pytest.raises(ServiceError) as raised:
+        convert(content_type, body)
+    assert raised.value.status == status
+    assert text in raised.value.message

@@ -1,0 +1,81 @@
+"""Custom attributes -> model/version/method, Context, and spreading over instances."""
+
+from __future__ import annotations
+
+import pytest
+from sagemaker_tfs.config import Instance
+from sagemaker_tfs.service.context import Context, build_context
+from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.service.routing import InstancePicker, Route, rest_uri, route
+
+
+def test_defaults_to_the_default_model_and_predict() -> None:
+    assert route(None, "half_plus_three") == Route("half_plus_three", None, "predict")
+
+
+def test_custom_attributes_pick_model_version_and_method() -> None:
+    header = "foo=bar, tfs-model-name=other,tfs-model-version=00123 ,tfs-method=classify,junk"
+    assert route(header, "default") == Route("other", "00123", "classify")
+
+
+@pytest.mark.parametrize(
+    ("header", "default", "message"),
+    [
+        (None, None, "No model name"),
+        ("tfs-model-name=../x", "m", "Invalid model name"),
+        ("tfs-model-name=a/b", "m", "Invalid model name"),
+        ("tfs-model-version=abc", "m", "Invalid model version"),
+        ("tfs-model-version=-1", "m", "Invalid model version"),
+        ("tfs-method=explode", "m", "Invalid method"),
+    ],
+)
+def test_bad_attributes_are_400(header: str | None, default: str | None, message: str) -> None:
+    with pytest.raises(ServiceError) as raised:
+        route(header, default)
+    assert raised.value.status == 400
+    assert message in raised.value.message
+
+
+def test_rest_uri() -> None:
+    assert rest_uri(8501, Route("m", None, "predict")) == (
+        "http://127.0.0.1:8501/v1/models/m:predict"
+    )
+    assert rest_uri(8501, Route("m", "7", "regress")) == (
+        "http://127.0.0.1:8501/v1/models/m/versions/7:regress"
+    )
+
+
+def test_picker_round_robins() -> None:
+    instances = [Instance(9000, 8501), Instance(9002, 8503)]
+    picker = InstancePicker(instances)
+    assert [picker.next() for _ in range(4)] == instances * 2
+
+
+def test_context_fields_and_defaults() -> None:
+    assert Context._fields[:10] == (
+        "model_name",
+        "model_version",
+        "method",
+        "rest_uri",
+        "grpc_port",
+        "channel",
+        "custom_attributes",
+        "request_content_type",
+        "accept_header",
+        "content_length",
+    )
+    context = build_context(Route("m", "2", "predict"), 9000, 8501, "chan", None, None, None, 5)
+    assert context.request_content_type == "application/json"
+    assert context.accept_header == "application/json"
+    assert context.grpc_port == context.grpc_uri == "9000"
+    assert context.rest_uri == "http://127.0.0.1:8501/v1/models/m/versions/2:predict"
+    assert context.channel == "chan" and context.content_length == 5
+
+
+def test_context_keeps_given_types() -> None:
+    context = build_context(
+        Route("m", None, "predict"), 1, 2, None, "a=b", "text/csv; charset=utf-8", "*/*", 0
+    )
+    assert context.request_content_type == "text/csv"
+    assert context.accept_header == "application/json"
+    assert context.custom_attributes == "a=b"

@@ -1,0 +1,163 @@
+"""nginx_config.render: placeholders, modes, limits, and ``nginx -t`` on the result."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs import nginx_config
+from sagemaker_tfs.config import Instance, ModelSpec, StackConfig, load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"
+
+
+def make_config(tmp_path: Path, env: dict[str, str] | None = None, **changes) -> StackConfig:
+    config = load_config(
+        env or {}, model_dir=str(EXAMPLE_MODELS), work_dir=str(tmp_path), port=18080
+    )
+    return dataclasses.replace(config, **changes)
+
+
+def nginx_test(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "nginx.conf"
+    path.write_text(text)
+    return subprocess.run(
+        ["nginx", "-t", "-p", str(tmp_path) + "/", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def location_block(text: str, location: str) -> str:
+    match = re.search(re.escape(f"location {location} {{") + r"(.*?)\n        }", text, re.S)
+    assert match, f"no location {location} in\n{text}"
+    return match.group(1)
+
+
+def test_single_model_config_is_valid_nginx(tmp_path: Path) -> None:
+    text = nginx_config.render(make_config(tmp_path))
+    assert "@@" not in text
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx is not installed")
+    result = nginx_test(tmp_path, text)
+    assert result.returncode == 0, result.stderr
+
+
+def test_multi_model_config_is_valid_nginx(tmp_path: Path) -> None:
+    text = nginx_config.render(make_config(tmp_path, {"SAGEMAKER_MULTI_MODEL": "true"}))
+    assert "unix:" + str(tmp_path / "supervisor.sock") in text
+    assert "js_content tfs.invocations" not in text
+    assert "return 200" in location_block(text, "= /ping")
+    result = nginx_test(tmp_path, text)
+    assert result.returncode == 0, result.stderr
+
+
+def test_uses_js_import_and_the_njs_module(tmp_path: Path) -> None:
+    text = nginx_config.render(make_config(tmp_path))
+    assert "js_import tfs from tensorflow_serving.js;" in text
+    assert "js_include" not in text
+    assert text.startswith("# Generated") and "load_module " in text
+    assert f"pid {tmp_path}/nginx.pid;" in text
+
+
+def test_port_log_level_and_timeout_come_from_the_config(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_TFS_NGINX_LOGLEVEL": "info",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "123",
+    }
+    text = nginx_config.render(make_config(tmp_path, env, port=18111))
+    assert "listen 18111;" in text
+    assert "error_log stderr info;" in text
+    assert "proxy_read_timeout 123s;" in text
+
+
+def test_model_server_instances_are_spread(tmp_path: Path) -> None:
+    instances = (Instance(9000, 8501), Instance(9002, 8503), Instance(9004, 8505))
+    text = nginx_config.render(make_config(tmp_path, instances=instances))
+    upstream = re.search(r"upstream model_servers \{(.*?)\}", text, re.S)
+    assert upstream
+    assert "least_conn;" in upstream.group(1)
+    for port in (8501, 8503, 8505):
+        assert f"server 127.0.0.1:{port};" in upstream.group(1)
+
+
+def test_njs_handles_invocations_without_inference_script(tmp_path: Path) -> None:
+    text = nginx_config.render(make_config(tmp_path, code_dir=None))
+    assert "js_content tfs.invocations;" in location_block(text, "= /invocations")
+    assert "js_content tfs.ping;" in location_block(text, "= /ping")
+
+
+def test_inference_script_sends_invocations_to_the_service(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "inference.py").write_text("def handler(data, context):\n    return b'', 'x'\n")
+    text = nginx_config.render(make_config(tmp_path, code_dir=str(code)))
+    block = location_block(text, "= /invocations")
+    assert "proxy_pass http://python_service;" in block
+    assert "js_content" not in block
+
+
+@pytest.mark.parametrize(
+    ("env", "limit"),
+    [
+        ({}, 6),
+        ({"SAGEMAKER_BATCH": "true"}, 100),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"}, 20),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "0"}, 100),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "500"}, 100),
+    ],
+)
+def test_body_limit(tmp_path: Path, env: dict[str, str], limit: int) -> None:
+    text = nginx_config.render(make_config(tmp_path, env))
+    assert f"client_max_body_size {limit}m;" in text
+    assert f"client_body_buffer_size {limit}m;" in text
+
+
+def test_execution_parameters_come_from_the_batch_variables(tmp_path: Path) -> None:
+    env = {
+        "SAGEMAKER_BATCH": "true",
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "7",
+        "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB": "12",
+    }
+    text = nginx_config.render(make_config(tmp_path, env))
+    body = re.search(r"return 200 '(.*)';", location_block(text, "= /execution-parameters"))
+    assert body
+    assert json.loads(body.group(1)) == {
+        "MaxConcurrentTransforms": 7,
+        "BatchStrategy": "SINGLE_RECORD",
+        "MaxPayloadInMB": 12,
+    }
+
+
+def test_execution_parameters_defaults(tmp_path: Path) -> None:
+    params = nginx_config.execution_parameters(make_config(tmp_path))
+    assert params["BatchStrategy"] == "MULTI_RECORD"
+    assert params["MaxPayloadInMB"] == 6
+    assert params["MaxConcurrentTransforms"] >= 1
+
+
+@pytest.mark.parametrize("name", ['bad"; evil', "a b", "x\n}", "../up", ""])
+def test_model_names_that_could_inject_are_refused(tmp_path: Path, name: str) -> None:
+    config = make_config(tmp_path, models=(ModelSpec(name, "/tmp"),))
+    with pytest.raises(nginx_config.NginxConfigError):
+        nginx_config.render(config)
+
+
+def test_unknown_placeholder_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(nginx_config.NginxConfigError, match="@@NOPE@@"):
+        nginx_config.render(make_config(tmp_path), template="x @@NOPE@@")
+
+
+def test_default_model_and_model_names_reach_njs(tmp_path: Path) -> None:
+    models = (ModelSpec("a", "/m/a"), ModelSpec("b", "/m/b"))
+    text = nginx_config.render(make_config(tmp_path, models=models, default_model="b"))
+    assert 'set $tfs_default_model "b";' in text
+    assert 'set $tfs_models "a,b";' in text
