@@ -99,6 +99,8 @@ class Child:
             code = self.process.poll()
             if code is None:
                 return
+            # Leftovers of the group (nginx or gunicorn workers) would hold the sockets.
+            self._signal_group(signal.SIGKILL)
             if now - self.started_at > STABLE_AFTER_SECONDS:
                 self.backoff = FIRST_BACKOFF_SECONDS
             self.restart_at = now + self.backoff
@@ -355,6 +357,7 @@ def gunicorn_command(config: StackConfig) -> list[str]:
         f"--graceful-timeout={config.gunicorn_timeout}",
         f"--log-level={config.gunicorn_log_level}",
         "--error-logfile=-",
+        "--config=python:sagemaker_tfs.service.gunicorn_hooks",
         "sagemaker_tfs.service.app:create_app()",
     ]
 

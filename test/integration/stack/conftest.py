@@ -43,6 +43,54 @@ def free_port_range(size: int) -> tuple[int, int]:
     raise RuntimeError(f"no {size} consecutive free ports found")
 
 
+def _ppid_and_state(pid: int) -> tuple[int, str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[1]), fields[0]
+
+
+def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    info = _ppid_and_state(pid)
+    return info is not None and info[1] != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def descendant_pids(root: int) -> list[int]:
+    """Every live process below ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            info = _ppid_and_state(int(entry))
+            if info is not None and info[1] != "Z":
+                children.setdefault(info[0], []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
 @dataclass
 class Stack:
     """A running ``sagemaker-tfs serve``."""
@@ -75,6 +123,14 @@ class Stack:
             if time.monotonic() > deadline:
                 pytest.fail(f"/ping not 200 after {timeout}s:\n" + self.log_text()[-6000:])
             time.sleep(0.25)
+
+    def child_pids(self, marker: str) -> list[int]:
+        """The supervisor's direct children whose command line contains ``marker``."""
+        return [
+            pid
+            for pid in descendant_pids(self.process.pid)
+            if (_ppid_and_state(pid) or (0, ""))[0] == self.process.pid and marker in cmdline(pid)
+        ]
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
         """SIGTERM, then wait; returns the exit code (kills it if it hangs)."""

@@ -1,0 +1,188 @@
+"""The supervisor with the whole stack: real nginx, gunicorn and model server processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import Stack, StartStack, pid_alive, wait_for  # noqa: I001 (the stack conftest)
+
+pytestmark = pytest.mark.slow
+
+MODEL_SERVER_MARKER = "--rest_api_port"
+INFERENCE_SCRIPT = """
+import json
+import time
+
+
+def input_handler(data, context):
+    body = json.loads(data.read().decode("utf-8"))
+    time.sleep(body.pop("sleep_seconds", 0))
+    return json.dumps(body)
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+
+
+@pytest.fixture
+def bundled_models(resources_dir: Path) -> Path:
+    return resources_dir / "models"
+
+
+@pytest.fixture
+def models_with_script(resources_dir: Path, tmp_path: Path) -> Path:
+    """half_plus_three plus a pass-through code/inference.py (puts gunicorn in the path)."""
+    root = tmp_path / "model"
+    shutil.copytree(resources_dir / "models" / "half_plus_three", root / "half_plus_three")
+    (root / "code").mkdir()
+    (root / "code" / "inference.py").write_text(INFERENCE_SCRIPT)
+    return root
+
+
+def predict(stack: Stack, instances: list[float], timeout: float = 30, **extra) -> list[float]:
+    body = dict({"instances": instances}, **extra)
+    response = requests.post(f"{stack.url}/invocations", json=body, timeout=timeout)
+    assert response.status_code == 200, response.text
+    return response.json()["predictions"]
+
+
+def try_predict(stack: Stack) -> bool:
+    try:
+        return predict(stack, [2.0], timeout=5) == [4.0]
+    except (requests.RequestException, AssertionError):
+        return False
+
+
+def established_connections_to(port: int) -> int:
+    """Client-side TCP connections to ``port`` (e.g. nginx's keepalive to a model server)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
+
+
+def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled_models) -> None:
+    stack = start_stack(bundled_models)
+    assert predict(stack, [1.0, 2.0, 5.0]) == [3.5, 4.0, 5.5]
+    children = {
+        name: stack.child_pids(marker)
+        for name, marker in (
+            ("nginx", "nginx"),
+            ("gunicorn", "gunicorn"),
+            ("model server", MODEL_SERVER_MARKER),
+        )
+    }
+    assert all(len(pids) == 1 for pids in children.values()), children
+    from conftest import descendant_pids
+
+    everything = descendant_pids(stack.process.pid)
+    assert stack.stop() == 0
+    assert wait_for(lambda: not any(pid_alive(pid) for pid in everything), 10), [
+        pid for pid in everything if pid_alive(pid)
+    ]
+    log = stack.log_text()
+    assert "configuration in effect" in log
+    assert 'name: "half_plus_three"' in log  # the model config is logged
+    assert "nginx config" in log and "listen" in log
+    assert "received SIGTERM" in log and "stopped" in log
+    assert not Path(stack.work_dir / "gunicorn.sock").exists()
+
+
+def test_batching_variables_reach_the_file_the_flags_and_the_log(
+    start_stack: StartStack, bundled_models
+) -> None:
+    env = {
+        "SAGEMAKER_TFS_ENABLE_BATCHING": "true",
+        "SAGEMAKER_TFS_MAX_BATCH_SIZE": "4",
+        "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": "500",
+        "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2",
+        "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "7",
+    }
+    stack = start_stack(bundled_models, env=env)
+    expected = (
+        "max_batch_size { value: 4 }\n"
+        "batch_timeout_micros { value: 500 }\n"
+        "num_batch_threads { value: 2 }\n"
+        "max_enqueued_batches { value: 7 }\n"
+    )
+    batching_file = stack.work_dir / "batching.config"
+    assert batching_file.read_text() == expected
+    log = stack.log_text()
+    for line in expected.splitlines():
+        assert line in log
+    from conftest import cmdline
+
+    (server,) = stack.child_pids(MODEL_SERVER_MARKER)
+    assert "--enable_batching=true" in cmdline(server)
+    assert f"--batching_parameters_file={batching_file}" in cmdline(server)
+    assert predict(stack, [1.0, 2.0]) == [3.5, 4.0]
+
+
+def test_bad_configuration_stops_start_up_with_a_clear_message(
+    start_stack: StartStack, bundled_models
+) -> None:
+    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_ENABLE_BATCHING": "yes"}, wait=False)
+    assert stack.process.wait(30) == 2
+    assert "SAGEMAKER_TFS_ENABLE_BATCHING must be 'true' or 'false', got 'yes'" in (
+        stack.log_text()
+    )
+
+
+def test_several_instances_all_serve(start_stack: StartStack, bundled_models) -> None:
+    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_INSTANCE_COUNT": "2"})
+    config = json.loads((stack.work_dir / "stack.json").read_text())
+    rest_ports = [instance["rest_port"] for instance in config["instances"]]
+    assert len(rest_ports) == 2 and len(stack.child_pids(MODEL_SERVER_MARKER)) == 2
+    for port in rest_ports:
+        status = requests.get(f"http://127.0.0.1:{port}/v1/models/half_plus_three", timeout=5)
+        assert status.json()["model_version_status"][0]["state"] == "AVAILABLE"
+    for _ in range(20):
+        assert predict(stack, [1.0]) == [3.5]
+    # nginx keeps connections to the model servers it used: both must have been used.
+    connections = {port: established_connections_to(port) for port in rest_ports}
+    assert all(count > 0 for count in connections.values()), connections
+
+
+@pytest.mark.parametrize("marker", [MODEL_SERVER_MARKER, "gunicorn", "nginx"])
+def test_killed_child_is_restarted_and_the_endpoint_answers_again(
+    start_stack: StartStack, models_with_script: Path, marker: str
+) -> None:
+    stack = start_stack(models_with_script)
+    assert predict(stack, [2.0]) == [4.0]
+    (old_pid,) = stack.child_pids(marker)
+    os.kill(old_pid, signal.SIGKILL)
+    assert wait_for(lambda: stack.child_pids(marker) not in ([], [old_pid]), 30), stack.log_text()
+    assert wait_for(lambda: try_predict(stack), 120), stack.log_text()[-4000:]
+    assert f"(pid {old_pid}) exited with code -9; restarting" in stack.log_text()
+
+
+def test_sigterm_lets_an_in_flight_request_finish(
+    start_stack: StartStack, models_with_script: Path
+) -> None:
+    stack = start_stack(models_with_script)
+    results: list[object] = []
+
+    def slow_request() -> None:
+        try:
+            results.append(predict(stack, [4.0], sleep_seconds=3))
+        except Exception as error:  # reported by the assertion below
+            results.append(error)
+
+    thread = threading.Thread(target=slow_request)
+    thread.start()
+    wait_for(lambda: False, 1.0)  # let the request reach the handler
+    stack.process.send_signal(signal.SIGTERM)
+    thread.join(30)
+    assert results == [[5.0]], stack.log_text()[-4000:]
+    assert stack.process.wait(60) == 0
