@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs a serving image built by build.sh in the background, serving the example models
+# (test/resources/models, or --model-dir) on localhost:8080 (or --port), and passes every
+# SAGEMAKER_* variable of the caller's environment into the container.
+# --local runs the same stack on this host instead (scripts/local.sh start).
+set -euo pipefail
+USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR]"
+# shellcheck source=scripts/shared.sh
+source "$(dirname "$0")/shared.sh"
+
+# SAGEMAKER_* variables to pass: the caller's, plus the port range SageMaker gives.
+sagemaker_env_args() {
+  local name
+  if [[ -z ${SAGEMAKER_SAFE_PORT_RANGE:-} ]]; then
+    echo "--env=SAGEMAKER_SAFE_PORT_RANGE=9000-9999"
+  fi
+  for name in $(compgen -e | grep '^SAGEMAKER_' | sort); do
+    echo "--env=$name"
+  done
+}
+
+main() {
+  local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=()
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --local)
+        shift
+        [[ -x "$REPO_ROOT/scripts/local.sh" ]] || die "scripts/local.sh is missing"
+        exec "$REPO_ROOT/scripts/local.sh" start "$@"
+        ;;
+      --port | --model-dir)
+        [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
+        if [[ $1 == --port ]]; then port=$2; else model_dir=$2; fi
+        shift 2
+        ;;
+      *)
+        std_args+=("$1")
+        shift
+        ;;
+    esac
+  done
+  [[ $port =~ ^[0-9]+$ && $port -ge 1 && $port -le 65535 ]] || usage_error "invalid port '$port'"
+  [[ -d $model_dir ]] || usage_error "no such model directory '$model_dir'"
+  parse_std_args "${std_args[@]}"
+
+  local model_mount=/opt/ml/model gpu_args=() env_args=()
+  if [[ ${SAGEMAKER_MULTI_MODEL:-false} == true ]]; then model_mount=/opt/ml/models; fi
+  if [[ $arch == gpu ]]; then gpu_args=(--gpus all); fi
+  mapfile -t env_args < <(sagemaker_env_args)
+  docker run --detach --name "$container_name" \
+    "${gpu_args[@]}" \
+    --volume "$(cd "$model_dir" && pwd):$model_mount:ro" \
+    --publish "$port:${SAGEMAKER_BIND_TO_PORT:-8080}" \
+    "${env_args[@]}" \
+    "$repository:$tag_full" serve
+  echo "started $container_name ($repository:$tag_full) on http://localhost:$port" \
+    "(logs: docker logs -f $container_name)"
+}
+
+main "$@"
