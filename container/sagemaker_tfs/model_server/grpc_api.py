@@ -1,0 +1,345 @@
+"""gRPC front end: TF Serving's PredictionService and ModelService on top of the manager.
+
+Tensors cross the wire as TensorProto; numeric tensors are read and written through
+``tensor_content`` and NumPy buffers (no per-element Python loop), strings via
+``string_val``. Errors become gRPC statuses with TF Serving's codes and messages (cut at
+1024 characters, as TF Serving does).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+import numpy as np
+from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    inference_pb2,
+    model_management_pb2,
+    model_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+    status_pb2,
+)
+
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.servable import (
+    CLASSIFY_METHOD,
+    DEFAULT_SIGNATURE,
+    REGRESS_METHOD,
+    Servable,
+    datatype_of,
+    numpy_dtype,
+)
+
+LOG = logging.getLogger(__name__)
+MAX_ERROR_MESSAGE = 1024
+SIGNATURE_DEF_FIELD = "signature_def"
+
+Response = TypeVar("Response")
+
+# Repeated value fields of TensorProto per dtype, for tensors sent without tensor_content.
+_VALUE_FIELDS = {
+    types_pb2.DT_FLOAT: "float_val",
+    types_pb2.DT_DOUBLE: "double_val",
+    types_pb2.DT_INT32: "int_val",
+    types_pb2.DT_INT16: "int_val",
+    types_pb2.DT_INT8: "int_val",
+    types_pb2.DT_UINT8: "int_val",
+    types_pb2.DT_UINT16: "int_val",
+    types_pb2.DT_INT64: "int64_val",
+    types_pb2.DT_UINT32: "uint32_val",
+    types_pb2.DT_UINT64: "uint64_val",
+    types_pb2.DT_BOOL: "bool_val",
+    types_pb2.DT_HALF: "half_val",
+    types_pb2.DT_COMPLEX64: "scomplex_val",
+    types_pb2.DT_COMPLEX128: "dcomplex_val",
+}
+
+
+# ----- TensorProto <-> NumPy -----
+
+
+def _shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
+    shape = tuple(dim.size for dim in proto.tensor_shape.dim)
+    if any(size < 0 for size in shape):
+        raise invalid_argument(f"Invalid tensor shape: {list(shape)}")
+    return shape
+
+
+def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """Decode a request TensorProto; raises INVALID_ARGUMENT on malformed tensors."""
+    shape = _shape_of(proto)
+    count = int(np.prod(shape, dtype=np.int64))
+    if proto.dtype == types_pb2.DT_STRING:
+        values = np.empty(len(proto.string_val), dtype=object)
+        values[:] = list(proto.string_val)
+        return _fill(values, shape, count, proto.dtype)
+    try:
+        dtype = numpy_dtype(proto.dtype).newbyteorder("<")
+    except (TypeError, ValueError):
+        raise invalid_argument(
+            f"Unsupported tensor dtype: {types_pb2.DataType.Name(proto.dtype)}"
+        ) from None
+    if proto.tensor_content:
+        if len(proto.tensor_content) != count * dtype.itemsize:
+            raise invalid_argument(
+                f"tensor_content has {len(proto.tensor_content)} bytes, expected "
+                f"{count * dtype.itemsize} for shape {list(shape)}"
+            )
+        return np.frombuffer(proto.tensor_content, dtype=dtype).reshape(shape)
+    field = _VALUE_FIELDS.get(proto.dtype)
+    if field is None:
+        raise invalid_argument(f"Unsupported tensor dtype: {types_pb2.DataType.Name(proto.dtype)}")
+    raw = getattr(proto, field)
+    if proto.dtype == types_pb2.DT_HALF:
+        values = np.asarray(raw, dtype=np.uint16).view(np.float16)
+    elif proto.dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
+        pairs = np.asarray(raw, dtype=np.float64).reshape(-1, 2)
+        values = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dtype)
+    else:
+        values = np.asarray(raw, dtype=dtype)
+    return _fill(values, shape, count, proto.dtype)
+
+
+def _fill(values: np.ndarray, shape: tuple[int, ...], count: int, dtype: int) -> np.ndarray:
+    """TF's rule: fewer values than elements repeat the last value (none: zeros)."""
+    if values.size == count:
+        return values.reshape(shape)
+    if values.size > count or values.size == 0 and count and dtype == types_pb2.DT_STRING:
+        raise invalid_argument(
+            f"Tensor has {values.size} values but shape {list(shape)} needs {count}"
+        )
+    result = np.empty(count, dtype=values.dtype)
+    if values.size == 0:
+        result[:] = 0
+    else:
+        result[: values.size] = values
+        result[values.size :] = values[-1]
+    return result.reshape(shape)
+
+
+def array_to_tensor(array: np.ndarray) -> tensor_pb2.TensorProto:
+    """Encode a result array: raw little-endian bytes, strings in string_val."""
+    proto = tensor_pb2.TensorProto(dtype=datatype_of(array))
+    proto.tensor_shape.CopyFrom(
+        tensor_shape_pb2.TensorShapeProto(
+            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in array.shape]
+        )
+    )
+    if proto.dtype == types_pb2.DT_STRING:
+        proto.string_val.extend(
+            value if isinstance(value, bytes) else str(value).encode() for value in array.flat
+        )
+    else:
+        proto.tensor_content = np.ascontiguousarray(
+            array, dtype=array.dtype.newbyteorder("<")
+        ).tobytes()
+    return proto
+
+
+# ----- request helpers -----
+
+
+def _model_spec(servable: Servable, signature_name: str | None) -> model_pb2.ModelSpec:
+    spec = model_pb2.ModelSpec(name=servable.name)
+    spec.version.value = servable.version
+    if signature_name is not None:
+        spec.signature_name = signature_name
+    return spec
+
+
+def resolve(manager: ModelManager, spec: model_pb2.ModelSpec) -> Servable:
+    """The servable a ModelSpec addresses (latest, a version, or a label)."""
+    choice = spec.WhichOneof("version_choice")
+    if choice == "version":
+        return manager.get_servable(spec.name, version=spec.version.value)
+    if choice == "version_label":
+        return manager.get_servable(spec.name, label=spec.version_label)
+    return manager.get_servable(spec.name)
+
+
+def _abort(context: grpc.ServicerContext, error: ServingError) -> None:
+    code = grpc.StatusCode[error.code.name]
+    context.abort(code, error.message[:MAX_ERROR_MESSAGE])
+
+
+def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: str) -> Response:
+    try:
+        return call()
+    except ServingError as error:
+        LOG.debug("%s failed: %s", what, error.message)
+        _abort(context, error)
+    except Exception as error:  # noqa: BLE001 - any bug becomes INTERNAL, server keeps going
+        LOG.exception("%s failed", what)
+        _abort(context, ServingError(Code.INTERNAL, f"{type(error).__name__}: {error}"))
+    raise AssertionError("unreachable: context.abort raises")
+
+
+# ----- services -----
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
+
+    def __init__(self, manager: ModelManager) -> None:
+        self._manager = manager
+
+    def Predict(self, request, context):  # noqa: N802 - gRPC method name
+        return _handle(context, lambda: self._predict(request), "Predict")
+
+    def _predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
+        servable = resolve(self._manager, request.model_spec)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        inputs = {alias: tensor_to_array(proto) for alias, proto in request.inputs.items()}
+        outputs = servable.predict(signature_name, inputs, list(request.output_filter))
+        response = predict_pb2.PredictResponse()
+        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
+        for alias, array in outputs.items():
+            response.outputs[alias].CopyFrom(array_to_tensor(array))
+        return response
+
+    def Classify(self, request, context):  # noqa: N802
+        return _handle(context, lambda: self._classify(request), "Classify")
+
+    def _classify(
+        self, request: classification_pb2.ClassificationRequest
+    ) -> classification_pb2.ClassificationResponse:
+        servable = resolve(self._manager, request.model_spec)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        result = servable.classify(signature_name, request.input)
+        response = classification_pb2.ClassificationResponse(result=result)
+        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
+        return response
+
+    def Regress(self, request, context):  # noqa: N802
+        return _handle(context, lambda: self._regress(request), "Regress")
+
+    def _regress(
+        self, request: regression_pb2.RegressionRequest
+    ) -> regression_pb2.RegressionResponse:
+        servable = resolve(self._manager, request.model_spec)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        result = servable.regress(signature_name, request.input)
+        response = regression_pb2.RegressionResponse(result=result)
+        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
+        return response
+
+    def MultiInference(self, request, context):  # noqa: N802
+        return _handle(context, lambda: self._multi_inference(request), "MultiInference")
+
+    def _multi_inference(
+        self, request: inference_pb2.MultiInferenceRequest
+    ) -> inference_pb2.MultiInferenceResponse:
+        if not request.tasks:
+            raise invalid_argument("Expected at least one task.")
+        names = {task.model_spec.name for task in request.tasks}
+        if len(names) != 1:
+            raise invalid_argument(
+                "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+            )
+        signatures = [task.model_spec.signature_name or DEFAULT_SIGNATURE for task in request.tasks]
+        duplicates = {name for name in signatures if signatures.count(name) > 1}
+        if duplicates:
+            raise invalid_argument(f"Duplicate evaluation of signature: {sorted(duplicates)[0]}")
+        servable = resolve(self._manager, request.tasks[0].model_spec)
+        response = inference_pb2.MultiInferenceResponse()
+        for task, signature_name in zip(request.tasks, signatures, strict=True):
+            result = response.results.add()
+            result.model_spec.CopyFrom(_model_spec(servable, signature_name))
+            if task.method_name == CLASSIFY_METHOD:
+                result.classification_result.CopyFrom(
+                    servable.classify(signature_name, request.input)
+                )
+            elif task.method_name == REGRESS_METHOD:
+                result.regression_result.CopyFrom(servable.regress(signature_name, request.input))
+            else:
+                raise invalid_argument(f"Unsupported signature method_name: {task.method_name}")
+        return response
+
+    def GetModelMetadata(self, request, context):  # noqa: N802
+        return _handle(context, lambda: self._metadata(request), "GetModelMetadata")
+
+    def _metadata(
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+        if not request.metadata_field:
+            raise invalid_argument(
+                "GetModelMetadataRequest must specify at least one metadata_field"
+            )
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF_FIELD:
+                raise invalid_argument(f"Metadata field {field} is not supported")
+        servable = resolve(self._manager, request.model_spec)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.CopyFrom(_model_spec(servable, None))
+        response.metadata[SIGNATURE_DEF_FIELD].Pack(servable.signature_def_map())
+        return response
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    """GetModelStatus and HandleReloadConfigRequest."""
+
+    def __init__(self, manager: ModelManager) -> None:
+        self._manager = manager
+
+    def GetModelStatus(self, request, context):  # noqa: N802
+        return _handle(
+            context,
+            lambda: self._manager.get_model_status(request),
+            "GetModelStatus",
+        )
+
+    def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+        return _handle(context, lambda: self._reload(request), "HandleReloadConfigRequest")
+
+    def _reload(
+        self, request: model_management_pb2.ReloadConfigRequest
+    ) -> model_management_pb2.ReloadConfigResponse:
+        LOG.info(
+            "Reloading model config: %d model(s)", len(request.config.model_config_list.config)
+        )
+        self._manager.reload_config(request.config)
+        return model_management_pb2.ReloadConfigResponse(status=status_pb2.StatusProto())
+
+
+def serve(
+    manager: ModelManager, port: int, max_message_bytes: int, max_workers: int = 64
+) -> grpc.Server:
+    """Start the gRPC server on 0.0.0.0:``port``; raises if the port cannot be bound."""
+    options = [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        options=options,
+    )
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(manager), server
+    )
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
+    if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
+        raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")
+    server.start()
+    return server
+
+
+__all__ = [
+    "ModelService",
+    "PredictionService",
+    "array_to_tensor",
+    "get_model_status_pb2",
+    "serve",
+    "tensor_to_array",
+]

@@ -1,0 +1,338 @@
+"""Which model versions are served: discovery, version policies, loading, labels, reload.
+
+Each model's base path is scanned for version directories (numeric names only). The
+version policy picks the versions to serve; new ones are loaded in the background
+(START -> LOADING -> AVAILABLE, or END with the error) and versions the policy no longer
+selects are unloaded (UNLOADING -> END) once no wanted version is still loading, so a
+model stays available while a newer version replaces an older one. A poller repeats the
+scan every ``--file_system_poll_wait_seconds``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from tensorflow_serving.apis import get_model_status_pb2, status_pb2
+from tensorflow_serving.config import model_server_config_pb2
+
+from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
+from sagemaker_tfs.model_server.model_config import ModelSpec, model_specs
+from sagemaker_tfs.model_server.servable import Servable
+
+LOG = logging.getLogger(__name__)
+
+State = get_model_status_pb2.ModelVersionStatus.State
+ServableLoader = Callable[[str, int, str], Servable]
+
+
+@dataclasses.dataclass
+class VersionState:
+    """One version's lifecycle state, its servable once loaded, and its error if it failed."""
+
+    version: int
+    path: str
+    state: int = State.START
+    error: ServingError | None = None
+    servable: Servable | None = None
+
+
+def list_versions(base_path: str) -> dict[int, str]:
+    """Version number -> directory; hidden and non-numeric names are ignored."""
+    try:
+        entries = list(os.scandir(base_path))
+    except OSError:
+        return {}
+    versions: dict[int, str] = {}
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.name.isdigit() or not entry.is_dir():
+            continue
+        versions[int(entry.name)] = entry.path
+    return versions
+
+
+class Model:
+    """All versions of one model and its labels."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.versions: dict[int, VersionState] = {}
+
+    def available(self) -> dict[int, Servable]:
+        return {
+            version: state.servable
+            for version, state in self.versions.items()
+            if state.state == State.AVAILABLE and state.servable is not None
+        }
+
+
+class ModelManager:
+    """Holds the served models; the front ends ask it for servables and status."""
+
+    def __init__(
+        self,
+        loader: ServableLoader,
+        max_num_load_retries: int = 0,
+        load_retry_interval_seconds: float = 60.0,
+        poll_wait_seconds: float = 1.0,
+        num_load_threads: int = 2,
+    ) -> None:
+        self._loader = loader
+        self._max_retries = max_num_load_retries
+        self._retry_interval = load_retry_interval_seconds
+        self._poll_wait = poll_wait_seconds
+        self._models: dict[str, Model] = {}
+        self._lock = threading.RLock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=num_load_threads, thread_name_prefix="model-load"
+        )
+        self._pending: set[concurrent.futures.Future] = set()
+        self._stopping = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    # ----- configuration -----
+
+    def reload_config(self, config: model_server_config_pb2.ModelServerConfig) -> None:
+        """Serve exactly the models of ``config``; waits for the new versions to load."""
+        specs = {spec.name: spec for spec in model_specs(config)}
+        with self._lock:
+            for name in list(self._models):
+                if name not in specs:
+                    LOG.info("Removing model %s", name)
+                    self._remove_model(self._models.pop(name))
+            for name, spec in specs.items():
+                model = self._models.get(name)
+                if model is not None and model.spec.base_path != spec.base_path:
+                    self._remove_model(self._models.pop(name))
+                    model = None
+                if model is None:
+                    LOG.info(
+                        "Adding model %s from %s (version policy %s)",
+                        name,
+                        spec.base_path,
+                        spec.policy.describe(),
+                    )
+                    self._models[name] = Model(spec)
+                else:
+                    model.spec = spec
+            self._scan_all()
+        self.wait_for_loads()
+        self._check_labels(specs.values())
+
+    def _check_labels(self, specs) -> None:
+        with self._lock:
+            for spec in specs:
+                available = self._models[spec.name].available()
+                for version in spec.labels.values():
+                    if version not in available:
+                        raise ServingError(
+                            Code.FAILED_PRECONDITION,
+                            f"Request to assign label to version {version} of model "
+                            f"{spec.name}, which is not currently available for inference",
+                        )
+
+    def start_polling(self) -> None:
+        """Rescan the base paths every poll interval (once only if the interval is <= 0)."""
+        if self._poll_wait <= 0 or self._poller is not None:
+            return
+        self._poller = threading.Thread(target=self._poll_loop, name="fs-poll", daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._stopping.wait(self._poll_wait):
+            with self._lock:
+                self._scan_all()
+
+    def shutdown(self) -> None:
+        """Stop polling and loading, and close every session."""
+        self._stopping.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            for model in self._models.values():
+                for state in model.versions.values():
+                    if state.servable is not None:
+                        state.servable.close()
+                        state.servable = None
+
+    def wait_for_loads(self, timeout: float | None = None) -> None:
+        """Block until every load started so far has finished (successfully or not)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                pending = [future for future in self._pending if not future.done()]
+            if not pending:
+                return
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            concurrent.futures.wait(pending, timeout=remaining)
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    # ----- loading and unloading -----
+
+    def _scan_all(self) -> None:
+        for model in self._models.values():
+            self._scan(model)
+
+    def _scan(self, model: Model) -> None:
+        on_disk = list_versions(model.spec.base_path)
+        wanted = set(model.spec.policy.select(list(on_disk)))
+        for version in sorted(wanted, reverse=True):
+            state = model.versions.get(version)
+            if state is None or (state.state == State.END and state.error is None):
+                self._start_load(model, VersionState(version, on_disk[version]))
+        still_loading = any(
+            model.versions[version].state in (State.START, State.LOADING)
+            for version in wanted
+            if version in model.versions
+        )
+        if still_loading:
+            return
+        for version, state in model.versions.items():
+            if version not in wanted and state.state == State.AVAILABLE:
+                self._unload(model, state)
+
+    def _start_load(self, model: Model, state: VersionState) -> None:
+        model.versions[state.version] = state
+        future = self._pool.submit(self._load, model, state)
+        self._pending.add(future)
+        future.add_done_callback(self._forget_load)
+
+    def _forget_load(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def _load(self, model: Model, state: VersionState) -> None:
+        name = model.spec.name
+        with self._lock:
+            state.state = State.LOADING
+        LOG.info(
+            "Loading servable: {name: %s version: %d} from %s", name, state.version, state.path
+        )
+        attempt = 0
+        while True:
+            try:
+                servable = self._loader(name, state.version, state.path)
+                break
+            except Exception as error:  # noqa: BLE001 - any load failure ends in END
+                attempt += 1
+                if attempt > self._max_retries or self._stopping.is_set():
+                    self._fail(model, state, error)
+                    return
+                LOG.warning(
+                    "Loading %s version %d failed, retrying: %s", name, state.version, error
+                )
+                if self._stopping.wait(self._retry_interval):
+                    return
+        with self._lock:
+            if model.versions.get(state.version) is not state or self._stopping.is_set():
+                servable.close()
+                return
+            state.servable = servable
+            state.state = State.AVAILABLE
+            LOG.info(
+                "Successfully loaded servable version {name: %s version: %d}", name, state.version
+            )
+            self._scan(model)
+
+    def _fail(self, model: Model, state: VersionState, error: Exception) -> None:
+        message = (
+            f"Loading servable: {{name: {model.spec.name} version: {state.version}}} failed: "
+            f"{type(error).__name__}: {error}"
+        )
+        LOG.error("%s", message)
+        with self._lock:
+            state.state = State.END
+            state.error = ServingError(Code.UNKNOWN, message)
+            self._scan(model)
+
+    def _unload(self, model: Model, state: VersionState) -> None:
+        LOG.info(
+            "Unloading servable version {name: %s version: %d}", model.spec.name, state.version
+        )
+        state.state = State.UNLOADING
+        servable, state.servable = state.servable, None
+        if servable is not None:
+            servable.close()
+        state.state = State.END
+
+    def _remove_model(self, model: Model) -> None:
+        for state in model.versions.values():
+            if state.state == State.AVAILABLE:
+                self._unload(model, state)
+            elif state.state in (State.START, State.LOADING):
+                state.state = State.END
+
+    # ----- lookups -----
+
+    def get_servable(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> Servable:
+        """The servable a request addresses, or TF Serving's NotFound/InvalidArgument error."""
+        with self._lock:
+            model = self._models.get(name)
+            if label is not None:
+                labels = model.spec.labels if model is not None else {}
+                if label not in labels:
+                    raise ServingError(
+                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
+                    )
+                version = labels[label]
+            available = model.available() if model is not None else {}
+            if version is None:
+                if not available:
+                    raise not_found(f"Servable not found for request: Latest({name})")
+                return available[max(available)]
+            servable = available.get(version)
+            if servable is None:
+                raise not_found(f"Servable not found for request: Specific({name}, {version})")
+            return servable
+
+    def model_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._models)
+
+    def get_model_status(
+        self, request: get_model_status_pb2.GetModelStatusRequest
+    ) -> get_model_status_pb2.GetModelStatusResponse:
+        """Versions newest first, with state and error; NotFound as TF Serving words it."""
+        name = request.model_spec.name
+        if not name:
+            raise ServingError(Code.INVALID_ARGUMENT, "Missing model name in request.")
+        with self._lock:
+            model = self._models.get(name)
+            states = sorted(
+                model.versions.values() if model else [], key=lambda s: s.version, reverse=True
+            )
+            if request.model_spec.HasField("version"):
+                wanted = request.model_spec.version.value
+                states = [state for state in states if state.version == wanted]
+                if not states:
+                    raise not_found(f"Could not find version {wanted} of model {name}")
+            elif request.model_spec.version_label:
+                label = request.model_spec.version_label
+                labels = model.spec.labels if model else {}
+                if label not in labels:
+                    raise ServingError(
+                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
+                    )
+                states = [state for state in states if state.version == labels[label]]
+            if not states:
+                raise not_found(f"Could not find any versions of model {name}")
+            response = get_model_status_pb2.GetModelStatusResponse()
+            for state in states:
+                response.model_version_status.append(_version_status(state))
+            return response
+
+
+def _version_status(state: VersionState) -> get_model_status_pb2.ModelVersionStatus:
+    status = get_model_status_pb2.ModelVersionStatus(version=state.version, state=state.state)
+    status.status.CopyFrom(status_pb2.StatusProto())
+    if state.error is not None:
+        status.status.error_code = state.error.code.value
+        status.status.error_message = state.error.message
+    return status

@@ -1,0 +1,135 @@
+"""Text-format ``ModelServerConfig``: parsing, validation and the single-model shortcut.
+
+The proto classes come from ``tensorflow_serving.config``; this module only adds the
+checks TF Serving performs and a typed view used by the manager.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from google.protobuf import text_format
+from tensorflow_serving.config import model_server_config_pb2
+
+from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.flags import ServerOptions
+
+ModelServerConfig = model_server_config_pb2.ModelServerConfig
+ModelConfig = model_server_config_pb2.ModelConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionPolicy:
+    """Which versions to serve: ``latest`` (newest N), ``all`` or ``specific``."""
+
+    kind: str
+    num_versions: int = 1
+    versions: tuple[int, ...] = ()
+
+    def select(self, available: list[int]) -> list[int]:
+        """The versions of ``available`` this policy serves, newest first."""
+        newest_first = sorted(available, reverse=True)
+        if self.kind == "all":
+            return newest_first
+        if self.kind == "specific":
+            return [version for version in newest_first if version in self.versions]
+        return newest_first[: self.num_versions]
+
+    def describe(self) -> str:
+        if self.kind == "specific":
+            return f"specific {list(self.versions)}"
+        if self.kind == "latest":
+            return f"latest {self.num_versions}"
+        return "all"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One model of the config: where it lives, which versions, which labels."""
+
+    name: str
+    base_path: str
+    policy: VersionPolicy
+    labels: dict[str, int]
+
+
+def parse_text(text: str) -> ModelServerConfig:
+    """Parse text-format ModelServerConfig; raises ``ServingError(INVALID_ARGUMENT)``."""
+    config = ModelServerConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as error:
+        raise ServingError(Code.INVALID_ARGUMENT, f"Invalid model config: {error}") from None
+    return config
+
+
+def load_file(path: str) -> ModelServerConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise ServingError(
+            Code.INVALID_ARGUMENT, f"Could not read model config file {path}: {error}"
+        ) from None
+    return parse_text(text)
+
+
+def from_options(options: ServerOptions) -> ModelServerConfig:
+    """The config in effect: the file, or one model from --model_name/--model_base_path."""
+    if options.model_config_file:
+        return load_file(options.model_config_file)
+    config = ModelServerConfig()
+    model = config.model_config_list.config.add()
+    model.name = options.model_name
+    model.base_path = options.model_base_path
+    model.model_platform = "tensorflow"
+    return config
+
+
+def _policy(model: ModelConfig) -> VersionPolicy:
+    policy = model.model_version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return VersionPolicy("all")
+    if which == "specific":
+        if not policy.specific.versions:
+            raise ServingError(
+                Code.INVALID_ARGUMENT,
+                f"Model {model.name}: specific version policy lists no versions",
+            )
+        return VersionPolicy("specific", versions=tuple(policy.specific.versions))
+    num_versions = policy.latest.num_versions if which == "latest" else 0
+    return VersionPolicy("latest", num_versions=max(num_versions, 1))
+
+
+def model_specs(config: ModelServerConfig) -> list[ModelSpec]:
+    """Validate ``config`` and return one ``ModelSpec`` per model."""
+    if config.WhichOneof("config") == "custom_model_config":
+        raise ServingError(Code.UNIMPLEMENTED, "custom_model_config is not supported")
+    specs: list[ModelSpec] = []
+    seen: set[str] = set()
+    for model in config.model_config_list.config:
+        if not model.name:
+            raise ServingError(Code.INVALID_ARGUMENT, "A model config has an empty name")
+        if model.name in seen:
+            raise ServingError(
+                Code.INVALID_ARGUMENT,
+                f"Illegal to list model {model.name} multiple times in config list",
+            )
+        seen.add(model.name)
+        if not model.base_path:
+            raise ServingError(Code.INVALID_ARGUMENT, f"Model {model.name} has an empty base_path")
+        if model.model_platform and model.model_platform != "tensorflow":
+            raise ServingError(
+                Code.INVALID_ARGUMENT,
+                f"Model {model.name}: unsupported model_platform {model.model_platform!r}",
+            )
+        specs.append(
+            ModelSpec(model.name, model.base_path, _policy(model), dict(model.version_labels))
+        )
+    return specs
+
+
+def to_text(config: ModelServerConfig) -> str:
+    """One-line rendering for the start-up log."""
+    return text_format.MessageToString(config, as_one_line=True)

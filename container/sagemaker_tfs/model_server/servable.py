@@ -1,0 +1,413 @@
+"""One loaded SavedModel version, run the way TF Serving runs it: a TF1 graph and a Session.
+
+``tf.saved_model.load`` cannot load TF1 models that parse tf.Example (TF Serving's own
+half_plus_three), while the TF1 loader handles both TF1 exports and TF2/Keras exports, so
+every version is loaded into its own ``tf.Graph`` + ``tf.compat.v1.Session``.
+
+Sessions are thread-safe, so requests run concurrently with no lock around ``run``; the
+only lock guards the cache of fast callables (one per signature, input and output set).
+When batching is on, every run goes through the batch scheduler instead of the callable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    input_pb2,
+    regression_pb2,
+)
+
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+
+DEFAULT_SIGNATURE = "serving_default"
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+CLASSIFY_INPUT = "inputs"
+CLASSIFY_CLASSES = "classes"
+CLASSIFY_SCORES = "scores"
+REGRESS_INPUT = "inputs"
+REGRESS_OUTPUT = "outputs"
+
+# Runs feeds (in input alias order) and returns fetches (in output alias order).
+RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+
+
+def dtype_name(dtype: int) -> str:
+    """TF's short dtype name as TF Serving prints it: DT_FLOAT -> ``float``."""
+    return types_pb2.DataType.Name(dtype)[3:].lower()
+
+
+def numpy_dtype(dtype: int) -> np.dtype:
+    """The NumPy dtype holding values of TF dtype ``dtype`` (object for DT_STRING)."""
+    if dtype == types_pb2.DT_STRING:
+        return np.dtype(object)
+    return np.dtype(tf.dtypes.as_dtype(dtype).as_numpy_dtype)
+
+
+def datatype_of(array: np.ndarray) -> int:
+    """The TF dtype enum of a NumPy array (bytes/str/object arrays are DT_STRING)."""
+    if array.dtype.kind in ("O", "S", "U"):
+        return types_pb2.DT_STRING
+    return tf.dtypes.as_dtype(array.dtype).as_datatype_enum
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """A signature input or output: graph tensor name, TF dtype enum, shape (None = unknown)."""
+
+    name: str
+    dtype: int
+    shape: tuple[int, ...] | None
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return numpy_dtype(self.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """A SignatureDef in typed form, aliases sorted as TF Serving iterates its maps."""
+
+    name: str
+    method_name: str
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+
+
+def _tensor_spec(info: meta_graph_pb2.TensorInfo) -> TensorSpec:
+    shape_proto = info.tensor_shape
+    known = info.HasField("tensor_shape") and not shape_proto.unknown_rank
+    shape = tuple(dim.size for dim in shape_proto.dim) if known else None
+    return TensorSpec(info.name, info.dtype, shape)
+
+
+def _signature(name: str, proto: meta_graph_pb2.SignatureDef) -> Signature:
+    return Signature(
+        name=name,
+        method_name=proto.method_name,
+        inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
+        outputs={alias: _tensor_spec(proto.outputs[alias]) for alias in sorted(proto.outputs)},
+    )
+
+
+def session_config(intra_op_threads: int, inter_op_threads: int) -> tf.compat.v1.ConfigProto:
+    return tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=intra_op_threads,
+        inter_op_parallelism_threads=inter_op_threads,
+        allow_soft_placement=True,
+    )
+
+
+class Servable:
+    """A loaded model version: its session, signatures and predict/classify/regress."""
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        session: tf.compat.v1.Session,
+        meta_graph: meta_graph_pb2.MetaGraphDef,
+    ) -> None:
+        self.name = name
+        self.version = version
+        self._session = session
+        self._signature_defs = dict(meta_graph.signature_def)
+        self._signatures = {
+            key: _signature(key, proto) for key, proto in self._signature_defs.items()
+        }
+        self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
+        self._callables_lock = threading.Lock()
+        self._batcher: BatchSubmitter | None = None
+
+    @classmethod
+    def load(cls, name: str, version: int, path: str, config: tf.compat.v1.ConfigProto) -> Servable:
+        """Load the SavedModel at ``path`` (tag ``serve``); raises on any load failure."""
+        graph = tf.Graph()
+        session = tf.compat.v1.Session(graph=graph, config=config)
+        try:
+            with graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        except BaseException:
+            session.close()
+            raise
+        graph.finalize()
+        return cls(name, version, session, meta_graph)
+
+    def set_batcher(self, batcher: BatchSubmitter | None) -> None:
+        """Route every run through ``batcher`` (see ``batching.BatchScheduler``)."""
+        self._batcher = batcher
+
+    def close(self) -> None:
+        self._session.close()
+
+    # ----- signatures -----
+
+    @property
+    def signature_names(self) -> list[str]:
+        return sorted(self._signatures)
+
+    def signature(self, name: str) -> Signature:
+        """The signature called ``name`` ("" means serving_default)."""
+        key = name or DEFAULT_SIGNATURE
+        signature = self._signatures.get(key)
+        if signature is None:
+            raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
+        return signature
+
+    def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
+        result = get_model_metadata_pb2.SignatureDefMap()
+        for key, proto in self._signature_defs.items():
+            result.signature_def[key].CopyFrom(proto)
+        return result
+
+    # ----- running -----
+
+    def _callable(self, signature: Signature, inputs: tuple[str, ...], outputs: tuple[str, ...]):
+        key = (signature.name, inputs, outputs)
+        runner = self._callables.get(key)
+        if runner is not None:
+            return runner
+        with self._callables_lock:
+            runner = self._callables.get(key)
+            if runner is None:
+                options = config_pb2.CallableOptions(
+                    feed=[signature.inputs[alias].name for alias in inputs],
+                    fetch=[signature.outputs[alias].name for alias in outputs],
+                )
+                # The C++ fast path: no per-call graph lookups or Python-side feed checks.
+                session_callable = self._session._make_callable_from_options(options)
+
+                def runner(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+                    return list(session_callable(*values))
+
+                self._callables[key] = runner
+        return runner
+
+    def _run(
+        self, signature: Signature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
+    ) -> list[np.ndarray]:
+        inputs = tuple(sorted(feeds))
+        values = [feeds[alias] for alias in inputs]
+        runner = self._callable(signature, inputs, outputs)
+        if self._batcher is not None:
+            key = (self.name, self.version, signature.name, inputs, outputs)
+            return self._batcher.submit(key, values, runner)
+        try:
+            return runner(values)
+        except tf.errors.OpError as error:
+            raise ServingError(Code(error.error_code), error.message) from None
+
+    def predict(
+        self,
+        signature_name: str,
+        inputs: dict[str, np.ndarray],
+        output_filter: Sequence[str] = (),
+    ) -> dict[str, np.ndarray]:
+        """Run a predict signature; returns output alias -> array (filter order kept)."""
+        signature = self.signature(signature_name)
+        _check_method(signature, PREDICT_METHOD, "predict")
+        _check_inputs(signature, inputs)
+        outputs = _output_aliases(signature, output_filter)
+        results = self._run(signature, inputs, outputs)
+        return dict(zip(outputs, results, strict=True))
+
+    def classify(
+        self, signature_name: str, request_input: input_pb2.Input
+    ) -> classification_pb2.ClassificationResult:
+        signature = self.signature(signature_name)
+        _check_method(signature, CLASSIFY_METHOD, "classification")
+        input_spec = _single_string_input(signature, CLASSIFY_INPUT)
+        outputs = tuple(
+            alias for alias in (CLASSIFY_CLASSES, CLASSIFY_SCORES) if alias in signature.outputs
+        )
+        if not outputs:
+            raise invalid_argument(
+                f"Expected classification signature outputs to contain at least one of: "
+                f"{CLASSIFY_CLASSES}, {CLASSIFY_SCORES}"
+            )
+        examples = serialized_examples(request_input)
+        values = self._run(signature, {input_spec: examples}, outputs)
+        results = dict(zip(outputs, values, strict=True))
+        return _classification_result(len(examples), results)
+
+    def regress(
+        self, signature_name: str, request_input: input_pb2.Input
+    ) -> regression_pb2.RegressionResult:
+        signature = self.signature(signature_name)
+        _check_method(signature, REGRESS_METHOD, "regression")
+        input_spec = _single_string_input(signature, REGRESS_INPUT)
+        if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
+            raise invalid_argument(
+                f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
+            )
+        examples = serialized_examples(request_input)
+        (values,) = self._run(signature, {input_spec: examples}, (REGRESS_OUTPUT,))
+        return _regression_result(len(examples), values)
+
+
+class BatchSubmitter:
+    """What ``Servable`` needs from the batch scheduler (implemented in ``batching``)."""
+
+    def submit(
+        self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
+    ) -> list[np.ndarray]:
+        raise NotImplementedError
+
+
+# ----- validation -----
+
+
+def _check_method(signature: Signature, expected: str, kind: str) -> None:
+    if kind == "predict":
+        # TF Serving's Predict runs any signature; classify/regress check the method name.
+        return
+    if signature.method_name != expected:
+        raise invalid_argument(
+            f"Expected {kind} signature method_name to be {expected}. "
+            f"Was: {signature.method_name}"
+        )
+
+
+def _check_inputs(signature: Signature, inputs: dict[str, np.ndarray]) -> None:
+    sent = set(inputs)
+    expected = set(signature.inputs)
+    if sent != expected:
+        raise invalid_argument(
+            f"input size does not match signature: {len(sent)}!={len(expected)} "
+            f"len({{{','.join(sorted(sent))}}}) != len({{{','.join(sorted(expected))}}}). "
+            f"Sent extra: {{{','.join(sorted(sent - expected))}}}. "
+            f"Missing but required: {{{','.join(sorted(expected - sent))}}}."
+        )
+    for index, alias in enumerate(sorted(inputs)):
+        spec = signature.inputs[alias]
+        given = datatype_of(inputs[alias])
+        if given != spec.dtype:
+            raise invalid_argument(
+                f"Expects arg[{index}] to be {dtype_name(spec.dtype)} but "
+                f"{dtype_name(given)} is provided"
+            )
+
+
+def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple[str, ...]:
+    if not output_filter:
+        return tuple(signature.outputs)
+    seen: set[str] = set()
+    for alias in output_filter:
+        if alias not in signature.outputs:
+            raise invalid_argument(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                f"in the set {{{','.join(signature.outputs)}}}."
+            )
+        if alias in seen:
+            raise invalid_argument(f"duplicate output tensor alias: {alias}")
+        seen.add(alias)
+    return tuple(output_filter)
+
+
+def _single_string_input(signature: Signature, alias: str) -> str:
+    if len(signature.inputs) != 1:
+        raise invalid_argument("Expected one input Tensor.")
+    (name,) = signature.inputs
+    return name
+
+
+def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
+    """The request's tf.Examples as a 1-D array of serialized protos.
+
+    With a context, each example is merged with the context the way TF Serving does it:
+    the context is serialized first and the example after it, so example features win.
+    """
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = [example.SerializeToString() for example in request_input.example_list.examples]
+    elif kind == "example_list_with_context":
+        with_context = request_input.example_list_with_context
+        context = with_context.context.SerializeToString()
+        examples = [context + example.SerializeToString() for example in with_context.examples]
+    else:
+        raise invalid_argument("Input is empty.")
+    if not examples:
+        raise invalid_argument("Input is empty.")
+    result = np.empty(len(examples), dtype=object)
+    result[:] = examples
+    return result
+
+
+def _batch_rows(name: str, array: np.ndarray, num_examples: int) -> np.ndarray:
+    if array.ndim == 0 or array.shape[0] != num_examples:
+        raise invalid_argument(
+            f"Expected {name} output batch size of {num_examples}. "
+            f"Got: {array.shape[0] if array.ndim else 'a scalar'}"
+        )
+    return array.reshape(num_examples, -1)
+
+
+def _classification_result(
+    num_examples: int, outputs: dict[str, np.ndarray]
+) -> classification_pb2.ClassificationResult:
+    classes = outputs.get(CLASSIFY_CLASSES)
+    scores = outputs.get(CLASSIFY_SCORES)
+    if classes is not None:
+        if classes.dtype.kind not in ("O", "S", "U"):
+            raise invalid_argument(
+                f"Expected classes Tensor of DT_STRING. Got: {dtype_name(datatype_of(classes))}"
+            )
+        classes = _batch_rows(CLASSIFY_CLASSES, classes, num_examples)
+    if scores is not None:
+        if scores.dtype != np.float32:
+            raise invalid_argument(
+                f"Expected scores Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(scores))}"
+            )
+        scores = _batch_rows(CLASSIFY_SCORES, scores, num_examples)
+    if classes is not None and scores is not None and classes.shape != scores.shape:
+        raise invalid_argument(
+            f"Tensors class and score should match in dim_size(1). "
+            f"Got {classes.shape[1]} vs. {scores.shape[1]}"
+        )
+    result = classification_pb2.ClassificationResult()
+    num_classes = (classes if classes is not None else scores).shape[1]
+    score_rows = scores.tolist() if scores is not None else None
+    for row in range(num_examples):
+        classifications = result.classifications.add()
+        for column in range(num_classes):
+            entry = classifications.classes.add()
+            if classes is not None:
+                entry.label = _as_text(classes[row, column])
+            if score_rows is not None:
+                entry.score = score_rows[row][column]
+    return result
+
+
+def _as_text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
+    if values.dtype != np.float32:
+        raise invalid_argument(
+            f"Expected output Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(values))}"
+        )
+    if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
+        raise invalid_argument(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
+            f"but got {list(values.shape)}"
+        )
+    if values.shape[0] != num_examples:
+        raise invalid_argument(
+            f"Input batch size did not match output batch size: {num_examples} vs. "
+            f"{values.shape[0]}"
+        )
+    result = regression_pb2.RegressionResult()
+    for value in values.reshape(-1).tolist():
+        result.regressions.add().value = value
+    return result
