@@ -34,6 +34,7 @@ setup(
             "tensorflow-serving-api>=2.16",
             "pytest>=8",
             "pytest-timeout>=2",
+            "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)
         ],
     },
     entry_points={"console_scripts": ["sagemaker-tfs=sagemaker_tfs.cli:main", "serve=sagemaker_tfs.cli:serve"]},
