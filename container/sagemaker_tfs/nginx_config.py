@@ -161,14 +161,26 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def render(config: StackConfig, template: str | None = None, js_dir: str | None = None) -> str:
-    """The nginx configuration text for ``config``."""
+def user_directive(euid: int) -> str:
+    """Run as root, nginx would hand requests to ``nobody`` workers, which cannot reach the
+    unix sockets in ``work_dir``: keep the workers as the user that runs the whole stack."""
+    return "user root;\n" if euid == 0 else ""
+
+
+def render(
+    config: StackConfig,
+    template: str | None = None,
+    js_dir: str | None = None,
+    euid: int | None = None,
+) -> str:
+    """The nginx configuration text for ``config`` (``euid`` defaults to this process's)."""
     if template is None:
         template = (templates_dir() / TEMPLATE_NAME).read_text(encoding="utf-8")
     model_names = [_checked_name(model.name) for model in config.models]
     default_model = _checked_name(config.default_model) if config.default_model else ""
     values = {
         "NJS_MODULE": njs_module_path(),
+        "USER": user_directive(os.geteuid() if euid is None else euid),
         "WORK_DIR": config.work_dir,
         "LOG_LEVEL": config.nginx_log_level,
         "JS_DIR": js_dir or str(templates_dir()),

@@ -161,3 +161,8 @@ def test_default_model_and_model_names_reach_njs(tmp_path: Path) -> None:
     text = nginx_config.render(make_config(tmp_path, models=models, default_model="b"))
     assert 'set $tfs_default_model "b";' in text
     assert 'set $tfs_models "a,b";' in text
+
+
+def test_workers_run_as_the_stack_user(tmp_path: Path) -> None:
+    assert "user root;" in nginx_config.render(make_config(tmp_path), euid=0)
+    assert "user " not in nginx_config.render(make_config(tmp_path), euid=1000)

@@ -1,0 +1,227 @@
+"""nginx + njs in front of a recording model server: CONTRACT.md's conversions and routing.
+
+Real nginx (with the njs module) and the real Python service under gunicorn; the model
+server's REST port is ``RecordingModelServer`` (see ``front_end.py``) so that each test can
+check the exact TF Serving request njs produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from front_end import FrontEnd, start_front_end
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontEnd]:
+    front = start_front_end(tmp_path_factory.mktemp("njs"))
+    yield front
+    front.stop()
+
+
+def sent(front: FrontEnd) -> tuple[str, object]:
+    """(path, parsed body) of the last request the model server received."""
+    last = front.recorder.last()
+    return last.path, json.loads(last.body)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "expected"),
+    [
+        ("application/json", '{"instances": [1.0, 2.0]}', {"instances": [1.0, 2.0]}),
+        ("application/json", '{"inputs": [[1.0]]}', {"inputs": [[1.0]]}),
+        ("application/json", '{"examples": [{"x": 1}]}', {"examples": [{"x": 1}]}),
+        ("application/json; charset=utf-8", "[1.0, 2.0]", {"instances": [[1.0, 2.0]]}),
+        ("application/json", "[[1.0, 2.0], [3.0, 4.0]]", {"instances": [[1.0, 2.0], [3.0, 4.0]]}),
+        ("application/json", "2.5", {"instances": [2.5]}),
+        ("application/json", '{"x": 1}', {"instances": [{"x": 1}]}),
+        ("application/json", '{"x": 1}\n{"x": 2}', {"instances": [{"x": 1}, {"x": 2}]}),
+        ("application/json", "[1, 2] [3, 4]", {"instances": [[1, 2], [3, 4]]}),
+        (
+            "application/jsonlines",
+            '{"x": [1]}\n{"x": [2]}\n',
+            {"instances": [{"x": [1]}, {"x": [2]}]},
+        ),
+        ("application/jsons", "[1.0]\n[2.0]", {"instances": [[1.0], [2.0]]}),
+        ("text/csv", "1.0,2.0\n3.0,4.0\n", {"instances": [[1.0, 2.0], [3.0, 4.0]]}),
+        ("text/csv", "1.0\n2.0\n5.0", {"instances": [1.0, 2.0, 5.0]}),
+        ("text/csv", '1,abc,"q"\r\n', {"instances": [[1, "abc", "q"]]}),
+        (None, "[1.0, 2.0]", {"instances": [[1.0, 2.0]]}),
+    ],
+)
+def test_conversion(front: FrontEnd, content_type: str | None, body: str, expected: object) -> None:
+    response = front.post(body, content_type)
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"] == "application/json"
+    path, request = sent(front)
+    assert path == "/v1/models/half_plus_three:predict"
+    assert request == expected
+    assert response.json() == {"path": path, "request": expected}
+
+
+def test_tfs_request_is_forwarded_byte_for_byte(front: FrontEnd) -> None:
+    body = b'{"instances": [1.10, 12345678901234567890]}'
+    assert front.post(body).status_code == 200
+    assert front.recorder.last().body == body
+
+
+@pytest.mark.parametrize(
+    "accept", ["application/jsonlines", "application/jsonlines, application/json;q=0.5"]
+)
+def test_accept_jsonlines_removes_newlines(front: FrontEnd, accept: str) -> None:
+    response = front.post("[1.0]", Accept=accept)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/jsonlines"
+    assert "\n" not in response.text
+    assert json.loads(response.text)["request"] == {"instances": [[1.0]]}
+
+
+@pytest.mark.parametrize("accept", ["application/json", "*/*"])
+def test_accept_json(front: FrontEnd, accept: str) -> None:
+    response = front.post("[1.0]", Accept=accept)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert "\n" in response.text  # TF Serving's pretty printing is kept
+
+
+@pytest.mark.parametrize(
+    ("attributes", "path"),
+    [
+        ("tfs-model-name=half_plus_three", "/v1/models/half_plus_three:predict"),
+        ("tfs-model-version=2", "/v1/models/half_plus_three/versions/2:predict"),
+        ("tfs-method=classify", "/v1/models/half_plus_three:classify"),
+        ("tfs-method=regress,tfs-model-version=7", "/v1/models/half_plus_three/versions/7:regress"),
+        ("other=1, tfs-model-name=half_plus_three ,x", "/v1/models/half_plus_three:predict"),
+    ],
+)
+def test_custom_attributes_route(front: FrontEnd, attributes: str, path: str) -> None:
+    front.post("[1.0]", **{"X-Amzn-SageMaker-Custom-Attributes": attributes})
+    assert front.recorder.last().path == path
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "attributes", "status", "message"),
+    [
+        ("application/json", "", "", 400, "Empty request body"),
+        ("application/json", "{bad json", "", 400, "Invalid JSON"),
+        ("application/jsonlines", "1\n2", "", 400, "Invalid JSON lines"),
+        ("text/csv", "1,2\n3\n", "", 400, "row 2 has 1 fields"),
+        ("text/csv", "", "", 400, "Empty request body"),
+        ("application/json", "[1]", "tfs-method=explode", 400, "Invalid method"),
+        ("application/json", "[1]", "tfs-model-version=x1", 400, "Invalid model version"),
+        ("application/json", "[1]", "tfs-model-name=../../etc", 400, "Invalid model name"),
+    ],
+)
+def test_bad_input_gets_a_json_error(
+    front: FrontEnd, content_type: str, body: str, attributes: str, status: int, message: str
+) -> None:
+    count = len(front.recorder.requests)
+    response = front.post(body, content_type, **{"X-Amzn-SageMaker-Custom-Attributes": attributes})
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == "application/json"
+    assert message in response.json()["error"]
+    assert len(front.recorder.requests) == count  # nothing reached the model server
+    assert front.post("[1.0]").status_code == 200
+
+
+def test_model_server_errors_pass_through(front: FrontEnd) -> None:
+    response = front.post("[1.0]", **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=x"})
+    assert response.status_code == 404
+    assert response.json() == {"error": "Servable not found for request: Latest(x)"}
+    assert front.post("[1.0]").status_code == 200
+
+
+def test_unknown_content_type_goes_to_the_service_and_gets_415(front: FrontEnd) -> None:
+    count = len(front.recorder.requests)
+    response = front.post(b"\x00\x01", "application/x-unknown")
+    assert response.status_code == 415
+    assert response.json() == {"error": "Unsupported Media Type: application/x-unknown"}
+    assert len(front.recorder.requests) == count
+    assert front.post("[1.0]").status_code == 200
+
+
+def test_ping_is_200_when_the_model_is_available(front: FrontEnd) -> None:
+    import requests
+
+    assert requests.get(front.url + "/ping", timeout=5).status_code == 200
+    front.recorder.available.discard("half_plus_three")
+    try:
+        response = requests.get(front.url + "/ping", timeout=5)
+        assert response.status_code == 503
+        assert "half_plus_three" in response.json()["error"]
+    finally:
+        front.recorder.available.add("half_plus_three")
+    assert requests.get(front.url + "/ping", timeout=5).status_code == 200
+
+
+def test_unknown_paths_are_404_json(front: FrontEnd) -> None:
+    import requests
+
+    for path in ("/", "/nope", "/v1/models/half_plus_three", "/invocations/x"):
+        response = requests.get(front.url + path, timeout=5)
+        assert response.status_code == 404, path
+        assert response.json() == {"error": "Not Found"}
+
+
+def test_get_invocations_is_405(front: FrontEnd) -> None:
+    import requests
+
+    response = requests.get(front.url + "/invocations", timeout=5)
+    assert response.status_code == 405
+    assert "POST" in response.json()["error"]
+
+
+def test_execution_parameters(front: FrontEnd) -> None:
+    import requests
+
+    response = requests.get(front.url + "/execution-parameters", timeout=5)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json() == {
+        "MaxConcurrentTransforms": 1,
+        "BatchStrategy": "MULTI_RECORD",
+        "MaxPayloadInMB": 6,
+    }
+
+
+def test_body_over_the_limit_is_413_and_serving_continues(front: FrontEnd) -> None:
+    response = front.post(b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]")
+    assert response.status_code == 413
+    assert "6 MB" in response.json()["error"]
+    assert front.post("[1.0]").status_code == 200
+
+
+def test_large_body_under_the_limit_is_converted(front: FrontEnd) -> None:
+    rows = "\n".join("1.0,2.0,3.0" for _ in range(200_000))  # ~2.4 MB of CSV
+    response = front.post(rows, "text/csv")
+    assert response.status_code == 200
+    assert len(json.loads(front.recorder.last().body)["instances"]) == 200_000
+
+
+def test_batch_transform_parameters_and_limit(tmp_path: Path) -> None:
+    import requests
+
+    env = {
+        "SAGEMAKER_BATCH": "true",
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "4",
+        "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB": "10",
+    }
+    front = start_front_end(tmp_path, env=env)
+    try:
+        answer = requests.get(front.url + "/execution-parameters", timeout=5).json()
+        assert answer == {
+            "MaxConcurrentTransforms": 4,
+            "BatchStrategy": "SINGLE_RECORD",
+            "MaxPayloadInMB": 10,
+        }
+        eight_mb = b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]"
+        assert front.post(eight_mb).status_code == 200
+        assert front.post(eight_mb * 2).status_code == 413
+    finally:
+        front.stop()
