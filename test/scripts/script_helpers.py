@@ -1,0 +1,148 @@
+"""Runs the image scripts with stand-in ``docker`` and ``aws`` commands first on PATH.
+
+These stand-ins are the only mocks in the script tests: there is no Docker daemon and no AWS
+account here. Each records its argv (and, for ``docker login``, what arrived on stdin) as one
+JSON line, and prints what the real command would print for the calls the scripts make.
+
+The scripts run from a copy of the repository's ``scripts/`` and ``docker/`` in a temporary
+directory, so that ``build.sh --arch eia`` writes its EI binary there and ``--local`` reaches
+a stand-in ``scripts/local.sh`` instead of starting the real stack.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"
+REGION = "eu-west-1"
+REGISTRY = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com"
+EI_BINARY_CONTENT = b"#!/bin/sh\necho amazonei stand-in\n"
+
+STAND_IN = """#!{python}
+import json, os, sys, tarfile, io
+name = os.path.basename(sys.argv[0])
+args = sys.argv[1:]
+record = {{"cmd": name, "args": args}}
+if name == "docker" and args[:1] == ["login"]:
+    record["stdin"] = sys.stdin.read()
+if name == "docker" and args[:1] == ["build"]:
+    artifact = os.path.join(os.getcwd(), "docker/build_artifacts/amazonei_tensorflow_model_server")
+    record["cwd"] = os.getcwd()
+    record["ei_binary_present"] = os.path.exists(artifact)
+    record["ei_binary_executable"] = os.access(artifact, os.X_OK)
+    if record["ei_binary_present"]:
+        record["ei_binary"] = open(artifact, "rb").read().decode()
+with open(os.environ["STAND_IN_LOG"], "a") as log:
+    log.write(json.dumps(record) + "\\n")
+fail = os.environ.get("STAND_IN_FAIL", "")
+if fail and " ".join([name] + args).startswith(fail):
+    sys.exit(255)
+if name == "aws":
+    if args[:2] == ["configure", "get"]:
+        region = os.environ.get("STAND_IN_CONFIGURED_REGION")
+        if not region:
+            sys.exit(1)
+        print(region)
+    elif args[:2] == ["sts", "get-caller-identity"]:
+        print({account!r})
+    elif args[:2] == ["ecr", "get-login-password"]:
+        print("stand-in-token")
+    elif args[:2] == ["s3", "ls"]:
+        listing = os.environ.get("STAND_IN_EI_ARCHIVE")
+        if not listing:
+            sys.exit(1)
+        print("2020-08-05 10:00:00   12345678 " + listing)
+    elif args[:2] == ["s3", "cp"]:
+        content = {ei!r}
+        with tarfile.open(args[3], "w:gz") as tar:
+            info = tarfile.TarInfo("ei-build/bin/amazonei_tensorflow_model_server")
+            info.size = len(content)
+            info.mode = 0o755
+            tar.addfile(info, io.BytesIO(content))
+elif name == "docker" and args[:1] == ["run"]:
+    print("0123456789abcdef")
+"""
+
+
+@dataclass
+class ScriptRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    calls: list[dict]
+
+    def commands(self) -> list[list[str]]:
+        """Each stand-in call as ``[cmd, *args]``."""
+        return [[call["cmd"], *call["args"]] for call in self.calls]
+
+
+class ScriptRunner:
+    """Runs ``scripts/NAME`` from the temporary copy with the stand-ins on PATH."""
+
+    def __init__(self, root: Path, bin_dir: Path, log: Path) -> None:
+        self.root = root
+        self.bin_dir = bin_dir
+        self.log = log
+
+    def __call__(self, script: str, *args: str, env: dict[str, str] | None = None) -> ScriptRun:
+        self.log.write_text("")
+        environment = {
+            "PATH": f"{self.bin_dir}:/usr/bin:/bin",
+            "HOME": str(self.root),
+            "STAND_IN_LOG": str(self.log),
+            **(env or {}),
+        }
+        result = subprocess.run(
+            [str(self.root / "scripts" / script), *args],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=self.root,
+        )
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return ScriptRun(result.returncode, result.stdout, result.stderr, calls)
+
+
+def copy_repository_parts(destination: Path) -> None:
+    """The files the scripts read: scripts/, docker/ and the example model directory."""
+    shutil.copytree(REPO_ROOT / "scripts", destination / "scripts")
+    shutil.copytree(REPO_ROOT / "docker", destination / "docker")
+    (destination / "test" / "resources" / "models" / "half_plus_three").mkdir(parents=True)
+    local = destination / "scripts" / "local.sh"
+    local.write_text('#!/bin/sh\necho "local.sh $*" >> "$STAND_IN_LOG.local"\n')
+    local.chmod(0o755)
+
+
+def known_versions() -> list[str]:
+    """Full versions from docker/versions.txt, newest first (read independently of the scripts)."""
+    versions = []
+    for line in (REPO_ROOT / "docker" / "versions.txt").read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            versions.append(fields[0])
+    return versions
+
+
+def short(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def make_runner(tmp_path: Path) -> ScriptRunner:
+    """A temporary repository copy with the stand-ins, ready to run scripts."""
+    root = tmp_path / "repo"
+    copy_repository_parts(root)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    text = STAND_IN.format(python=sys.executable, account=ACCOUNT, ei=EI_BINARY_CONTENT)
+    for name in ("docker", "aws"):
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(0o755)
+    return ScriptRunner(root, bin_dir, tmp_path / "calls.jsonl")
