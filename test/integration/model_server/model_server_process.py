@@ -1,0 +1,115 @@
+"""Start a real ``sagemaker-tfs model-server`` process on free ports and wait for it.
+
+Used by the ``start_model_server`` fixture (conftest.py) and by module-scoped fixtures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY_LINE = "NET_LOG: Entering the event loop"
+START_TIMEOUT_SECONDS = 120.0
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclasses.dataclass
+class ServerHandle:
+    """A running model server: its ports, process and log file."""
+
+    grpc_port: int
+    rest_port: int
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def log(self) -> str:
+        """Everything the server printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def wait_for_log(self, pattern: str, timeout: float = 30.0) -> re.Match:
+        """Wait until ``pattern`` (a regex) appears in the log; fail the test otherwise."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log)
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{pattern!r} not in model server log:\n{self.log}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Send ``sig`` and wait for the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=timeout)
+
+
+def _flag_value(args: tuple[str, ...], name: str) -> str | None:
+    for index, arg in enumerate(args):
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{name}" and index + 1 < len(args):
+            return args[index + 1]
+    return None
+
+
+def launch_model_server(
+    args: tuple[str, ...], log_path: Path, env: dict[str, str] | None = None
+) -> ServerHandle:
+    """Start the server with ``args``; free ports are added for --port/--rest_api_port."""
+    args = tuple(args)
+    grpc_port = _flag_value(args, "port")
+    rest_port = _flag_value(args, "rest_api_port")
+    if grpc_port is None:
+        grpc_port = str(free_port())
+        args += (f"--port={grpc_port}",)
+    if rest_port is None:
+        rest_port = str(free_port())
+        args += (f"--rest_api_port={rest_port}",)
+    command = [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args]
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        command,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+    )
+    log_file.close()
+    return ServerHandle(int(grpc_port), int(rest_port), process, log_path)
+
+
+def wait_until_ready(handle: ServerHandle, timeout: float = START_TIMEOUT_SECONDS) -> None:
+    """Block until the server printed its ready line; raise with the log if it died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if READY_LINE in handle.log:
+            return
+        if handle.process.poll() is not None:
+            raise RuntimeError(
+                f"model server exited with {handle.process.returncode}:\n{handle.log}"
+            )
+        time.sleep(0.05)
+    raise RuntimeError(f"model server not ready after {timeout}s:\n{handle.log}")
