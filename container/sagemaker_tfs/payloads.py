@@ -370,7 +370,11 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
             if image.size != size:
                 image = image.resize(size, Image.Resampling.BILINEAR)
             pixels = np.asarray(image)
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+    except UnidentifiedImageError:
+        raise PayloadError(
+            400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
+        ) from None
+    except (OSError, ValueError, Image.DecompressionBombError) as error:
         raise PayloadError(400, f"Image {index} cannot be decoded: {error}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, np.newaxis]
