@@ -5,9 +5,9 @@ Inputs: ``application/x-npy``, ``application/x-npz``, ``image/jpeg``, ``image/pn
 length followed by an encoded image; all records form one batch). Images are converted to what
 the signature's input wants (dtype, height, width, channels, RGB order); a DT_STRING input gets
 the encoded bytes unchanged. JSON, JSON lines and CSV bodies also come here when the Accept
-header asks for a binary answer (otherwise nginx sends them to TF Serving's REST API). Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``),
-``application/jsonlines`` (the same on one line), ``application/x-npy``, ``application/x-npz``,
-``text/csv``.
+header asks for a binary answer (otherwise nginx sends them to TF Serving's REST API).
+Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``), ``application/jsonlines``
+(the same on one line), ``application/x-npy``, ``application/x-npz``, ``text/csv``.
 
 Every problem with the request raises :class:`PayloadError` with an HTTP status and a message
 that says what is wrong.
