@@ -1,0 +1,290 @@
+"""Static checks of docker/<short>/Dockerfile.*: each copies and installs what the serving
+stack needs, so that a missing file or package fails here rather than at `docker build`
+(there is no Docker daemon here). The build context is also rebuilt from .dockerignore and the
+project wheel is built from it, as the image's venv stage does."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from script_helpers import REPO_ROOT, known_versions, short
+
+DOCKER_DIR = REPO_ROOT / "docker"
+ARCHES = ("cpu", "gpu", "eia")
+# Where Ubuntu's libnginx-mod-http-js installs the njs module.
+UBUNTU_NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+EI_ARTIFACT = "docker/build_artifacts/amazonei_tensorflow_model_server"
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    arguments: str
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[Instruction]
+
+    def all(self, keyword: str) -> list[str]:
+        return [i.arguments for i in self.instructions if i.keyword == keyword]
+
+
+def parse_dockerfile(path: Path) -> list[Stage]:
+    """Instructions grouped by stage; continuation lines joined, comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, f"{path}: dangling line continuation"
+    stages: list[Stage] = []
+    for line in logical:
+        keyword, _, arguments = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            match = re.fullmatch(r"(\S+)(?:\s+AS\s+(\S+))?", arguments.strip(), re.IGNORECASE)
+            assert match, f"{path}: bad FROM {arguments!r}"
+            stages.append(Stage(match.group(1), match.group(2), []))
+        else:
+            assert stages, f"{path}: {keyword} before FROM"
+            stages[-1].instructions.append(Instruction(keyword, " ".join(arguments.split())))
+    return stages
+
+
+def releases() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in (DOCKER_DIR / "versions.txt").read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            rows.append((fields[0], fields[1], fields[2]))
+    return rows
+
+
+CASES = [(full, cuda, cudnn, arch) for full, cuda, cudnn in releases() for arch in ARCHES]
+
+
+def dockerfile(full: str, arch: str) -> Path:
+    return DOCKER_DIR / short(full) / f"Dockerfile.{arch}"
+
+
+def test_dockerfiles_are_generated_from_the_template_and_up_to_date() -> None:
+    result = subprocess.run(
+        [sys.executable, str(DOCKER_DIR / "generate.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    for full in known_versions():
+        for arch in ARCHES:
+            assert dockerfile(full, arch).is_file()
+
+
+def test_the_host_tensorflow_serving_api_is_one_of_the_image_versions() -> None:
+    from importlib.metadata import version
+
+    assert short(version("tensorflow-serving-api")) in {short(v) for v in known_versions()}
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_model_server_stage(full: str, cuda: str, cudnn: str, arch: str) -> None:
+    stages = parse_dockerfile(dockerfile(full, arch))
+    model_server = next(s for s in stages if s.name == "model-server")
+    if arch == "eia":
+        assert model_server.base == "scratch"
+        assert model_server.all("COPY") == [f"{EI_ARTIFACT} /usr/bin/tensorflow_model_server"]
+    else:
+        suffix = "-gpu" if arch == "gpu" else ""
+        assert model_server.base == f"tensorflow/serving:{full}{suffix}"
+    final = stages[-1]
+    assert (
+        "--from=model-server /usr/bin/tensorflow_model_server /usr/bin/tensorflow_model_server"
+        in final.all("COPY")
+    )
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_venv_stage_builds_the_project_wheel_with_pinned_dependencies(
+    full: str, cuda: str, cudnn: str, arch: str
+) -> None:
+    venv = next(s for s in parse_dockerfile(dockerfile(full, arch)) if s.name == "venv")
+    copies = venv.all("COPY")
+    assert "setup.py pyproject.toml ./" in copies
+    assert "container/ container/" in copies
+    assert "docker/requirements.lock /tmp/requirements.lock" in copies
+    (run,) = venv.all("RUN")[1:]
+    assert "pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheels ." in run
+    assert "--constraint /tmp/requirements.lock /tmp/wheels/sagemaker_tfs-*.whl" in run
+    assert f"pip install --no-deps tensorflow-serving-api=={full}" in run
+    assert "PIP_NO_CACHE_DIR=1" in " ".join(venv.all("ENV"))
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, arch: str):
+    from sagemaker_tfs.nginx_config import NJS_MODULE_CANDIDATES
+
+    final = parse_dockerfile(dockerfile(full, arch))[-1]
+    expected_base = f"nvidia/cuda:{cuda}-runtime-ubuntu24.04" if arch == "gpu" else "ubuntu:24.04"
+    assert final.base == expected_base
+    (install,) = [run for run in final.all("RUN") if "apt-get install" in run]
+    packages = install.split("--no-install-recommends", 1)[1].split("&&")[0].split()
+    for package in ("python3.12", "nginx", "libnginx-mod-http-js", "ca-certificates"):
+        assert package in packages
+    if arch == "gpu":
+        assert f"libcudnn9-cuda-12={cudnn}-1" in packages
+    assert "rm -rf /var/lib/apt/lists/*" in install
+    assert UBUNTU_NJS_MODULE in NJS_MODULE_CANDIDATES, "nginx_config will not find the module"
+    assert "--from=venv /opt/venv /opt/venv" in final.all("COPY")
+    env = " ".join(final.all("ENV"))
+    assert "PATH=/opt/venv/bin:$PATH" in env
+    assert final.all("CMD") == ['["serve"]']
+    assert final.all("EXPOSE") == ["8080"]
+    labels = " ".join(final.all("LABEL"))
+    assert "com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true" in labels
+    assert "com.amazonaws.sagemaker.capabilities.multi-models=true" in labels
+    assert not final.all("ENTRYPOINT")
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_no_secrets_downloads_or_build_tools_in_the_final_image(
+    full: str, cuda: str, cudnn: str, arch: str
+) -> None:
+    path = dockerfile(full, arch)
+    text = path.read_text()
+    assert not re.search(r"(?i)(AWS_ACCESS|AWS_SECRET|PASSWORD|TOKEN)", text)
+    stages = parse_dockerfile(path)
+    assert not any(s.all("ADD") for s in stages), "ADD of URLs/archives: use COPY"
+    final_runs = " ".join(stages[-1].all("RUN"))
+    for tool in ("gcc", "build-essential", "python3.12-venv", "python3-pip", "curl", "wget"):
+        assert tool not in final_runs.split()
+
+
+def setup_py_calls() -> dict[str, ast.expr]:
+    """Keyword arguments of setup() in setup.py, read without running it."""
+    tree = ast.parse((REPO_ROOT / "setup.py").read_text())
+    call = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup"
+    )
+    return {kw.arg: kw.value for kw in call.keywords if kw.arg}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_runtime_dependency_is_pinned_in_the_lock() -> None:
+    requires = ast.literal_eval(setup_py_calls()["install_requires"])
+    pins = {}
+    for line in (DOCKER_DIR / "requirements.lock").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, pinned = line.partition("==")
+            assert pinned, f"requirements.lock: {line!r} is not an exact pin"
+            pins[normalized(name)] = pinned
+    for requirement in requires:
+        name = re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
+        assert normalized(name) in pins, f"{name} (setup.py) is not pinned in requirements.lock"
+
+
+def test_serve_is_a_console_script_of_the_package() -> None:
+    scripts = ast.literal_eval(setup_py_calls()["entry_points"])["console_scripts"]
+    assert any(re.match(r"^serve\s*=", entry) for entry in scripts)
+
+
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """A .dockerignore glob as a regex: ``**`` spans directories, ``*`` and ``?`` do not."""
+    parts = re.split(r"(\*\*/?|\*|\?)", glob)
+    translated = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(translated.get(part, re.escape(part)) for part in parts))
+
+
+def dockerignore_includes(relative: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides."""
+    parts = relative.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    included = True
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        regex = glob_regex(pattern.removeprefix("!").rstrip("/"))
+        if any(regex.fullmatch(candidate) for candidate in candidates):
+            included = negated
+    return included
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def build_context(destination: Path) -> Path:
+    """Copies the files .dockerignore lets into the build context."""
+    patterns = dockerignore_patterns()
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for relative in tracked:
+        source = REPO_ROOT / relative
+        if source.is_file() and dockerignore_includes(relative, patterns):
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def test_dockerignore_keeps_the_context_small_but_complete() -> None:
+    patterns = dockerignore_patterns()
+    for needed in ("setup.py", "pyproject.toml", "docker/requirements.lock", EI_ARTIFACT):
+        assert dockerignore_includes(needed, patterns), needed
+    assert dockerignore_includes("container/sagemaker_tfs/templates/nginx.conf.template", patterns)
+    for excluded in (".venv/bin/python", ".git/HEAD", "test/resources/models/x", "README.md"):
+        assert not dockerignore_includes(excluded, patterns), excluded
+    assert not dockerignore_includes("container/sagemaker_tfs/__pycache__/x.pyc", patterns)
+
+
+@pytest.mark.timeout(300)
+def test_wheel_built_from_the_build_context_holds_the_stack(tmp_path: Path) -> None:
+    """What the venv stage does (pip wheel from the context), minus Docker."""
+    context = build_context(tmp_path / "context")
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--wheel-dir", str(wheels), str(context)],
+        check=True,
+        capture_output=True,
+        timeout=240,
+    )
+    (wheel,) = wheels.glob("sagemaker_tfs-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in (
+        "sagemaker_tfs/cli.py",
+        "sagemaker_tfs/templates/nginx.conf.template",
+        "sagemaker_tfs/templates/tensorflow_serving.js",
+    ):
+        assert needed in names, f"{needed} missing from the wheel"
+    assert any(re.match(r"sagemaker_tfs/protos/.*\.pb$", name) for name in names)
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert re.search(r"^serve\s*=", zipfile.ZipFile(wheel).read(entry_points).decode(), re.M)
