@@ -26,7 +26,9 @@ STOP_TIMEOUT_SECONDS = 60.0
 
 
 def port_is_free(port: int) -> bool:
+    """A server could listen on ``port`` now (servers set SO_REUSEADDR, so TIME_WAIT is ok)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
