@@ -1,0 +1,152 @@
+"""Model lifecycle against real server processes: flags, discovery, failed loads, polling,
+config reload over gRPC and SIGTERM."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_helpers import float_tensor, model_stub, output_array, predict_request, prediction_stub
+from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
+
+State = get_model_status_pb2.ModelVersionStatus.State
+
+
+def _status(target: str, name: str) -> list[tuple[int, int, str]]:
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = name
+    response = model_stub(target).GetModelStatus(request)
+    return [(s.version, s.state, s.status.error_message) for s in response.model_version_status]
+
+
+def _wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_unknown_flag_is_a_clear_error() -> None:
+    result = _run_cli("--model_name=x", "--model_base_path=/tmp", "--no_such_flag=1")
+    assert result.returncode != 0
+    assert "no_such_flag" in result.stderr
+
+
+def test_batching_file_without_enable_batching_is_an_error() -> None:
+    result = _run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
+    assert result.returncode != 0
+    assert "--enable_batching" in result.stderr
+
+
+def _version_dirs(testdata_dir: Path, base: Path, *names: str) -> None:
+    source = testdata_dir / "saved_model_half_plus_two_2_versions" / "00000123"
+    for name in names:
+        shutil.copytree(source, base / name)
+
+
+def test_discovery_failed_load_and_sigterm(
+    start_model_server, testdata_dir: Path, tmp_path: Path
+) -> None:
+    good = tmp_path / "good"
+    _version_dirs(testdata_dir, good, "0007", ".99", "abc")
+    broken = tmp_path / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "saved_model.pb").write_bytes(b"not a saved model")
+    config = tmp_path / "models.config"
+    config.write_text(
+        "model_config_list {\n"
+        f"  config {{ name: 'good' base_path: '{good}' model_platform: 'tensorflow'"
+        "    model_version_policy { all {} } }\n"
+        f"  config {{ name: 'broken' base_path: '{tmp_path / 'broken'}'"
+        " model_platform: 'tensorflow' }\n"
+        "}\n"
+    )
+    server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
+    assert _status(server.grpc_target, "good") == [(7, State.AVAILABLE, "")]
+    [(version, state, message)] = _status(server.grpc_target, "broken")
+    assert (version, state) == (1, State.END)
+    assert "Loading servable: {name: broken version: 1} failed" in message
+    response = prediction_stub(server.grpc_target).Predict(
+        predict_request("good", {"x": float_tensor([[4.0]])}, version=7)
+    )
+    np.testing.assert_array_equal(output_array(response.outputs["y"]), [[4.0]])
+    started = time.monotonic()
+    assert server.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 10
+
+
+def test_polling_loads_new_version_and_unloads_old(
+    start_model_server, testdata_dir: Path, tmp_path: Path
+) -> None:
+    base = tmp_path / "model"
+    _version_dirs(testdata_dir, base, "123")
+    server = start_model_server(
+        "--model_name=polled",
+        f"--model_base_path={base}",
+        "--file_system_poll_wait_seconds=1",
+        "--max_num_load_retries=0",
+    )
+    assert _status(server.grpc_target, "polled") == [(123, State.AVAILABLE, "")]
+    staging = tmp_path / "staging"
+    _version_dirs(testdata_dir, staging, "124")
+    (staging / "124").rename(base / "124")  # appears atomically
+    _wait_for(
+        lambda: _status(server.grpc_target, "polled")
+        == [(124, State.AVAILABLE, ""), (123, State.END, "")]
+    )
+    stub = prediction_stub(server.grpc_target)
+    latest = stub.Predict(predict_request("polled", {"x": float_tensor([[1.0]])}))
+    assert latest.model_spec.version.value == 124
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.Predict(predict_request("polled", {"x": float_tensor([[1.0]])}, version=123))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_reload_config_over_grpc(start_model_server, testdata_dir: Path) -> None:
+    server = start_model_server(
+        "--model_name=first",
+        f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
+        "--max_num_load_retries=0",
+    )
+    request = model_management_pb2.ReloadConfigRequest()
+    model = request.config.model_config_list.config.add()
+    model.name = "second"
+    model.base_path = str(testdata_dir / "saved_model_half_plus_two_2_versions")
+    model.model_platform = "tensorflow"
+    model.model_version_policy.specific.versions.append(123)
+    model.version_labels["stable"] = 123
+    response = model_stub(server.grpc_target).HandleReloadConfigRequest(request)
+    assert response.status.error_code == 0
+    stub = prediction_stub(server.grpc_target)
+    result = stub.Predict(predict_request("second", {"x": float_tensor([[2.0]])}, label="stable"))
+    assert result.model_spec.version.value == 123
+    np.testing.assert_array_equal(output_array(result.outputs["y"]), [[3.0]])
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.Predict(predict_request("first", {"x": float_tensor([1.0])}))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+    bad = model_management_pb2.ReloadConfigRequest()
+    bad.config.CopyFrom(request.config)
+    bad.config.model_config_list.config[0].version_labels["stable"] = 999
+    with pytest.raises(grpc.RpcError) as caught:
+        model_stub(server.grpc_target).HandleReloadConfigRequest(bad)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "version 999 of model second" in caught.value.details()
