@@ -173,7 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, json_codec.format_error(str(error)))
             return
         path = self.path.split("?", 1)[0]
-        if not path.startswith("/v1/"):
+        if not path.lower().startswith("/v1/"):
             self._reply(404, json_codec.format_error(f"Not found: {self.command} {path}"))
             return
         status, payload = self._run(path, body)
@@ -229,6 +229,8 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Protocol errors (bad request line, unsupported method) also answer in JSON."""
         self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # unparsable request line: answer in HTTP/1.1
+            self.request_version = self.protocol_version
         try:
             phrase = message or HTTPStatus(code).phrase
         except ValueError:
