@@ -121,3 +121,16 @@ ecr_login() {
   aws ecr get-login-password --region "$region" \
     | docker login --username AWS --password-stdin "$1"
 }
+
+# run_locally_if_asked VERB ARGS...: with --local anywhere in ARGS, replaces this process
+# with scripts/local.sh VERB and the other ARGS (the stack on this host, no Docker).
+run_locally_if_asked() {
+  local verb=$1 arg others=() local_asked=false
+  shift
+  for arg in "$@"; do
+    if [[ $arg == --local ]]; then local_asked=true; else others+=("$arg"); fi
+  done
+  [[ $local_asked == true ]] || return 0
+  [[ -x "$REPO_ROOT/scripts/local.sh" ]] || die "scripts/local.sh is missing"
+  exec "$REPO_ROOT/scripts/local.sh" "$verb" "${others[@]}"
+}

@@ -20,14 +20,10 @@ sagemaker_env_args() {
 }
 
 main() {
+  run_locally_if_asked start "$@"
   local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=()
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --local)
-        shift
-        [[ -x "$REPO_ROOT/scripts/local.sh" ]] || die "scripts/local.sh is missing"
-        exec "$REPO_ROOT/scripts/local.sh" start "$@"
-        ;;
       --port | --model-dir)
         [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
         if [[ $1 == --port ]]; then port=$2; else model_dir=$2; fi

@@ -7,17 +7,8 @@ USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--re
 source "$(dirname "$0")/shared.sh"
 
 main() {
-  local std_args=()
-  while [[ $# -gt 0 ]]; do
-    if [[ $1 == --local ]]; then
-      shift
-      [[ -x "$REPO_ROOT/scripts/local.sh" ]] || die "scripts/local.sh is missing"
-      exec "$REPO_ROOT/scripts/local.sh" stop "$@"
-    fi
-    std_args+=("$1")
-    shift
-  done
-  parse_std_args "${std_args[@]}"
+  run_locally_if_asked stop "$@"
+  parse_std_args "$@"
   docker rm --force "$container_name"
 }
 

@@ -263,11 +263,11 @@ def test_stop_removes_the_container_start_named(run_script: ScriptRunner) -> Non
 
 @pytest.mark.parametrize(("script", "verb"), [("start.sh", "start"), ("stop.sh", "stop")])
 def test_local_delegates_to_local_sh(run_script: ScriptRunner, script: str, verb: str) -> None:
-    run = run_script(script, "--local", "--port", "18080")
+    run = run_script(script, "--model-dir", "my models", "--local", "--port", "18080")
     assert run.returncode == 0, run.stderr
     assert run.calls == []
     local_log = run_script.log.with_name(run_script.log.name + ".local")
-    assert local_log.read_text() == f"local.sh {verb} --port 18080\n"
+    assert local_log.read_text() == f"local.sh {verb} --model-dir my models --port 18080\n"
 
 
 def test_account_in_registry_comes_from_sts(run_script: ScriptRunner) -> None:
