@@ -37,5 +37,7 @@ setup(
             "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)
         ],
     },
-    entry_points={"console_scripts": ["sagemaker-tfs=sagemaker_tfs.cli:main", "serve=sagemaker_tfs.cli:serve"]},
+    entry_points={
+        "console_scripts": ["sagemaker-tfs=sagemaker_tfs.cli:main", "serve=sagemaker_tfs.cli:serve"]
+    },
 )
