@@ -1,0 +1,223 @@
+"""Benchmark of ``sagemaker-tfs model-server`` (prints figures; not a timed test).
+
+Measured in one run, so the ratios compare like with like on this machine:
+
+1. the in-process TF call (the server's own ``Servable.predict``, a session run) on
+   half_plus_three and MobileNetV2 with a 1x224x224x3 input;
+2. one client, sequential, over gRPC and REST against a server with batching off:
+   requests/s, p50 and p99, and the p50 overhead over the in-process call;
+3. 16 concurrent gRPC clients against the server with batching off, then on: throughput
+   and the on/off ratio.
+
+Goals (issue 2): gRPC adds at most 1 ms p50 over in-process for MobileNetV2; batching on
+with 16 clients gives at least 1.5x the unbatched throughput.
+
+Usage: ``.venv/bin/python test/perf/bench_model_server.py [--seconds 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import functools
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "model_server"))
+
+from grpc_helpers import predict_request, prediction_stub  # noqa: E402
+from model_server_process import launch_model_server, wait_until_ready  # noqa: E402
+
+TESTDATA = Path(
+    os.environ.get("SAGEMAKER_TFS_TESTDATA") or REPO_ROOT.parent / "shared" / "testdata" / "tfs"
+)
+CLIENTS = 16
+BATCHING = """
+max_batch_size { value: 16 }
+batch_timeout_micros { value: 2000 }
+max_enqueued_batches { value: 100 }
+num_batch_threads { value: 2 }
+"""
+
+
+def _mobilenet_base() -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "make_test_models", REPO_ROOT / "test" / "models" / "make_test_models.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ensure_models(["mobilenet_v2"]) / "mobilenet_v2"
+
+
+def _latencies(call: Callable[[], object], seconds: float) -> list[float]:
+    for _ in range(3):
+        call()  # warm-up
+    results: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        call()
+        results.append(time.perf_counter() - start)
+    return results
+
+
+def _summary(latencies: list[float]) -> dict[str, float]:
+    ordered = sorted(latencies)
+    return {
+        "rps": len(ordered) / sum(ordered),
+        "p50_ms": statistics.median(ordered) * 1e3,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3,
+    }
+
+
+def _throughput(call: Callable[[], object], seconds: float) -> float:
+    """Requests/s with ``CLIENTS`` threads calling ``call`` in a loop."""
+    for _ in range(2):
+        call()
+    deadline = time.perf_counter() + seconds
+    counts = [0] * CLIENTS
+
+    def client(index: int) -> None:
+        while time.perf_counter() < deadline:
+            call()
+            counts[index] += 1
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(client, range(CLIENTS)))
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def _print(label: str, figures: dict[str, float], baseline: dict[str, float] | None) -> None:
+    line = (
+        f"{label:<38} {figures['rps']:9.1f} req/s  p50 {figures['p50_ms']:8.3f} ms"
+        f"  p99 {figures['p99_ms']:8.3f} ms"
+    )
+    if baseline:
+        line += (
+            f"  p50 +{figures['p50_ms'] - baseline['p50_ms']:.3f} ms"
+            f"  ({figures['p50_ms'] / baseline['p50_ms']:.2f}x in-process)"
+        )
+    print(line, flush=True)
+
+
+def _inputs() -> dict[str, tuple[str, str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return {
+        "half_plus_three": ("x", "", np.array([1.0, 2.0, 5.0], dtype=np.float32)),
+        "mobilenet_v2": ("input_1", "", rng.random((1, 224, 224, 3), dtype=np.float32)),
+    }
+
+
+def _in_process(bases: dict[str, Path], seconds: float) -> dict[str, dict[str, float]]:
+    from sagemaker_tfs.model_server.manager import list_versions
+    from sagemaker_tfs.model_server.servable import Servable, session_config
+
+    results = {}
+    for name, (alias, signature, array) in _inputs().items():
+        version, path = max(list_versions(str(bases[name])).items())
+        servable = Servable.load(name, version, path, session_config(0, 0))
+        feeds = {alias: array}
+        figures = _summary(
+            _latencies(functools.partial(servable.predict, signature, feeds), seconds)
+        )
+        _print(f"{name} in-process", figures, None)
+        results[name] = figures
+        servable.close()
+    return results
+
+
+def _start(work: Path, bases: dict[str, Path], batching: bool):  # type: ignore[no-untyped-def]
+    config = work / f"models_{batching}.config"
+    config.write_text(
+        "model_config_list {\n"
+        + "".join(
+            f"  config {{ name: '{name}' base_path: '{base}' model_platform: 'tensorflow' }}\n"
+            for name, base in bases.items()
+        )
+        + "}\n"
+    )
+    args = [f"--model_config_file={config}", "--max_num_load_retries=0"]
+    if batching:
+        parameters = work / "batching.config"
+        parameters.write_text(BATCHING)
+        args += ["--enable_batching", f"--batching_parameters_file={parameters}"]
+    handle = launch_model_server(tuple(args), work / f"server_{batching}.log")
+    wait_until_ready(handle, timeout=300)
+    return handle
+
+
+def _grpc_call(stub, name: str) -> Callable[[], object]:  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+
+    alias, signature, array = _inputs()[name]
+    request = predict_request(name, {alias: tf.make_tensor_proto(array)}, signature)
+    return lambda: stub.Predict(request)
+
+
+def _rest_call(session, url: str, name: str) -> Callable[[], object]:  # type: ignore[no-untyped-def]
+    alias, _, array = _inputs()[name]
+    body = json.dumps({"instances": array.tolist()}).encode()
+    target = f"{url}/v1/models/{name}:predict"
+
+    def call() -> object:
+        response = session.post(target, data=body)
+        response.raise_for_status()
+        return response.content
+
+    return call
+
+
+def main() -> int:
+    import requests
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each figure")
+    args = parser.parse_args()
+    bases = {
+        "half_plus_three": TESTDATA / "saved_model_half_plus_three",
+        "mobilenet_v2": _mobilenet_base(),
+    }
+    print(f"CPUs: {os.cpu_count()}; {args.seconds:.0f} s per figure; {CLIENTS} clients", flush=True)
+    baseline = _in_process(bases, args.seconds)
+    throughput: dict[tuple[str, bool], float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for batching in (False, True):
+            server = _start(Path(tmp), bases, batching)
+            try:
+                stub = prediction_stub(server.grpc_target)
+                if not batching:
+                    session = requests.Session()
+                    for name in bases:
+                        grpc_figures = _summary(_latencies(_grpc_call(stub, name), args.seconds))
+                        _print(f"{name} gRPC (1 client)", grpc_figures, baseline[name])
+                        rest_figures = _summary(
+                            _latencies(_rest_call(session, server.rest_url, name), args.seconds)
+                        )
+                        _print(f"{name} REST (1 client)", rest_figures, baseline[name])
+                for name in bases:
+                    rate = _throughput(_grpc_call(stub, name), args.seconds)
+                    throughput[(name, batching)] = rate
+                    state = "on" if batching else "off"
+                    print(f"{name} gRPC {CLIENTS} clients, batching {state:<3} {rate:9.1f} req/s")
+            finally:
+                server.stop()
+    for name in bases:
+        ratio = throughput[(name, True)] / throughput[(name, False)]
+        print(f"{name}: batching on / off with {CLIENTS} clients = {ratio:.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
