@@ -18,6 +18,7 @@ from sagemaker_tfs.service import errors
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
+from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory
 from sagemaker_tfs.service.routing import (
@@ -157,17 +158,11 @@ def build_app(service: Service) -> falcon.App:
     return app
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
 def create_app(config: StackConfig | None = None) -> falcon.App:
     """gunicorn's entry point; ``config`` defaults to ``$SAGEMAKER_TFS_STACK_CONFIG``."""
     if config is None:
         config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
-    _configure_logging(config.gunicorn_log_level)
+    configure_logging(config.gunicorn_log_level)
     gevent = init_gevent_if_patched()
     service = make_service(config)
     logger.info(

@@ -11,10 +11,15 @@ import os
 from typing import Any
 
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.service.app import STACK_CONFIG_ENV
 from sagemaker_tfs.service.handlers import ensure_requirements
+from sagemaker_tfs.service.logs import configure_logging
+
+# Same as ``app.STACK_CONFIG_ENV``; importing app here would import requests before gevent
+# patches the workers' sockets.
+STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 
 
 def on_starting(server: Any) -> None:
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
+    configure_logging(config.gunicorn_log_level)
     ensure_requirements(config.code_dir, config.work_dir)

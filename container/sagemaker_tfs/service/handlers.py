@@ -90,21 +90,33 @@ def install_requirements(code_dir: str | None, work_dir: str) -> bool:
     return True
 
 
+def _requirements_digest(code_dir: str | None) -> str:
+    path = os.path.join(code_dir or "", "requirements.txt")
+    if not code_dir or not os.path.isfile(path):
+        return "none"
+    with open(path, "rb") as stream:
+        return hashlib.sha256(stream.read()).hexdigest()
+
+
 def ensure_requirements(code_dir: str | None, work_dir: str) -> None:
     """Install the requirements once per work dir, whichever process gets here first.
 
     gunicorn's ``on_starting`` hook (``gunicorn_hooks``) calls this in the master; the app
     factory calls it too, so the workers find the packages even when the hook was not used.
+    A marker holding the requirements file's digest makes the second call a no-op.
     """
     os.makedirs(work_dir, exist_ok=True)
     marker = os.path.join(work_dir, "user_packages.done")
+    digest = _requirements_digest(code_dir)
     with open(os.path.join(work_dir, "user_packages.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(marker):
-            return
+            with open(marker, encoding="utf-8") as stream:
+                if stream.read().strip() == digest:
+                    return
         install_requirements(code_dir, work_dir)
         with open(marker, "w", encoding="utf-8") as stream:
-            stream.write("ok\n")
+            stream.write(digest + "\n")
 
 
 def _module_name(path: str) -> str:
