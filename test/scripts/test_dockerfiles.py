@@ -288,3 +288,33 @@ def test_wheel_built_from_the_build_context_holds_the_stack(tmp_path: Path) -> N
     assert any(re.match(r"sagemaker_tfs/protos/.*\.pb$", name) for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert re.search(r"^serve\s*=", zipfile.ZipFile(wheel).read(entry_points).decode(), re.M)
+
+
+IMPORT_WITHOUT_TENSORFLOW = """
+import importlib, pkgutil, sys
+import sagemaker_tfs
+
+class NotInTheImage:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_serving"):
+            raise ImportError(f"{name} is not importable in the image")
+
+sys.meta_path.insert(0, NotInTheImage())
+for module in pkgutil.walk_packages(sagemaker_tfs.__path__, "sagemaker_tfs."):
+    if not module.name.startswith("sagemaker_tfs.model_server"):
+        importlib.import_module(module.name)
+entry = importlib.import_module("sagemaker_tfs.cli")
+assert callable(entry.serve), "serve entry point"
+"""
+
+
+def test_everything_the_image_runs_imports_without_tensorflow() -> None:
+    """The image has tensorflow-serving-api without TensorFlow (--no-deps), so neither
+    tensorflow nor tensorflow_serving may be imported by anything but model_server/."""
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_WITHOUT_TENSORFLOW],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
