@@ -116,7 +116,7 @@ def copy_repository_parts(destination: Path) -> None:
     shutil.copytree(REPO_ROOT / "docker", destination / "docker")
     (destination / "test" / "resources" / "models" / "half_plus_three").mkdir(parents=True)
     local = destination / "scripts" / "local.sh"
-    local.write_text('#!/bin/sh\necho "local.sh $*" >> "$STAND_IN_LOG.local"\n')
+    local.write_text('#!/bin/sh\nprintf "%s\\n" "$@" >> "$STAND_IN_LOG.local"\n')
     local.chmod(0o755)
 
 
