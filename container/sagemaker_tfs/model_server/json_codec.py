@@ -223,28 +223,37 @@ def render_object(members: list[tuple[str, str]], depth: int) -> str:
 
 
 def format_floats(values: np.ndarray) -> list[str]:
-    """TF Serving's float text for every element of a float array (flattened)."""
+    """TF Serving's float text for every element of a float array (flattened).
+
+    Only the ``%`` formatting is per element; the round-trip test and the choice of where
+    ``.0`` goes are NumPy operations: a printed value lacks ``.`` and ``e`` exactly when it
+    is integral and shorter than the format's precision (the text round-trips).
+    """
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.size == 0:
         return []
     is_double = flat.dtype == np.float64
     exact = flat if is_double else flat.astype(np.float32)
     python_values = exact.astype(np.float64).tolist()
-    texts = ("%.6g\n" * len(python_values) % tuple(python_values)).split("\n")[:-1]
-    parsed = np.array(texts, dtype=np.float64)
-    if not is_double:
-        parsed = parsed.astype(np.float32)
+    texts = np.array([f"{value:.6g}" for value in python_values], dtype=object)
+    parsed = np.array(list(map(float, texts.tolist())), dtype=exact.dtype)
     finite = np.isfinite(exact)
-    retry = np.flatnonzero(finite & (parsed != exact))
+    retry = finite & (parsed != exact)
     long_format = "%.17g" if is_double else "%.9g"
-    for index in retry.tolist():
-        texts[index] = long_format % python_values[index]
-    for index in np.flatnonzero(~finite).tolist():
-        value = python_values[index]
-        texts[index] = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
-    return [
-        text if ("." in text or "e" in text or text[-1] in "yN") else text + ".0" for text in texts
-    ]
+    texts[retry] = [long_format % python_values[i] for i in np.flatnonzero(retry).tolist()]
+    if not finite.all():
+        texts[~finite] = [_non_finite_text(python_values[i]) for i in np.flatnonzero(~finite)]
+    digit_limit = np.where(retry, 1e17 if is_double else 1e9, 1e6)
+    with np.errstate(invalid="ignore"):
+        integral = finite & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
+    texts[integral] += ".0"
+    return texts.tolist()
+
+
+def _non_finite_text(value: float) -> str:
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
 
 
 def format_float(value: float, is_double: bool = False) -> str:
