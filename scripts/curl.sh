@@ -57,7 +57,10 @@ example() {
   case $1 in
     ping) request "GET /ping" "$(url /ping)" ;;
     json) invoke "JSON instances" application/json --data '{"instances": [1.0, 2.0, 5.0]}' ;;
-    jsonlines) invoke "JSON lines" application/jsonlines --data-binary $'1.0\n2.0\n5.0\n' ;;
+    jsonlines)
+      invoke "JSON lines, one instance a line" application/jsonlines \
+        --data-binary $'[1.0, 2.0]\n[5.0, 6.0]\n'
+      ;;
     csv) invoke "CSV, one column" text/csv --data-binary $'1.0\n2.0\n5.0\n' ;;
     accept-jsonlines)
       invoke "JSON in, JSON lines out" application/json -H "Accept: application/jsonlines" \
@@ -66,7 +69,7 @@ example() {
     custom-attributes)
       invoke "model and method from custom attributes" application/json \
         -H "X-Amzn-SageMaker-Custom-Attributes: tfs-model-name=$model,tfs-method=predict" \
-        --data '[1.0, 2.0, 5.0]'
+        --data '{"instances": [1.0, 2.0, 5.0]}'
       ;;
     npy) invoke "NumPy .npy" application/x-npy --data-binary @<(npy_body) ;;
     multi-model) multi_model_examples ;;

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,6 +19,12 @@ import pytest
 from script_helpers import REPO_ROOT
 
 CURL = REPO_ROOT / "scripts" / "curl.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class RecordingServer(ThreadingHTTPServer):
@@ -100,11 +108,12 @@ def test_default_examples_send_every_content_type(server: RecordingServer) -> No
         "application/x-npy",
     ]
     assert json.loads(requests[1]["body"]) == {"instances": [1.0, 2.0, 5.0]}
-    assert requests[2]["body"] == b"1.0\n2.0\n5.0\n"
+    assert requests[2]["body"] == b"[1.0, 2.0]\n[5.0, 6.0]\n"
     assert requests[3]["body"] == b"1.0\n2.0\n5.0\n"
     assert requests[4]["headers"]["accept"] == "application/jsonlines"
     attributes = requests[5]["headers"]["x-amzn-sagemaker-custom-attributes"]
     assert attributes == "tfs-model-name=half_plus_three,tfs-method=predict"
+    assert json.loads(requests[5]["body"]) == {"instances": [1.0, 2.0, 5.0]}
     array = np.load(io.BytesIO(requests[6]["body"]), allow_pickle=False)
     assert array.dtype == np.float32 and array.tolist() == [1.0, 2.0, 5.0]
     assert result.stdout.count("-- HTTP 200") == 7
@@ -148,3 +157,30 @@ def test_usage_errors(args: list[str], message: str) -> None:
     result = subprocess.run([str(CURL), *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_every_default_example_succeeds_against_the_local_stack(tmp_path: Path) -> None:
+    """start.sh --local (the real stack on this host: nginx, gunicorn, model server), then
+    curl.sh, then stop.sh --local."""
+    if shutil.which("nginx", path="/usr/sbin:/usr/bin") is None:
+        pytest.skip("nginx is not installed")
+    port = free_port()
+    work = ["--work-dir", str(tmp_path / "work")]
+    start = subprocess.run(
+        [str(REPO_ROOT / "scripts" / "start.sh"), "--local", "--port", str(port), *work],
+        capture_output=True,
+        text=True,
+        timeout=330,
+    )
+    try:
+        assert start.returncode == 0, start.stdout + start.stderr
+        result = run_curl(port)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("-- HTTP 200") == 7
+        assert "[3.5, 4.0, 5.5" in result.stdout.replace("\n", "").replace("    ", "")
+    finally:
+        subprocess.run(
+            [str(REPO_ROOT / "scripts" / "stop.sh"), "--local", *work], timeout=120, check=False
+        )
