@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from script_helpers import REPO_ROOT, known_versions, short
 
 DOCKER_DIR = REPO_ROOT / "docker"
@@ -193,6 +194,8 @@ def normalized(name: str) -> str:
 
 
 def test_every_runtime_dependency_is_pinned_in_the_lock() -> None:
+    """The venv stage installs with --constraint requirements.lock: a dependency missing from
+    it would float, and a pin outside setup.py's range would fail at `docker build`."""
     requires = ast.literal_eval(setup_py_calls()["install_requires"])
     pins = {}
     for line in (DOCKER_DIR / "requirements.lock").read_text().splitlines():
@@ -201,9 +204,11 @@ def test_every_runtime_dependency_is_pinned_in_the_lock() -> None:
             name, _, pinned = line.partition("==")
             assert pinned, f"requirements.lock: {line!r} is not an exact pin"
             pins[normalized(name)] = pinned
-    for requirement in requires:
-        name = re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
-        assert normalized(name) in pins, f"{name} (setup.py) is not pinned in requirements.lock"
+    for text in requires:
+        requirement = Requirement(text)
+        name = normalized(requirement.name)
+        assert name in pins, f"{name} (setup.py) is not pinned in requirements.lock"
+        assert requirement.specifier.contains(pins[name]), f"lock {name}=={pins[name]} vs {text}"
 
 
 def test_serve_is_a_console_script_of_the_package() -> None:
