@@ -1,0 +1,63 @@
+"""nginx's proxy_read_timeout and gunicorn's timeout come from the environment."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from whole_stack import running_stack
+
+pytestmark = pytest.mark.timeout(300)
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
+SLOW_CODE = REPO_ROOT / "test" / "resources" / "code" / "slow"
+
+
+def gunicorn_command_lines() -> list[str]:
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "gunicorn" in text and "sagemaker_tfs.service.app" in text:
+            lines.append(text)
+    return lines
+
+
+def test_timeouts_from_env(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(MODEL, model_dir / "half_plus_three")
+    shutil.copytree(SLOW_CODE, model_dir / "code")
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    env = {
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "2",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "1",
+    }
+    with running_stack(model_dir, work_dir, env) as stack:
+        assert "proxy_read_timeout 2s;" in (work_dir / "nginx.conf").read_text()
+        ours = [line for line in gunicorn_command_lines() if str(work_dir) in line]
+        assert ours and all("--timeout=1" in line for line in ours)
+
+        response = stack.post("4", "text/plain")
+        assert response.status_code == 504
+        assert response.json() == {"error": "No answer within 2 seconds"}
+        response = stack.post("0.1", "text/plain")
+        assert response.status_code == 200, response.text
+        assert response.json() == {"slept": 0.1}
+
+
+def test_nginx_timeout_is_raised_to_the_gunicorn_timeout(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(MODEL, model_dir / "half_plus_three")
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    env = {
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "5",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "45",
+    }
+    with running_stack(model_dir, work_dir, env):
+        assert "proxy_read_timeout 45s;" in (work_dir / "nginx.conf").read_text()
