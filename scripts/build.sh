@@ -13,7 +13,10 @@ fetch_ei_binary() {
   local prefix="s3://$EI_BUCKET/tensorflow-serving/v$short_version/ubuntu/latest/"
   local archive workdir binary
   archive=$(aws s3 ls "$prefix" 2>/dev/null | awk 'NF >= 4 { print $4; exit }' || true)
-  [[ -n $archive ]] || die "no Elastic Inference model server for TF Serving $short_version in $prefix (AWS published EI builds for 1.11-1.15 and 2.0-2.3 only; Elastic Inference is retired)"
+  if [[ -z $archive ]]; then
+    die "no Elastic Inference model server for TF Serving $short_version in $prefix" \
+      "(AWS published EI builds for 1.11-1.15 and 2.0-2.3 only; Elastic Inference is retired)"
+  fi
   workdir=$(mktemp -d)
   aws s3 cp "$prefix$archive" "$workdir/$archive" >/dev/null
   tar -xf "$workdir/$archive" -C "$workdir"

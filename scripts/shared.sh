@@ -12,8 +12,8 @@ EI_BUCKET=amazonei-tensorflow
 EI_BINARY=amazonei_tensorflow_model_server
 EI_ARTIFACT="$REPO_ROOT/docker/build_artifacts/$EI_BINARY"
 
-# Each script sets USAGE before calling parse_std_args.
-USAGE=${USAGE:-"$(basename "$0") [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--region REGION] [--repository NAME]"}
+# Each script sets its own USAGE line before sourcing this file.
+USAGE=${USAGE:-"$(basename "$0") [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--region REGION]"}
 
 usage_error() {
   echo "$(basename "$0"): $1" >&2
@@ -22,7 +22,7 @@ usage_error() {
 }
 
 die() {
-  echo "$(basename "$0"): error: $1" >&2
+  echo "$(basename "$0"): error: $*" >&2
   exit 1
 }
 

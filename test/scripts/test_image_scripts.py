@@ -274,3 +274,11 @@ def test_local_delegates_to_local_sh(run_script: ScriptRunner, script: str, verb
 def test_account_in_registry_comes_from_sts(run_script: ScriptRunner) -> None:
     run = run_script("publish.sh", "--region", REGION)
     assert all(ACCOUNT in c[-1] for c in run.commands() if c[:2] == ["docker", "push"])
+
+
+@pytest.mark.parametrize("script", ["build.sh", "publish.sh", "start.sh", "stop.sh", "curl.sh"])
+def test_help_prints_usage_and_does_nothing(run_script: ScriptRunner, script: str) -> None:
+    run = run_script(script, "--help")
+    assert run.returncode == 0
+    assert run.stdout.startswith(f"usage: {script} ")
+    assert run.calls == []
