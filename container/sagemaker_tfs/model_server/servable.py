@@ -137,6 +137,7 @@ class Servable:
         try:
             with graph.as_default():
                 meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+                _check_variables_restored(session, graph, meta_graph)
         except BaseException:
             session.close()
             raise
@@ -253,6 +254,54 @@ class Servable:
         examples = serialized_examples(request_input)
         (values,) = self._run(signature, {input_spec: examples}, (REGRESS_OUTPUT,))
         return _regression_result(len(examples), values)
+
+
+def _variables_feeding(graph: tf.Graph, tensor_names: list[str]) -> list[tf.Tensor]:
+    """Resource variable handles the given tensors depend on (walking the outer graph)."""
+    seen: set[str] = set()
+    elements = [graph.as_graph_element(name) for name in tensor_names]
+    stack = [element if isinstance(element, tf.Operation) else element.op for element in elements]
+    handles = []
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type == "VarHandleOp":
+            handles.append(op.outputs[0])
+        stack.extend(tensor.op for tensor in op.inputs)
+        stack.extend(op.control_inputs)
+    return handles
+
+
+def _check_variables_restored(
+    session: tf.compat.v1.Session, graph: tf.Graph, meta_graph: meta_graph_pb2.MetaGraphDef
+) -> None:
+    """Fail the load if a signature reads a variable the checkpoint did not restore.
+
+    Some TF2 exports (e.g. a Keras 3 model wrapped in a ``tf.Module`` and saved with
+    ``tf.saved_model.save``) capture variables the checkpoint does not restore; every
+    request would then fail with "Could not find variable". Failing the load says so once.
+    """
+    outputs = [
+        info.name
+        for signature in meta_graph.signature_def.values()
+        for info in signature.outputs.values()
+        if info.name
+    ]
+    handles = _variables_feeding(graph, outputs)
+    if not handles:
+        return
+    checks = [tf.raw_ops.VarIsInitializedOp(resource=handle) for handle in handles]
+    initialized = session.run(checks)
+    missing = [handle.op.name for handle, ok in zip(handles, initialized, strict=True) if not ok]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} variables read by the signatures were not restored from the "
+            f"checkpoint (e.g. {', '.join(sorted(missing)[:3])}); the SavedModel cannot be "
+            "served in a TF1 session as TF Serving runs it (export Keras models with "
+            "model.export())"
+        )
 
 
 class BatchSubmitter:
