@@ -1,0 +1,373 @@
+"""Benchmark of the fast paths against in-process inference and the seeds' handlers (issue 5).
+
+Starts ``sagemaker-tfs serve`` on this machine once per configuration (one at a time) and runs:
+
+1. MobileNetV2 224x224, one JPEG per request, sequential: p50/p95 of the built-in
+   ``image/jpeg`` path (JSON and NumPy answers), seed 001's REST handler, seed 001's gRPC handler,
+   and in-process decode + predict. Goals: built-in p50 <= 1.15x in-process, >= 3x faster than
+   the REST+JSON handler.
+2. Detector with three large outputs, 10 JPEGs of 512x512 in one ``application/x-image-stream``
+   request: JSON vs NumPy (``application/x-npz``: three outputs) answers, seed 000's handler,
+   in-process. Goals: NumPy >= 10x faster than JSON, <= 1.3x in-process.
+3. JPEG-bytes model under 64 concurrent clients, batching off and on: images/s and the ratio to
+   in-process batched inference. Goal: >= 0.8x in-process with batching.
+4. Memory: service and model server RSS before and after 5,000 requests.
+
+In-process inference uses the model server's own ``Servable`` (the same TF session the server
+runs), in this process. Prints a table, then one line of JSON with every figure.
+
+Usage: ``.venv/bin/python test/perf/bench_fast_paths.py [--requests 100] [--scenarios 1,2,3,4]``
+(see ``--help``; small counts for trial runs, the defaults for the real run on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import functools
+import importlib.util
+import io
+import itertools
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import requests
+from PIL import Image
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "test" / "examples"
+sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
+
+from whole_stack import RunningStack, running_stack  # noqa: E402
+
+CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def load_test_models(names: list[str]) -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "make_test_models", REPO_ROOT / "test" / "models" / "make_test_models.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ensure_models(names)
+
+
+def photo_like_jpeg(size: int, seed: int) -> bytes:
+    """A smooth image with some noise (compresses like a photo, unlike pure noise)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:size, 0:size] / size
+    base = np.stack([x, y, (x + y) / 2], axis=-1) * 200
+    pixels = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def image_stream(images: list[bytes]) -> bytes:
+    return b"".join(len(image).to_bytes(4, "big") + image for image in images)
+
+
+def decode_rgb(data: bytes, size: int) -> np.ndarray:
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    if image.size != (size, size):
+        image = image.resize((size, size), Image.Resampling.BILINEAR)
+    return np.asarray(image, dtype=np.float32)
+
+
+def timed(call: Callable[[], object], count: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        call()
+    latencies = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
+def latency_summary(latencies: list[float]) -> dict[str, float]:
+    values = np.array(latencies) * 1e3
+    return {
+        "p50_ms": round(float(np.percentile(values, 50)), 2),
+        "p95_ms": round(float(np.percentile(values, 95)), 2),
+        "mean_ms": round(float(values.mean()), 2),
+        "n": len(latencies),
+    }
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return round(numerator / denominator, 3) if denominator else float("nan")
+
+
+@contextlib.contextmanager
+def stack_for(
+    models_root: Path, models: list[str], example: str | None = None, env: dict | None = None
+) -> Iterator[RunningStack]:
+    """A stack serving ``models`` (and an example's code/), stopped on exit."""
+    temp = Path(tempfile.mkdtemp(prefix="bench-fast-paths-"))
+    try:
+        model_dir = temp / "model"
+        model_dir.mkdir()
+        for name in models:
+            (model_dir / name).symlink_to(models_root / name, target_is_directory=True)
+        if example:
+            shutil.copytree(EXAMPLES / example / "code", model_dir / "code")
+        work_dir = temp / "work"
+        work_dir.mkdir()
+        with running_stack(model_dir, work_dir, env=env) as stack:
+            yield stack
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+class Poster:
+    """POSTs to a stack with a kept-alive session, checking every answer is 200."""
+
+    def __init__(self, stack: RunningStack, content_type: str, accept: str, model: str) -> None:
+        self.url = stack.url + "/invocations"
+        self.headers = {"Content-Type": content_type, "Accept": accept, CUSTOM_ATTRIBUTES:
+                        f"tfs-model-name={model}"}  # fmt: skip
+        self._local = threading.local()
+
+    def __call__(self, body: bytes) -> bytes:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+        response = session.post(self.url, data=body, headers=self.headers, timeout=120)
+        if response.status_code != 200:
+            raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
+        return response.content
+
+
+def cycling(post: Poster, bodies: list[bytes]) -> Callable[[], bytes]:
+    """A call that posts the next body of ``bodies`` each time (thread-safe under the GIL)."""
+    counter = itertools.count()
+    return lambda: post(bodies[next(counter) % len(bodies)])
+
+
+def in_process_servable(models_root: Path, name: str):  # type: ignore[no-untyped-def]
+    from sagemaker_tfs.model_server.servable import Servable, session_config
+
+    return Servable.load(name, 1, str(models_root / name / "1"), session_config(0, 0))
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict:
+    image = photo_like_jpeg(224, seed=1)
+    count, warmup = args.requests, args.warmup
+    servable = in_process_servable(models_root, "mobilenet_v2")
+
+    def in_process() -> object:
+        batch = decode_rgb(image, 224)[np.newaxis]
+        return servable.predict("serving_default", {"input_1": batch})
+
+    figures = {"in_process": latency_summary(timed(in_process, count, warmup))}
+    servable.close()
+    with stack_for(models_root, ["mobilenet_v2"]) as stack:
+        for label, accept in (
+            ("builtin_json", "application/json"),
+            ("builtin_npy", "application/x-npy"),
+        ):
+            post = Poster(stack, "image/jpeg", accept, "mobilenet_v2")
+            figures[label] = latency_summary(timed(functools.partial(post, image), count, warmup))
+    for label, example in (("seed001_rest", "seed001_rest"), ("seed001_grpc", "seed001_grpc")):
+        with stack_for(models_root, ["mobilenet_v2"], example) as stack:
+            post = Poster(stack, "application/x-image", "application/json", "mobilenet_v2")
+            figures[label] = latency_summary(timed(functools.partial(post, image), count, warmup))
+    base = figures["builtin_json"]["p50_ms"]
+    figures["builtin_json_over_in_process_p50"] = ratio(base, figures["in_process"]["p50_ms"])
+    figures["seed001_rest_over_builtin_json_p50"] = ratio(figures["seed001_rest"]["p50_ms"], base)
+    return figures
+
+
+def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
+    images = [photo_like_jpeg(512, seed=10 + i) for i in range(10)]
+    body = image_stream(images)
+    count, warmup = args.stream_requests, max(1, args.warmup // 5)
+    servable = in_process_servable(models_root, "detector")
+
+    def in_process() -> object:
+        batch = np.stack([decode_rgb(data, 512) for data in images])
+        return servable.predict("serving_default", {"images": batch})
+
+    figures = {"in_process": latency_summary(timed(in_process, count, warmup))}
+    servable.close()
+    with stack_for(models_root, ["detector"]) as stack:
+        for label, accept in (
+            ("builtin_npz", "application/x-npz"),
+            ("builtin_json", "application/json"),
+        ):
+            post = Poster(stack, "application/x-image-stream", accept, "detector")
+            figures[label] = latency_summary(timed(functools.partial(post, body), count, warmup))
+    with stack_for(models_root, ["detector"], "seed000_image_stream") as stack:
+        post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
+        figures["seed000_handler"] = latency_summary(
+            timed(functools.partial(post, body), count, warmup)
+        )
+    npz = figures["builtin_npz"]["p50_ms"]
+    figures["json_over_npz_p50"] = ratio(figures["builtin_json"]["p50_ms"], npz)
+    figures["npz_over_in_process_p50"] = ratio(npz, figures["in_process"]["p50_ms"])
+    return figures
+
+
+def run_concurrently(call: Callable[[], object], total: int, clients: int) -> float:
+    """Requests per second of ``total`` calls spread over ``clients`` threads."""
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        list(pool.map(lambda _: call(), range(clients)))  # warm-up: one each
+        start = time.perf_counter()
+        list(pool.map(lambda _: call(), range(total)))
+        return total / (time.perf_counter() - start)
+
+
+def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
+    images = [photo_like_jpeg(224, seed=20 + i) for i in range(16)]
+    batch_size = args.max_batch_size
+    servable = in_process_servable(models_root, "jpeg_classifier")
+    batch = np.array([images[i % len(images)] for i in range(batch_size)], dtype=object)
+    batches = max(1, args.throughput_requests // batch_size)
+    servable.predict("serving_default", {"image_bytes": batch})
+    start = time.perf_counter()
+    for _ in range(batches):
+        servable.predict("serving_default", {"image_bytes": batch})
+    figures: dict = {
+        "in_process_batched_images_per_s": round(
+            batches * batch_size / (time.perf_counter() - start), 1
+        )
+    }
+    servable.close()
+    for label, batching in (("batching_off", "false"), ("batching_on", "true")):
+        env = {
+            "SAGEMAKER_TFS_ENABLE_BATCHING": batching,
+            "SAGEMAKER_TFS_MAX_BATCH_SIZE": str(batch_size),
+            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": str(args.batch_timeout_micros),
+            "SAGEMAKER_GUNICORN_WORKERS": str(args.workers),
+        }
+        with stack_for(models_root, ["jpeg_classifier"], env=env) as stack:
+            post = Poster(stack, "image/jpeg", "application/json", "jpeg_classifier")
+            rate = run_concurrently(
+                cycling(post, images),
+                args.throughput_requests,
+                args.clients,
+            )
+            figures[f"{label}_images_per_s"] = round(rate, 1)
+    figures["batching_on_over_in_process"] = ratio(
+        figures["batching_on_images_per_s"], figures["in_process_batched_images_per_s"]
+    )
+    figures["clients"] = args.clients
+    return figures
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def stack_processes(root: int) -> dict[str, list[int]]:
+    """Gunicorn and model server processes below the supervisor."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    groups: dict[str, list[int]] = {"service": [], "model_server": []}
+    for pid in found:
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            if "gunicorn" in command:
+                groups["service"].append(pid)
+            elif "model-server" in command or "tensorflow_model_server" in command:
+                groups["model_server"].append(pid)
+    return groups
+
+
+def scenario_memory(args: argparse.Namespace, models_root: Path) -> dict:
+    images = [photo_like_jpeg(224, seed=30 + i) for i in range(16)]
+    with stack_for(models_root, ["jpeg_classifier"]) as stack:
+        post = Poster(stack, "image/jpeg", "application/x-npz", "jpeg_classifier")
+        send = cycling(post, images)
+        run_concurrently(send, args.memory_warmup, 8)
+        groups = stack_processes(stack.process.pid)
+        before = {name: sum(rss_mb(pid) for pid in pids) for name, pids in groups.items()}
+        run_concurrently(send, args.memory_requests, 8)
+        after = {name: sum(rss_mb(pid) for pid in pids) for name, pids in groups.items()}
+    figures: dict = {"requests": args.memory_requests}
+    for name in groups:
+        figures[f"{name}_rss_before_mb"] = round(before[name], 1)
+        figures[f"{name}_rss_after_mb"] = round(after[name], 1)
+        figures[f"{name}_growth_mb"] = round(after[name] - before[name], 1)
+    return figures
+
+
+SCENARIOS = {
+    "1": ("classification", scenario_classification),
+    "2": ("detector", scenario_detector),
+    "3": ("throughput", scenario_throughput),
+    "4": ("memory", scenario_memory),
+}
+
+
+def print_table(results: dict) -> None:
+    print(f"\n{'scenario':<16} {'figure':<40} {'value':>12}")
+    for scenario, figures in results.items():
+        for name, value in figures.items():
+            if isinstance(value, dict):
+                for key in ("p50_ms", "p95_ms"):
+                    print(f"{scenario:<16} {name + ' ' + key:<40} {value[key]:>12}")
+            else:
+                print(f"{scenario:<16} {name:<40} {value:>12}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="1,2,3,4", help="comma-separated: 1,2,3,4")
+    parser.add_argument("--requests", type=int, default=200, help="scenario 1 requests per path")
+    parser.add_argument("--warmup", type=int, default=10, help="warm-up requests per path")
+    parser.add_argument("--stream-requests", type=int, default=30, help="scenario 2 requests")
+    parser.add_argument("--throughput-requests", type=int, default=3000, help="scenario 3 total")
+    parser.add_argument("--clients", type=int, default=64, help="scenario 3 concurrent clients")
+    parser.add_argument("--max-batch-size", type=int, default=32, help="scenario 3 batching")
+    parser.add_argument("--batch-timeout-micros", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=1, help="gunicorn workers (gevent)")
+    parser.add_argument("--memory-requests", type=int, default=5000, help="scenario 4 requests")
+    parser.add_argument("--memory-warmup", type=int, default=500)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    models_root = load_test_models(["mobilenet_v2", "detector", "jpeg_classifier"])
+    results: dict = {}
+    for key in args.scenarios.split(","):
+        name, run = SCENARIOS[key.strip()]
+        print(f"running scenario {key.strip()}: {name}", file=sys.stderr, flush=True)
+        results[name] = run(args, models_root)
+    print_table(results)
+    print(json.dumps({"bench": "fast_paths", "args": vars(args), "results": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
