@@ -6,6 +6,7 @@ project wheel is built from it, as the image's venv stage does."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -323,3 +324,44 @@ def test_everything_the_image_runs_imports_without_tensorflow() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
+
+
+def load_generator():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "generate_dockerfiles", DOCKER_DIR / "generate.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("2.21.0 12.5.1\n", "expected 'FULL CUDA CUDNN'"),
+        ("2.21 12.5.1 9.3.0.75\n", "expected 'FULL CUDA CUDNN'"),
+        ("2.21.0 12.5.1 9.3.0.75\n2.21.1 12.5.1 9.3.0.75\n", "one line per minor release"),
+        ("# only comments\n", "no versions"),
+    ],
+)
+def test_generator_rejects_a_malformed_version_list(tmp_path: Path, text: str, message: str):
+    generator = load_generator()
+    path = tmp_path / "versions.txt"
+    path.write_text(text)
+    with pytest.raises(generator.VersionsFileError, match=message):
+        generator.read_releases(path)
+
+
+def test_generator_check_reports_a_hand_edited_dockerfile(tmp_path: Path) -> None:
+    """--check compares against the template: copy docker/ aside, edit one file, check."""
+    copy = tmp_path / "docker"
+    shutil.copytree(DOCKER_DIR, copy)
+    edited = copy / short(known_versions()[0]) / "Dockerfile.cpu"
+    edited.write_text(edited.read_text().replace("EXPOSE 8080", "EXPOSE 8081"))
+    result = subprocess.run(
+        [sys.executable, str(copy / "generate.py"), "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert f"out of date: {edited}" in result.stderr
