@@ -157,6 +157,7 @@ def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, a
     assert "--from=venv /opt/venv /opt/venv" in final.all("COPY")
     env = " ".join(final.all("ENV"))
     assert "PATH=/opt/venv/bin:$PATH" in env
+    assert "DEBIAN_FRONTEND" not in env, "build-time setting: ARG, not ENV"
     assert final.all("CMD") == ['["serve"]']
     assert final.all("EXPOSE") == ["8080"]
     labels = " ".join(final.all("LABEL"))
