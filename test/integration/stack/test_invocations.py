@@ -146,3 +146,28 @@ def test_default_model_from_env(tmp_path: Path, testdata_dir: Path) -> None:
         assert predictions(stack.post("[2.0]")) == [[3.0]]
         attrs = {ATTRIBUTES: "tfs-model-name=half_plus_three"}
         assert predictions(stack.post("[2.0]", **attrs)) == [[4.0]]
+
+
+def npy(values: list[float]) -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.array(values, dtype=np.float32))
+    return buffer.getvalue()
+
+
+def test_binary_content_types_go_to_the_fast_path(stack: RunningStack) -> None:
+    """njs hands npy (and JSON asking for npy) to the Python service, which calls fast_path."""
+    import io
+
+    import numpy as np
+
+    response = stack.post(npy([1.0, 2.0]), "application/x-npy", Accept="application/x-npy")
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"] == "application/x-npy"
+    assert np.load(io.BytesIO(response.content)).tolist() == [3.5, 4.0]
+    response = stack.post("[1.0, 5.0]", "application/json", Accept="application/x-npy")
+    assert response.status_code == 200, response.text
+    assert np.load(io.BytesIO(response.content)).ravel().tolist() == [3.5, 5.5]
