@@ -314,14 +314,18 @@ class ModelRegistry:
         name = validate_model_name(name)
         base_path = resolve_model_url(url, self._config.model_dir, name)
         model = self._reserve(name, str(url), base_path)
-        config_file = self._write_model_config(model)
-        self._launcher.start_model_server(self._key(name), model.instance, config_file, [name])
-        available = wait_until_available(
-            model.instance.rest_port,
-            [name],
-            self._config.wait_time_seconds,
-            lambda: self._launcher.model_server_running(self._key(name)),
-        )
+        try:
+            config_file = self._write_model_config(model)
+            self._launcher.start_model_server(self._key(name), model.instance, config_file, [name])
+            available = wait_until_available(
+                model.instance.rest_port,
+                [name],
+                self._config.wait_time_seconds,
+                lambda: self._launcher.model_server_running(self._key(name)),
+            )
+        except BaseException:
+            self._forget(name)
+            raise
         if not available:
             self._forget(name)
             raise ControlError(500, f"Model {name} failed to load from {url}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
 from sagemaker_tfs.model_processes import (
+    ControlError,
     ControlServer,
     ModelRegistry,
     model_server_args,
@@ -75,6 +76,9 @@ class Child:
         self.restart_at: float | None = None
         self.restarts = 0
         self.stopping = False
+        # check() (watch thread) and stop() (any thread) must not interleave: a restart
+        # racing a stop would leave an unsupervised process behind.
+        self._lock = threading.Lock()
 
     @property
     def pid(self) -> int | None:
@@ -93,12 +97,18 @@ class Child:
 
     def check(self, now: float) -> None:
         """Notice an exit and schedule a restart; restart when the backoff has passed."""
+        with self._lock:
+            restarted = self._check(now)
+        if restarted and self.after_restart is not None:
+            self.after_restart(self)
+
+    def _check(self, now: float) -> bool:
         if self.stopping or self.process is None:
-            return
+            return False
         if self.restart_at is None:
             code = self.process.poll()
             if code is None:
-                return
+                return False
             # Leftovers of the group (nginx or gunicorn workers) would hold the sockets.
             self._signal_group(signal.SIGKILL)
             if now - self.started_at > STABLE_AFTER_SECONDS:
@@ -115,12 +125,13 @@ class Child:
         elif now >= self.restart_at:
             self.restarts += 1
             self.start()
-            if self.after_restart is not None:
-                self.after_restart(self)
+            return True
+        return False
 
     def stop(self) -> None:
         """Ask the process to stop, wait for it, then kill its whole process group."""
-        self.stopping = True
+        with self._lock:
+            self.stopping = True
         if self.process is None:
             return
         if self.process.poll() is None:
@@ -155,6 +166,7 @@ class Supervisor:
         self.control: ControlServer | None = None
         self.stop_requested = threading.Event()
         self._lock = threading.Lock()
+        self._closing = False
 
     # --- the Launcher protocol used by the registry ---
 
@@ -172,6 +184,8 @@ class Supervisor:
             after_restart=self._rewait(instance, model_names),
         )
         with self._lock:
+            if self._closing:
+                raise ControlError(503, "the stack is shutting down")
             self.model_servers[key] = child
             child.start()
 
@@ -302,6 +316,7 @@ class Supervisor:
             if child is not None:
                 child.stop()
         with self._lock:
+            self._closing = True
             servers = list(self.model_servers.values())
             self.model_servers.clear()
         for child in servers:

@@ -18,6 +18,7 @@ from sagemaker_tfs.config import (
 )
 from sagemaker_tfs.model_processes import (
     ControlError,
+    ModelRegistry,
     PortPool,
     available_memory_bytes,
     model_server_args,
@@ -254,3 +255,35 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
     except OSError:
         return "gone"
+
+
+class RecordingLauncher:
+    """Records start requests; the memory check must refuse before any process starts."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def start_model_server(self, key, instance, model_config_file, model_names) -> None:
+        self.started.append(key)
+
+    def stop_model_server(self, key: str) -> None:
+        pass
+
+    def model_server_running(self, key: str) -> bool:
+        return False
+
+
+def test_registry_refuses_with_507_when_memory_is_low(tmp_path: Path) -> None:
+    make_model(tmp_path / "models" / "m")
+    config = load_config(
+        {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_SAFE_PORT_RANGE": "40000-40100"},
+        model_dir=str(tmp_path / "models"),
+        work_dir=str(tmp_path / "work"),
+    )
+    launcher = RecordingLauncher()
+    registry = ModelRegistry(config, launcher, memory_margin=10**9, available_memory=lambda: 10)
+    with pytest.raises(ControlError) as error:
+        registry.load("m", "m")
+    assert error.value.status == 507
+    assert error.value.message == "Not enough memory to load model m: 10 bytes available"
+    assert launcher.started == [] and registry.list() == []

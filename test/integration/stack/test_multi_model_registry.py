@@ -193,3 +193,18 @@ def test_crashed_model_process_is_restarted(start_stack: StartStack, models_root
     assert wait_for(answers_again, 120), stack.log_text()[-4000:]
     assert server_pid(stack, body["rest_port"]) != pid
     assert control(stack, "GET", "/models/a")[1]["state"] == "AVAILABLE"
+
+
+def test_a_model_that_fails_to_load_leaves_nothing_behind(
+    start_stack: StartStack, models_root: Path
+) -> None:
+    broken = models_root / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "saved_model.pb").write_bytes(b"this is not a SavedModel")
+    stack = start_stack(models_root, multi_model=True, port_range_size=2)
+    status, body = load(stack, "broken", "broken")
+    assert status == 500 and body == {"error": "Model broken failed to load from broken"}
+    assert control(stack, "GET", "/models/broken")[0] == 404
+    assert stack.child_pids("--rest_api_port") == []
+    # its ports went back to the (two-port) range: another model can use them
+    assert load(stack, "a", "half_plus_three")[0] == 200
