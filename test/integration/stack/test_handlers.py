@@ -98,8 +98,17 @@ def test_handler_with_rest_sees_the_whole_context(stack_with) -> None:
     assert defaults["model_version"] is None
 
 
-def test_handler_with_grpc(stack_with) -> None:
-    stack = stack_with("grpc_handler")
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},  # gevent, one worker (the default)
+        {"SAGEMAKER_GUNICORN_WORKER_CLASS": "sync", "SAGEMAKER_GUNICORN_WORKERS": "2"},
+        {"SAGEMAKER_GUNICORN_WORKER_CLASS": "gthread", "SAGEMAKER_GUNICORN_THREADS": "4"},
+    ],
+    ids=["gevent", "sync-2-workers", "gthread"],
+)
+def test_handler_with_grpc(stack_with, env: dict[str, str]) -> None:
+    stack = stack_with("grpc_handler", env)
     response = stack.post("[1.0, 2.0, 5.0]")
     assert response.status_code == 200, response.text
     body = response.json()

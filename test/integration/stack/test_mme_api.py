@@ -34,7 +34,8 @@ def models_root(tmp_path_factory: pytest.TempPathFactory, testdata_dir: Path) ->
 def stack(models_root: Path) -> Iterator[RunningStack]:
     work_dir = models_root.parent / "work"
     work_dir.mkdir()
-    with running_stack(models_root, work_dir, multi_model=True) as running:
+    env = {"SAGEMAKER_GUNICORN_WORKERS": "2"}  # state lives in the supervisor, not a worker
+    with running_stack(models_root, work_dir, env, multi_model=True) as running:
         yield running
 
 
