@@ -5,8 +5,8 @@ Fixtures call :func:`ensure_models`. Each model is written as ``OUT/<name>/<vers
 model whose directory already exists is skipped, so a warm cache costs nothing. The cache
 directory is ``$SAGEMAKER_TFS_TEST_MODELS`` or ``test/.models-cache`` (gitignored).
 
-Every model is checked to load in a TF1 session with tags ``{"serve"}``, the way TF Serving
-loads SavedModels.
+Every model is checked to load and run in a TF1 session with tags ``{"serve"}``, the way
+TF Serving loads SavedModels.
 """
 
 from __future__ import annotations
@@ -151,49 +151,41 @@ def _small_conv_classifier() -> tf.keras.Model:
     )
 
 
-class _JpegClassifier(tf.Module):
+def _export_keras(model: tf.keras.Model, export_dir: Path, fn: Callable, spec: object) -> None:
+    """Save ``fn`` over ``model`` as serving_default with Keras' ExportArchive.
+
+    ``tf.saved_model.save`` of a tf.Module holding a Keras 3 model leaves variables that a
+    TF1 session (TF Serving's way of loading) never restores; ExportArchive tracks them.
+    """
+    archive = tf.keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(name="serving_default", fn=fn, input_signature=[spec])
+    archive.write_out(str(export_dir), verbose=False)
+
+
+def _decode_jpeg(image: tf.Tensor) -> tf.Tensor:
+    pixels = tf.io.decode_jpeg(image, channels=3)
+    return tf.image.resize(pixels, [IMAGE_SIZE, IMAGE_SIZE]) / 255.0
+
+
+def make_jpeg_classifier(model_dir: Path) -> None:
     """JPEG bytes in, decoded and resized in the graph, classes and probabilities out."""
+    net = _small_conv_classifier()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = _small_conv_classifier()
-
-    def _decode(self, image: tf.Tensor) -> tf.Tensor:
-        pixels = tf.io.decode_jpeg(image, channels=3)
-        resized = tf.image.resize(pixels, [IMAGE_SIZE, IMAGE_SIZE])
-        return resized / 255.0
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
-    def serve(self, image_bytes: tf.Tensor) -> dict:
+    def serve(image_bytes: tf.Tensor) -> dict:
         images = tf.map_fn(
-            self._decode,
+            _decode_jpeg,
             image_bytes,
             fn_output_signature=tf.TensorSpec([IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32),
         )
-        probabilities = tf.nn.softmax(self.net(images))
+        probabilities = tf.nn.softmax(net(images, training=False))
         return {
             "classes": tf.argmax(probabilities, axis=1, output_type=tf.int64),
             "probabilities": probabilities,
         }
 
-
-def make_jpeg_classifier(model_dir: Path) -> None:
-    module = _JpegClassifier()
-    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
-
-
-class _KerasServing(tf.Module):
-    """Wraps a Keras model in a serving_default signature with a named input."""
-
-    def __init__(self, model: tf.keras.Model, input_name: str, output_name: str) -> None:
-        super().__init__()
-        self.model = model
-        self.output_name = output_name
-        spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32, name=input_name)
-        self.serve = tf.function(self._call, input_signature=[spec])
-
-    def _call(self, x: tf.Tensor) -> dict:
-        return {self.output_name: self.model(x, training=False)}
+    spec = tf.TensorSpec([None], tf.string, name="image_bytes")
+    _export_keras(net, model_dir / "1", serve, spec)
 
 
 def make_mobilenet_v2(model_dir: Path) -> None:
@@ -201,8 +193,12 @@ def make_mobilenet_v2(model_dir: Path) -> None:
     model = tf.keras.applications.MobileNetV2(
         input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), weights=None, classes=1000
     )
-    module = _KerasServing(model, "input_1", "predictions")
-    tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
+
+    def serve(images: tf.Tensor) -> dict:
+        return {"predictions": model(images, training=False)}
+
+    spec = tf.TensorSpec([None, IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32, name="input_1")
+    _export_keras(model, model_dir / "1", serve, spec)
 
 
 class _Detector(tf.Module):
@@ -237,12 +233,36 @@ MODELS: dict[str, Callable[[Path], None]] = {
 }
 
 
-def check_loads_in_tf1_session(version_dir: Path) -> None:
-    """Load the SavedModel in a TF1 session with tags {"serve"}, as TF Serving does."""
+def _sample_jpeg() -> bytes:
+    pixels = np.random.default_rng(SEED).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    return tf.io.encode_jpeg(pixels).numpy()
+
+
+def _sample_feeds(name: str) -> dict[str, np.ndarray]:
+    """A small valid input for each model's serving_default signature."""
+    if name == "jpeg_classifier":
+        return {"image_bytes": np.array([_sample_jpeg()], dtype=object)}
+    if name == "mobilenet_v2":
+        return {"input_1": np.zeros((1, IMAGE_SIZE, IMAGE_SIZE, 3), np.float32)}
+    if name == "detector":
+        return {"images": np.zeros((1, 512, 512, 3), np.float32)}
+    if name == "multi_io":
+        strings = np.array([b"a"], dtype=object)
+        return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}
+    return {"x": np.ones(2, np.float32)}
+
+
+def check_serves_in_tf1_session(version_dir: Path, feeds: dict[str, np.ndarray]) -> None:
+    """Load in a TF1 session with tags {"serve"} as TF Serving does and run serving_default.
+
+    Running it (not only loading) catches variables the SavedModel does not restore.
+    """
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(version_dir))
-        if "serving_default" not in meta.signature_def:
-            raise RuntimeError(f"{version_dir}: no serving_default signature")
+        signature = meta.signature_def["serving_default"]
+        feed = {signature.inputs[alias].name: value for alias, value in feeds.items()}
+        fetches = [info.name for info in signature.outputs.values()]
+        session.run(fetches, feed)
 
 
 def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
@@ -259,7 +279,7 @@ def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
     try:
         MODELS[name](staging)
         for version_dir in sorted(staging.iterdir()):
-            check_loads_in_tf1_session(version_dir)
+            check_serves_in_tf1_session(version_dir, _sample_feeds(name))
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
