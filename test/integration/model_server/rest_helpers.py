@@ -1,44 +1,31 @@
 """Helpers for the REST integration tests: a module-scoped real server and HTTP calls.
 
-The server is started with ``launch_model_server``/``wait_until_ready`` from this directory's
-conftest (the core engineer's launcher), loaded under its own module name so it does not clash
-with the other ``conftest`` modules.
+Servers are started with ``model_server_process`` (the launcher every model server test uses).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import requests
-
-_LAUNCHER_PATH = Path(__file__).with_name("conftest.py")
-
-
-def _launcher() -> Any:
-    spec = importlib.util.spec_from_file_location("model_server_launcher", _LAUNCHER_PATH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from model_server_process import ServerHandle, launch_model_server, wait_until_ready
 
 
-def start_server(args: list[str], log_path: Path) -> Any:
+def start_server(args: list[str], log_path: Path) -> ServerHandle:
     """Start ``sagemaker-tfs model-server`` with ``args`` on free ports and wait until ready."""
-    launcher = _launcher()
-    handle = launcher.launch_model_server(tuple(args), log_path)
+    handle = launch_model_server(tuple(args), log_path)
     try:
-        launcher.wait_until_ready(handle)
+        wait_until_ready(handle)
     except BaseException:
         stop_server(handle)
         raise
     return handle
 
 
-def stop_server(handle: Any) -> None:
+def stop_server(handle: ServerHandle) -> None:
     if handle.process.poll() is None:
         handle.process.send_signal(signal.SIGTERM)
         try:
