@@ -62,6 +62,8 @@ class Model:
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
         self.versions: dict[int, VersionState] = {}
+        # Applied only once every label points at an available version (see reload_config).
+        self.labels: dict[str, int] = {}
 
     def available(self) -> dict[int, Servable]:
         return {
@@ -122,9 +124,10 @@ class ModelManager:
                     model.spec = spec
             self._scan_all()
         self.wait_for_loads()
-        self._check_labels(specs.values())
+        self._apply_labels(list(specs.values()))
 
-    def _check_labels(self, specs) -> None:
+    def _apply_labels(self, specs: list[ModelSpec]) -> None:
+        """Take the config's labels, or none of them if one names an unavailable version."""
         with self._lock:
             for spec in specs:
                 available = self._models[spec.name].available()
@@ -135,6 +138,8 @@ class ModelManager:
                             f"Request to assign label to version {version} of model "
                             f"{spec.name}, which is not currently available for inference",
                         )
+            for spec in specs:
+                self._models[spec.name].labels = dict(spec.labels)
 
     def start_polling(self) -> None:
         """Rescan the base paths every poll interval (once only if the interval is <= 0)."""
@@ -276,7 +281,7 @@ class ModelManager:
         with self._lock:
             model = self._models.get(name)
             if label is not None:
-                labels = model.spec.labels if model is not None else {}
+                labels = model.labels if model is not None else {}
                 if label not in labels:
                     raise ServingError(
                         Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
@@ -315,7 +320,7 @@ class ModelManager:
                     raise not_found(f"Could not find version {wanted} of model {name}")
             elif request.model_spec.version_label:
                 label = request.model_spec.version_label
-                labels = model.spec.labels if model else {}
+                labels = model.labels if model else {}
                 if label not in labels:
                     raise ServingError(
                         Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"

@@ -150,3 +150,5 @@ def test_reload_config_over_grpc(start_model_server, testdata_dir: Path) -> None
         model_stub(server.grpc_target).HandleReloadConfigRequest(bad)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "version 999 of model second" in caught.value.details()
+    kept = stub.Predict(predict_request("second", {"x": float_tensor([[2.0]])}, label="stable"))
+    assert kept.model_spec.version.value == 123  # the rejected config changed no label
