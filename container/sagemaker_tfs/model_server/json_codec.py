@@ -30,6 +30,7 @@ from sagemaker_tfs.model_server.servable import Signature
 
 INDENT = "    "
 MAX_DEBUG_VALUE_BYTES = 256
+MAX_DIMS = 64  # NumPy's limit on the number of array dimensions
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"
 B64_KEY = "b64"
@@ -141,7 +142,7 @@ def json_value_error(value: Any, message: str) -> ServingError:
 def debug_string(value: Any) -> str:
     """A JSON value as TF Serving quotes it in messages: pretty, one-line arrays, cut."""
     text = _render_value(value, 0).encode("utf-8", errors="surrogateescape")
-    return text[:MAX_DEBUG_VALUE_BYTES].decode("utf-8", errors="ignore")
+    return text[:MAX_DEBUG_VALUE_BYTES].decode("utf-8", errors="surrogateescape")
 
 
 def _render_value(value: Any, depth: int) -> str:
@@ -450,11 +451,19 @@ def build_tensor(value: Any, dtype: int) -> np.ndarray:
         _walk(value, 0, state, dtype)
     except _ShapeError as error:
         raise invalid_argument(str(error)) from None
+    except RecursionError:
+        raise _too_many_dims(len(state.shape)) from None
+    if len(state.shape) > MAX_DIMS:
+        raise _too_many_dims(len(state.shape))
     if dtype == types_pb2.DT_STRING:
         array = np.empty(len(state.flat), dtype=object)
         array[:] = state.flat
         return array.reshape(state.shape)
     return np.array(state.flat, dtype=_NUMPY_TYPES[dtype]).reshape(state.shape)
+
+
+def _too_many_dims(count: int) -> ServingError:
+    return invalid_argument(f"Tensor has at least {count} dimensions; at most {MAX_DIMS} allowed")
 
 
 def _numeric_fast_path(value: Any, dtype: int) -> np.ndarray | None:

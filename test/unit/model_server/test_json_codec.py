@@ -317,3 +317,14 @@ def test_examples_become_tf_example_protos() -> None:
     assert listing.examples[1].features.feature["x"].float_list.value == [2.0, 2.5]
     plain = jc.parse_examples_request({"examples": [{"x": 1.0}]})
     assert plain.WhichOneof("kind") == "example_list"
+
+
+def test_too_deep_nesting_is_a_clear_400() -> None:
+    deep = "[" * 65 + "1" + "]" * 65
+    assert error_message(f'{{"instances": {deep}}}') == (
+        "Tensor has at least 65 dimensions; at most 64 allowed"
+    )
+    deeper = "[" * 990 + "1" + "]" * 990
+    assert "at most 64 allowed" in error_message(f'{{"inputs": {deeper}}}')
+    inputs, _ = parse('{"inputs": ' + "[" * 64 + "1" + "]" * 64 + "}")
+    assert inputs["x"].ndim == 64

@@ -1,0 +1,105 @@
+"""The HTTP layer of ``rest_api`` over real sockets, with a fault-injecting model manager.
+
+The manager here is a test double on purpose: no real manager path raises a non-ServingError
+or blocks on demand, and these tests are about what the HTTP server does when that happens
+(a 500 JSON answer and a live server; the ``num_threads`` bound on concurrent requests).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from model_server_process import free_port
+from sagemaker_tfs.model_server import rest_api
+from sagemaker_tfs.model_server.errors import not_found
+
+
+class FaultyManager:
+    """``get_servable`` raises a bug for model ``bug``, blocks for ``slow``, else NotFound."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def get_servable(self, name: str, version: int | None = None, label: str | None = None):
+        if name == "bug":
+            raise RuntimeError("boom")
+        if name == "slow":
+            self.entered.set()
+            self.release.wait(30)
+        raise not_found(f"Servable not found for request: Latest({name})")
+
+
+@pytest.fixture
+def manager() -> Iterator[FaultyManager]:
+    faulty = FaultyManager()
+    yield faulty
+    faulty.release.set()
+
+
+def start(manager: FaultyManager, num_threads: int, timeout_ms: int) -> rest_api.RestServer:
+    return rest_api.serve(manager, free_port(), num_threads, timeout_ms)
+
+
+def url(server: rest_api.RestServer, path: str) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}{path}"
+
+
+def test_handler_exception_is_500_json_and_server_keeps_serving(manager: FaultyManager) -> None:
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    try:
+        body = '{"instances": [1.0]}'
+        broken = requests.post(url(server, "/v1/models/bug:predict"), data=body, timeout=10)
+        assert broken.status_code == 500
+        assert broken.headers["Content-Type"] == "application/json"
+        assert broken.json() == {"error": "INTERNAL: boom"}
+        after = requests.post(url(server, "/v1/models/other:predict"), data=body, timeout=10)
+        assert after.status_code == 404
+        assert after.json() == {"error": "Servable not found for request: Latest(other)"}
+    finally:
+        server.shutdown()
+
+
+def test_num_threads_bounds_concurrent_requests(manager: FaultyManager) -> None:
+    """With one slot held by a blocked request, the next waits ``timeout_ms`` and gets 503."""
+    server = start(manager, num_threads=1, timeout_ms=300)
+    body = '{"instances": [1.0]}'
+    try:
+        holder: dict[str, Any] = {}
+        thread = threading.Thread(
+            target=lambda: holder.update(
+                response=requests.post(url(server, "/v1/models/slow:predict"), data=body)
+            )
+        )
+        thread.start()
+        assert manager.entered.wait(10)
+        blocked = requests.post(url(server, "/v1/models/x:predict"), data=body, timeout=10)
+        assert blocked.status_code == 503
+        assert json.loads(blocked.content) == {
+            "error": "Timed out waiting for a free REST API thread"
+        }
+        manager.release.set()
+        thread.join(10)
+        assert holder["response"].status_code == 404
+        freed = requests.post(url(server, "/v1/models/x:predict"), data=body, timeout=10)
+        assert freed.status_code == 404
+    finally:
+        server.shutdown()
+
+
+def test_chunked_request_body(manager: FaultyManager) -> None:
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    try:
+        chunks = iter([b'{"instances"', b": [1.0]}"])
+        response = requests.post(url(server, "/v1/models/m:predict"), data=chunks, timeout=10)
+        assert response.status_code == 404  # the body was read whole, then the model looked up
+        assert response.json() == {"error": "Servable not found for request: Latest(m)"}
+        empty = requests.post(url(server, "/v1/models/m:predict"), data=iter([]), timeout=10)
+        assert empty.json() == {"error": "JSON Parse error: The document is empty. at offset: 0"}
+    finally:
+        server.shutdown()
