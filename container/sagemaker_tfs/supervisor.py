@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +45,7 @@ MAX_BACKOFF_SECONDS = 10.0
 STABLE_AFTER_SECONDS = 30.0
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_SOCKET_WAIT_SECONDS = 60.0
+NGINX_START_SECONDS = 30.0
 
 
 class StartupError(RuntimeError):
@@ -226,27 +230,29 @@ class Supervisor:
 
     def _start_model_servers(self) -> None:
         names = [m.name for m in self.config.models]
-        for index, instance in enumerate(self.config.instances):
-            self.start_model_server(
-                f"model-server[{index}]", instance, self._model_config_file(), names
+        keys = [f"model-server[{index}]" for index in range(len(self.config.instances))]
+        for key, instance in zip(keys, self.config.instances, strict=True):
+            self.start_model_server(key, instance, self._model_config_file(), names)
+        for key, instance in zip(keys, self.config.instances, strict=True):
+            self._wait_for_models(key, instance, names)
+
+    def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
+        child = self.model_servers[key]
+        ready = wait_until_available(
+            instance.rest_port,
+            names,
+            self.config.wait_time_seconds,
+            lambda: child.running() and not self.stop_requested.is_set(),
+        )
+        if self.stop_requested.is_set():
+            raise StopRequested()
+        if not ready:
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before models {', '.join(names)} became AVAILABLE "
+                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
             )
-        for key, child in list(self.model_servers.items()):
-            instance = self.config.instances[int(key.split("[")[1].rstrip("]"))]
-            ready = wait_until_available(
-                instance.rest_port,
-                names,
-                self.config.wait_time_seconds,
-                lambda child=child: child.running() and not self.stop_requested.is_set(),
-            )
-            if self.stop_requested.is_set():
-                raise StopRequested()
-            if not ready:
-                why = "exited" if not child.running() else "timed out"
-                raise StartupError(
-                    f"{key} {why} before models {', '.join(names)} became AVAILABLE "
-                    f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
-                )
-            log.info("%s: models %s AVAILABLE", key, ", ".join(names))
+        log.info("%s: models %s AVAILABLE", key, ", ".join(names))
 
     def _start_control_api(self) -> None:
         self.registry = ModelRegistry(self.config, self)
@@ -278,12 +284,16 @@ class Supervisor:
     def _start_nginx(self) -> None:
         from sagemaker_tfs import nginx_config
 
-        text = nginx_config.render(self.config)
+        try:
+            text = nginx_config.render(self.config)
+        except nginx_config.NginxConfigError as error:
+            raise StartupError(f"cannot write the nginx config: {error}") from None
         path = self.work_dir / "nginx.conf"
         write_file(str(path), text)
         log.info("nginx config %s:\n%s", path, text.rstrip())
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         argv = [nginx, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
+        (self.work_dir / "nginx.pid").unlink(missing_ok=True)
         self.nginx = Child(
             "nginx",
             argv,
@@ -292,6 +302,29 @@ class Supervisor:
             stop_timeout=self.config.nginx_proxy_read_timeout + 5,
         )
         self.nginx.start()
+        self._wait_for_public_port(self.nginx)
+
+    def _wait_for_public_port(self, nginx: Child) -> None:
+        """nginx listens, or start-up fails (e.g. the port is taken).
+
+        nginx writes its pid file only after it has bound its sockets; checking the port
+        alone could be fooled by another process listening there.
+        """
+        deadline = time.monotonic() + NGINX_START_SECONDS
+        while not (
+            read_pid(self.work_dir / "nginx.pid") == nginx.pid
+            and port_accepts_connections(self.config.port)
+        ):
+            if self.stop_requested.is_set():
+                raise StopRequested()
+            if not nginx.running():
+                raise StartupError(
+                    f"nginx exited during start-up (is port {self.config.port} in use? "
+                    "see its log above)"
+                )
+            if time.monotonic() > deadline:
+                raise StartupError(f"nginx did not listen on port {self.config.port} in time")
+            time.sleep(POLL_SECONDS)
 
     # --- watching and stopping ---
 
@@ -348,6 +381,21 @@ class Supervisor:
         return str(self.work_dir / "batching.config")
 
 
+def port_accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def write_file(path: str, text: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
@@ -399,7 +447,7 @@ def configure_logging() -> None:
 
 
 def log_config(config: StackConfig) -> None:
-    log.info("configuration in effect:\n%s", config.to_json())
+    log.info("configuration in effect: %s", json.dumps(dataclasses.asdict(config), sort_keys=True))
 
 
 def main(argv: Sequence[str]) -> int:

@@ -152,7 +152,7 @@ StartStack = Callable[..., Stack]
 
 @pytest.fixture
 def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack]:
-    """Factory: ``start_stack(model_dir, env=None, multi_model=False, wait=True)``."""
+    """Factory: ``start_stack(model_dir, env=None, multi_model=False, wait=True, ...)``."""
     stacks: list[Stack] = []
 
     def start(
@@ -161,10 +161,11 @@ def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack
         multi_model: bool = False,
         wait: bool = True,
         port_range_size: int = 20,
+        port: int | None = None,
     ) -> Stack:
         work_dir = tmp_path_factory.mktemp("stack")
         low, high = free_port_range(port_range_size + 1)
-        port = high  # the public port sits at the end; the stack skips it
+        port = port or high  # by default the public port sits just above the internal ones
         child_env = dict(os.environ)
         child_env.update(
             {

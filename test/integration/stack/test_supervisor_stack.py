@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 from pathlib import Path
 
@@ -137,6 +138,18 @@ def test_bad_configuration_stops_start_up_with_a_clear_message(
     assert "SAGEMAKER_TFS_ENABLE_BATCHING must be 'true' or 'false', got 'yes'" in (
         stack.log_text()
     )
+
+
+def test_public_port_in_use_stops_start_up_clearly(start_stack: StartStack, bundled_models) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stack = start_stack(bundled_models, port=port, wait=False)
+        assert stack.process.wait(120) == 1
+    log = stack.log_text()
+    assert f"nginx exited during start-up (is port {port} in use?" in log
+    assert stack.child_pids("") == []
 
 
 def test_several_instances_all_serve(start_stack: StartStack, bundled_models) -> None:
