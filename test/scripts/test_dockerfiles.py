@@ -13,6 +13,7 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,37 @@ def test_every_runtime_dependency_is_pinned_in_the_lock() -> None:
         name = normalized(requirement.name)
         assert name in pins, f"{name} (setup.py) is not pinned in requirements.lock"
         assert requirement.specifier.contains(pins[name]), f"lock {name}=={pins[name]} vs {text}"
+
+
+def dependency_closure(requirements: list[str]) -> set[str]:
+    """Names of the distributions ``pip install`` pulls in for ``requirements``, extras
+    included, read from what is installed here (the test environment has them all)."""
+    seen: set[str] = set()
+    pending = [Requirement(text) for text in requirements]
+    while pending:
+        requirement = pending.pop()
+        name = normalized(requirement.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.distribution(name).requires or []:
+            dependency = Requirement(text)
+            extras = [""] + sorted(requirement.extras)
+            if dependency.marker is None or any(
+                dependency.marker.evaluate({"extra": extra}) for extra in extras
+            ):
+                pending.append(dependency)
+    return seen
+
+
+def test_the_lock_pins_every_transitive_dependency() -> None:
+    requires = ast.literal_eval(setup_py_calls()["install_requires"])
+    locked = {
+        normalized(line.split("==", 1)[0])
+        for line in (DOCKER_DIR / "requirements.lock").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert dependency_closure(requires) <= locked
 
 
 def test_serve_is_a_console_script_of_the_package() -> None:
