@@ -30,6 +30,24 @@ def _configure_logging() -> None:
     )
 
 
+def _import_tensorflow_quietly() -> None:
+    """Import TensorFlow with file descriptor 2 muted.
+
+    Its C++ start-up lines (oneDNN, CUDA probing) are written before TF_CPP_MIN_LOG_LEVEL
+    takes effect; an import failure still raises a Python exception, reported normally.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _announce(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -56,6 +74,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
+    _import_tensorflow_quietly()
     import tensorflow as tf
 
     from sagemaker_tfs.model_server import batching, grpc_api, model_config
@@ -80,6 +99,8 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
             return 1
         LOG.info("Batching enabled: %s", parameters.describe())
         scheduler = batching.BatchScheduler(parameters)
+    else:
+        LOG.info("Batching disabled")
 
     tf_config = session_config(
         options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism
