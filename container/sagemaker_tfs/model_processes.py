@@ -451,6 +451,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
         self.send_response(status, HTTPStatus(status).phrase)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if status != 200:  # an unread request body must not be taken for the next request
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 

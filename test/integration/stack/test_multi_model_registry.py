@@ -137,6 +137,19 @@ def test_load_errors(start_stack: StartStack, models_root: Path, tmp_path: Path)
     assert control(stack, "POST", "/models", body={"url": "other"})[0] == 400
     assert control(stack, "GET", "/models/nope") == (404, {"error": "Model nope is not loaded yet"})
     assert control(stack, "DELETE", "/models/nope")[0] == 404
+    # a refused request's unread body must not be taken for a request of its own
+    smuggled = b"DELETE /models/a HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.settimeout(10)
+        raw.connect(str(stack.work_dir / "supervisor.sock"))
+        raw.sendall(
+            b"POST /nowhere HTTP/1.1\r\nHost: x\r\n"
+            + f"Content-Length: {len(smuggled)}\r\n\r\n".encode()
+            + smuggled
+        )
+        time.sleep(1)
+        assert raw.recv(65536).count(b"HTTP/1.1 ") == 1
+    assert control(stack, "GET", "/models/a")[0] == 200
     # nothing was started for the refused loads; the good model still answers
     assert len(stack.child_pids("--rest_api_port")) == 1
     assert predict_direct(body_rest_port(stack, "a"), "a", [1.0]) == [3.5]
