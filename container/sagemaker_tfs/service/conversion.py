@@ -41,13 +41,21 @@ def split_json_lines(text: str) -> list[str]:
             )
         try:
             _, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, RecursionError) as error:
             raise ServiceError(400, f"Invalid JSON lines: {error}") from None
         values.append(text[index:end])
         index = end
     if not values:
         raise ServiceError(400, "Empty request body")
     return values
+
+
+def _json_lines_or_none(text: str) -> list[str]:
+    """JSON lines when the text is such, else [] (the caller reports its own JSON error)."""
+    try:
+        return split_json_lines(text)
+    except ServiceError:
+        return []
 
 
 def _is_tfs_request(value: object) -> bool:
@@ -63,8 +71,8 @@ def convert_json(text: str) -> str:
         raise ServiceError(400, "Empty request body")
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as error:
-        lines = split_json_lines(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        lines = _json_lines_or_none(text)
         if len(lines) < 2:
             raise ServiceError(400, f"Invalid JSON: {error}") from None
         return _instances(lines)

@@ -152,6 +152,15 @@ function splitJsonLines(text) {
     return values;
 }
 
+/* JSON lines when the text is such, else [] (the caller reports its own JSON error). */
+function jsonLinesOrNone(text) {
+    try {
+        return splitJsonLines(text);
+    } catch (e) {
+        return [];
+    }
+}
+
 function instancesOf(texts) {
     return '{"instances": [' + texts.join(',') + ']}';
 }
@@ -173,7 +182,7 @@ function convertJson(text) {
     try {
         value = JSON.parse(text);
     } catch (e) {
-        var lines = splitJsonLines(text);
+        var lines = jsonLinesOrNone(text);
         if (lines.length < 2) {
             throw new RequestError(400, 'Invalid JSON: ' + e.message);
         }

@@ -225,3 +225,26 @@ def test_batch_transform_parameters_and_limit(tmp_path: Path) -> None:
         assert front.post(eight_mb * 2).status_code == 413
     finally:
         front.stop()
+
+
+def test_deeply_nested_json_is_a_client_error(front: FrontEnd) -> None:
+    depth = 100_000
+    response = front.post("[" * depth + "]" * depth)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("Invalid JSON: ")
+    assert front.post("[1.0]").status_code == 200
+
+
+def test_no_model_name_anywhere_is_400(tmp_path: Path) -> None:
+    """The reference crashes on a URI without a model name; here it is a clear 400."""
+    front = start_front_end(tmp_path, default_model=None)
+    try:
+        response = front.post("[1.0]")
+        assert response.status_code == 400
+        assert "tfs-model-name" in response.json()["error"]
+        named = front.post(
+            "[1.0]", **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=half_plus_three"}
+        )
+        assert named.status_code == 200
+    finally:
+        front.stop()
