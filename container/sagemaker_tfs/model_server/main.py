@@ -77,7 +77,7 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
     _import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import batching, grpc_api, model_config
+    from sagemaker_tfs.model_server import batching, grpc_api, model_config, warmup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.manager import ModelManager
     from sagemaker_tfs.model_server.servable import Servable, session_config
@@ -113,6 +113,12 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
     def load(name: str, version: int, path: str) -> Servable:
         servable = Servable.load(name, version, path, tf_config)
         servable.set_batcher(scheduler)
+        if options.enable_model_warmup:
+            try:
+                warmup.run_warmup(servable, path)
+            except BaseException:
+                servable.close()
+                raise
         return servable
 
     manager = ModelManager(

@@ -152,3 +152,42 @@ def test_reload_config_over_grpc(start_model_server, testdata_dir: Path) -> None
     assert "version 999 of model second" in caught.value.details()
     kept = stub.Predict(predict_request("second", {"x": float_tensor([[2.0]])}, label="stable"))
     assert kept.model_spec.version.value == 123  # the rejected config changed no label
+
+
+def _write_warmup(version_dir: Path, inputs: dict[str, list[float]], copies: int) -> None:
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    log = prediction_log_pb2.PredictionLog()
+    request = log.predict_log.request
+    request.model_spec.name = "ignored"
+    for alias, values in inputs.items():
+        request.inputs[alias].CopyFrom(float_tensor(values))
+    target = version_dir / "assets.extra" / "tf_serving_warmup_requests"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(target)) as writer:
+        for _ in range(copies):
+            writer.write(log.SerializeToString())
+
+
+def test_warmup_requests_run_before_available(
+    start_model_server, testdata_dir: Path, tmp_path: Path
+) -> None:
+    source = testdata_dir / "saved_model_half_plus_three"
+    shutil.copytree(source, tmp_path / "warm")
+    shutil.copytree(source, tmp_path / "cold")
+    _write_warmup(tmp_path / "warm" / "00000123", {"x": [1.0, 2.0]}, copies=3)
+    _write_warmup(tmp_path / "cold" / "00000123", {"wrong": [1.0]}, copies=1)
+    config = tmp_path / "models.config"
+    config.write_text(
+        "model_config_list {\n"
+        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' }}\n"
+        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' }}\n"
+        "}\n"
+    )
+    server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
+    assert _status(server.grpc_target, "warm") == [(123, State.AVAILABLE, "")]
+    assert "Number of warmup records read: 3." in server.log
+    [(version, state, message)] = _status(server.grpc_target, "cold")
+    assert (version, state) == (123, State.END)
+    assert "Missing but required: {x}." in message

@@ -1,0 +1,68 @@
+"""SavedModel warm-up: replay ``assets.extra/tf_serving_warmup_requests`` like TF Serving.
+
+The file is a TFRecord of ``PredictionLog`` protos. Each logged request runs once against
+the freshly loaded version before it becomes AVAILABLE, so the first real request does not
+pay for lazy initialisation. A failing record fails the load, as in TF Serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from sagemaker_tfs.model_server.grpc_api import tensor_to_array
+from sagemaker_tfs.model_server.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
+
+LOG = logging.getLogger(__name__)
+
+WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
+MAX_WARMUP_RECORDS = 1000
+
+
+def _replay(servable: Servable, log: prediction_log_pb2.PredictionLog) -> None:
+    kind = log.WhichOneof("log_type")
+    if kind == "predict_log":
+        request = log.predict_log.request
+        inputs = {alias: tensor_to_array(proto) for alias, proto in request.inputs.items()}
+        servable.predict(request.model_spec.signature_name, inputs, list(request.output_filter))
+    elif kind == "classify_log":
+        request = log.classify_log.request
+        servable.classify(request.model_spec.signature_name, request.input)
+    elif kind == "regress_log":
+        request = log.regress_log.request
+        servable.regress(request.model_spec.signature_name, request.input)
+    elif kind == "multi_inference_log":
+        request = log.multi_inference_log.request
+        for task in request.tasks:
+            if task.method_name == CLASSIFY_METHOD:
+                servable.classify(task.model_spec.signature_name, request.input)
+            elif task.method_name == REGRESS_METHOD:
+                servable.regress(task.model_spec.signature_name, request.input)
+            else:
+                raise ValueError(f"Unsupported signature method_name: {task.method_name}")
+    else:
+        raise ValueError(f"Unsupported log_type for warmup: {kind}")
+
+
+def run_warmup(servable: Servable, version_dir: str) -> int:
+    """Replay the version's warm-up requests; returns how many ran (0 without a file)."""
+    path = Path(version_dir) / WARMUP_FILE
+    if not path.is_file():
+        return 0
+    count = 0
+    for record in tf.compat.v1.io.tf_record_iterator(str(path)):
+        count += 1
+        if count > MAX_WARMUP_RECORDS:
+            raise ValueError(
+                f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
+            )
+        _replay(servable, prediction_log_pb2.PredictionLog.FromString(record))
+    LOG.info(
+        "Finished reading warmup data for model at %s. Number of warmup records read: %d.",
+        path,
+        count,
+    )
+    return count
