@@ -430,15 +430,24 @@ class _ControlHandler(BaseHTTPRequestHandler):
             raise ControlError(400, "invalid Content-Length") from None
         if length <= 0 or length > self.MAX_BODY:
             raise ControlError(400, "expected a JSON body of at most 64 KiB")
+        data = self.rfile.read(length)
+        self._body_read = True
         try:
-            body = json.loads(self.rfile.read(length))
+            body = json.loads(data)
         except ValueError as error:
             raise ControlError(400, f"invalid JSON body: {error}") from None
         if not isinstance(body, dict):
             raise ControlError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
         return body
 
+    def _unread_body(self) -> bool:
+        """A body this handler did not read must not be taken for the next request."""
+        declared = self.headers.get("Content-Length", "0").strip() not in ("", "0")
+        chunked = "Transfer-Encoding" in self.headers
+        return (declared or chunked) and not self._body_read
+
     def _dispatch(self, action: Callable[[list[str]], dict[str, Any]]) -> None:
+        self._body_read = False
         parts = [p for p in urllib.request.unquote(self.path.split("?")[0]).split("/") if p]
         try:
             status, payload = 200, action(parts)
@@ -451,7 +460,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         self.send_response(status, HTTPStatus(status).phrase)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        if status != 200:  # an unread request body must not be taken for the next request
+        if status != 200 or self._unread_body():
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)

@@ -287,3 +287,38 @@ def test_registry_refuses_with_507_when_memory_is_low(tmp_path: Path) -> None:
     assert error.value.status == 507
     assert error.value.message == "Not enough memory to load model m: 10 bytes available"
     assert launcher.started == [] and registry.list() == []
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+def test_control_api_never_reads_a_body_as_the_next_request(tmp_path: Path, method: str) -> None:
+    import socket
+
+    from sagemaker_tfs.model_processes import ControlServer
+
+    make_model(tmp_path / "models" / "m")
+    config = load_config(
+        {"SAGEMAKER_MULTI_MODEL": "true"},
+        model_dir=str(tmp_path / "models"),
+        work_dir=str(tmp_path / "work"),
+    )
+    path = str(tmp_path / "control.sock")
+    server = ControlServer(path, ModelRegistry(config, RecordingLauncher()))
+    server.serve_in_background()
+    try:
+        smuggled = b"GET /models HTTP/1.1\r\nHost: x\r\n\r\n"
+        target = "/models" if method == "GET" else "/models/unknown"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.settimeout(5)
+            raw.connect(path)
+            raw.sendall(
+                f"{method} {target} HTTP/1.1\r\nHost: x\r\n".encode()
+                + f"Content-Length: {len(smuggled)}\r\n\r\n".encode()
+                + smuggled
+            )
+            received = b""
+            while chunk := raw.recv(65536):
+                received += chunk
+        assert received.count(b"HTTP/1.1 ") == 1, received
+    finally:
+        server.shutdown()
+        server.server_close()
