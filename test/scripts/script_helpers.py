@@ -12,6 +12,7 @@ a stand-in ``scripts/local.sh`` instead of starting the real stack.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -146,3 +147,93 @@ def make_runner(tmp_path: Path) -> ScriptRunner:
         path.write_text(text)
         path.chmod(0o755)
     return ScriptRunner(root, bin_dir, tmp_path / "calls.jsonl")
+
+
+def glob_regex(glob: str) -> re.Pattern[str]:
+    """A .dockerignore glob as a regex: ``**`` spans directories, ``*`` and ``?`` do not."""
+    parts = re.split(r"(\*\*/?|\*|\?)", glob)
+    translated = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(translated.get(part, re.escape(part)) for part in parts))
+
+
+def dockerignore_includes(relative: str, patterns: list[str]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides."""
+    parts = relative.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    included = True
+    for pattern in patterns:
+        negated = pattern.startswith("!")
+        regex = glob_regex(pattern.removeprefix("!").rstrip("/"))
+        if any(regex.fullmatch(candidate) for candidate in candidates):
+            included = negated
+    return included
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def build_context(destination: Path) -> Path:
+    """Copies the files .dockerignore lets into the build context."""
+    patterns = dockerignore_patterns()
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for relative in tracked:
+        source = REPO_ROOT / relative
+        if source.is_file() and dockerignore_includes(relative, patterns):
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    arguments: str
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[Instruction]
+
+    def all(self, keyword: str) -> list[str]:
+        return [i.arguments for i in self.instructions if i.keyword == keyword]
+
+
+def parse_dockerfile(path: Path) -> list[Stage]:
+    """Instructions grouped by stage; continuation lines joined, comments dropped."""
+    logical: list[str] = []
+    pending = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, f"{path}: dangling line continuation"
+    stages: list[Stage] = []
+    for line in logical:
+        keyword, _, arguments = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            match = re.fullmatch(r"(\S+)(?:\s+AS\s+(\S+))?", arguments.strip(), re.IGNORECASE)
+            assert match, f"{path}: bad FROM {arguments!r}"
+            stages.append(Stage(match.group(1), match.group(2), []))
+        else:
+            assert stages, f"{path}: {keyword} before FROM"
+            stages[-1].instructions.append(Instruction(keyword, " ".join(arguments.split())))
+    return stages
