@@ -32,6 +32,8 @@ BATCH_BODY_LIMIT_MB = 100
 RESPONSE_LIMIT_MB = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
+# SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
+PING_TIMEOUT_SECONDS = 1
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -145,6 +147,14 @@ def _mode_locations(config: StackConfig) -> str:
         "            proxy_pass_request_headers off;\n"
         "            proxy_set_header Content-Type application/json;\n"
         "            proxy_set_header Accept application/json;\n"
+        '            proxy_set_header Connection "";\n'
+        "            proxy_pass http://model_servers/;\n"
+        "        }\n"
+        "        location /tfs-status/ {\n"
+        "            internal;\n"
+        f"            proxy_connect_timeout {PING_TIMEOUT_SECONDS}s;\n"
+        f"            proxy_read_timeout {PING_TIMEOUT_SECONDS}s;\n"
+        "            proxy_pass_request_headers off;\n"
         '            proxy_set_header Connection "";\n'
         "            proxy_pass http://model_servers/;\n"
         "        }\n"

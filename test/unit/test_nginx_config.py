@@ -166,3 +166,10 @@ def test_default_model_and_model_names_reach_njs(tmp_path: Path) -> None:
 def test_workers_run_as_the_stack_user(tmp_path: Path) -> None:
     assert "user root;" in nginx_config.render(make_config(tmp_path), euid=0)
     assert "user " not in nginx_config.render(make_config(tmp_path), euid=1000)
+
+
+def test_ping_status_checks_have_a_short_timeout(tmp_path: Path) -> None:
+    block = location_block(nginx_config.render(make_config(tmp_path)), "/tfs-status/")
+    assert "internal;" in block
+    assert f"proxy_read_timeout {nginx_config.PING_TIMEOUT_SECONDS}s;" in block
+    assert nginx_config.PING_TIMEOUT_SECONDS < 2

@@ -337,7 +337,7 @@ function ping(r) {
         return;
     }
     var checks = names.map(function (name) {
-        return r.subrequest('/tfs/v1/models/' + name, {method: 'GET'});
+        return r.subrequest('/tfs-status/v1/models/' + name, {method: 'GET'});
     });
     Promise.all(checks)
         .then(function (replies) {

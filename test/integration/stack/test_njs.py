@@ -159,6 +159,18 @@ def test_ping_is_200_when_the_model_is_available(front: FrontEnd) -> None:
     assert requests.get(front.url + "/ping", timeout=5).status_code == 200
 
 
+def test_ping_answers_within_2_seconds_when_the_model_server_hangs(front: FrontEnd) -> None:
+    import requests
+
+    front.recorder.status_delay_seconds = 5.0
+    try:
+        response = requests.get(front.url + "/ping", timeout=2)  # raises if slower
+        assert response.status_code == 503
+    finally:
+        front.recorder.status_delay_seconds = 0.0
+    assert requests.get(front.url + "/ping", timeout=2).status_code == 200
+
+
 def test_unknown_paths_are_404_json(front: FrontEnd) -> None:
     import requests
 
