@@ -108,8 +108,19 @@ def latency_summary(latencies: list[float]) -> dict[str, float]:
     }
 
 
-def ratio(numerator: float, denominator: float) -> float:
-    return round(numerator / denominator, 3) if denominator else float("nan")
+def measured(call: Callable[[], object], count: int, warmup: int) -> dict:
+    """Latency summary of a path, or its error if the path does not work (it is reported)."""
+    try:
+        return latency_summary(timed(call, count, warmup))
+    except RuntimeError as error:
+        print(f"path failed: {error}", file=sys.stderr)
+        return {"error": str(error)[:300]}
+
+
+def ratio(figures: dict, numerator: str, denominator: str, key: str = "p50_ms") -> float | None:
+    """``figures[numerator][key] / figures[denominator][key]``; None if either path failed."""
+    top, bottom = figures[numerator].get(key), figures[denominator].get(key)
+    return round(top / bottom, 3) if top and bottom else None
 
 
 @contextlib.contextmanager
@@ -184,14 +195,15 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
             ("builtin_npy", "application/x-npy"),
         ):
             post = Poster(stack, "image/jpeg", accept, "mobilenet_v2")
-            figures[label] = latency_summary(timed(functools.partial(post, image), count, warmup))
+            figures[label] = measured(functools.partial(post, image), count, warmup)
     for label, example in (("seed001_rest", "seed001_rest"), ("seed001_grpc", "seed001_grpc")):
         with stack_for(models_root, ["mobilenet_v2"], example) as stack:
             post = Poster(stack, "application/x-image", "application/json", "mobilenet_v2")
-            figures[label] = latency_summary(timed(functools.partial(post, image), count, warmup))
-    base = figures["builtin_json"]["p50_ms"]
-    figures["builtin_json_over_in_process_p50"] = ratio(base, figures["in_process"]["p50_ms"])
-    figures["seed001_rest_over_builtin_json_p50"] = ratio(figures["seed001_rest"]["p50_ms"], base)
+            figures[label] = measured(functools.partial(post, image), count, warmup)
+    figures["builtin_json_over_in_process_p50"] = ratio(figures, "builtin_json", "in_process")
+    figures["builtin_npy_over_in_process_p50"] = ratio(figures, "builtin_npy", "in_process")
+    figures["seed001_rest_over_builtin_json_p50"] = ratio(figures, "seed001_rest", "builtin_json")
+    figures["seed001_grpc_over_builtin_json_p50"] = ratio(figures, "seed001_grpc", "builtin_json")
     return figures
 
 
@@ -213,15 +225,15 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
             ("builtin_json", "application/json"),
         ):
             post = Poster(stack, "application/x-image-stream", accept, "detector")
-            figures[label] = latency_summary(timed(functools.partial(post, body), count, warmup))
+            figures[label] = measured(functools.partial(post, body), count, warmup)
     with stack_for(models_root, ["detector"], "seed000_image_stream") as stack:
         post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
         figures["seed000_handler"] = latency_summary(
             timed(functools.partial(post, body), count, warmup)
         )
-    npz = figures["builtin_npz"]["p50_ms"]
-    figures["json_over_npz_p50"] = ratio(figures["builtin_json"]["p50_ms"], npz)
-    figures["npz_over_in_process_p50"] = ratio(npz, figures["in_process"]["p50_ms"])
+    figures["json_over_npz_p50"] = ratio(figures, "builtin_json", "builtin_npz")
+    figures["npz_over_in_process_p50"] = ratio(figures, "builtin_npz", "in_process")
+    figures["seed000_over_npz_p50"] = ratio(figures, "seed000_handler", "builtin_npz")
     return figures
 
 
@@ -265,8 +277,8 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
                 args.clients,
             )
             figures[f"{label}_images_per_s"] = round(rate, 1)
-    figures["batching_on_over_in_process"] = ratio(
-        figures["batching_on_images_per_s"], figures["in_process_batched_images_per_s"]
+    figures["batching_on_over_in_process"] = round(
+        figures["batching_on_images_per_s"] / figures["in_process_batched_images_per_s"], 3
     )
     figures["clients"] = args.clients
     return figures
@@ -333,7 +345,9 @@ def print_table(results: dict) -> None:
     print(f"\n{'scenario':<16} {'figure':<40} {'value':>12}")
     for scenario, figures in results.items():
         for name, value in figures.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and "error" in value:
+                print(f"{scenario:<16} {name:<40} {'FAILED':>12}  {value['error'][:60]}")
+            elif isinstance(value, dict):
                 for key in ("p50_ms", "p95_ms"):
                     print(f"{scenario:<16} {name + ' ' + key:<40} {value[key]:>12}")
             else:
