@@ -105,15 +105,18 @@ class RestApi:
         return self._manager.get_servable(target.model, target.version, target.label)
 
     def _inference(self, target: Target, body: bytes) -> bytes:
+        """Predict looks the model up before reading inputs (it needs the signature's types);
+        classify and regress read the whole request first, as TF Serving does."""
         document = json_codec.parse_json_object(body)
         signature_name = json_codec.parse_signature_name(document)
-        servable = self._servable(target)
         if target.action == "predict":
+            servable = self._servable(target)
             signature = servable.signature(signature_name)
             inputs, columnar = json_codec.parse_predict_request(document, signature)
             outputs = servable.predict(signature_name, inputs)
             return json_codec.format_predict_response(outputs, signature, columnar)
         request_input = json_codec.parse_examples_request(document)
+        servable = self._servable(target)
         if target.action == "classify":
             result = servable.classify(signature_name, request_input)
             return json_codec.format_classify_response(result)

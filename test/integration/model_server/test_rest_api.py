@@ -441,3 +441,38 @@ def test_keep_alive_and_concurrent_requests(server: Any) -> None:
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(call, range(40)))
     assert results == [{"predictions": [0.5 * v + 3]} for v in range(40)]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        ("/v1/models/nope:regress", '{"x": 1}', 400, "Missing 'examples' key"),
+        (
+            "/v1/models/nope:classify",
+            '{"examples": {"x": 1.0}}',
+            400,
+            'JSON Value: {\n    "examples": {\n        "x": 1.0\n    }\n} '
+            "Expecting 'examples' to be an list/array",
+        ),
+        (
+            "/v1/models/nope:regress",
+            '{"examples": [{"x": 1.0}]}',
+            404,
+            "Servable not found for request: Latest(nope)",
+        ),
+        (
+            "/v1/models/half_plus_three:regress",
+            '{"examples": [{"x": 1.0}]}',
+            400,
+            "Expected regression signature method_name to be tensorflow/serving/regress. "
+            "Was: tensorflow/serving/predict",
+        ),
+    ],
+)
+def test_classify_regress_errors(
+    client: RestClient, path: str, body: str, status: int, message: str
+) -> None:
+    """The examples are read before the model is looked up, as TF Serving does."""
+    response = client.post(path, body)
+    assert response.status_code == status
+    assert response.content == error_body(message)
