@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -159,28 +160,47 @@ def test_usage_errors(args: list[str], message: str) -> None:
     assert message in result.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_every_default_example_succeeds_against_the_local_stack(tmp_path: Path) -> None:
+def run_against_local_stack(tmp_path: Path, env: dict[str, str], *curl_args: str) -> str:
     """start.sh --local (the real stack on this host: nginx, gunicorn, model server), then
-    curl.sh, then stop.sh --local."""
+    curl.sh, then stop.sh --local; returns curl.sh's output."""
     if shutil.which("nginx", path="/usr/sbin:/usr/bin") is None:
         pytest.skip("nginx is not installed")
     port = free_port()
     work = ["--work-dir", str(tmp_path / "work")]
+    # free_port() comes from the ephemeral range (< 61000): the next 100 stay below 65536
+    env = {**os.environ, "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{port + 100}", **env}
     start = subprocess.run(
         [str(REPO_ROOT / "scripts" / "start.sh"), "--local", "--port", str(port), *work],
         capture_output=True,
         text=True,
         timeout=330,
+        env=env,
     )
     try:
         assert start.returncode == 0, start.stdout + start.stderr
-        result = run_curl(port)
+        result = run_curl(port, *curl_args)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert result.stdout.count("-- HTTP 200") == 7
-        assert "[3.5, 4.0, 5.5" in result.stdout.replace("\n", "").replace("    ", "")
+        return result.stdout
     finally:
         subprocess.run(
             [str(REPO_ROOT / "scripts" / "stop.sh"), "--local", *work], timeout=120, check=False
         )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_every_default_example_succeeds_against_the_local_stack(tmp_path: Path) -> None:
+    output = run_against_local_stack(tmp_path, {})
+    assert output.count("-- HTTP 200") == 7
+    assert "[3.5, 4.0, 5.5" in output.replace("\n", "").replace("    ", "")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_multi_model_example_succeeds_against_a_local_multi_model_stack(tmp_path: Path):
+    models = str(REPO_ROOT / "test" / "resources" / "models")
+    env = {"SAGEMAKER_MULTI_MODEL": "true"}
+    output = run_against_local_stack(tmp_path, env, "--models-root", models, "multi-model")
+    assert output.count("-- HTTP 200") == 4
+    assert "Successfully loaded model half_plus_three" in output
+    assert "Successfully unloaded model half_plus_three" in output
