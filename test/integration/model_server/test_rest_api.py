@@ -400,6 +400,12 @@ def test_long_values_are_cut_at_256_bytes(client: RestClient) -> None:
         ("GET", "/v1/models/nope", 404, "Could not find any versions of model nope"),
         ("GET", "/v1/models/hp3/versions/3", 404, "Could not find version 3 of model hp3"),
         ("GET", "/v1/models", 400, "Missing model name in request."),
+        (
+            "POST",
+            "/v1/models/hp3/labels/nope:predict",
+            400,
+            "Unrecognized servable version label: nope",
+        ),
         ("POST", "/v1/models/x:foo", 400, "Malformed request: POST /v1/models/x:foo"),
         ("POST", "/v1/models/x:PREDICT", 400, "Malformed request: POST /v1/models/x:PREDICT"),
         ("GET", "/v1/models/x:predict", 400, "Malformed request: GET /v1/models/x:predict"),
