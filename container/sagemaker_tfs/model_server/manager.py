@@ -261,9 +261,14 @@ class ModelManager:
         )
         state.state = State.UNLOADING
         servable, state.servable = state.servable, None
-        if servable is not None:
-            servable.close()
         state.state = State.END
+        if servable is None:
+            return
+        if self._stopping.is_set():
+            servable.close()
+        else:
+            # Closing waits for requests in flight; never do that under the manager lock.
+            self._pool.submit(servable.close)
 
     def _remove_model(self, model: Model) -> None:
         for state in model.versions.values():

@@ -128,6 +128,9 @@ class Servable:
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
         self._callables_lock = threading.Lock()
         self._batcher: BatchSubmitter | None = None
+        self._in_flight = 0
+        self._closed = False
+        self._idle = threading.Condition()
 
     @classmethod
     def load(cls, name: str, version: int, path: str, config: tf.compat.v1.ConfigProto) -> Servable:
@@ -148,8 +151,27 @@ class Servable:
         """Route every run through ``batcher`` (see ``batching.BatchScheduler``)."""
         self._batcher = batcher
 
-    def close(self) -> None:
+    def close(self, drain_timeout: float = 30.0) -> None:
+        """Refuse new runs, wait (bounded) for runs in flight, then close the session."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=drain_timeout)
         self._session.close()
+
+    def _enter(self) -> None:
+        with self._idle:
+            if self._closed:
+                raise ServingError(
+                    Code.UNAVAILABLE,
+                    f"Servable {{name: {self.name} version: {self.version}}} is being unloaded",
+                )
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.notify_all()
 
     # ----- signatures -----
 
@@ -199,14 +221,17 @@ class Servable:
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
-        runner = self._callable(signature, inputs, outputs)
-        if self._batcher is not None:
-            key = (self.name, self.version, signature.name, inputs, outputs)
-            return self._batcher.submit(key, values, runner)
+        self._enter()
         try:
+            runner = self._callable(signature, inputs, outputs)
+            if self._batcher is not None:
+                key = (self.name, self.version, signature.name, inputs, outputs)
+                return self._batcher.submit(key, values, runner)
             return runner(values)
         except tf.errors.OpError as error:
             raise ServingError(Code(error.error_code), error.message) from None
+        finally:
+            self._leave()
 
     def predict(
         self,

@@ -1,0 +1,51 @@
+"""Servable unloading in-process (a real TF session): requests in flight finish first."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.servable import Servable, session_config
+
+
+class _SlowBatcher:
+    """Holds each run until released, so a close() can be issued while it is in flight."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def submit(self, key, values, runner):  # type: ignore[no-untyped-def]
+        self.entered.set()
+        self.release.wait(10)
+        return runner(values)
+
+
+def test_close_waits_for_runs_in_flight_and_refuses_new_ones(testdata_dir: Path) -> None:
+    path = testdata_dir / "saved_model_half_plus_three" / "00000123"
+    servable = Servable.load("h3", 123, str(path), session_config(1, 1))
+    batcher = _SlowBatcher()
+    servable.set_batcher(batcher)
+    results: list[np.ndarray] = []
+    request = threading.Thread(
+        target=lambda: results.append(
+            servable.predict("", {"x": np.array([1.0], dtype=np.float32)})["y"]
+        )
+    )
+    request.start()
+    assert batcher.entered.wait(10)
+    closer = threading.Thread(target=servable.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # still waiting for the request in flight
+    with pytest.raises(ServingError) as caught:
+        servable.predict("", {"x": np.array([1.0], dtype=np.float32)})
+    assert caught.value.code == Code.UNAVAILABLE
+    batcher.release.set()
+    request.join(10)
+    closer.join(10)
+    assert not closer.is_alive()
+    np.testing.assert_array_equal(results[0], [3.5])
