@@ -351,7 +351,7 @@ def print_table(results: dict) -> None:
                 for key in ("p50_ms", "p95_ms"):
                     print(f"{scenario:<16} {name + ' ' + key:<40} {value[key]:>12}")
             else:
-                print(f"{scenario:<16} {name:<40} {value:>12}")
+                print(f"{scenario:<16} {name:<40} {value!s:>12}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
