@@ -134,21 +134,24 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
         manager.shutdown()
         return 1
     manager.start_polling()
-
-    grpc_server = grpc_api.serve(manager, options.port, options.grpc_max_message_bytes)
-    _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
-    rest_server = _start_rest(manager, options)
-    _announce("NET_LOG: Entering the event loop ...")
-
-    while not stop.wait(1.0):
-        pass
-    LOG.info("Shutting down")
-    if rest_server is not None:
-        rest_server.shutdown()
-    grpc_server.stop(grace=1.0).wait(3.0)
-    if scheduler is not None:
-        scheduler.shutdown()
-    manager.shutdown()
+    grpc_server = None
+    rest_server = None
+    try:
+        grpc_server = grpc_api.serve(manager, options.port, options.grpc_max_message_bytes)
+        _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
+        rest_server = _start_rest(manager, options)
+        _announce("NET_LOG: Entering the event loop ...")
+        while not stop.wait(1.0):
+            pass
+        LOG.info("Shutting down")
+    finally:
+        if rest_server is not None:
+            rest_server.shutdown()
+        if grpc_server is not None:
+            grpc_server.stop(grace=1.0).wait(3.0)
+        if scheduler is not None:
+            scheduler.shutdown()
+        manager.shutdown()
     return 0
 
 

@@ -191,3 +191,32 @@ def test_warmup_requests_run_before_available(
     [(version, state, message)] = _status(server.grpc_target, "cold")
     assert (version, state) == (123, State.END)
     assert "Missing but required: {x}." in message
+
+
+def test_port_in_use_fails_fast_with_clear_error(start_model_server, testdata_dir: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = start_model_server(
+            f"--port={port}",
+            "--model_name=h3",
+            f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
+            "--max_num_load_retries=0",
+            wait=False,
+        )
+        assert server.process.wait(timeout=60) == 1
+    assert "Model server failed to start" in server.log
+    assert str(port) in server.log
+
+
+def test_sigint_exits_cleanly(start_model_server, testdata_dir: Path) -> None:
+    server = start_model_server(
+        "--model_name=h3",
+        f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
+        "--max_num_load_retries=0",
+    )
+    assert server.stop(signal.SIGINT) == 0
+    assert "Shutting down" in server.log
