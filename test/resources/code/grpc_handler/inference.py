@@ -4,7 +4,6 @@ import json
 
 import grpc
 import numpy as np
-
 from sagemaker_tfs import protos
 
 
