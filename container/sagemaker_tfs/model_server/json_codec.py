@@ -26,6 +26,11 @@ from tensorflow.core.framework import types_pb2
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
+
+try:  # several times faster on large numeric payloads; the standard parser remains the judge
+    import orjson
+except ImportError:  # pragma: no cover - orjson ships with the model-server extra
+    orjson = None
 from sagemaker_tfs.model_server.servable import Signature
 
 INDENT = "    "
@@ -88,6 +93,26 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
     NaN/Infinity/-Infinity are accepted and bytes after the root value are ignored.
     """
+    document = _strict_fast_parse(body)
+    if document is None:
+        document = _lenient_parse(body)
+    if not isinstance(document, dict):
+        raise json_value_error(document, "Is not object")
+    return document
+
+
+def _strict_fast_parse(body: bytes) -> Any | None:
+    """orjson for plain JSON; None when it refuses (NaN, trailing bytes, errors...)."""
+    if orjson is None:
+        return None
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _lenient_parse(body: bytes) -> Any:
+    """The standard parser: NaN/Infinity, trailing bytes ignored, rapidjson's error words."""
     text = body.decode("utf-8", errors="surrogateescape")
     start = _WHITESPACE.match(text).end()
     if start == len(text):
@@ -101,8 +126,6 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise invalid_argument(
             "JSON Parse error: Terminate parsing due to Handler error."
         ) from None
-    if not isinstance(document, dict):
-        raise json_value_error(document, "Is not object")
     return document
 
 

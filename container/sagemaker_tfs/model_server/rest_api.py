@@ -9,11 +9,14 @@ batcher), which releases the GIL while TensorFlow runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import re
 import threading
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -107,12 +110,15 @@ class RestApi:
     def _inference(self, target: Target, body: bytes) -> bytes:
         """Predict looks the model up before reading inputs (it needs the signature's types);
         classify and regress read the whole request first, as TF Serving does."""
-        document = json_codec.parse_json_object(body)
+        with _cyclic_gc_paused():
+            document = json_codec.parse_json_object(body)
         signature_name = json_codec.parse_signature_name(document)
         if target.action == "predict":
             servable = self._servable(target)
             signature = servable.signature(signature_name)
-            inputs, columnar = json_codec.parse_predict_request(document, signature)
+            with _cyclic_gc_paused():
+                inputs, columnar = json_codec.parse_predict_request(document, signature)
+            del document
             outputs = servable.predict(signature_name, inputs)
             return json_codec.format_predict_response(outputs, signature, columnar)
         request_input = json_codec.parse_examples_request(document)
@@ -148,6 +154,35 @@ class RestApi:
             "metadata": {"signature_def": json_codec.proto_json(servable.signature_def_map())},
         }
         return json_codec.format_proto_document(document)
+
+
+_gc_pause_lock = threading.Lock()
+_gc_pause_count = 0
+_gc_was_enabled = True
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a request body becomes lists and arrays.
+
+    A large JSON tensor allocates hundreds of thousands of lists (which hold no cycles), and
+    each allocation burst triggers collections that walk every object TensorFlow keeps alive:
+    measured 0.35-0.47 s instead of 0.08-0.12 s per MobileNetV2 request. Reference counting
+    still frees everything; collection resumes when the last concurrent parse ends.
+    """
+    global _gc_pause_count, _gc_was_enabled
+    with _gc_pause_lock:
+        _gc_pause_count += 1
+        if _gc_pause_count == 1:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_pause_lock:
+            _gc_pause_count -= 1
+            if _gc_pause_count == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 class _Handler(BaseHTTPRequestHandler):

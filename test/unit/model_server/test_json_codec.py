@@ -329,3 +329,11 @@ def test_too_deep_nesting_is_a_clear_400() -> None:
     assert "at most 64 allowed" in message or message.startswith("JSON Parse error: ")
     inputs, _ = parse('{"inputs": ' + "[" * 64 + "1" + "]" * 64 + "}")
     assert inputs["x"].ndim == 64
+
+
+def test_fast_and_standard_parsers_agree() -> None:
+    body = b'{"instances": [[1, 2.5, -3e-7, 1e308], ["\\u00e9", {"b64": "AA=="}], true, null]}'
+    assert jc._strict_fast_parse(body) == jc._lenient_parse(body) == jc.parse_json_object(body)
+    for lenient_only in (b'{"a": NaN}', b'{"a": 1} trailing', b'{"a": 123456789012345678901234}'):
+        assert jc._strict_fast_parse(lenient_only) is None
+        assert jc.parse_json_object(lenient_only) == jc._lenient_parse(lenient_only)
