@@ -134,3 +134,23 @@ def test_invocations_without_target_model_is_400(stack: RunningStack) -> None:
     response = stack.post("[1.0]")
     assert response.status_code == 400
     assert "X-Amzn-SageMaker-Target-Model" in response.json()["error"]
+
+
+def test_shared_inference_script(tmp_path: Path) -> None:
+    """A model without code/ uses <models root>/code/inference.py; its own code/ still wins."""
+    root = tmp_path / "models"
+    shutil.copytree(HALF_PLUS_THREE, root / "plain")
+    shutil.copytree(HALF_PLUS_THREE, root / "with_code")
+    shutil.copytree(CODE / "io_pair", root / "with_code" / "code")
+    shutil.copytree(CODE / "rest_handler", root / "code")
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    with running_stack(root, work_dir, multi_model=True) as stack:
+        assert load(stack, "plain", "plain").status_code == 200
+        assert load(stack, "coded", "with_code").status_code == 200
+        shared = invoke(stack, "plain", '{"instances": [1.0]}')
+        assert shared.status_code == 200, shared.text
+        assert shared.json()["predictions"] == [3.5]
+        assert shared.json()["context"]["model_name"] == "plain"
+        own = invoke(stack, "coded", "1.0", "text/csv")
+        assert own.json()["handler"] == "io_pair"
