@@ -84,7 +84,15 @@ _PYTHON_TO_RAPIDJSON_ERRORS = {
     "Invalid \\escape": "Invalid escape character in string.",
     "Invalid \\uXXXX escape": "Incorrect hex digit after \\u escape in string.",
 }
-_DECODER = json.JSONDecoder()
+
+
+def _json_integer(text: str) -> int | float:
+    """Integers outside int64/uint64 become doubles, as in rapidjson (and orjson)."""
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else float(value)
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_integer)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 

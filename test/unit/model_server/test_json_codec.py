@@ -334,6 +334,9 @@ def test_too_deep_nesting_is_a_clear_400() -> None:
 def test_fast_and_standard_parsers_agree() -> None:
     body = b'{"instances": [[1, 2.5, -3e-7, 1e308], ["\\u00e9", {"b64": "AA=="}], true, null]}'
     assert jc._strict_fast_parse(body) == jc._lenient_parse(body) == jc.parse_json_object(body)
-    for lenient_only in (b'{"a": NaN}', b'{"a": 1} trailing', b'{"a": 123456789012345678901234}'):
+    big = b'{"a": [18446744073709551615, 18446744073709551616, -9223372036854775809]}'
+    assert jc._strict_fast_parse(big) == jc._lenient_parse(big)
+    assert jc._lenient_parse(big)["a"] == [2**64 - 1, float(2**64), float(-(2**63) - 1)]
+    for lenient_only in (b'{"a": NaN}', b'{"a": 1} trailing', b'{"a": Infinity}'):
         assert jc._strict_fast_parse(lenient_only) is None
         assert jc.parse_json_object(lenient_only) == jc._lenient_parse(lenient_only)
