@@ -188,3 +188,12 @@ def test_raising_handler_gets_json_errors_and_serving_continues(stack_with) -> N
     assert response.content == b"\x00\x01raw"
     assert response.headers["Content-Type"] == "application/octet-stream"
     assert stack.post('{"a": 1}').json() == {"parsed": {"a": 1}}
+
+
+def test_python_service_spreads_requests_over_instances(stack_with) -> None:
+    stack = stack_with("rest_handler", {"SAGEMAKER_TFS_INSTANCE_COUNT": "2"})
+    seen = set()
+    for _ in range(4):
+        context = stack.post('{"instances": [1.0]}').json()["context"]
+        seen.add((context["rest_uri"].split("/")[2], context["grpc_port"]))
+    assert len(seen) == 2  # both model servers, each with its own REST and gRPC port
