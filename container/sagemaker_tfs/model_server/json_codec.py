@@ -627,15 +627,13 @@ def _b64_decode(text: str) -> bytes:
 # --------------------------------------------------------------------------- predict out
 
 
-def format_predict_response(
-    outputs: Mapping[str, np.ndarray], signature: Signature, columnar: bool
-) -> bytes:
+def format_predict_response(outputs: Mapping[str, np.ndarray], columnar: bool) -> bytes:
     """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request)."""
     aliases = sorted(outputs)
     if columnar:
-        body = _columnar_outputs(outputs, aliases, signature)
+        body = _columnar_outputs(outputs, aliases)
         return _top_object("outputs", body)
-    return _top_object("predictions", _row_predictions(outputs, aliases, signature))
+    return _top_object("predictions", _row_predictions(outputs, aliases))
 
 
 def _as_b64(alias: str, array: np.ndarray) -> bool:
@@ -646,9 +644,7 @@ def _top_object(key: str, rendered: str) -> bytes:
     return render_object([(key, rendered)], 0).encode("utf-8", errors="surrogateescape")
 
 
-def _columnar_outputs(
-    outputs: Mapping[str, np.ndarray], aliases: list[str], signature: Signature
-) -> str:
+def _columnar_outputs(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> str:
     if len(aliases) == 1:
         alias = aliases[0]
         return render_array(outputs[alias], 1, False, _as_b64(alias, outputs[alias]))
@@ -659,9 +655,7 @@ def _columnar_outputs(
     return render_object(members, 1)
 
 
-def _row_predictions(
-    outputs: Mapping[str, np.ndarray], aliases: list[str], signature: Signature
-) -> str:
+def _row_predictions(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> str:
     batch_size = _row_batch_size(outputs, aliases)
     if len(aliases) == 1:
         alias = aliases[0]

@@ -120,7 +120,7 @@ class RestApi:
                 inputs, columnar = json_codec.parse_predict_request(document, signature)
             del document
             outputs = servable.predict(signature_name, inputs)
-            return json_codec.format_predict_response(outputs, signature, columnar)
+            return json_codec.format_predict_response(outputs, columnar)
         request_input = json_codec.parse_examples_request(document)
         servable = self._servable(target)
         if target.action == "classify":

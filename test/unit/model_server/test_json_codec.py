@@ -89,12 +89,11 @@ def test_float_formatting_round_trips_for_random_values() -> None:
 
 
 def test_integers_and_bools_print_as_json() -> None:
-    sig = signature({"x": types_pb2.DT_FLOAT})
     outputs = {"y": np.array([2**62, -1], np.int64)}
-    assert jc.format_predict_response(outputs, sig, False) == (
+    assert jc.format_predict_response(outputs, False) == (
         b'{\n    "predictions": [4611686018427387904, -1\n    ]\n}'
     )
-    assert jc.format_predict_response({"y": np.array([True, False])}, sig, False) == (
+    assert jc.format_predict_response({"y": np.array([True, False])}, False) == (
         b'{\n    "predictions": [true, false\n    ]\n}'
     )
 
@@ -103,20 +102,18 @@ def test_integers_and_bools_print_as_json() -> None:
 
 
 def test_row_layout_single_output() -> None:
-    body = jc.format_predict_response({"y": np.array([3.5, 4, 5.5], np.float32)}, FLOAT_X, False)
+    body = jc.format_predict_response({"y": np.array([3.5, 4, 5.5], np.float32)}, False)
     assert body == b'{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'
 
 
 def test_row_layout_2d() -> None:
-    body = jc.format_predict_response(
-        {"y": np.array([[3.5, 4.0], [4.0, 5.5]], np.float32)}, FLOAT_X, False
-    )
+    body = jc.format_predict_response({"y": np.array([[3.5, 4.0], [4.0, 5.5]], np.float32)}, False)
     assert body == b'{\n    "predictions": [[3.5, 4.0], [4.0, 5.5]\n    ]\n}'
 
 
 def test_row_layout_several_outputs() -> None:
     outputs = {"b": np.array([[1, 2], [3, 4]], np.int32), "a": np.array([0.5, 1.5], np.float32)}
-    body = jc.format_predict_response(outputs, FLOAT_X, False).decode()
+    body = jc.format_predict_response(outputs, False).decode()
     assert body == (
         "{\n"
         '    "predictions": [{\n'
@@ -132,7 +129,7 @@ def test_row_layout_several_outputs() -> None:
 
 
 def test_columnar_layout_is_one_element_per_line() -> None:
-    body = jc.format_predict_response({"y": np.array([[1.0], [2.0]], np.float32)}, FLOAT_X, True)
+    body = jc.format_predict_response({"y": np.array([[1.0], [2.0]], np.float32)}, True)
     assert body.decode() == (
         "{\n"
         '    "outputs": [\n'
@@ -149,7 +146,7 @@ def test_columnar_layout_is_one_element_per_line() -> None:
 
 def test_columnar_scalar_and_empty_outputs() -> None:
     outputs = {"s": np.array(2.0, np.float32), "e": np.zeros((0,), np.float32)}
-    assert jc.format_predict_response(outputs, FLOAT_X, True).decode() == (
+    assert jc.format_predict_response(outputs, True).decode() == (
         '{\n    "outputs": {\n        "e": [],\n        "s": 2.0\n    }\n}'
     )
 
@@ -159,7 +156,7 @@ def test_bytes_outputs_are_b64_and_other_strings_escaped() -> None:
         "img_bytes": np.array([b"\x00\xff"], dtype=object),
         "label": np.array(['a"\\\n\x01é'.encode()], dtype=object),
     }
-    body = jc.format_predict_response(outputs, FLOAT_X, False).decode()
+    body = jc.format_predict_response(outputs, False).decode()
     assert body == (
         "{\n"
         '    "predictions": [{\n'
@@ -176,7 +173,7 @@ def test_bytes_outputs_are_b64_and_other_strings_escaped() -> None:
 def test_row_format_rejects_inconsistent_batch_sizes() -> None:
     outputs = {"a": np.zeros(2, np.float32), "b": np.zeros(3, np.float32)}
     with pytest.raises(ServingError, match="inconsistent batch size: 3 expecting: 2"):
-        jc.format_predict_response(outputs, FLOAT_X, False)
+        jc.format_predict_response(outputs, False)
 
 
 def test_regress_and_classify_results_on_one_line() -> None:
