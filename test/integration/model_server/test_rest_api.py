@@ -482,3 +482,33 @@ def test_classify_regress_errors(
     response = client.post(path, body)
     assert response.status_code == status
     assert response.content == error_body(message)
+
+
+def test_status_of_a_model_that_failed_to_load(
+    tmp_path: Path, testdata_dir: Path, start_model_server: Any
+) -> None:
+    broken = tmp_path / "broken" / "7"
+    broken.mkdir(parents=True)
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    config = tmp_path / "models.config"
+    config.write_text(
+        model_config(
+            [
+                {"name": "broken", "base_path": broken.parent},
+                {"name": "good", "base_path": testdata_dir / "saved_model_half_plus_three"},
+            ]
+        )
+    )
+    server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
+    client = RestClient(server.rest_url)
+    response = client.get("/v1/models/broken")
+    assert response.status_code == 200
+    (status,) = response.json()["model_version_status"]
+    assert status["version"] == "7"
+    assert status["state"] == "END"
+    assert status["status"]["error_code"] != "OK"
+    assert status["status"]["error_message"]
+    assert response.text.startswith('{\n "model_version_status": [\n  {\n   "version": "7",\n')
+    predict = client.post("/v1/models/broken:predict", '{"instances": [1.0]}')
+    assert predict.status_code == 404
+    assert client.get("/v1/models/good").text == STATUS_123
