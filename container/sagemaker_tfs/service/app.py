@@ -20,7 +20,7 @@ from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_u
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import Channels, init_gevent_if_patched, rest_session
-from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory
+from sagemaker_tfs.service.multi_model import ControlClient, LoadedModel, ModelDirectory
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -79,24 +79,36 @@ def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
     return invoke(service.user_code, body, context, service.session)
 
 
+def _invoke_model(service: Service, req: falcon.Request, target: Route, model: LoadedModel,
+                  body: bytes) -> Reply:  # fmt: skip
+    assert service.directory is not None
+    context = _context(service, req, target, model.grpc_port, model.rest_port, body)
+    return invoke(service.directory.user_code(model), body, context, service.session)
+
+
 def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Reply:
-    """Multi-model: the model named in the path or the Target-Model header."""
+    """Multi-model: the model named in the path or the Target-Model header.
+
+    Lookups are cached for a second, so another worker may have unloaded (or reloaded) the
+    model meanwhile: on a server-side failure, ask the registry again; answer 404 when the
+    model is gone and retry once when it now runs on other ports.
+    """
     assert service.directory is not None
     check_model_name(name)
     target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
     body = _read_body(req)
     model = service.directory.lookup(name)
-    context = _context(service, req, target, model.grpc_port, model.rest_port, body)
     try:
-        return invoke(service.directory.user_code(model), body, context, service.session)
+        return _invoke_model(service, req, target, model, body)
     except errors.ServiceError as error:
-        if error.status != 503:
+        if error.status < 500:
             raise
-        # The model server went away: the model was probably unloaded by another worker.
         service.directory.forget(name)
+        fresh = service.directory.lookup(name)  # raises 404 if it was unloaded
+        if error.status != 503 or fresh == model:
+            raise
         service.channels.drop(model.grpc_port)
-        service.directory.lookup(name)
-        raise
+        return _invoke_model(service, req, target, fresh, body)
 
 
 class Ping:

@@ -154,3 +154,28 @@ def test_shared_inference_script(tmp_path: Path) -> None:
         assert shared.json()["context"]["model_name"] == "plain"
         own = invoke(stack, "coded", "1.0", "text/csv")
         assert own.json()["handler"] == "io_pair"
+
+
+def test_reload_then_invoke_at_once(stack: RunningStack) -> None:
+    """Workers cache lookups for a second: a reloaded model must still answer at once."""
+    assert load(stack, "again", "half_plus_three").status_code == 200
+    for _ in range(4):  # warm both workers' caches
+        assert invoke(stack, "again", "[1.0]").status_code == 200
+    assert requests.delete(stack.url + "/models/again", timeout=60).status_code == 200
+    assert load(stack, "again", "half_plus_two").status_code == 200
+    for _ in range(4):
+        response = invoke(stack, "again", "[2.0]")
+        assert response.status_code == 200, response.text
+        assert response.json() == {"predictions": [[3.0]]}
+    assert requests.delete(stack.url + "/models/again", timeout=60).status_code == 200
+
+
+def test_unload_then_invoke_with_user_code_is_404(stack: RunningStack) -> None:
+    assert load(stack, "coded2", "with_code").status_code == 200
+    for _ in range(4):
+        assert invoke(stack, "coded2", "1.0", "text/csv").status_code == 200
+    assert requests.delete(stack.url + "/models/coded2", timeout=60).status_code == 200
+    for _ in range(4):
+        response = invoke(stack, "coded2", "1.0", "text/csv")
+        assert response.status_code == 404, response.text
+        assert response.json() == {"error": "Model coded2 is not loaded yet."}
