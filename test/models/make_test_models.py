@@ -269,7 +269,8 @@ def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
     """Build one model under ``out_dir/name`` unless it exists; return its base path.
 
     The model is written to a temporary directory and renamed into place, so an interrupted
-    run never leaves a half-written model that later runs would take as cached.
+    run never leaves a half-written model that later runs would take as cached. When another
+    process finished the same (seeded, identical) model first, its copy is kept.
     """
     target = out_dir / name
     if target.exists() and not force:
@@ -280,9 +281,13 @@ def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
         MODELS[name](staging)
         for version_dir in sorted(staging.iterdir()):
             check_serves_in_tf1_session(version_dir, _sample_feeds(name))
-        if target.exists():
+        if force and target.exists():
             shutil.rmtree(target)
-        staging.rename(target)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
