@@ -27,6 +27,11 @@ from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 
+try:  # ships with TensorFlow; bfloat16 tensors need it
+    from ml_dtypes import bfloat16 as _BFLOAT16
+except ImportError:  # pragma: no cover
+    _BFLOAT16 = None
+
 try:  # several times faster on large numeric payloads; the standard parser remains the judge
     import orjson
 except ImportError:  # pragma: no cover - orjson ships with the model-server extra
@@ -72,6 +77,8 @@ _NUMPY_TYPES = {
     types_pb2.DT_BOOL: np.bool_,
     types_pb2.DT_STRING: object,
 }
+if _BFLOAT16 is not None:
+    _NUMPY_TYPES[types_pb2.DT_BFLOAT16] = _BFLOAT16
 
 # --------------------------------------------------------------------------- JSON parsing
 
@@ -298,6 +305,8 @@ def _tokens(array: np.ndarray, as_b64: bool) -> list[str]:
     kind = array.dtype.kind
     if kind == "f":
         return format_floats(array)
+    if _BFLOAT16 is not None and array.dtype == _BFLOAT16:
+        return format_floats(array.astype(np.float32))
     if kind in "iu":
         return list(map(str, array.reshape(-1).tolist()))
     if kind == "b":
@@ -499,7 +508,7 @@ def _too_many_dims(count: int) -> ServingError:
 
 def _numeric_fast_path(value: Any, dtype: int) -> np.ndarray | None:
     """Plain lists of numbers go through NumPy in C; anything unusual returns None."""
-    if dtype in (types_pb2.DT_STRING, types_pb2.DT_BOOL) or dtype == types_pb2.DT_BFLOAT16:
+    if dtype in (types_pb2.DT_STRING, types_pb2.DT_BOOL):
         return None
     try:
         objects = np.array(value, dtype=object)

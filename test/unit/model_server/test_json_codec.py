@@ -337,3 +337,11 @@ def test_fast_and_standard_parsers_agree() -> None:
     for lenient_only in (b'{"a": NaN}', b'{"a": 1} trailing', b'{"a": Infinity}'):
         assert jc._strict_fast_parse(lenient_only) is None
         assert jc.parse_json_object(lenient_only) == jc._lenient_parse(lenient_only)
+
+
+def test_half_and_bfloat16_tensors() -> None:
+    for dtype in (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16):
+        inputs, _ = parse('{"instances": [1.5, 2]}', signature({"x": dtype}))
+        assert inputs["x"].astype(np.float32).tolist() == [1.5, 2.0]
+        body = jc.format_predict_response({"y": inputs["x"]}, False)
+        assert body == b'{\n    "predictions": [1.5, 2.0\n    ]\n}'
