@@ -65,6 +65,7 @@ class RecordingModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes
 
             def _record(self) -> Recorded:
                 length = int(self.headers.get("Content-Length") or 0)
