@@ -51,6 +51,7 @@ class Signature:
 
 _channels: dict[str, grpc.Channel] = {}
 _stubs: dict[int, Any] = {}
+_raw_predicts: dict[int, tuple[grpc.Channel, grpc.UnaryUnaryMultiCallable]] = {}
 _signatures: dict[tuple[str, str | None], dict[str, Signature]] = {}
 _lock = threading.Lock()
 
@@ -80,6 +81,19 @@ def prediction_stub(channel: grpc.Channel) -> protos.PredictionServiceStub:
         stub.channel = channel
         _stubs[id(channel)] = stub
     return stub
+
+
+def _raw_predict(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
+    """Predict returning the serialized response, decoded without copying the tensors."""
+    callable_ = _raw_predicts.get(id(channel))
+    if callable_ is None or callable_[0] is not channel:
+        method = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=protos.PredictRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        callable_ = _raw_predicts[id(channel)] = (channel, method)
+    return callable_[1]
 
 
 def model_spec(
@@ -113,8 +127,8 @@ def predict(
     for name, value in inputs.items():
         request.inputs[name].CopyFrom(tensors.to_tensor_proto(value))
     request.output_filter.extend(output_filter)
-    response = prediction_stub(channel_of(context)).Predict(request, timeout=timeout)
-    return {name: tensors.to_ndarray(proto) for name, proto in response.outputs.items()}
+    serialized = _raw_predict(channel_of(context))(request, timeout=timeout)
+    return tensors.outputs_from_predict_response(serialized)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

@@ -129,3 +129,43 @@ def test_bad_tensors_raise_clear_errors() -> None:
         tensors.to_tensor_proto(np.array(["2020-01-01"], dtype="datetime64[D]"))
     with pytest.raises(tensors.TensorConversionError, match="DT_FLOAT"):
         tensors.to_tensor_proto(np.array([b"x"]), dtype=1)
+
+
+def predict_response_bytes(outputs: dict[str, object]) -> bytes:
+    from tensorflow_serving.apis import predict_pb2
+
+    response = predict_pb2.PredictResponse()
+    response.model_spec.name = "m"
+    response.model_spec.version.value = 7
+    for name, proto in outputs.items():
+        response.outputs[name].CopyFrom(proto)
+    return response.SerializeToString()
+
+
+def test_predict_response_is_decoded_without_copying_tensor_content() -> None:
+    big = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    data = predict_response_bytes(
+        {
+            "content": tf.make_tensor_proto(big),
+            "values": tf.make_tensor_proto([1.5, 2.5, 3.5], dtype=tf.float32),  # float_val
+            "strings": tf.make_tensor_proto([b"a", b"bc"]),
+            "scalar": tf.make_tensor_proto(np.int64(-5)),
+            "half": tf.make_tensor_proto(np.ones((2, 2), np.float16)),
+        }
+    )
+    decoded = tensors.outputs_from_predict_response(data)
+    reference = protos.PredictResponse.FromString(data)
+    assert sorted(decoded) == sorted(reference.outputs)
+    for name, proto in reference.outputs.items():
+        expected = tensors.to_ndarray(proto)
+        assert decoded[name].dtype == expected.dtype, name
+        np.testing.assert_array_equal(decoded[name], expected)
+    assert np.shares_memory(decoded["content"], np.frombuffer(data, np.uint8))  # a view
+
+
+def test_predict_response_with_unexpected_layout_uses_protobuf() -> None:
+    from google.protobuf.message import DecodeError
+
+    data = predict_response_bytes({"x": tf.make_tensor_proto(np.ones(3, np.float32))})
+    with pytest.raises((DecodeError, tensors.TensorConversionError)):
+        tensors.outputs_from_predict_response(data[:-3])
