@@ -405,6 +405,8 @@ def _parse_instances(document: Mapping[str, Any], signature: Signature) -> dict[
         raise json_value_error(document, "Expecting 'instances' to be an list/array")
     if not instances:
         raise json_value_error(document, "No values in 'instances' array")
+    if not signature.inputs:
+        return {}  # e.g. a counter's "get_counter": nothing to feed
     if _is_named_object(instances[0]):
         return _parse_named_instances(instances, signature)
     if len(signature.inputs) > 1:
@@ -454,6 +456,8 @@ def _parse_named_instances(instances: list[Any], signature: Signature) -> dict[s
 
 
 def _parse_inputs(value: Any, signature: Signature) -> dict[str, np.ndarray]:
+    if not signature.inputs:
+        return {}
     if _is_named_object(value):
         named = value
         for alias in signature.inputs:

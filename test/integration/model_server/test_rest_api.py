@@ -512,3 +512,27 @@ def test_status_of_a_model_that_failed_to_load(
     predict = client.post("/v1/models/broken:predict", '{"instances": [1.0]}')
     assert predict.status_code == 404
     assert client.get("/v1/models/good").text == STATUS_123
+
+
+def test_stateful_counter_signatures_without_inputs(
+    testdata_dir: Path, start_model_server: Any
+) -> None:
+    server = start_model_server(
+        "--model_name=counter", f"--model_base_path={testdata_dir / 'saved_model_counter'}"
+    )
+    client = RestClient(server.rest_url)
+    path = "/v1/models/counter:predict"
+
+    def call(signature: str, inputs: str = "{}") -> bytes:
+        body = f'{{"signature_name": "{signature}", "inputs": {inputs}}}'
+        response = client.post(path, body)
+        assert response.status_code == 200, response.text
+        return response.content
+
+    assert call("reset_counter") == b'{\n    "outputs": 0.0\n}'
+    call("incr_counter")
+    assert call("incr_counter_by", '{"delta": 3.0}') == b'{\n    "outputs": 4.0\n}'
+    assert call("get_counter") == b'{\n    "outputs": 4.0\n}'
+    row = client.post(path, '{"signature_name": "get_counter", "instances": [1]}')
+    assert row.status_code == 400
+    assert row.json() == {"error": "Tensor name: output has no shape information "}
