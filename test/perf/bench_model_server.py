@@ -2,17 +2,17 @@
 
 Measured in one run, so the ratios compare like with like on this machine:
 
-1. the in-process TF call (the server's own ``Servable.predict``, a session run) on
-   half_plus_three and MobileNetV2 with a 1x224x224x3 input;
-2. one client, sequential, over gRPC and REST against a server with batching off:
-   requests/s, p50 and p99, and the p50 overhead over the in-process call;
-3. 16 concurrent gRPC clients against the server with batching off, then on: throughput
-   and the on/off ratio.
+1. one client, calling in turn the in-process TF call (the server's own
+   ``Servable.predict``, a session run), gRPC and REST against a server with batching off,
+   on half_plus_three and MobileNetV2 with a 1x224x224x3 input: requests/s, p50, p99 and
+   the p50 overhead over the in-process call (interleaved, so all see the same load);
+2. 16 concurrent gRPC clients against two servers, batching off and on, measured in
+   alternation (so both see the same background load): throughput and the on/off ratio.
 
 Goals (issue 2): gRPC adds at most 1 ms p50 over in-process for MobileNetV2; batching on
 with 16 clients gives at least 1.5x the unbatched throughput.
 
-Usage: ``.venv/bin/python test/perf/bench_model_server.py [--seconds 5]``
+Usage: ``.venv/bin/python test/perf/bench_model_server.py [--seconds 5] [--rounds 3]``
 """
 
 from __future__ import annotations
@@ -62,49 +62,9 @@ def _generator():  # type: ignore[no-untyped-def]
     return module
 
 
-def _loads_in_model_server(base: Path) -> bool:
-    from sagemaker_tfs.model_server.manager import list_versions
-    from sagemaker_tfs.model_server.servable import Servable, session_config
-
-    version, path = max(list_versions(str(base)).items())
-    try:
-        Servable.load("probe", version, path, session_config(0, 0)).close()
-    except Exception as error:  # noqa: BLE001 - reported, then the fallback is used
-        print(f"note: {base} does not load: {error}", flush=True)
-        return False
-    return True
-
-
 def _mobilenet_base() -> Path:
-    """The generator's MobileNetV2; if it cannot be served, a ``model.export()`` copy."""
-    generator = _generator()
-    cache = generator.ensure_models(["mobilenet_v2"])
-    base = cache / "mobilenet_v2"
-    if _loads_in_model_server(base):
-        return base
-    exported = cache / "mobilenet_v2_keras_export"
-    if not exported.exists():
-        import tensorflow as tf
-
-        tf.keras.utils.set_random_seed(0)
-        model = tf.keras.applications.MobileNetV2(
-            input_shape=(224, 224, 3), weights=None, classes=1000
-        )
-        model.export(str(exported / "1"), verbose=False)
-    print(f"note: using {exported} (Keras model.export) instead", flush=True)
-    return exported
-
-
-def _latencies(call: Callable[[], object], seconds: float) -> list[float]:
-    for _ in range(3):
-        call()  # warm-up
-    results: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        call()
-        results.append(time.perf_counter() - start)
-    return results
+    """The generator's MobileNetV2 (built and cached on first use)."""
+    return _generator().ensure_models(["mobilenet_v2"]) / "mobilenet_v2"
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:
@@ -158,26 +118,37 @@ def _arrays() -> dict[str, np.ndarray]:
 Workloads = dict[str, tuple[str, np.ndarray]]  # model -> (input alias, input array)
 
 
-def _in_process(
-    bases: dict[str, Path], seconds: float
-) -> tuple[dict[str, dict[str, float]], Workloads]:
-    """Time ``Servable.predict`` in this process; also find each model's input alias."""
+def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], object]], Workloads]:
+    """``Servable.predict`` on each model in this process; also each model's input alias."""
     from sagemaker_tfs.model_server.manager import list_versions
     from sagemaker_tfs.model_server.servable import Servable, session_config
 
-    results = {}
+    calls = {}
     workloads: Workloads = {}
     for name, array in _arrays().items():
         version, path = max(list_versions(str(bases[name])).items())
         servable = Servable.load(name, version, path, session_config(0, 0))
         (alias,) = servable.signature("").inputs
         workloads[name] = (alias, array)
-        feeds = {alias: array}
-        figures = _summary(_latencies(functools.partial(servable.predict, "", feeds), seconds))
-        _print(f"{name} in-process", figures, None)
-        results[name] = figures
-        servable.close()
-    return results, workloads
+        calls[name] = functools.partial(servable.predict, "", {alias: array})
+    return calls, workloads
+
+
+def _paired_latencies(
+    calls: dict[str, Callable[[], object]], seconds: float
+) -> dict[str, list[float]]:
+    """Latencies of several calls made in turn, so all see the same background load."""
+    for call in calls.values():
+        for _ in range(3):
+            call()
+    results: dict[str, list[float]] = {label: [] for label in calls}
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for label, call in calls.items():
+            start = time.perf_counter()
+            call()
+            results[label].append(time.perf_counter() - start)
+    return results
 
 
 def _start(work: Path, bases: dict[str, Path], batching: bool):  # type: ignore[no-untyped-def]
@@ -221,47 +192,69 @@ def _rest_call(session, url: str, workloads: Workloads, name: str) -> Callable[[
     return call
 
 
-def main() -> int:
+def _single_client(server, bases, workloads, local_calls, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """One client: in-process, gRPC and REST calls interleaved, per model."""
     import requests
 
+    stub = prediction_stub(server.grpc_target)
+    session = requests.Session()
+    for name in bases:
+        latencies = _paired_latencies(
+            {
+                "in-process": local_calls[name],
+                "gRPC": _grpc_call(stub, workloads, name),
+                "REST": _rest_call(session, server.rest_url, workloads, name),
+            },
+            seconds,
+        )
+        baseline = _summary(latencies["in-process"])
+        _print(f"{name} in-process", baseline, None)
+        for label in ("gRPC", "REST"):
+            _print(f"{name} {label} (1 client)", _summary(latencies[label]), baseline)
+
+
+def _batching_rounds(servers, bases, workloads, seconds: float, rounds: int) -> None:  # type: ignore[no-untyped-def]
+    """Alternate off/on measurements so both see the same background load; median ratio."""
+    for name in bases:
+        calls = {
+            batching: _grpc_call(prediction_stub(server.grpc_target), workloads, name)
+            for batching, server in servers.items()
+        }
+        ratios = []
+        for round_index in range(rounds):
+            rates = {batching: _throughput(call, seconds) for batching, call in calls.items()}
+            ratios.append(rates[True] / rates[False])
+            print(
+                f"{name} gRPC {CLIENTS} clients, round {round_index + 1}: batching off "
+                f"{rates[False]:8.1f} req/s, on {rates[True]:8.1f} req/s",
+                flush=True,
+            )
+        print(
+            f"{name}: batching on / off with {CLIENTS} clients = "
+            f"{statistics.median(ratios):.2f}x (median of {rounds})",
+            flush=True,
+        )
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each figure")
+    parser.add_argument("--rounds", type=int, default=3, help="batching off/on alternations")
     args = parser.parse_args()
     bases = {
         "half_plus_three": TESTDATA / "saved_model_half_plus_three",
         "mobilenet_v2": _mobilenet_base(),
     }
     print(f"CPUs: {os.cpu_count()}; {args.seconds:.0f} s per figure; {CLIENTS} clients", flush=True)
-    baseline, workloads = _in_process(bases, args.seconds)
-    throughput: dict[tuple[str, bool], float] = {}
+    local_calls, workloads = _in_process_calls(bases)
     with tempfile.TemporaryDirectory() as tmp:
-        for batching in (False, True):
-            server = _start(Path(tmp), bases, batching)
-            try:
-                stub = prediction_stub(server.grpc_target)
-                if not batching:
-                    session = requests.Session()
-                    for name in bases:
-                        grpc_figures = _summary(
-                            _latencies(_grpc_call(stub, workloads, name), args.seconds)
-                        )
-                        _print(f"{name} gRPC (1 client)", grpc_figures, baseline[name])
-                        rest_figures = _summary(
-                            _latencies(
-                                _rest_call(session, server.rest_url, workloads, name), args.seconds
-                            )
-                        )
-                        _print(f"{name} REST (1 client)", rest_figures, baseline[name])
-                for name in bases:
-                    rate = _throughput(_grpc_call(stub, workloads, name), args.seconds)
-                    throughput[(name, batching)] = rate
-                    state = "on" if batching else "off"
-                    print(f"{name} gRPC {CLIENTS} clients, batching {state:<3} {rate:9.1f} req/s")
-            finally:
+        servers = {batching: _start(Path(tmp), bases, batching) for batching in (False, True)}
+        try:
+            _single_client(servers[False], bases, workloads, local_calls, args.seconds * 3)
+            _batching_rounds(servers, bases, workloads, args.seconds, args.rounds)
+        finally:
+            for server in servers.values():
                 server.stop()
-    for name in bases:
-        ratio = throughput[(name, True)] / throughput[(name, False)]
-        print(f"{name}: batching on / off with {CLIENTS} clients = {ratio:.2f}x", flush=True)
     return 0
 
 
