@@ -125,16 +125,35 @@ def model_server_args(
 # --- readiness -------------------------------------------------------------------------------
 
 
-def model_is_available(rest_port: int, name: str, timeout: float = 2.0) -> bool:
-    """True when TF Serving's REST status shows a version of ``name`` as AVAILABLE."""
+class ModelLoadError(Exception):
+    """The model server reports that a model failed to load (every version ended)."""
+
+
+def model_version_statuses(rest_port: int, name: str, timeout: float = 2.0) -> list[dict]:
+    """``model_version_status`` of TF Serving's REST status call; empty when unanswered."""
     url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.request.quote(name, safe='')}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             status = json.load(response)
     except (OSError, ValueError):
-        return False
+        return []
     versions = status.get("model_version_status", []) if isinstance(status, dict) else []
-    return any(v.get("state") == "AVAILABLE" for v in versions if isinstance(v, dict))
+    return [v for v in versions if isinstance(v, dict)]
+
+
+def model_is_available(rest_port: int, name: str) -> bool:
+    """True when a version of ``name`` is AVAILABLE; raises ModelLoadError if all failed."""
+    versions = model_version_statuses(rest_port, name)
+    if any(v.get("state") == "AVAILABLE" for v in versions):
+        return True
+    errors = [
+        str(v.get("status", {}).get("error_message") or v.get("status", {}).get("error_code"))
+        for v in versions
+        if v.get("state") == "END" and v.get("status", {}).get("error_code", "OK") != "OK"
+    ]
+    if versions and len(errors) == len(versions):
+        raise ModelLoadError(f"model {name} failed to load: {'; '.join(errors)}")
+    return False
 
 
 def wait_until_available(
@@ -144,7 +163,11 @@ def wait_until_available(
     still_running: Callable[[], bool],
     interval: float = 0.2,
 ) -> bool:
-    """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit."""
+    """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit.
+
+    Raises ModelLoadError as soon as the model server reports a model as failed, rather
+    than waiting for the timeout.
+    """
     deadline = time.monotonic() + timeout
     pending = list(names)
     while pending:
@@ -323,6 +346,9 @@ class ModelRegistry:
                 self._config.wait_time_seconds,
                 lambda: self._launcher.model_server_running(self._key(name)),
             )
+        except ModelLoadError as error:
+            self._forget(name)
+            raise ControlError(500, f"Model {name} failed to load from {url}: {error}") from None
         except BaseException:
             self._forget(name)
             raise

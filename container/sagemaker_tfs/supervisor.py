@@ -29,6 +29,7 @@ from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
 from sagemaker_tfs.model_processes import (
     ControlError,
     ControlServer,
+    ModelLoadError,
     ModelRegistry,
     model_server_args,
     model_server_command,
@@ -238,12 +239,15 @@ class Supervisor:
 
     def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
         child = self.model_servers[key]
-        ready = wait_until_available(
-            instance.rest_port,
-            names,
-            self.config.wait_time_seconds,
-            lambda: child.running() and not self.stop_requested.is_set(),
-        )
+        try:
+            ready = wait_until_available(
+                instance.rest_port,
+                names,
+                self.config.wait_time_seconds,
+                lambda: child.running() and not self.stop_requested.is_set(),
+            )
+        except ModelLoadError as error:
+            raise StartupError(f"{key}: {error}") from None
         if self.stop_requested.is_set():
             raise StopRequested()
         if not ready:
@@ -361,9 +365,14 @@ class Supervisor:
     def _rewait(self, instance: Instance, names: Sequence[str]) -> Callable[[Child], None]:
         def rewait(child: Child) -> None:
             def wait() -> None:
-                if wait_until_available(
-                    instance.rest_port, names, self.config.wait_time_seconds, child.running
-                ):
+                try:
+                    ready = wait_until_available(
+                        instance.rest_port, names, self.config.wait_time_seconds, child.running
+                    )
+                except ModelLoadError as error:
+                    log.error("%s after restart: %s", child.name, error)
+                    return
+                if ready:
                     log.info("%s: models %s AVAILABLE again", child.name, ", ".join(names))
                 else:
                     log.warning("%s: models not AVAILABLE after restart", child.name)

@@ -140,6 +140,30 @@ def test_bad_configuration_stops_start_up_with_a_clear_message(
     )
 
 
+def test_a_model_that_cannot_load_stops_start_up_clearly(
+    start_stack: StartStack, tmp_path: Path
+) -> None:
+    version = tmp_path / "model" / "broken" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"not a SavedModel")
+    stack = start_stack(tmp_path / "model", wait=False)
+    assert stack.process.wait(60) == 1
+    assert "start-up failed: model-server[0]" in stack.log_text()
+    assert "broken" in stack.log_text().split("start-up failed: model-server[0]")[1]
+
+
+def test_sigterm_during_start_up_stops_everything(start_stack: StartStack, bundled_models) -> None:
+    from conftest import descendant_pids
+
+    stack = start_stack(bundled_models, wait=False)
+    assert wait_for(lambda: stack.child_pids(MODEL_SERVER_MARKER) != [], 30)
+    started = descendant_pids(stack.process.pid)
+    stack.process.send_signal(signal.SIGTERM)
+    assert stack.process.wait(60) == 0
+    assert wait_for(lambda: not any(pid_alive(pid) for pid in started), 10)
+    assert "nginx" not in stack.log_text().split("received SIGTERM")[1]
+
+
 def test_public_port_in_use_stops_start_up_clearly(start_stack: StartStack, bundled_models) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
