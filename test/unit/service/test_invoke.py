@@ -1,0 +1,81 @@
+"""What the service makes of handler results and handler exceptions (handler style only:
+no model server is involved, the pair style is covered by the stack tests)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import requests
+from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.service.handlers import UserCode
+from sagemaker_tfs.service.invoke import Reply, call_user_code, first_accept
+from sagemaker_tfs.service.routing import Route
+
+CONTEXT = build_context(
+    Route("m", None, "predict"), 9000, 8501, None, "", "text/csv", "text/csv", 3
+)
+
+
+def run(result_or_error: Any) -> Reply:
+    def handler(data, context):  # type: ignore[no-untyped-def]
+        assert data.read() == b"abc" and context is CONTEXT
+        if isinstance(result_or_error, Exception):
+            raise result_or_error
+        return result_or_error
+
+    return call_user_code(UserCode("x.py", handler=handler), b"abc", CONTEXT, requests.Session())
+
+
+@pytest.mark.parametrize(
+    ("result", "body", "content_type"),
+    [
+        ((b"\x00raw", "application/octet-stream"), b"\x00raw", "application/octet-stream"),
+        (("text", "text/plain"), b"text", "text/plain"),
+        (({"a": 1}, "application/json"), b'{"a": 1}', "application/json"),
+        (b"bare bytes", b"bare bytes", "text/csv"),
+        ("bare text", b"bare text", "text/csv"),
+        ([1, 2], b"[1, 2]", "text/csv"),
+        (("x", None), b"x", "text/csv"),
+    ],
+)
+def test_handler_results(result: Any, body: bytes, content_type: str) -> None:
+    assert run(result) == Reply(200, body, content_type)
+
+
+def test_exception_text_is_the_error() -> None:
+    with pytest.raises(ServiceError) as raised:
+        run(ValueError("bad things"))
+    assert (raised.value.status, raised.value.message) == (500, "bad things")
+
+
+def test_request_parsing_errors_are_400() -> None:
+    try:
+        json.loads("{")
+    except json.JSONDecodeError as error:
+        decode_error = error
+    with pytest.raises(ServiceError) as raised:
+        run(decode_error)
+    assert raised.value.status == 400
+    assert "Expecting property name" in raised.value.message
+
+
+def test_exception_without_text_uses_its_type() -> None:
+    with pytest.raises(ServiceError) as raised:
+        run(KeyError())
+    assert raised.value.message == "KeyError"
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("application/jsonlines", "application/jsonlines"),
+        ("Application/JSONLines; q=1, application/json", "application/jsonlines"),
+        ("", ""),
+        ("*/*", "*/*"),
+    ],
+)
+def test_first_accept(header: str, expected: str) -> None:
+    assert first_accept(header) == expected
