@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
-from sagemaker_tfs.model_server.servable import BatchSubmitter, RunFunction
+from sagemaker_tfs.model_server.servable import RunFunction
 
 LOG = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class _Queue:
         self.batches: collections.deque[_Batch] = collections.deque()
 
 
-class BatchScheduler(BatchSubmitter):
+class BatchScheduler:
     """One scheduler for the whole process: per-key queues, shared batch threads."""
 
     def __init__(self, parameters: BatchingParameters) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -32,10 +33,8 @@ DEFAULT_SIGNATURE = "serving_default"
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
-CLASSIFY_INPUT = "inputs"
 CLASSIFY_CLASSES = "classes"
 CLASSIFY_SCORES = "scores"
-REGRESS_INPUT = "inputs"
 REGRESS_OUTPUT = "outputs"
 
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
@@ -252,7 +251,7 @@ class Servable:
     ) -> classification_pb2.ClassificationResult:
         signature = self.signature(signature_name)
         _check_method(signature, CLASSIFY_METHOD, "classification")
-        input_spec = _single_string_input(signature, CLASSIFY_INPUT)
+        input_spec = _example_input_alias(signature)
         outputs = tuple(
             alias for alias in (CLASSIFY_CLASSES, CLASSIFY_SCORES) if alias in signature.outputs
         )
@@ -271,7 +270,7 @@ class Servable:
     ) -> regression_pb2.RegressionResult:
         signature = self.signature(signature_name)
         _check_method(signature, REGRESS_METHOD, "regression")
-        input_spec = _single_string_input(signature, REGRESS_INPUT)
+        input_spec = _example_input_alias(signature)
         if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
             raise invalid_argument(
                 f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
@@ -329,13 +328,14 @@ def _check_variables_restored(
         )
 
 
-class BatchSubmitter:
+class BatchSubmitter(Protocol):
     """What ``Servable`` needs from the batch scheduler (implemented in ``batching``)."""
 
     def submit(
         self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
     ) -> list[np.ndarray]:
-        raise NotImplementedError
+        """Run ``runner`` on ``values`` merged with other tasks of ``key``; this task's part."""
+        ...
 
 
 # ----- validation -----
@@ -388,7 +388,8 @@ def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple
     return tuple(output_filter)
 
 
-def _single_string_input(signature: Signature, alias: str) -> str:
+def _example_input_alias(signature: Signature) -> str:
+    """The one input that takes serialized tf.Examples (TF Serving does not check its alias)."""
     if len(signature.inputs) != 1:
         raise invalid_argument("Expected one input Tensor.")
     (name,) = signature.inputs
