@@ -260,3 +260,20 @@ def test_no_model_name_anywhere_is_400(tmp_path: Path) -> None:
         assert named.status_code == 200
     finally:
         front.stop()
+
+
+def test_service_down_is_503_json_and_njs_path_keeps_working(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    front = start_front_end(tmp_path)
+    try:
+        gunicorn = front.processes["gunicorn"]
+        os.killpg(gunicorn.pid, signal.SIGKILL)
+        gunicorn.wait(15)
+        response = front.post(b"\x00", "application/x-npy")
+        assert response.status_code == 503
+        assert response.json() == {"error": "The inference service is not available"}
+        assert front.post("[1.0]").status_code == 200  # JSON never needed Python
+    finally:
+        front.stop()
