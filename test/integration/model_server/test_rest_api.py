@@ -43,6 +43,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, testdata_dir: Path, test_mo
             "versions": [123, 124],
         },
         {"name": "tf2", "base_path": testdata_dir / "saved_model_half_plus_two_tf2_cpu"},
+        {"name": "tf1_cpu", "base_path": testdata_dir / "saved_model_half_plus_two_cpu"},
         {
             "name": "hp3",
             "base_path": test_models("half_plus_three"),
@@ -285,6 +286,7 @@ def test_status_versions_newest_first_and_filters(client: RestClient) -> None:
     ("model", "reference"),
     [
         ("half_plus_two_2_versions", "saved_model_half_plus_two_2_versions_metadata.json"),
+        ("tf1_cpu", "half_plus_two_model_metadata.json"),
         ("tf2", None),
     ],
 )
