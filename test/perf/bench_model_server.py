@@ -42,13 +42,13 @@ TESTDATA = Path(
     os.environ.get("SAGEMAKER_TFS_TESTDATA") or REPO_ROOT.parent / "shared" / "testdata" / "tfs"
 )
 CLIENTS = 16
-# One batch thread: the 16 clients' requests wait while a batch runs and then form the next
-# full batch together (the timeout only bounds the wait when fewer clients are active).
-BATCHING = """
-max_batch_size { value: 16 }
-batch_timeout_micros { value: 20000 }
-max_enqueued_batches { value: 100 }
-num_batch_threads { value: 1 }
+# Default: one batch thread; the 16 clients' requests wait while a batch runs and then form
+# the next full batch together (the timeout only bounds the wait when fewer are active).
+BATCHING_TEMPLATE = """
+max_batch_size {{ value: {clients} }}
+batch_timeout_micros {{ value: {timeout} }}
+max_enqueued_batches {{ value: 100 }}
+num_batch_threads {{ value: {threads} }}
 """
 
 
@@ -151,8 +151,9 @@ def _paired_latencies(
     return results
 
 
-def _start(work: Path, bases: dict[str, Path], batching: bool):  # type: ignore[no-untyped-def]
-    config = work / f"models_{batching}.config"
+def _start(work: Path, bases: dict[str, Path], batching: str | None):  # type: ignore[no-untyped-def]
+    suffix = "batching" if batching is not None else "plain"
+    config = work / f"models_{suffix}.config"
     config.write_text(
         "model_config_list {\n"
         + "".join(
@@ -162,11 +163,11 @@ def _start(work: Path, bases: dict[str, Path], batching: bool):  # type: ignore[
         + "}\n"
     )
     args = [f"--model_config_file={config}", "--max_num_load_retries=0"]
-    if batching:
+    if batching is not None:
         parameters = work / "batching.config"
-        parameters.write_text(BATCHING)
+        parameters.write_text(batching)
         args += ["--enable_batching", f"--batching_parameters_file={parameters}"]
-    handle = launch_model_server(tuple(args), work / f"server_{batching}.log")
+    handle = launch_model_server(tuple(args), work / f"server_{suffix}.log")
     wait_until_ready(handle, timeout=300)
     return handle
 
@@ -240,6 +241,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each figure")
     parser.add_argument("--rounds", type=int, default=3, help="batching off/on alternations")
+    parser.add_argument("--batch-threads", type=int, default=1, help="num_batch_threads")
+    parser.add_argument(
+        "--batch-timeout-micros", type=int, default=20000, help="batch_timeout_micros"
+    )
     args = parser.parse_args()
     bases = {
         "half_plus_three": TESTDATA / "saved_model_half_plus_three",
@@ -248,7 +253,14 @@ def main() -> int:
     print(f"CPUs: {os.cpu_count()}; {args.seconds:.0f} s per figure; {CLIENTS} clients", flush=True)
     local_calls, workloads = _in_process_calls(bases)
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {batching: _start(Path(tmp), bases, batching) for batching in (False, True)}
+        parameters = BATCHING_TEMPLATE.format(
+            clients=CLIENTS, timeout=args.batch_timeout_micros, threads=args.batch_threads
+        )
+        print("batching parameters:", " ".join(parameters.split()), flush=True)
+        servers = {
+            False: _start(Path(tmp), bases, None),
+            True: _start(Path(tmp), bases, parameters),
+        }
         try:
             _single_client(servers[False], bases, workloads, local_calls, args.seconds * 3)
             _batching_rounds(servers, bases, workloads, args.seconds, args.rounds)
