@@ -18,7 +18,7 @@ setup(
     package_data={"sagemaker_tfs": ["templates/*", "protos/*.pb"]},
     install_requires=[
         "falcon>=4,<5",
-        "gunicorn[gevent]>=23",  # the gevent worker also needs packaging
+        "gunicorn[gevent]>=27",  # >=27: --no-control-socket; gevent worker needs packaging
         "gevent>=24",
         "grpcio>=1.60",
         "protobuf>=5",
