@@ -15,10 +15,10 @@ pytestmark = pytest.mark.slow
 
 PREDICT = "/v1/models/half_plus_three:predict"
 
-# One open batch at a time, held open for 5 s unless it fills up (2 items).
+# One open batch at a time, held open for 20 s unless it fills up (2 items).
 BATCHING = """
 max_batch_size { value: 2 }
-batch_timeout_micros { value: 5000000 }
+batch_timeout_micros { value: 20000000 }
 max_enqueued_batches { value: 1 }
 num_batch_threads { value: 1 }
 """
@@ -54,9 +54,11 @@ def test_task_larger_than_max_batch_size(batching_server: Any) -> None:
 def test_queue_full_is_503_and_merged_batch_still_answers(batching_server: Any) -> None:
     """A 1-item request opens the only batch; a 2-item one cannot fit nor open another."""
     url = batching_server.rest_url
+    warm_up = RestClient(url).post(PREDICT, '{"instances": [0.0, 0.0]}')  # a full batch: runs
+    assert warm_up.status_code == 200
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(RestClient(url).post, PREDICT, '{"instances": [1.0]}')
-        time.sleep(1.0)  # the first request is now in the open batch (5 s timeout)
+        time.sleep(2.0)  # the first request is now in the open batch (20 s timeout)
         assert not waiting.done()
         rejected = RestClient(url).post(PREDICT, '{"instances": [2.0, 3.0]}')
         merged = RestClient(url).post(PREDICT, '{"instances": [5.0]}')  # fills the batch
