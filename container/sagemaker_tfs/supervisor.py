@@ -45,7 +45,7 @@ FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
 STABLE_AFTER_SECONDS = 30.0
 MODEL_SERVER_STOP_SECONDS = 10.0
-SERVICE_SOCKET_WAIT_SECONDS = 60.0
+SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
 
 
@@ -135,19 +135,27 @@ class Child:
 
     def stop(self) -> None:
         """Ask the process to stop, wait for it, then kill its whole process group."""
+        self.request_stop()
+        self.wait_stopped()
+
+    def request_stop(self) -> None:
+        """Send the stop signal and stop restarting (returns at once)."""
         with self._lock:
             self.stopping = True
-        if self.process is None:
-            return
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             log.info(
                 "stopping %s (pid %d) with %s", self.name, self.process.pid, self.stop_signal.name
             )
             self._signal_group(self.stop_signal)
-            try:
-                self.process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in %.0fs; killing it", self.name, self.stop_timeout)
+
+    def wait_stopped(self) -> None:
+        """Wait up to the stop timeout, then kill what is left of the process group."""
+        if self.process is None:
+            return
+        try:
+            self.process.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop in %.0fs; killing it", self.name, self.stop_timeout)
         self._signal_group(signal.SIGKILL)
         self.process.wait()
 
@@ -275,14 +283,19 @@ class Supervisor:
             stop_timeout=self.config.gunicorn_timeout + 5,
         )
         self.gunicorn.start()
-        deadline = time.monotonic() + SERVICE_SOCKET_WAIT_SECONDS
-        while not socket_path.exists():
+        self._wait_for_service(self.gunicorn)
+
+    def _wait_for_service(self, gunicorn: Child) -> None:
+        """Until a worker answers /ping on the socket (requirements are installed first)."""
+        budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
+        deadline = time.monotonic() + budget
+        while not service_answers_ping(self.config.service_socket):
             if self.stop_requested.is_set():
                 raise StopRequested()
-            if not self.gunicorn.running():
+            if not gunicorn.running():
                 raise StartupError("gunicorn exited during start-up (see its log above)")
             if time.monotonic() > deadline:
-                raise StartupError(f"gunicorn did not create {socket_path} in time")
+                raise StartupError(f"the Python service did not answer /ping within {budget}s")
             time.sleep(POLL_SECONDS)
 
     def _start_nginx(self) -> None:
@@ -356,8 +369,10 @@ class Supervisor:
             self._closing = True
             servers = list(self.model_servers.values())
             self.model_servers.clear()
+        for child in servers:  # independent of each other: stop them all at once
+            child.request_stop()
         for child in servers:
-            child.stop()
+            child.wait_stopped()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)
         log.info("stopped")
@@ -388,6 +403,18 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
+
+
+def service_answers_ping(socket_path: str) -> bool:
+    """GET /ping over the service's unix socket answers 200."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(2.0)
+            sock.connect(socket_path)
+            sock.sendall(b"GET /ping HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            return sock.recv(64).split(b" ")[1:2] == [b"200"]
+    except (OSError, IndexError):
+        return False
 
 
 def port_accepts_connections(port: int) -> bool:
@@ -429,6 +456,7 @@ def gunicorn_command(config: StackConfig) -> list[str]:
         f"--graceful-timeout={config.gunicorn_timeout}",
         f"--log-level={config.gunicorn_log_level}",
         "--error-logfile=-",
+        "--no-control-socket",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",
         "sagemaker_tfs.service.app:create_app()",
     ]
