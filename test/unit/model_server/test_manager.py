@@ -1,0 +1,145 @@
+"""ModelManager logic with a loader that stands in for TensorFlow (version dirs are real).
+
+The integration tests run the manager with real SavedModels; here the loader is a plain
+function so retries, policies and unloading can be checked quickly and exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.manager import ModelManager
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.config import model_server_config_pb2
+
+State = get_model_status_pb2.ModelVersionStatus.State
+
+
+class LoadedVersion:
+    """What the loader returns: enough of a Servable for the manager (name, version, close)."""
+
+    def __init__(self, name: str, version: int) -> None:
+        self.name = name
+        self.version = version
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Loader:
+    """Loads every version, except that the first ``failures`` attempts per version fail."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.attempts: dict[int, int] = {}
+        self.loaded: list[LoadedVersion] = []
+
+    def __call__(self, name: str, version: int, path: str) -> LoadedVersion:
+        self.attempts[version] = self.attempts.get(version, 0) + 1
+        if self.attempts[version] <= self.failures:
+            raise OSError(f"cannot read {path}")
+        servable = LoadedVersion(name, version)
+        self.loaded.append(servable)
+        return servable
+
+
+def _config(base: Path, policy: str = "", labels: dict[str, int] | None = None):
+    config = model_server_config_pb2.ModelServerConfig()
+    model = config.model_config_list.config.add()
+    model.name = "m"
+    model.base_path = str(base)
+    if policy == "latest2":
+        model.model_version_policy.latest.num_versions = 2
+    for label, version in (labels or {}).items():
+        model.version_labels[label] = version
+    return config
+
+
+def _status(manager: ModelManager) -> list[tuple[int, int]]:
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "m"
+    return [(s.version, s.state) for s in manager.get_model_status(request).model_version_status]
+
+
+def _wait_until_closed(loaded: list[LoadedVersion]) -> dict[int, bool]:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(s.closed for s in loaded):
+        time.sleep(0.01)
+    return {s.version: s.closed for s in loaded}
+
+
+def _manager(loader: Loader, retries: int = 0) -> ModelManager:
+    return ModelManager(
+        loader, max_num_load_retries=retries, load_retry_interval_seconds=0.01, poll_wait_seconds=0
+    )
+
+
+def test_retries_until_success(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    loader = Loader(failures=2)
+    manager = _manager(loader, retries=2)
+    manager.reload_config(_config(tmp_path))
+    assert loader.attempts == {1: 3}
+    assert _status(manager) == [(1, State.AVAILABLE)]
+
+
+def test_gives_up_after_max_retries(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    loader = Loader(failures=5)
+    manager = _manager(loader, retries=1)
+    manager.reload_config(_config(tmp_path))
+    assert loader.attempts == {1: 2}
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "m"
+    [status] = manager.get_model_status(request).model_version_status
+    assert status.state == State.END
+    assert status.status.error_code == Code.UNKNOWN.value
+    assert "cannot read" in status.status.error_message
+    with pytest.raises(ServingError, match=r"Servable not found for request: Latest\(m\)"):
+        manager.get_servable("m")
+
+
+def test_rescan_loads_new_versions_then_unloads_old(tmp_path: Path) -> None:
+    for version in ("1", "2"):
+        (tmp_path / version).mkdir()
+    loader = Loader()
+    manager = _manager(loader)
+    manager.reload_config(_config(tmp_path, "latest2"))
+    assert _status(manager) == [(2, State.AVAILABLE), (1, State.AVAILABLE)]
+    (tmp_path / "3").mkdir()
+    manager.reload_config(_config(tmp_path, "latest2"))  # same config: a rescan
+    assert _status(manager) == [(3, State.AVAILABLE), (2, State.AVAILABLE), (1, State.END)]
+    assert manager.get_servable("m").version == 3
+    closed = _wait_until_closed(loader.loaded)  # closing runs in the background
+    assert closed == {1: True, 2: False, 3: False}
+    with pytest.raises(ServingError, match=r"Specific\(m, 1\)"):
+        manager.get_servable("m", version=1)
+
+
+def test_labels(tmp_path: Path) -> None:
+    for version in ("1", "2"):
+        (tmp_path / version).mkdir()
+    manager = _manager(Loader())
+    manager.reload_config(_config(tmp_path, "latest2", {"stable": 1}))
+    assert manager.get_servable("m", label="stable").version == 1
+    with pytest.raises(ServingError) as caught:
+        manager.get_servable("m", label="canary")
+    assert caught.value.code == Code.INVALID_ARGUMENT
+    assert caught.value.message == "Unrecognized servable version label: canary"
+    with pytest.raises(ServingError) as caught:
+        manager.reload_config(_config(tmp_path, "latest2", {"stable": 7}))
+    assert caught.value.code == Code.FAILED_PRECONDITION
+    assert manager.get_servable("m", label="stable").version == 1
+
+
+def test_removed_model_is_unloaded(tmp_path: Path) -> None:
+    (tmp_path / "1").mkdir()
+    manager = _manager(Loader())
+    manager.reload_config(_config(tmp_path))
+    manager.reload_config(model_server_config_pb2.ModelServerConfig())
+    with pytest.raises(ServingError, match="Could not find any versions of model m"):
+        _status(manager)
