@@ -25,6 +25,7 @@ setup(
         "numpy>=1.26",
         "requests>=2.31",
         "pillow>=10",
+        "orjson>=3.9",  # JSON answers written from NumPy buffers (payloads.py)
     ],
     extras_require={
         "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],

@@ -22,8 +22,10 @@ import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import orjson
 from PIL import Image, UnidentifiedImageError
 
 from sagemaker_tfs import tensors
@@ -39,6 +41,7 @@ TEXT_TYPES = frozenset({JSON, JSONLINES, "application/jsons", CSV})
 INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES, *TEXT_TYPES})
 OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
 
+_ORJSON_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 _RECORD_HEADER = 4
 _NPY_MAGIC = b"\x93NUMPY"
 _NPZ_MAGIC = b"PK\x03\x04"
@@ -408,8 +411,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
         return _encode_csv(_only_output(outputs, CSV)), CSV
-    document = json.dumps({"predictions": _predictions(outputs)}, separators=(",", ":"))
-    return document.encode("utf-8"), output_type
+    return _encode_json(outputs), output_type
 
 
 def _only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndarray:
@@ -457,17 +459,38 @@ def _encode_csv(array: np.ndarray) -> bytes:
     return buffer.getvalue().encode("utf-8")
 
 
-def _predictions(outputs: Mapping[str, np.ndarray]) -> object:
+def _encode_json(outputs: Mapping[str, np.ndarray]) -> bytes:
+    """``{"predictions": ...}``; orjson writes numeric arrays straight from their buffers.
+
+    orjson writes NaN and infinities as ``null``, TF Serving writes ``NaN``/``Infinity``; so
+    outputs with non-finite values, and strings, go through the standard library instead.
+    """
+    if all(_orjson_can_write(array) for array in outputs.values()):
+        arrays = {name: np.ascontiguousarray(array) for name, array in outputs.items()}
+        return orjson.dumps({"predictions": _predictions(arrays)}, option=_ORJSON_NUMPY)
+    columns = {name: _json_values(array) for name, array in outputs.items()}
+    return json.dumps({"predictions": _predictions(columns)}, separators=(",", ":")).encode()
+
+
+def _orjson_can_write(array: np.ndarray) -> bool:
+    if array.dtype.kind not in "biuf" or array.dtype.itemsize > 8:
+        return False
+    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
+
+
+def _predictions(columns: Mapping[str, Any]) -> object:
     """TF Serving's row format: one output gives its rows, several give one object per row."""
-    if len(outputs) == 1:
-        return _json_values(next(iter(outputs.values())))
-    names = sorted(outputs)
-    columns = {name: _json_values(outputs[name]) for name in names}
-    batch_sizes = {len(column) if isinstance(column, list) else -1 for column in columns.values()}
-    if len(batch_sizes) != 1 or -1 in batch_sizes:
-        return columns  # TF Serving would refuse; keep every output rather than fail
-    size = batch_sizes.pop()
-    return [{name: columns[name][row] for name in names} for row in range(size)]
+    if len(columns) == 1:
+        return next(iter(columns.values()))
+    names = sorted(columns)
+    sizes = {len(columns[name]) if _has_rows(columns[name]) else -1 for name in names}
+    if len(sizes) != 1 or -1 in sizes:
+        return {name: columns[name] for name in names}  # TF Serving would refuse; keep all
+    return [{name: columns[name][row] for name in names} for row in range(sizes.pop())]
+
+
+def _has_rows(column: Any) -> bool:
+    return isinstance(column, list) or (isinstance(column, np.ndarray) and column.ndim > 0)
 
 
 def _json_values(array: np.ndarray) -> object:

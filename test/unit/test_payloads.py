@@ -233,3 +233,25 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
         payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
     with pytest.raises(PayloadError, match=r"Inputs \['c'\] are not in the signature"):
         payloads.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
+
+
+def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
+    rng = np.random.default_rng(5)
+    outputs = {
+        "boxes": rng.normal(size=(3, 4, 2)).astype(np.float32),
+        "count": np.array([1, 2, 3], np.int64),
+        "mask": np.array([[True], [False], [True]]),
+    }
+    body, _ = payloads.encode_outputs(outputs, "application/json")
+    rows = json.loads(body)["predictions"]
+    assert [sorted(row) for row in rows] == [["boxes", "count", "mask"]] * 3
+    for index, row in enumerate(rows):
+        np.testing.assert_array_equal(np.float32(row["boxes"]), outputs["boxes"][index])
+        assert row["count"] == index + 1 and row["mask"] == [bool(outputs["mask"][index, 0])]
+
+
+def test_json_keeps_tf_serving_non_finite_literals() -> None:
+    body, _ = payloads.encode_outputs(
+        {"x": np.array([1.5, np.nan, np.inf], np.float32)}, "application/json"
+    )
+    assert body == b'{"predictions":[1.5,NaN,Infinity]}'
