@@ -43,6 +43,8 @@ import numpy as np
 import requests
 from PIL import Image
 
+# TF in this process runs like the stack's model server (the supervisor sets OMP_NUM_THREADS=1).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "test" / "examples"
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
@@ -50,6 +52,8 @@ sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+# 10 detector answers of 55 MB as JSON can take longer than gunicorn's default 30 s
+SLOW_ANSWERS = {"SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "300"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -219,14 +223,14 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
 
     figures = {"in_process": latency_summary(timed(in_process, count, warmup))}
     servable.close()
-    with stack_for(models_root, ["detector"]) as stack:
+    with stack_for(models_root, ["detector"], env=SLOW_ANSWERS) as stack:
         for label, accept in (
             ("builtin_npz", "application/x-npz"),
             ("builtin_json", "application/json"),
         ):
             post = Poster(stack, "application/x-image-stream", accept, "detector")
             figures[label] = measured(functools.partial(post, body), count, warmup)
-    with stack_for(models_root, ["detector"], "seed000_image_stream") as stack:
+    with stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS) as stack:
         post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
         figures["seed000_handler"] = latency_summary(
             timed(functools.partial(post, body), count, warmup)
