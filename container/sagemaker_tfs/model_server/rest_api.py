@@ -207,6 +207,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:  # noqa: N802
         self._dispatch()
 
+    def handle_expect_100(self) -> bool:
+        """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
+        accepted = super().handle_expect_100()
+        self.wfile.flush()
+        return accepted
+
     def _dispatch(self) -> None:
         try:
             body = self._read_body()

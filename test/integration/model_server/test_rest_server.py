@@ -8,6 +8,7 @@ or blocks on demand, and these tests are about what the HTTP server does when th
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -101,5 +102,25 @@ def test_chunked_request_body(manager: FaultyManager) -> None:
         assert response.json() == {"error": "Servable not found for request: Latest(m)"}
         empty = requests.post(url(server, "/v1/models/m:predict"), data=iter([]), timeout=10)
         assert empty.json() == {"error": "JSON Parse error: The document is empty. at offset: 0"}
+    finally:
+        server.shutdown()
+
+
+def test_expect_100_continue_is_answered_at_once(manager: FaultyManager) -> None:
+    """Clients such as curl send large bodies only after ``100 Continue`` (or a 1 s wait)."""
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=10) as sock:
+            sock.sendall(
+                b"POST /v1/models/m:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            sock.settimeout(0.5)  # well under curl's 1 s fallback
+            assert sock.recv(1024).startswith(b"HTTP/1.1 100 Continue\r\n")
+            sock.settimeout(10)
+            sock.sendall(b'{"instances": [1.0]}')
+            reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 404 ")
+        assert reply.endswith(b'"Servable not found for request: Latest(m)"\n}')
     finally:
         server.shutdown()
