@@ -21,7 +21,7 @@ from model_server_process import ServerHandle, launch_model_server, wait_until_r
 
 BATCHING_PARAMETERS = """
 max_batch_size { value: 16 }
-batch_timeout_micros { value: 2000000 }
+batch_timeout_micros { value: 4000000 }
 max_enqueued_batches { value: 1 }
 num_batch_threads { value: 1 }
 allowed_batch_sizes: 4
@@ -62,7 +62,7 @@ def _predict(stub, values: list) -> np.ndarray:
 
 
 def test_config_is_logged(server: ServerHandle) -> None:
-    assert "Batching enabled: max_batch_size: 16, batch_timeout_micros: 2000000" in server.log
+    assert "Batching enabled: max_batch_size: 16, batch_timeout_micros: 4000000" in server.log
 
 
 def test_concurrent_requests_are_merged_and_split_back(server: ServerHandle) -> None:
@@ -100,7 +100,7 @@ def test_task_larger_than_max_batch_size(server: ServerHandle) -> None:
 
 
 def test_full_queue_is_unavailable(server: ServerHandle) -> None:
-    """A first task opens a batch that waits 2 s; a second that does not fit needs a new
+    """A first task opens a batch that waits 4 s; a second that does not fit needs a new
     batch, but max_enqueued_batches is 1, so it is refused at once (gRPC and REST)."""
     stub = prediction_stub(server.grpc_target)
     first_done = threading.Event()
@@ -108,7 +108,7 @@ def test_full_queue_is_unavailable(server: ServerHandle) -> None:
         target=lambda: (_predict(stub, [1.0] * 10), first_done.set()), daemon=True
     )
     first.start()
-    time.sleep(0.4)
+    time.sleep(1.0)
     with pytest.raises(grpc.RpcError) as caught:
         _predict(stub, [1.0] * 10)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
