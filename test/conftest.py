@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import socket
@@ -39,6 +40,7 @@ class TestModels:
         _load_generator().ensure_models(list(names), self.root)
 
 
+@functools.cache
 def _load_generator():  # type: ignore[no-untyped-def]
     """Import the generator lazily: it imports TensorFlow, which unit tests should not pay for."""
     spec = importlib.util.spec_from_file_location("make_test_models", MODEL_GENERATOR)
