@@ -1,8 +1,9 @@
 """gRPC front end: TF Serving's PredictionService and ModelService on top of the manager.
 
-Tensors cross the wire as TensorProto; numeric tensors are read and written through
-``tensor_content`` and NumPy buffers (no per-element Python loop), strings via
-``string_val``. Errors become gRPC statuses with TF Serving's codes and messages (cut at
+Tensors cross the wire as TensorProto. Requests are read from ``tensor_content`` or the
+typed ``*_val`` fields; responses use the typed ``*_val`` fields as TF Serving does, encoded
+as packed fields straight from the NumPy buffers (no per-element Python loop); strings
+use ``string_val``. Errors become gRPC statuses with TF Serving's codes and messages (cut at
 1024 characters, as TF Serving does).
 """
 
@@ -19,7 +20,6 @@ from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
-    get_model_status_pb2,
     inference_pb2,
     model_management_pb2,
     model_pb2,
@@ -128,23 +128,100 @@ def _fill(values: np.ndarray, shape: tuple[int, ...], count: int, dtype: int) ->
     return result.reshape(shape)
 
 
-def array_to_tensor(array: np.ndarray) -> tensor_pb2.TensorProto:
-    """Encode a result array: raw little-endian bytes, strings in string_val."""
-    proto = tensor_pb2.TensorProto(dtype=datatype_of(array))
-    proto.tensor_shape.CopyFrom(
+# Fixed-width value fields: (NumPy little-endian element type) for packed encoding.
+_FIXED_WIDTH = {
+    types_pb2.DT_FLOAT: "<f4",
+    types_pb2.DT_DOUBLE: "<f8",
+    types_pb2.DT_COMPLEX64: "<f4",
+    types_pb2.DT_COMPLEX128: "<f8",
+}
+_MAX_VARINT_BYTES = 10
+
+
+def _field_number(name: str) -> int:
+    return tensor_pb2.TensorProto.DESCRIPTOR.fields_by_name[name].number
+
+
+def _varint(value: int) -> bytes:
+    """One protobuf varint (for tags and lengths)."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Protobuf varints of a uint64 array, vectorised over elements (<= 10 byte passes)."""
+    values = values.astype(np.uint64, copy=False)
+    lengths = np.ones(values.size, dtype=np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        lengths += rest != 0
+        rest >>= np.uint64(7)
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    rest = values.copy()
+    for position in range(_MAX_VARINT_BYTES):
+        active = lengths > position
+        if not active.any():
+            break
+        low = (rest[active] & np.uint64(0x7F)).astype(np.uint8)
+        continuation = (lengths[active] > position + 1).astype(np.uint8) << 7
+        out[starts[active] + position] = low | continuation
+        rest >>= np.uint64(7)
+    return out.tobytes()
+
+
+def _packed_values(array: np.ndarray, dtype: int) -> bytes:
+    """The array's elements encoded as TF Serving's typed ``*_val`` field (packed)."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    if dtype in _FIXED_WIDTH:
+        if dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
+            flat = flat.view(flat.real.dtype)
+        return flat.astype(_FIXED_WIDTH[dtype], copy=False).tobytes()
+    if dtype == types_pb2.DT_HALF:
+        return _varints(flat.view(np.uint16))
+    if flat.dtype.kind == "i":  # negative ints are 10-byte varints of their 64-bit form
+        return _varints(flat.astype(np.int64).view(np.uint64))
+    return _varints(flat.astype(np.uint64))
+
+
+def tensor_bytes(array: np.ndarray) -> bytes:
+    """A serialized TensorProto of ``array`` as TF Serving writes Predict outputs.
+
+    TF Serving fills the typed ``*_val`` fields (``Tensor::AsProtoField``), not
+    ``tensor_content``. A packed repeated field is a tag, a length and the values, so it is
+    built from the NumPy buffer directly instead of appending element by element.
+    """
+    dtype = datatype_of(array)
+    header = tensor_pb2.TensorProto(dtype=dtype)
+    header.tensor_shape.CopyFrom(
         tensor_shape_pb2.TensorShapeProto(
             dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in array.shape]
         )
     )
-    if proto.dtype == types_pb2.DT_STRING:
-        proto.string_val.extend(
+    if dtype == types_pb2.DT_STRING:
+        header.string_val.extend(
             value if isinstance(value, bytes) else str(value).encode() for value in array.flat
         )
-    else:
-        proto.tensor_content = np.ascontiguousarray(
-            array, dtype=array.dtype.newbyteorder("<")
-        ).tobytes()
-    return proto
+        return header.SerializeToString()
+    if array.size == 0:
+        return header.SerializeToString()
+    field = _VALUE_FIELDS.get(dtype)
+    if field is None:
+        raise ServingError(
+            Code.INTERNAL, f"Cannot encode output of dtype {types_pb2.DataType.Name(dtype)}"
+        )
+    payload = _packed_values(array, dtype)
+    tag = _varint((_field_number(field) << 3) | 2)
+    return header.SerializeToString() + tag + _varint(len(payload)) + payload
+
+
+def array_to_tensor(array: np.ndarray) -> tensor_pb2.TensorProto:
+    """Encode a result array the way TF Serving does (typed ``*_val`` fields)."""
+    return tensor_pb2.TensorProto.FromString(tensor_bytes(array))
 
 
 # ----- request helpers -----
@@ -205,7 +282,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response = predict_pb2.PredictResponse()
         response.model_spec.CopyFrom(_model_spec(servable, signature_name))
         for alias, array in outputs.items():
-            response.outputs[alias].CopyFrom(array_to_tensor(array))
+            response.outputs[alias].MergeFromString(tensor_bytes(array))
         return response
 
     def Classify(self, request, context):  # noqa: N802
@@ -333,13 +410,3 @@ def serve(
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")
     server.start()
     return server
-
-
-__all__ = [
-    "ModelService",
-    "PredictionService",
-    "array_to_tensor",
-    "get_model_status_pb2",
-    "serve",
-    "tensor_to_array",
-]

@@ -74,7 +74,9 @@ def test_predict_tf1_half_plus_three(stub) -> None:
     request = predict_request("half_plus_three", {"x": float_tensor([1.0, 2.0, 5.0])})
     response = stub.Predict(request)
     np.testing.assert_array_equal(output_array(response.outputs["y"]), [3.5, 4.0, 5.5])
-    assert response.outputs["y"].tensor_content  # raw buffer, not float_val
+    # TF Serving answers with typed *_val fields (Tensor::AsProtoField), not tensor_content.
+    assert list(response.outputs["y"].float_val) == [3.5, 4.0, 5.5]
+    assert not response.outputs["y"].tensor_content
     assert response.model_spec.name == "half_plus_three"
     assert response.model_spec.version.value == 123
     assert response.model_spec.signature_name == "serving_default"
@@ -95,7 +97,7 @@ def test_large_tensor_round_trip(stub) -> None:
     array = np.random.default_rng(0).random((30_000_000, 1), dtype=np.float32)  # 120 MB
     request = predict_request("half_plus_two_tf2", {"x": tf.make_tensor_proto(array)})
     response = stub.Predict(request)
-    result = np.frombuffer(response.outputs["y"].tensor_content, dtype=np.float32)
+    result = np.asarray(response.outputs["y"].float_val, dtype=np.float32)
     np.testing.assert_allclose(result, array.reshape(-1) * 0.5 + 2)
 
 
