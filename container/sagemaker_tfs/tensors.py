@@ -189,6 +189,8 @@ def to_ndarray(proto: Message) -> np.ndarray:
 
 _VARINT, _LEN = 0, 2
 _TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_VERSION, _TENSOR_CONTENT = 1, 2, 3, 4
+# float_val (5) and double_val (6) are packed fixed-width little-endian: views like content
+_PACKED_RAW_FIELDS = {5: _dt("DT_FLOAT"), 6: _dt("DT_DOUBLE")}
 
 
 def _read_varint(data: memoryview, position: int) -> tuple[int, int]:
@@ -229,7 +231,7 @@ def _fields(data: memoryview, start: int, end: int) -> list[tuple[int, int, int,
 
 def _tensor_from_wire(data: bytes, view: memoryview, start: int, end: int) -> np.ndarray:
     """A TensorProto at ``data[start:end]``: tensor_content is viewed in place, not copied."""
-    dtype, shape, content = DT_INVALID, None, None
+    dtype, shape, content, packed = DT_INVALID, None, None, None
     for number, wire_type, value, length in _fields(view, start, end):
         if number == _TENSOR_DTYPE and wire_type == _VARINT:
             dtype = value
@@ -238,13 +240,19 @@ def _tensor_from_wire(data: bytes, view: memoryview, start: int, end: int) -> np
             shape = tuple(dim.size for dim in shape_proto.dim)
         elif number == _TENSOR_CONTENT and wire_type == _LEN:
             content = (value, length)
+        elif number in _PACKED_RAW_FIELDS and wire_type == _LEN and packed is None:
+            packed = (number, value, length)
         elif number != _TENSOR_VERSION:
-            return to_ndarray(protos.TensorProto.FromString(view[start:end]))  # *_val fields
+            return to_ndarray(protos.TensorProto.FromString(view[start:end]))  # other *_val
     info = _BY_ENUM.get(dtype)
-    if info is None or info.enum == DT_STRING or content is None:
-        return to_ndarray(protos.TensorProto.FromString(view[start:end]))
     shape = shape or ()
     count = int(np.prod(shape, dtype=np.int64))
+    if content is None and packed is not None and info is not None:
+        number, offset, length = packed
+        if _PACKED_RAW_FIELDS[number] == dtype and length == count * info.numpy.itemsize:
+            content = (offset, length)  # packed float_val/double_val are the raw bytes too
+    if info is None or info.enum == DT_STRING or content is None:
+        return to_ndarray(protos.TensorProto.FromString(view[start:end]))
     offset, length = content
     if length != count * info.numpy.itemsize:
         raise TensorConversionError(

@@ -131,6 +131,16 @@ def test_bad_tensors_raise_clear_errors() -> None:
         tensors.to_tensor_proto(np.array([b"x"]), dtype=1)
 
 
+def packed_val_proto(array: np.ndarray) -> object:
+    """float_val / double_val filled from the array, as TF Serving's AsProtoField does."""
+    proto = tf.make_tensor_proto(array)
+    proto.ClearField("tensor_content")
+    getattr(proto, "float_val" if array.dtype == np.float32 else "double_val").extend(
+        array.ravel().tolist()
+    )
+    return proto
+
+
 def predict_response_bytes(outputs: dict[str, object]) -> bytes:
     from tensorflow_serving.apis import predict_pb2
 
@@ -151,6 +161,9 @@ def test_predict_response_is_decoded_without_copying_tensor_content() -> None:
             "strings": tf.make_tensor_proto([b"a", b"bc"]),
             "scalar": tf.make_tensor_proto(np.int64(-5)),
             "half": tf.make_tensor_proto(np.ones((2, 2), np.float16)),
+            "filled": tf.make_tensor_proto(2.0, shape=[2, 3], dtype=tf.float64),  # one value
+            "packed_doubles": packed_val_proto(np.linspace(0, 1, 6).reshape(3, 2)),
+            "packed_floats": packed_val_proto(np.linspace(0, 1, 8, dtype=np.float32)),
         }
     )
     decoded = tensors.outputs_from_predict_response(data)
@@ -160,7 +173,8 @@ def test_predict_response_is_decoded_without_copying_tensor_content() -> None:
         expected = tensors.to_ndarray(proto)
         assert decoded[name].dtype == expected.dtype, name
         np.testing.assert_array_equal(decoded[name], expected)
-    assert np.shares_memory(decoded["content"], np.frombuffer(data, np.uint8))  # a view
+    for view in ("content", "packed_doubles", "packed_floats"):
+        assert np.shares_memory(decoded[view], np.frombuffer(data, np.uint8)), view
 
 
 def test_predict_response_with_unexpected_layout_uses_protobuf() -> None:

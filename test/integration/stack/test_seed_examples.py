@@ -77,17 +77,7 @@ def test_seed000_length_prefixed_jpeg_stream_over_grpc(serve_example, in_process
     np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
 
 
-FLOAT_VAL_ANSWERS = pytest.mark.xfail(
-    strict=True,
-    reason="seed 001's gRPC handler reads float_val; TF Serving answers Predict with typed *_val "
-    "fields (AsProtoField), our model server answers tensor_content",
-)
-
-
-@pytest.mark.parametrize(
-    "example",
-    ["seed001_rest", pytest.param("seed001_grpc", marks=FLOAT_VAL_ANSWERS), "client_helper"],
-)
+@pytest.mark.parametrize("example", ["seed001_rest", "seed001_grpc", "client_helper"])
 def test_seed001_handlers(serve_example, in_process, example: str) -> None:
     image = jpeg(300, 240, seed=40)
     with serve_example(example, "mobilenet_v2") as stack:
