@@ -1,9 +1,16 @@
 """TensorProto <-> NumPy conversion without TensorFlow and without per-element Python loops.
 
-Numeric tensors are written as ``tensor_content`` (raw little-endian bytes) and read with
-``np.frombuffer``. TF Serving may also answer with the typed ``*_val`` fields (``float_val``...);
-those are read with one ``np.asarray`` over the repeated field. DT_STRING has no raw form and
-travels as ``string_val``, the one inherent per-element case.
+One codec for the whole project: the Python service (with the messages of
+``sagemaker_tfs.protos``) and the model server (with ``tensorflow_serving.apis``'
+messages) both use it. Reading only touches fields, so it works on either message class;
+writing returns a message of ``sagemaker_tfs.protos`` or its serialized bytes, which any
+TensorProto class can parse.
+
+Requests are written as ``tensor_content`` (raw little-endian bytes) and read with
+``np.frombuffer``. TF Serving answers with the typed ``*_val`` fields (``float_val``...):
+those are read with one ``np.asarray`` over the repeated field, and written
+(``tensor_bytes``) as packed fields built from the NumPy buffer. DT_STRING has no raw form
+and travels as ``string_val``, the one inherent per-element case.
 """
 
 from __future__ import annotations
@@ -134,6 +141,82 @@ def to_tensor_proto(array: np.ndarray | object, dtype: int | None = None) -> Mes
     return proto
 
 
+# ------------------------------------------ TF Serving's response layout: typed *_val fields
+
+_MAX_VARINT_BYTES = 10
+_VARINT, _LEN = 0, 2  # protobuf wire types
+
+
+def _varint(value: int) -> bytes:
+    """One protobuf varint (for tags and lengths)."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Protobuf varints of a uint64 array, vectorised over elements (<= 10 byte passes)."""
+    values = values.astype(np.uint64, copy=False)
+    lengths = np.ones(values.size, dtype=np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        lengths += rest != 0
+        rest >>= np.uint64(7)
+    starts = np.cumsum(lengths) - lengths
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    rest = values.copy()
+    for position in range(_MAX_VARINT_BYTES):
+        active = lengths > position
+        if not active.any():
+            break
+        low = (rest[active] & np.uint64(0x7F)).astype(np.uint8)
+        continuation = (lengths[active] > position + 1).astype(np.uint8) << 7
+        out[starts[active] + position] = low | continuation
+        rest >>= np.uint64(7)
+    return out.tobytes()
+
+
+def _packed_values(flat: np.ndarray, info: _DtypeInfo) -> bytes:
+    """The elements of ``flat`` as the payload of their packed ``*_val`` field."""
+    if info.val_is_bits:  # half_val: the 16-bit patterns, as varints
+        return _varints(flat.view(np.uint16))
+    if info.numpy.kind == "c":  # scomplex_val/dcomplex_val: (real, imaginary) pairs
+        flat = flat.view(flat.real.dtype)
+    if flat.dtype.kind == "f":  # float_val/double_val: fixed width, the raw bytes
+        return flat.astype(flat.dtype.newbyteorder("<"), copy=False).tobytes()
+    if flat.dtype.kind == "i":  # negative ints are 10-byte varints of their 64-bit form
+        return _varints(flat.astype(np.int64).view(np.uint64))
+    return _varints(flat.astype(np.uint64))
+
+
+def tensor_bytes(array: np.ndarray) -> bytes:
+    """A serialized TensorProto of ``array`` in the layout TF Serving answers with.
+
+    TF Serving fills the typed ``*_val`` fields (``Tensor::AsProtoField``), not
+    ``tensor_content``, and clients read them (``response.outputs[k].float_val``). A packed
+    repeated field is a tag, a length and the values, so it is built from the NumPy buffer
+    instead of being appended element by element.
+    """
+    array = np.asarray(array)
+    enum = tf_dtype(array.dtype)
+    header = protos.TensorProto(dtype=enum)
+    for size in array.shape:
+        header.tensor_shape.dim.add(size=size)
+    if enum == DT_STRING:
+        header.string_val.extend(_string_values(array))
+        return header.SerializeToString()
+    if array.size == 0:
+        return header.SerializeToString()
+    info = _BY_ENUM[enum]
+    payload = _packed_values(np.ascontiguousarray(array).reshape(-1), info)
+    number = protos.TensorProto.DESCRIPTOR.fields_by_name[info.val_field].number
+    tag = _varint((number << 3) | _LEN)
+    return header.SerializeToString() + tag + _varint(len(payload)) + payload
+
+
 def shape_of(proto: Message) -> tuple[int, ...]:
     """The shape of a TensorProto (``unknown_rank`` gives a scalar)."""
     return tuple(dim.size for dim in proto.tensor_shape.dim)
@@ -166,6 +249,8 @@ def to_ndarray(proto: Message) -> np.ndarray:
     if info is None:
         raise TensorConversionError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = shape_of(proto)
+    if any(size < 0 for size in shape):
+        raise TensorConversionError(f"Invalid tensor shape: {list(shape)}")
     count = int(np.prod(shape, dtype=np.int64))
     if info.enum == DT_STRING:
         flat = np.empty(len(proto.string_val), dtype=object)
@@ -187,7 +272,6 @@ def to_ndarray(proto: Message) -> np.ndarray:
 
 # ------------------------------------------------- zero-copy decoding of a serialized response
 
-_VARINT, _LEN = 0, 2
 _TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_VERSION, _TENSOR_CONTENT = 1, 2, 3, 4
 # float_val (5) and double_val (6) are packed fixed-width little-endian: views like content
 _PACKED_RAW_FIELDS = {5: _dt("DT_FLOAT"), 6: _dt("DT_DOUBLE")}

@@ -1,10 +1,11 @@
 """gRPC front end: TF Serving's PredictionService and ModelService on top of the manager.
 
-Tensors cross the wire as TensorProto. Requests are read from ``tensor_content`` or the
-typed ``*_val`` fields; responses use the typed ``*_val`` fields as TF Serving does, encoded
-as packed fields straight from the NumPy buffers (no per-element Python loop); strings
-use ``string_val``. Errors become gRPC statuses with TF Serving's codes and messages (cut at
-1024 characters, as TF Serving does).
+Tensors cross the wire as TensorProto, converted by the project's one codec
+(``sagemaker_tfs.tensors``): requests are read from ``tensor_content`` or the typed
+``*_val`` fields; responses use the typed ``*_val`` fields as TF Serving does, encoded as
+packed fields straight from the NumPy buffers (no per-element Python loop). Errors become
+gRPC statuses with TF Serving's codes and messages (cut at 1024 characters, as TF Serving
+does).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TypeVar
 
 import grpc
 import numpy as np
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -30,6 +31,7 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
+from sagemaker_tfs import tensors
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import (
@@ -37,8 +39,6 @@ from sagemaker_tfs.model_server.servable import (
     DEFAULT_SIGNATURE,
     REGRESS_METHOD,
     Servable,
-    datatype_of,
-    numpy_dtype,
 )
 
 LOG = logging.getLogger(__name__)
@@ -47,181 +47,13 @@ SIGNATURE_DEF_FIELD = "signature_def"
 
 Response = TypeVar("Response")
 
-# Repeated value fields of TensorProto per dtype, for tensors sent without tensor_content.
-_VALUE_FIELDS = {
-    types_pb2.DT_FLOAT: "float_val",
-    types_pb2.DT_DOUBLE: "double_val",
-    types_pb2.DT_INT32: "int_val",
-    types_pb2.DT_INT16: "int_val",
-    types_pb2.DT_INT8: "int_val",
-    types_pb2.DT_UINT8: "int_val",
-    types_pb2.DT_UINT16: "int_val",
-    types_pb2.DT_INT64: "int64_val",
-    types_pb2.DT_UINT32: "uint32_val",
-    types_pb2.DT_UINT64: "uint64_val",
-    types_pb2.DT_BOOL: "bool_val",
-    types_pb2.DT_HALF: "half_val",
-    types_pb2.DT_COMPLEX64: "scomplex_val",
-    types_pb2.DT_COMPLEX128: "dcomplex_val",
-}
-
-
-# ----- TensorProto <-> NumPy -----
-
-
-def _shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
-    shape = tuple(dim.size for dim in proto.tensor_shape.dim)
-    if any(size < 0 for size in shape):
-        raise invalid_argument(f"Invalid tensor shape: {list(shape)}")
-    return shape
-
 
 def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """Decode a request TensorProto; raises INVALID_ARGUMENT on malformed tensors."""
-    shape = _shape_of(proto)
-    count = int(np.prod(shape, dtype=np.int64))
-    if proto.dtype == types_pb2.DT_STRING:
-        values = np.empty(len(proto.string_val), dtype=object)
-        values[:] = list(proto.string_val)
-        return _fill(values, shape, count, proto.dtype)
+    """Decode a request TensorProto; a malformed tensor is INVALID_ARGUMENT."""
     try:
-        dtype = numpy_dtype(proto.dtype).newbyteorder("<")
-    except (TypeError, ValueError):
-        raise invalid_argument(
-            f"Unsupported tensor dtype: {types_pb2.DataType.Name(proto.dtype)}"
-        ) from None
-    if proto.tensor_content:
-        if len(proto.tensor_content) != count * dtype.itemsize:
-            raise invalid_argument(
-                f"tensor_content has {len(proto.tensor_content)} bytes, expected "
-                f"{count * dtype.itemsize} for shape {list(shape)}"
-            )
-        return np.frombuffer(proto.tensor_content, dtype=dtype).reshape(shape)
-    field = _VALUE_FIELDS.get(proto.dtype)
-    if field is None:
-        raise invalid_argument(f"Unsupported tensor dtype: {types_pb2.DataType.Name(proto.dtype)}")
-    raw = getattr(proto, field)
-    if proto.dtype == types_pb2.DT_HALF:
-        values = np.asarray(raw, dtype=np.uint16).view(np.float16)
-    elif proto.dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
-        pairs = np.asarray(raw, dtype=np.float64).reshape(-1, 2)
-        values = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dtype)
-    else:
-        values = np.asarray(raw, dtype=dtype)
-    return _fill(values, shape, count, proto.dtype)
-
-
-def _fill(values: np.ndarray, shape: tuple[int, ...], count: int, dtype: int) -> np.ndarray:
-    """TF's rule: fewer values than elements repeat the last value (none: zeros)."""
-    if values.size == count:
-        return values.reshape(shape)
-    if values.size > count or values.size == 0 and count and dtype == types_pb2.DT_STRING:
-        raise invalid_argument(
-            f"Tensor has {values.size} values but shape {list(shape)} needs {count}"
-        )
-    result = np.empty(count, dtype=values.dtype)
-    if values.size == 0:
-        result[:] = 0
-    else:
-        result[: values.size] = values
-        result[values.size :] = values[-1]
-    return result.reshape(shape)
-
-
-# Fixed-width value fields: (NumPy little-endian element type) for packed encoding.
-_FIXED_WIDTH = {
-    types_pb2.DT_FLOAT: "<f4",
-    types_pb2.DT_DOUBLE: "<f8",
-    types_pb2.DT_COMPLEX64: "<f4",
-    types_pb2.DT_COMPLEX128: "<f8",
-}
-_MAX_VARINT_BYTES = 10
-
-
-def _field_number(name: str) -> int:
-    return tensor_pb2.TensorProto.DESCRIPTOR.fields_by_name[name].number
-
-
-def _varint(value: int) -> bytes:
-    """One protobuf varint (for tags and lengths)."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varints(values: np.ndarray) -> bytes:
-    """Protobuf varints of a uint64 array, vectorised over elements (<= 10 byte passes)."""
-    values = values.astype(np.uint64, copy=False)
-    lengths = np.ones(values.size, dtype=np.int64)
-    rest = values >> np.uint64(7)
-    while rest.any():
-        lengths += rest != 0
-        rest >>= np.uint64(7)
-    starts = np.cumsum(lengths) - lengths
-    out = np.empty(int(lengths.sum()), dtype=np.uint8)
-    rest = values.copy()
-    for position in range(_MAX_VARINT_BYTES):
-        active = lengths > position
-        if not active.any():
-            break
-        low = (rest[active] & np.uint64(0x7F)).astype(np.uint8)
-        continuation = (lengths[active] > position + 1).astype(np.uint8) << 7
-        out[starts[active] + position] = low | continuation
-        rest >>= np.uint64(7)
-    return out.tobytes()
-
-
-def _packed_values(array: np.ndarray, dtype: int) -> bytes:
-    """The array's elements encoded as TF Serving's typed ``*_val`` field (packed)."""
-    flat = np.ascontiguousarray(array).reshape(-1)
-    if dtype in _FIXED_WIDTH:
-        if dtype in (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128):
-            flat = flat.view(flat.real.dtype)
-        return flat.astype(_FIXED_WIDTH[dtype], copy=False).tobytes()
-    if dtype == types_pb2.DT_HALF:
-        return _varints(flat.view(np.uint16))
-    if flat.dtype.kind == "i":  # negative ints are 10-byte varints of their 64-bit form
-        return _varints(flat.astype(np.int64).view(np.uint64))
-    return _varints(flat.astype(np.uint64))
-
-
-def tensor_bytes(array: np.ndarray) -> bytes:
-    """A serialized TensorProto of ``array`` as TF Serving writes Predict outputs.
-
-    TF Serving fills the typed ``*_val`` fields (``Tensor::AsProtoField``), not
-    ``tensor_content``. A packed repeated field is a tag, a length and the values, so it is
-    built from the NumPy buffer directly instead of appending element by element.
-    """
-    dtype = datatype_of(array)
-    header = tensor_pb2.TensorProto(dtype=dtype)
-    header.tensor_shape.CopyFrom(
-        tensor_shape_pb2.TensorShapeProto(
-            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in array.shape]
-        )
-    )
-    if dtype == types_pb2.DT_STRING:
-        header.string_val.extend(
-            value if isinstance(value, bytes) else str(value).encode() for value in array.flat
-        )
-        return header.SerializeToString()
-    if array.size == 0:
-        return header.SerializeToString()
-    field = _VALUE_FIELDS.get(dtype)
-    if field is None:
-        raise ServingError(
-            Code.INTERNAL, f"Cannot encode output of dtype {types_pb2.DataType.Name(dtype)}"
-        )
-    payload = _packed_values(array, dtype)
-    tag = _varint((_field_number(field) << 3) | 2)
-    return header.SerializeToString() + tag + _varint(len(payload)) + payload
-
-
-def array_to_tensor(array: np.ndarray) -> tensor_pb2.TensorProto:
-    """Encode a result array the way TF Serving does (typed ``*_val`` fields)."""
-    return tensor_pb2.TensorProto.FromString(tensor_bytes(array))
+        return tensors.to_ndarray(proto)
+    except tensors.TensorConversionError as error:
+        raise invalid_argument(str(error)) from None
 
 
 # ----- request helpers -----
@@ -282,7 +114,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response = predict_pb2.PredictResponse()
         response.model_spec.CopyFrom(_model_spec(servable, signature_name))
         for alias, array in outputs.items():
-            response.outputs[alias].MergeFromString(tensor_bytes(array))
+            response.outputs[alias].MergeFromString(tensors.tensor_bytes(array))
         return response
 
     def Classify(self, request, context):  # noqa: N802

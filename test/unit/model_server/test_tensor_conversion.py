@@ -1,4 +1,5 @@
-"""grpc_api's TensorProto <-> NumPy helpers, checked against TensorFlow's own converters."""
+"""The model server's TensorProto <-> NumPy conversion (``sagemaker_tfs.tensors`` used with
+TensorFlow's message classes), checked against TensorFlow's own converters."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from sagemaker_tfs.model_server.errors import ServingError  # noqa: E402
-from sagemaker_tfs.model_server.grpc_api import array_to_tensor, tensor_to_array  # noqa: E402
+from sagemaker_tfs.model_server.grpc_api import tensor_to_array  # noqa: E402
+from sagemaker_tfs.tensors import tensor_bytes  # noqa: E402
+
+
+def array_to_tensor(array: np.ndarray):
+    """A Predict output as the model server writes it, parsed by TensorFlow's own class."""
+    return tf.make_tensor_proto(0).FromString(tensor_bytes(array))
+
 
 ARRAYS = [
     np.array([[-1, 300, -(2**31)]], dtype=np.int32),
@@ -80,5 +88,5 @@ def test_repeated_fields_and_broadcast_of_last_value() -> None:
 def test_wrong_content_length_is_invalid_argument() -> None:
     proto = tf.make_tensor_proto(np.zeros(4, dtype=np.float32))
     proto.tensor_shape.dim[0].size = 5
-    with pytest.raises(ServingError, match="tensor_content has 16 bytes, expected 20"):
+    with pytest.raises(ServingError, match=r"tensor_content has 16 bytes, shape \[5\] .* 20"):
         tensor_to_array(proto)
