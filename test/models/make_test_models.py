@@ -170,8 +170,20 @@ def _decode_jpeg(image: tf.Tensor) -> tf.Tensor:
 
 def make_jpeg_classifier(model_dir: Path) -> None:
     """JPEG bytes in, decoded and resized in the graph, classes and probabilities out."""
-    net = _small_conv_classifier()
+    _export_jpeg_model(_small_conv_classifier(), model_dir)
 
+
+def make_jpeg_mobilenet_v2(model_dir: Path) -> None:
+    """The same JPEG-bytes signature over MobileNetV2: a realistic cost per image, as the
+    batch-transform notebook's ResNet-50 (used by the throughput benchmark)."""
+    tf.keras.utils.set_random_seed(SEED)
+    net = tf.keras.applications.MobileNetV2(
+        input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), weights=None, classes=1000
+    )
+    _export_jpeg_model(net, model_dir)
+
+
+def _export_jpeg_model(net: tf.keras.Model, model_dir: Path) -> None:
     def serve(image_bytes: tf.Tensor) -> dict:
         images = tf.map_fn(
             _decode_jpeg,
@@ -228,6 +240,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_two": make_half_plus_two,
     "multi_io": make_multi_io,
     "jpeg_classifier": make_jpeg_classifier,
+    "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
     "mobilenet_v2": make_mobilenet_v2,
     "detector": make_detector,
 }
@@ -240,7 +253,7 @@ def _sample_jpeg() -> bytes:
 
 def _sample_feeds(name: str) -> dict[str, np.ndarray]:
     """A small valid input for each model's serving_default signature."""
-    if name == "jpeg_classifier":
+    if name in ("jpeg_classifier", "jpeg_mobilenet_v2"):
         return {"image_bytes": np.array([_sample_jpeg()], dtype=object)}
     if name == "mobilenet_v2":
         return {"input_1": np.zeros((1, IMAGE_SIZE, IMAGE_SIZE, 3), np.float32)}

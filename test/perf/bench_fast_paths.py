@@ -251,9 +251,15 @@ def run_concurrently(call: Callable[[], object], total: int, clients: int) -> fl
 
 
 def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
+    """Scenario 3 for each JPEG-bytes model of ``--jpeg-models``: a toy network, where the
+    per-request cost of the stack dominates, and MobileNetV2, a realistic cost per image."""
+    return {model: throughput_of(args, models_root, model) for model in args.jpeg_models.split(",")}
+
+
+def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> dict:
     images = [photo_like_jpeg(224, seed=20 + i) for i in range(16)]
     batch_size = args.max_batch_size
-    servable = in_process_servable(models_root, "jpeg_classifier")
+    servable = in_process_servable(models_root, model)
     batch = np.array([images[i % len(images)] for i in range(batch_size)], dtype=object)
     batches = max(1, args.throughput_requests // batch_size)
     servable.predict("serving_default", {"image_bytes": batch})
@@ -273,8 +279,8 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
             "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": str(args.batch_timeout_micros),
             "SAGEMAKER_GUNICORN_WORKERS": str(args.workers),
         }
-        with stack_for(models_root, ["jpeg_classifier"], env=env) as stack:
-            post = Poster(stack, "image/jpeg", "application/json", "jpeg_classifier")
+        with stack_for(models_root, [model], env=env) as stack:
+            post = Poster(stack, "image/jpeg", "application/json", model)
             rate = run_concurrently(
                 cycling(post, images),
                 args.throughput_requests,
@@ -351,9 +357,12 @@ def print_table(results: dict) -> None:
         for name, value in figures.items():
             if isinstance(value, dict) and "error" in value:
                 print(f"{scenario:<16} {name:<40} {'FAILED':>12}  {value['error'][:60]}")
-            elif isinstance(value, dict):
+            elif isinstance(value, dict) and "p50_ms" in value:
                 for key in ("p50_ms", "p95_ms"):
                     print(f"{scenario:<16} {name + ' ' + key:<40} {value[key]:>12}")
+            elif isinstance(value, dict):  # scenario 3: figures per model
+                for key, figure in value.items():
+                    print(f"{scenario:<16} {name + ' ' + key:<40} {figure!s:>12}")
             else:
                 print(f"{scenario:<16} {name:<40} {value!s:>12}")
 
@@ -367,6 +376,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--throughput-requests", type=int, default=3000, help="scenario 3 total")
     parser.add_argument("--clients", type=int, default=64, help="scenario 3 concurrent clients")
     parser.add_argument("--max-batch-size", type=int, default=32, help="scenario 3 batching")
+    parser.add_argument(
+        "--jpeg-models",
+        default="jpeg_classifier,jpeg_mobilenet_v2",
+        help="scenario 3: comma-separated JPEG-bytes test models",
+    )
     parser.add_argument("--batch-timeout-micros", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=1, help="gunicorn workers (gevent)")
     parser.add_argument("--memory-requests", type=int, default=5000, help="scenario 4 requests")
@@ -376,7 +390,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    models_root = load_test_models(["mobilenet_v2", "detector", "jpeg_classifier"])
+    jpeg_models = args.jpeg_models.split(",")
+    models_root = load_test_models(["mobilenet_v2", "detector", *jpeg_models])
     results: dict = {}
     for key in args.scenarios.split(","):
         name, run = SCENARIOS[key.strip()]

@@ -1,153 +1,12 @@
-"""The whole stack on the host: ``start_stack(model_dir, ...)`` runs ``sagemaker-tfs serve``.
-
-Real nginx, gunicorn and model server processes on free ports; the fixture waits for
-``/ping`` to answer 200 and stops the stack (SIGTERM) at teardown.
-"""
+"""The ``start_stack`` fixture: a fresh whole stack per test (see ``whole_stack.py``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import random
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
-import requests
-
-STARTUP_TIMEOUT_SECONDS = 180.0
-STOP_TIMEOUT_SECONDS = 60.0
-
-
-def port_is_free(port: int) -> bool:
-    """A server could listen on ``port`` now (servers set SO_REUSEADDR, so TIME_WAIT is ok)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_range(size: int) -> tuple[int, int]:
-    """``size`` consecutive ports that are all free right now."""
-    for _ in range(200):
-        low = random.randrange(20000, 60000 - size)
-        if all(port_is_free(p) for p in range(low, low + size)):
-            return low, low + size - 1
-    raise RuntimeError(f"no {size} consecutive free ports found")
-
-
-def _ppid_and_state(pid: int) -> tuple[int, str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[1]), fields[0]
-
-
-def pid_alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    info = _ppid_and_state(pid)
-    return info is not None and info[1] != "Z"
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def descendant_pids(root: int) -> list[int]:
-    """Every live process below ``root`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            info = _ppid_and_state(int(entry))
-            if info is not None and info[1] != "Z":
-                children.setdefault(info[0], []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` seconds passed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
-
-
-@dataclass
-class Stack:
-    """A running ``sagemaker-tfs serve``."""
-
-    url: str
-    port: int
-    work_dir: Path
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    port_range: tuple[int, int]
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def ping(self, timeout: float = 2.0) -> int | None:
-        try:
-            return requests.get(f"{self.url}/ping", timeout=timeout).status_code
-        except requests.RequestException:
-            return None
-
-    def wait_for_ping(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
-        """Until /ping answers 200; fails with the stack's log if it exits or times out."""
-        deadline = time.monotonic() + timeout
-        while self.ping() != 200:
-            if self.process.poll() is not None:
-                pytest.fail(
-                    f"serve exited with {self.process.returncode} before /ping answered 200:\n"
-                    + self.log_text()[-6000:]
-                )
-            if time.monotonic() > deadline:
-                pytest.fail(f"/ping not 200 after {timeout}s:\n" + self.log_text()[-6000:])
-            time.sleep(0.25)
-
-    def child_pids(self, marker: str) -> list[int]:
-        """The supervisor's direct children whose command line contains ``marker``."""
-        return [
-            pid
-            for pid in descendant_pids(self.process.pid)
-            if (_ppid_and_state(pid) or (0, ""))[0] == self.process.pid and marker in cmdline(pid)
-        ]
-
-    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
-        """SIGTERM, then wait; returns the exit code (kills it if it hangs)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-                pytest.fail("serve did not stop within the timeout after SIGTERM")
-        return self.process.returncode
-
-
-StartStack = Callable[..., Stack]
+from whole_stack import Stack, StackError, StartStack, launch
 
 
 @pytest.fixture
@@ -164,39 +23,7 @@ def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack
         port: int | None = None,
     ) -> Stack:
         work_dir = tmp_path_factory.mktemp("stack")
-        low, high = free_port_range(port_range_size + 1)
-        port = port or high  # by default the public port sits just above the internal ones
-        child_env = dict(os.environ)
-        child_env.update(
-            {
-                "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high - 1}",
-                "SAGEMAKER_MULTI_MODEL": "true" if multi_model else "false",
-                "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "120",
-            }
-        )
-        child_env.update(env or {})
-        log_path = work_dir / "serve.log"
-        command = [
-            sys.executable,
-            "-m",
-            "sagemaker_tfs.cli",
-            "serve",
-            "--model-dir",
-            str(model_dir),
-            "--work-dir",
-            str(work_dir),
-            "--port",
-            str(port),
-        ]
-        with open(log_path, "wb") as log_file:
-            process = subprocess.Popen(
-                command,
-                env=child_env,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        stack = Stack(f"http://127.0.0.1:{port}", port, work_dir, process, log_path, (low, high))
+        stack = launch(model_dir, work_dir, env, multi_model, port_range_size, port)
         stacks.append(stack)
         if wait:
             stack.wait_for_ping()
@@ -204,9 +31,9 @@ def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack
 
     yield start
     for stack in stacks:
-        if stack.process.poll() is None:
+        try:
             stack.stop()
-        # anything left in the stack's session (children in their own sessions are the
-        # supervisor's job; tests check that separately)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(stack.process.pid, signal.SIGKILL)
+        except StackError as error:
+            pytest.fail(str(error))
+        finally:
+            stack.kill_session()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import Stack, StartStack, pid_alive, port_is_free, wait_for  # noqa: I001
+from whole_stack import Stack, StartStack, pid_alive, port_is_free, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import free_port_range, pid_alive, wait_for  # noqa: I001
+from whole_stack import free_port_range, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 

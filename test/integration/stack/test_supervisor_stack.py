@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import Stack, StartStack, pid_alive, wait_for  # noqa: I001 (the stack conftest)
+from whole_stack import Stack, StartStack, cmdline, descendant_pids, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,6 @@ def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled
         )
     }
     assert all(len(pids) == 1 for pids in children.values()), children
-    from conftest import descendant_pids
 
     everything = descendant_pids(stack.process.pid)
     assert stack.stop() == 0
@@ -122,7 +121,6 @@ def test_batching_variables_reach_the_file_the_flags_and_the_log(
     log = stack.log_text()
     for line in expected.splitlines():
         assert line in log
-    from conftest import cmdline
 
     (server,) = stack.child_pids(MODEL_SERVER_MARKER)
     assert "--enable_batching=true" in cmdline(server)
@@ -153,7 +151,6 @@ def test_a_model_that_cannot_load_stops_start_up_clearly(
 
 
 def test_sigterm_during_start_up_stops_everything(start_stack: StartStack, bundled_models) -> None:
-    from conftest import descendant_pids
 
     stack = start_stack(bundled_models, wait=False)
     assert wait_for(lambda: stack.child_pids(MODEL_SERVER_MARKER) != [], 30)

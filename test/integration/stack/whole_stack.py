@@ -1,8 +1,10 @@
-"""A module-scoped whole stack for the request-path tests.
+"""Running the whole stack (``sagemaker-tfs serve``) on the host, for tests and benchmarks.
 
-``conftest.start_stack`` is function-scoped (a fresh stack per test); the request-path
-tests send dozens of requests to one stack, so this starts ``sagemaker-tfs serve`` the
-same way (free port range, SIGTERM at the end) once per test module.
+Real nginx, gunicorn and model server processes on a free port range. ``launch`` starts a
+stack, ``Stack.wait_for_ping`` waits for ``/ping`` to answer 200, ``Stack.stop`` sends
+SIGTERM. ``running_stack`` does all three around a ``with`` block (one stack for a test
+module or a benchmark); the ``start_stack`` fixture in ``conftest.py`` gives each test its
+own. Process helpers read ``/proc`` so tests can check that nothing is left behind.
 """
 
 from __future__ import annotations
@@ -15,17 +17,24 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
 STARTUP_TIMEOUT_SECONDS = 180.0
+STOP_TIMEOUT_SECONDS = 60.0
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
+class StackError(RuntimeError):
+    """The stack did not start or stop as expected (the message ends with its log)."""
+
+
+def port_is_free(port: int) -> bool:
+    """A server could listen on ``port`` now (servers set SO_REUSEADDR, so TIME_WAIT is ok)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -33,22 +42,76 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _free_range(size: int) -> tuple[int, int]:
+def free_port_range(size: int) -> tuple[int, int]:
+    """``size`` consecutive ports that are all free right now."""
     for _ in range(200):
         low = random.randrange(20000, 60000 - size)
-        if all(_port_is_free(p) for p in range(low, low + size)):
+        if all(port_is_free(p) for p in range(low, low + size)):
             return low, low + size - 1
-    raise RuntimeError(f"no {size} consecutive free ports")
+    raise RuntimeError(f"no {size} consecutive free ports found")
+
+
+def _ppid_and_state(pid: int) -> tuple[int, str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[1]), fields[0]
+
+
+def pid_alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    info = _ppid_and_state(pid)
+    return info is not None and info[1] != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def descendant_pids(root: int) -> list[int]:
+    """Every live process below ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            info = _ppid_and_state(int(entry))
+            if info is not None and info[1] != "Z":
+                children.setdefault(info[0], []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
 
 
 @dataclass
-class RunningStack:
+class Stack:
+    """A running ``sagemaker-tfs serve``."""
+
     url: str
+    port: int
     work_dir: Path
     process: subprocess.Popen[bytes]
+    log_path: Path
+    port_range: tuple[int, int]
 
     def log_text(self) -> str:
-        return (self.work_dir / "serve.log").read_text(errors="replace")
+        return self.log_path.read_text(errors="replace")
 
     def post(self, body: bytes | str, content_type: str | None = "application/json",
              path: str = "/invocations", **headers: str) -> requests.Response:  # fmt: skip
@@ -60,19 +123,66 @@ class RunningStack:
     def get(self, path: str) -> requests.Response:
         return requests.get(self.url + path, timeout=30)
 
+    def ping(self, timeout: float = 2.0) -> int | None:
+        try:
+            return requests.get(f"{self.url}/ping", timeout=timeout).status_code
+        except requests.RequestException:
+            return None
 
-def _ping(url: str) -> int | None:
-    try:
-        return requests.get(url + "/ping", timeout=2).status_code
-    except requests.RequestException:
-        return None
+    def wait_for_ping(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+        """Until /ping answers 200; raises StackError with the log if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while self.ping() != 200:
+            if self.process.poll() is not None:
+                raise StackError(
+                    f"serve exited with {self.process.returncode} before /ping answered 200:\n"
+                    + self.log_text()[-6000:]
+                )
+            if time.monotonic() > deadline:
+                raise StackError(f"/ping not 200 after {timeout}s:\n" + self.log_text()[-6000:])
+            time.sleep(0.25)
+
+    def child_pids(self, marker: str) -> list[int]:
+        """The supervisor's direct children whose command line contains ``marker``."""
+        return [
+            pid
+            for pid in descendant_pids(self.process.pid)
+            if (_ppid_and_state(pid) or (0, ""))[0] == self.process.pid and marker in cmdline(pid)
+        ]
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
+        """SIGTERM, then wait; returns the exit code (kills it and raises if it hangs)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill_session()
+                raise StackError("serve did not stop within the timeout after SIGTERM") from None
+        return self.process.returncode
+
+    def kill_session(self) -> None:
+        """SIGKILL whatever is left in the stack's session (children in sessions of their
+        own are the supervisor's job; tests check that separately)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
 
-@contextlib.contextmanager
-def running_stack(
-    model_dir: Path, work_dir: Path, env: dict[str, str] | None = None, multi_model: bool = False
-) -> Iterator[RunningStack]:
-    low, high = _free_range(21)
+StartStack = Callable[..., Stack]
+
+
+def launch(
+    model_dir: str | os.PathLike[str],
+    work_dir: Path,
+    env: dict[str, str] | None = None,
+    multi_model: bool = False,
+    port_range_size: int = 20,
+    port: int | None = None,
+) -> Stack:
+    """Start ``sagemaker-tfs serve`` on free ports (internal ones from a safe port range)."""
+    low, high = free_port_range(port_range_size + 1)
+    port = port or high  # by default the public port sits just above the internal ones
     child_env = dict(os.environ)
     child_env.update(
         {
@@ -82,27 +192,32 @@ def running_stack(
         }
     )
     child_env.update(env or {})
+    log_path = work_dir / "serve.log"
     command = [
         sys.executable, "-m", "sagemaker_tfs.cli", "serve", "--model-dir", str(model_dir),
-        "--work-dir", str(work_dir), "--port", str(high),
+        "--work-dir", str(work_dir), "--port", str(port),
     ]  # fmt: skip
-    with open(work_dir / "serve.log", "wb") as log_file:
+    with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             command, env=child_env, stdout=log_file, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-    stack = RunningStack(f"http://127.0.0.1:{high}", work_dir, process)
+    return Stack(f"http://127.0.0.1:{port}", port, work_dir, process, log_path, (low, high))
+
+
+@contextlib.contextmanager
+def running_stack(
+    model_dir: Path, work_dir: Path, env: dict[str, str] | None = None, multi_model: bool = False
+) -> Iterator[Stack]:
+    """A stack that answers /ping for the duration of the ``with`` block."""
+    stack = launch(model_dir, work_dir, env, multi_model)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
-        while _ping(stack.url) != 200:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the stack did not start:\n" + stack.log_text()[-6000:])
-            time.sleep(0.25)
+        stack.wait_for_ping()
         yield stack
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(60)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(StackError):
+            stack.stop()
+        stack.kill_session()
+
+
+RunningStack = Stack
