@@ -26,6 +26,7 @@ setup(
         "requests>=2.31",
         "pillow>=10",
         "orjson>=3.9",  # JSON answers written from NumPy buffers (payloads.py)
+        "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
     ],
     extras_require={
         "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],

@@ -107,10 +107,18 @@ class StackConfig:
     omp_num_threads: str
     service_socket: str
     control_socket: str
+    # Multi-model with both UNIVERSAL variables set: where the shared code is downloaded.
+    universal_code_dir: str | None = None
 
     @property
     def stack_config_path(self) -> str:
         return os.path.join(self.work_dir, "stack.json")
+
+    @property
+    def shared_code_dir(self) -> str | None:
+        """The code whose ``requirements.txt`` is installed at start: ``MODEL_DIR/code``,
+        else (multi-model) the downloaded universal code."""
+        return self.code_dir or self.universal_code_dir
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -339,6 +347,18 @@ def _code_dir(model_dir: str) -> str | None:
     return str(code) if code.is_dir() else None
 
 
+def _universal_code_dir(env: _Env, multi_model: bool, work_dir: str) -> str | None:
+    """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
+
+    Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
+    """
+    bucket = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
+    prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
+    if not multi_model or bucket is None or prefix is None:
+        return None
+    return os.path.join(work_dir, "universal_code")
+
+
 def load_config(
     environ: Mapping[str, str],
     model_dir: str | None = None,
@@ -421,4 +441,5 @@ def load_config(
         omp_num_threads=env.string("OMP_NUM_THREADS", "1"),
         service_socket=os.path.join(work_dir, "gunicorn.sock"),
         control_socket=os.path.join(work_dir, "supervisor.sock"),
+        universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
     )

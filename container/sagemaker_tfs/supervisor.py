@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sagemaker_tfs.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
 from sagemaker_tfs.model_processes import (
     ControlError,
@@ -230,6 +231,7 @@ class Supervisor:
     def start(self) -> None:
         self.write_configs()
         if self.config.multi_model:
+            self._download_universal_code()
             self._start_control_api()
         else:
             self._start_model_servers()
@@ -265,6 +267,17 @@ class Supervisor:
                 f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
             )
         log.info("%s: models %s AVAILABLE", key, ", ".join(names))
+
+    def _download_universal_code(self) -> None:
+        """Shared code from S3, before gunicorn (its hook installs the requirements)."""
+        target = self.config.universal_code_dir
+        if target is None:
+            return
+        assert self.config.universal_bucket and self.config.universal_prefix
+        try:
+            download_code(self.config.universal_bucket, self.config.universal_prefix, target)
+        except CodeDownloadError as error:
+            raise StartupError(str(error)) from None
 
     def _start_control_api(self) -> None:
         self.registry = ModelRegistry(self.config, self)

@@ -148,7 +148,10 @@ def make_service(config: StackConfig) -> Service:
     channels = Channels()
     if config.multi_model:
         directory = ModelDirectory(
-            ControlClient(config.control_socket), config.model_dir, config.work_dir
+            ControlClient(config.control_socket),
+            config.model_dir,
+            config.work_dir,
+            config.universal_code_dir,
         )
         return Service(config, None, channels, rest_session(), None, directory)
     ensure_requirements(config.code_dir, config.work_dir)

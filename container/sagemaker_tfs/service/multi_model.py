@@ -78,10 +78,17 @@ class ControlClient:
 class ModelDirectory:
     """Loaded models by name, cached for ``LOOKUP_TTL_SECONDS``; user code cached by path."""
 
-    def __init__(self, client: ControlClient, models_root: str, work_dir: str) -> None:
+    def __init__(
+        self,
+        client: ControlClient,
+        models_root: str,
+        work_dir: str,
+        universal_code_dir: str | None = None,
+    ) -> None:
         self._client = client
         self._models_root = models_root
         self._work_dir = work_dir
+        self._universal_code_dir = universal_code_dir
         self._lock = threading.Lock()
         self._models: dict[str, tuple[float, LoadedModel]] = {}
         self._code: dict[str, UserCode | None] = {}
@@ -111,12 +118,15 @@ class ModelDirectory:
             self._models.pop(name, None)
 
     def code_dirs(self, model: LoadedModel) -> list[str]:
-        """Where a model's ``inference.py`` may be, most specific first."""
-        return [
-            os.path.join(model.base_path, "code"),
-            os.path.join(self._models_root, "code"),
-            UNIVERSAL_CODE_DIR,
-        ]
+        """Where a model's ``inference.py`` may be, most specific first.
+
+        The code downloaded from S3 (``universal_code_dir``) comes before ``/opt/ml/code``.
+        """
+        dirs = [os.path.join(model.base_path, "code"), os.path.join(self._models_root, "code")]
+        if self._universal_code_dir:
+            dirs.append(self._universal_code_dir)
+        dirs.append(UNIVERSAL_CODE_DIR)
+        return dirs
 
     def user_code(self, model: LoadedModel) -> UserCode | None:
         for code_dir in self.code_dirs(model):
