@@ -88,12 +88,12 @@ def relative_path(key: str, prefix: str) -> PurePosixPath | None:
     rest = key[len(prefix) :]
     if rest == "" or rest.endswith("/"):
         return None
-    path = PurePosixPath(rest)
-    if path.is_absolute() or "\\" in rest or any(part in ("..", ".") for part in path.parts):
+    segments = rest.split("/")
+    if "\\" in rest or any(segment in ("", ".", "..") for segment in segments):
         raise CodeDownloadError(
             f"refusing S3 key {key!r}: its path below the prefix is not a plain relative path"
         )
-    return path
+    return PurePosixPath(*segments)
 
 
 def download_object(client: S3Client, bucket: str, key: str, destination: Path) -> int:

@@ -1,0 +1,68 @@
+"""Where the universal code goes: the config field, the service's lookup order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs.config import StackConfig, load_config
+from sagemaker_tfs.service.multi_model import (
+    UNIVERSAL_CODE_DIR,
+    ControlClient,
+    LoadedModel,
+    ModelDirectory,
+)
+
+BOTH = {
+    "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
+    "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "shared/code",
+}
+
+
+def config(tmp_path: Path, **env: str) -> StackConfig:
+    (tmp_path / "models").mkdir(exist_ok=True)
+    return load_config(env, str(tmp_path / "models"), str(tmp_path / "work"), 8080, 2)
+
+
+def test_multi_model_with_both_variables_downloads_into_the_work_dir(tmp_path: Path) -> None:
+    loaded = config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH)
+    assert loaded.universal_code_dir == str(tmp_path / "work" / "universal_code")
+    assert (loaded.universal_bucket, loaded.universal_prefix) == ("bucket", "shared/code")
+    assert loaded.shared_code_dir == loaded.universal_code_dir
+    assert StackConfig.from_dict(json.loads(loaded.to_json())) == loaded
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket"},
+        {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "code"},
+        {"SAGEMAKER_MULTI_MODEL": "false", **BOTH},
+    ],
+)
+def test_nothing_is_downloaded_otherwise(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / "models" / "m" / "1").mkdir(parents=True)
+    (tmp_path / "models" / "m" / "1" / "saved_model.pb").write_bytes(b"")
+    assert config(tmp_path, **env).universal_code_dir is None
+
+
+def test_the_models_code_dir_wins_for_requirements(tmp_path: Path) -> None:
+    (tmp_path / "models" / "code").mkdir(parents=True)
+    loaded = config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH)
+    assert loaded.shared_code_dir == str(tmp_path / "models" / "code")
+
+
+def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path) -> None:
+    directory = ModelDirectory(
+        ControlClient(str(tmp_path / "sock")), "/models", "/work", "/work/universal_code"
+    )
+    model = LoadedModel("m", "/models/m", 1, 2)
+    assert directory.code_dirs(model) == [
+        "/models/m/code",
+        "/models/code",
+        "/work/universal_code",
+        UNIVERSAL_CODE_DIR,
+    ]
+    plain = ModelDirectory(ControlClient(str(tmp_path / "sock")), "/models", "/work")
+    assert "/work/universal_code" not in plain.code_dirs(model)
