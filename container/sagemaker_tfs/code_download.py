@@ -62,6 +62,8 @@ def default_s3_client() -> S3Client:
         import boto3
     except ImportError as error:
         raise CodeDownloadError(f"boto3 is not installed: {error}") from None
+    # botocore logs where it found credentials/endpoints at INFO: start-up noise.
+    logging.getLogger("botocore").setLevel(logging.WARNING)
     return boto3.client("s3")
 
 
