@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import threading
 import urllib.parse
+import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -194,6 +195,52 @@ def test_downloaded_inference_script_handles_invoke(local_s3: LocalS3, tmp_path:
             "model_name": "hp3",
         }
     assert not (models / "code").exists()  # nothing written under the (read-only) models
+
+
+def write_wheel(path: Path, module: str, source: str) -> None:
+    """The smallest wheel pip installs offline: one module, no dependencies."""
+    dist_info = f"{module}-1.0.dist-info"
+    files = {
+        f"{module}.py": source,
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 1.0\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = "".join(f"{name},,\n" for name in files) + f"{dist_info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in {**files, f"{dist_info}/RECORD": record}.items():
+            wheel.writestr(name, text)
+
+
+def test_downloaded_requirements_are_installed_before_the_service(
+    local_s3: LocalS3, tmp_path: Path
+) -> None:
+    """No lib/: the gunicorn hook pip-installs the downloaded requirements.txt (a wheel that
+    came from S3 too, so pip needs no index)."""
+    code = local_s3.root / "bucket" / "code"
+    code.mkdir(parents=True)
+    wheel = "h8_universal_tag-1.0-py3-none-any.whl"
+    write_wheel(code / wheel, "h8_universal_tag", 'TAG = "from-a-wheel"\n')
+    (code / "requirements.txt").write_text(f"./{wheel}\n")
+    (code / "inference.py").write_text(
+        SHARED_INFERENCE.replace(
+            "from shared_tools.tag import TAG", "from h8_universal_tag import TAG"
+        )
+    )
+    models = tmp_path / "models"
+    shutil.copytree(HALF_PLUS_THREE, models / "half_plus_three")
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    env = s3_env(local_s3, tmp_path, "bucket", "code")
+    with running_stack(models, work_dir, env, multi_model=True) as stack:
+        assert (work_dir / "user_packages" / "h8_universal_tag.py").is_file()
+        load = requests.post(
+            stack.url + "/models", json={"model_name": "m", "url": "half_plus_three"}, timeout=180
+        )
+        assert load.status_code == 200, load.text
+        answer = stack.post('{"instances": [2.0]}', path="/models/m/invoke")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["tag"] == "from-a-wheel"
 
 
 @pytest.mark.parametrize(
