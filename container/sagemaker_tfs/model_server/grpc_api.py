@@ -94,6 +94,21 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
     raise AssertionError("unreachable: context.abort raises")
 
 
+def _on_examples(
+    manager: ModelManager,
+    request: classification_pb2.ClassificationRequest | regression_pb2.RegressionRequest,
+    method: str,
+    response_type: type[Response],
+) -> Response:
+    """Classify or Regress: run ``servable.<method>`` on the request's tf.Example input."""
+    servable = resolve(manager, request.model_spec)
+    signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+    result = getattr(servable, method)(signature_name, request.input)
+    response = response_type(result=result)
+    response.model_spec.CopyFrom(_model_spec(servable, signature_name))
+    return response
+
+
 # ----- services -----
 
 
@@ -123,12 +138,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _classify(
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
-        servable = resolve(self._manager, request.model_spec)
-        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-        result = servable.classify(signature_name, request.input)
-        response = classification_pb2.ClassificationResponse(result=result)
-        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
-        return response
+        return _on_examples(
+            self._manager, request, "classify", classification_pb2.ClassificationResponse
+        )
 
     def Regress(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._regress(request), "Regress")
@@ -136,12 +148,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _regress(
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
-        servable = resolve(self._manager, request.model_spec)
-        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-        result = servable.regress(signature_name, request.input)
-        response = regression_pb2.RegressionResponse(result=result)
-        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
-        return response
+        return _on_examples(self._manager, request, "regress", regression_pb2.RegressionResponse)
 
     def MultiInference(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._multi_inference(request), "MultiInference")
