@@ -189,17 +189,9 @@ def test_an_empty_prefix_listing_is_a_warning(
 
 
 def test_real_boto3_without_credentials_fails_clearly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, no_aws_credentials: None
 ) -> None:
     """No mock: boto3 itself finds no credentials (no network is touched)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
-    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
     with pytest.raises(CodeDownloadError) as raised:
         download_code("bucket", "code", str(tmp_path / "t"))
     assert str(raised.value) == "downloading s3://bucket/code/ failed: Unable to locate credentials"

@@ -70,15 +70,9 @@ def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path
 
 
 def test_supervisor_turns_a_failed_download_into_a_start_up_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, no_aws_credentials: None
 ) -> None:
     """Real boto3 with no credentials anywhere (nothing reaches the network)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     supervisor = Supervisor(config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH))
     with pytest.raises(StartupError) as raised:
         supervisor._download_universal_code()

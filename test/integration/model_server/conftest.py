@@ -9,13 +9,11 @@ servers can use ``model_server_process.launch_model_server`` directly.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from model_server_process import ServerHandle, launch_model_server, wait_until_ready
+from model_server_process import ServerHandle, launch_model_server, stop_server, wait_until_ready
 
 __all__ = ["ServerHandle", "start_model_server"]
 
@@ -39,10 +37,4 @@ def start_model_server(tmp_path: Path) -> Iterator[Callable[..., ServerHandle]]:
 
     yield start
     for handle in handles:
-        if handle.process.poll() is None:
-            handle.process.send_signal(signal.SIGTERM)
-            try:
-                handle.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                handle.process.kill()
-                handle.process.wait()
+        stop_server(handle)

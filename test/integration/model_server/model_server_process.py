@@ -113,3 +113,14 @@ def wait_until_ready(handle: ServerHandle, timeout: float = START_TIMEOUT_SECOND
             )
         time.sleep(0.05)
     raise RuntimeError(f"model server not ready after {timeout}s:\n{handle.log}")
+
+
+def stop_server(handle: ServerHandle, timeout: float = 15.0) -> None:
+    """SIGTERM (the clean exit TF Serving gives), SIGKILL if it does not exit in time."""
+    if handle.process.poll() is None:
+        handle.process.send_signal(signal.SIGTERM)
+        try:
+            handle.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            handle.process.kill()
+            handle.process.wait()

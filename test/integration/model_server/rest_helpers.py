@@ -5,13 +5,11 @@ Servers are started with ``model_server_process`` (the launcher every model serv
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import requests
-from model_server_process import ServerHandle, launch_model_server, wait_until_ready
+from model_server_process import ServerHandle, launch_model_server, stop_server, wait_until_ready
 
 
 def start_server(args: list[str], log_path: Path) -> ServerHandle:
@@ -23,16 +21,6 @@ def start_server(args: list[str], log_path: Path) -> ServerHandle:
         stop_server(handle)
         raise
     return handle
-
-
-def stop_server(handle: ServerHandle) -> None:
-    if handle.process.poll() is None:
-        handle.process.send_signal(signal.SIGTERM)
-        try:
-            handle.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            handle.process.kill()
-            handle.process.wait()
 
 
 def model_config(models: list[dict[str, Any]]) -> str:

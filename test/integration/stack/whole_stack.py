@@ -13,7 +13,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+from sagemaker_tfs.model_processes import port_is_free
 
 STARTUP_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 60.0
@@ -29,17 +29,6 @@ STOP_TIMEOUT_SECONDS = 60.0
 
 class StackError(RuntimeError):
     """The stack did not start or stop as expected (the message ends with its log)."""
-
-
-def port_is_free(port: int) -> bool:
-    """A server could listen on ``port`` now (servers set SO_REUSEADDR, so TIME_WAIT is ok)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_port_range(size: int) -> tuple[int, int]:
