@@ -12,8 +12,8 @@ Example ``code/inference.py``::
 
 ``predict`` reuses ``context.channel`` (or opens one to ``context.grpc_port`` with no message
 size limits), takes the model name and version from the context, sends tensors as raw
-``tensor_content`` and decodes the answer with ``np.frombuffer``. Output arrays are read-only
-views of the response; ``.copy()`` them to modify in place. gRPC failures raise
+``tensor_content`` and reads the answer in place (:mod:`sagemaker_tfs.predict_wire`). Output
+arrays are read-only views of the response; ``.copy()`` them to modify in place. gRPC failures raise
 ``grpc.RpcError`` as usual. TensorFlow is not imported.
 """
 
@@ -28,7 +28,7 @@ import grpc
 import numpy as np
 from google.protobuf.message import Message
 
-from sagemaker_tfs import protos, tensors
+from sagemaker_tfs import predict_wire, protos
 from sagemaker_tfs.payloads import InputSpec
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -84,14 +84,10 @@ def prediction_stub(channel: grpc.Channel) -> protos.PredictionServiceStub:
 
 
 def _raw_predict(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
-    """Predict returning the serialized response, decoded without copying the tensors."""
+    """Predict taking and returning serialized messages (see ``predict_wire``)."""
     callable_ = _raw_predicts.get(id(channel))
     if callable_ is None or callable_[0] is not channel:
-        method = channel.unary_unary(
-            "/tensorflow.serving.PredictionService/Predict",
-            request_serializer=protos.PredictRequest.SerializeToString,
-            response_deserializer=None,
-        )
+        method = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
         callable_ = _raw_predicts[id(channel)] = (channel, method)
     return callable_[1]
 
@@ -121,14 +117,10 @@ def predict(
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> dict[str, np.ndarray]:
     """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out."""
-    request = protos.PredictRequest(
-        model_spec=model_spec(context, signature_name, model_name, model_version)
-    )
-    for name, value in inputs.items():
-        request.inputs[name].CopyFrom(tensors.to_tensor_proto(value))
-    request.output_filter.extend(output_filter)
-    serialized = _raw_predict(channel_of(context))(request, timeout=timeout)
-    return tensors.outputs_from_predict_response(serialized)
+    spec = model_spec(context, signature_name, model_name, model_version)
+    request = predict_wire.encode_predict_request(spec, inputs, output_filter)
+    response = _raw_predict(channel_of(context))(request, timeout=timeout)
+    return predict_wire.decode_predict_response(response)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

@@ -22,7 +22,7 @@ import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import orjson
@@ -46,6 +46,7 @@ _RECORD_HEADER = 4
 _NPY_MAGIC = b"\x93NUMPY"
 _NPZ_MAGIC = b"PK\x03\x04"
 _CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+_ZIP64_LIMIT = (1 << 31) - 1  # zipfile's own threshold for ZIP64 records
 
 
 class PayloadError(Exception):
@@ -403,15 +404,22 @@ def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -
 # ---------------------------------------------------------------- outputs
 
 
-def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple[bytes, str]:
-    """Serialize named outputs as ``output_type`` (one of OUTPUT_TYPES)."""
+Chunk = Union[bytes, memoryview]
+
+
+def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple[list[Chunk], str]:
+    """Serialize named outputs as ``output_type`` (one of OUTPUT_TYPES).
+
+    The body is a list of chunks to send one after the other: NumPy answers refer to the
+    output buffers instead of copying tens of MB into one ``bytes``.
+    """
     if output_type == NPZ:
         return _encode_npz(outputs), NPZ
     if output_type == NPY:
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
-        return _encode_csv(_only_output(outputs, CSV)), CSV
-    return _encode_json(outputs), output_type
+        return [_encode_csv(_only_output(outputs, CSV))], CSV
+    return [_encode_json(outputs)], output_type
 
 
 def _only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndarray:
@@ -424,22 +432,47 @@ def _only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndar
     )
 
 
-def _encode_npy(array: np.ndarray) -> bytes:
+def _encode_npy(array: np.ndarray) -> list[Chunk]:
+    """The ``.npy`` format: a header, then the array's bytes in C order (viewed, not copied)."""
     if array.dtype == object:
         array = _strings_as_fixed_bytes(array)
-    buffer = io.BytesIO()
-    np.save(buffer, array, allow_pickle=False)
-    return buffer.getvalue()
+    array = np.asarray(array, order="C")  # (ascontiguousarray would make a scalar 1-d)
+    header = io.BytesIO()
+    fields = np.lib.format.header_data_from_array_1_0(array)
+    try:
+        np.lib.format.write_array_header_1_0(header, fields)
+    except ValueError:  # a header over 64 KiB (huge structured dtypes) needs version 2.0
+        np.lib.format.write_array_header_2_0(header, fields)
+    return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
 
 
-def _encode_npz(outputs: Mapping[str, np.ndarray]) -> bytes:
-    buffer = io.BytesIO()
-    arrays = {
-        name: _strings_as_fixed_bytes(array) if array.dtype == object else array
-        for name, array in outputs.items()
-    }
-    np.savez(buffer, allow_pickle=False, **arrays)
-    return buffer.getvalue()
+class _ChunkWriter:
+    """A write-only file that keeps what is written as it is (zipfile writes through it)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+
+    def write(self, data: Chunk) -> int:
+        self.chunks.append(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _encode_npz(outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
+    """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed), with
+    the arrays' bytes referenced instead of copied into the archive."""
+    writer = _ChunkWriter()
+    with zipfile.ZipFile(writer, mode="w", compression=zipfile.ZIP_STORED) as archive:
+        for name, array in outputs.items():
+            npy = _encode_npy(array)
+            member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            member.file_size = sum(len(chunk) for chunk in npy)
+            with archive.open(member, mode="w", force_zip64=member.file_size > _ZIP64_LIMIT) as out:
+                for chunk in npy:
+                    out.write(chunk)
+    return writer.chunks
 
 
 def _strings_as_fixed_bytes(array: np.ndarray) -> np.ndarray:

@@ -10,7 +10,9 @@ Requests are written as ``tensor_content`` (raw little-endian bytes) and read wi
 ``np.frombuffer``. TF Serving answers with the typed ``*_val`` fields (``float_val``...):
 those are read with one ``np.asarray`` over the repeated field, and written
 (``tensor_bytes``) as packed fields built from the NumPy buffer. DT_STRING has no raw form
-and travels as ``string_val``, the one inherent per-element case.
+and travels as ``string_val``, the one inherent per-element case. Whole Predict messages
+are written and read in place, without TensorProto messages, by
+:mod:`sagemaker_tfs.predict_wire`.
 """
 
 from __future__ import annotations
@@ -268,116 +270,6 @@ def to_ndarray(proto: Message) -> np.ndarray:
             )
         return np.frombuffer(content, dtype=info.numpy.newbyteorder("<")).reshape(shape)
     return _from_val_field(proto, info, count).reshape(shape)
-
-
-# ------------------------------------------------- zero-copy decoding of a serialized response
-
-_TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_VERSION, _TENSOR_CONTENT = 1, 2, 3, 4
-# float_val (5) and double_val (6) are packed fixed-width little-endian: views like content
-_PACKED_RAW_FIELDS = {5: _dt("DT_FLOAT"), 6: _dt("DT_DOUBLE")}
-
-
-def _read_varint(data: memoryview, position: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-
-
-def _fields(data: memoryview, start: int, end: int) -> list[tuple[int, int, int, int]]:
-    """(field number, wire type, value or offset, length) of each field in ``data[start:end]``.
-
-    Only varint and length-delimited fields occur in the messages read here; anything else
-    raises ValueError so the caller falls back to the full protobuf parser.
-    """
-    fields = []
-    position = start
-    while position < end:
-        key, position = _read_varint(data, position)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == _VARINT:
-            value, position = _read_varint(data, position)
-            fields.append((number, wire_type, value, 0))
-        elif wire_type == _LEN:
-            length, position = _read_varint(data, position)
-            fields.append((number, wire_type, position, length))
-            position += length
-        else:
-            raise ValueError(f"unexpected wire type {wire_type}")
-    if position != end:
-        raise ValueError("truncated message")
-    return fields
-
-
-def _tensor_from_wire(data: bytes, view: memoryview, start: int, end: int) -> np.ndarray:
-    """A TensorProto at ``data[start:end]``: tensor_content is viewed in place, not copied."""
-    dtype, shape, content, packed = DT_INVALID, None, None, None
-    for number, wire_type, value, length in _fields(view, start, end):
-        if number == _TENSOR_DTYPE and wire_type == _VARINT:
-            dtype = value
-        elif number == _TENSOR_SHAPE and wire_type == _LEN:
-            shape_proto = protos.TensorShapeProto.FromString(view[value : value + length])
-            shape = tuple(dim.size for dim in shape_proto.dim)
-        elif number == _TENSOR_CONTENT and wire_type == _LEN:
-            content = (value, length)
-        elif number in _PACKED_RAW_FIELDS and wire_type == _LEN and packed is None:
-            packed = (number, value, length)
-        elif number != _TENSOR_VERSION:
-            return to_ndarray(protos.TensorProto.FromString(view[start:end]))  # other *_val
-    info = _BY_ENUM.get(dtype)
-    shape = shape or ()
-    count = int(np.prod(shape, dtype=np.int64))
-    if content is None and packed is not None and info is not None:
-        number, offset, length = packed
-        if _PACKED_RAW_FIELDS[number] == dtype and length == count * info.numpy.itemsize:
-            content = (offset, length)  # packed float_val/double_val are the raw bytes too
-    if info is None or info.enum == DT_STRING or content is None:
-        return to_ndarray(protos.TensorProto.FromString(view[start:end]))
-    offset, length = content
-    if length != count * info.numpy.itemsize:
-        raise TensorConversionError(
-            f"tensor_content has {length} bytes, shape {list(shape)} of "
-            f"{dtype_name(info.enum)} needs {count * info.numpy.itemsize}"
-        )
-    array = np.frombuffer(data, dtype=info.numpy.newbyteorder("<"), count=count, offset=offset)
-    return array.reshape(shape)
-
-
-def outputs_from_predict_response(data: bytes) -> dict[str, np.ndarray]:
-    """The outputs of a serialized PredictResponse, numeric tensors as views of ``data``.
-
-    Parsing with protobuf copies every ``tensor_content`` twice (into the message, then out
-    of it); for responses of tens of MB that is most of the service's own time. This walks the
-    wire format of the outputs map (field 1: entries of key 1, value 2) instead. Any field it
-    does not expect makes it use the protobuf parser for that tensor.
-    """
-    try:
-        return _outputs_from_wire(data)
-    except (ValueError, IndexError):  # not the layout expected: let protobuf say what is wrong
-        response = protos.PredictResponse.FromString(data)
-        return {name: to_ndarray(proto) for name, proto in response.outputs.items()}
-
-
-def _outputs_from_wire(data: bytes) -> dict[str, np.ndarray]:
-    view = memoryview(data)
-    outputs: dict[str, np.ndarray] = {}
-    for number, wire_type, start, length in _fields(view, 0, len(view)):
-        if number != 1 or wire_type != _LEN:
-            continue
-        key, tensor = "", None
-        for entry_number, entry_type, value, size in _fields(view, start, start + length):
-            if entry_number == 1 and entry_type == _LEN:
-                key = bytes(view[value : value + size]).decode("utf-8")
-            elif entry_number == 2 and entry_type == _LEN:
-                tensor = (value, value + size)
-        outputs[key] = (
-            _tensor_from_wire(data, view, *tensor) if tensor else to_ndarray(protos.TensorProto())
-        )
-    return outputs
 
 
 def _pad_strings(flat: np.ndarray, count: int) -> np.ndarray:

@@ -182,6 +182,12 @@ def test_accept_negotiation() -> None:
     assert raised.value.status == 406
 
 
+def encoded(outputs: dict, output_type: str) -> tuple[bytes, str]:
+    """encode_outputs' chunks joined into the body the client receives."""
+    chunks, content_type = payloads.encode_outputs(outputs, output_type)
+    return b"".join(chunks), content_type
+
+
 OUTPUTS = {
     "scores": np.array([[0.5, 1.25], [3.0, -1.0]], np.float32),
     "labels": np.array([b"cat", b"\xff"], dtype=object),
@@ -189,10 +195,10 @@ OUTPUTS = {
 
 
 def test_json_rows_like_tf_serving() -> None:
-    body, content_type = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "application/json")
+    body, content_type = encoded({"s": OUTPUTS["scores"]}, "application/json")
     assert content_type == "application/json"
     assert json.loads(body) == {"predictions": [[0.5, 1.25], [3.0, -1.0]]}
-    body, _ = payloads.encode_outputs(OUTPUTS, "application/jsonlines")
+    body, _ = encoded(OUTPUTS, "application/jsonlines")
     assert b"\n" not in body
     assert json.loads(body)["predictions"] == [
         {"labels": "cat", "scores": [0.5, 1.25]},
@@ -201,17 +207,39 @@ def test_json_rows_like_tf_serving() -> None:
 
 
 def test_npy_npz_csv_outputs() -> None:
-    body, _ = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "application/x-npy")
+    body, _ = encoded({"s": OUTPUTS["scores"]}, "application/x-npy")
     np.testing.assert_array_equal(np.load(io.BytesIO(body)), OUTPUTS["scores"])
-    body, _ = payloads.encode_outputs(OUTPUTS, "application/x-npz")
+    body, _ = encoded(OUTPUTS, "application/x-npz")
     with np.load(io.BytesIO(body), allow_pickle=False) as archive:
         assert archive["labels"].tolist() == [b"cat", b"\xff"]
         np.testing.assert_array_equal(archive["scores"], OUTPUTS["scores"])
-    body, content_type = payloads.encode_outputs({"s": OUTPUTS["scores"]}, "text/csv")
+    body, content_type = encoded({"s": OUTPUTS["scores"]}, "text/csv")
     assert (body, content_type) == (b"0.5,1.25\n3,-1\n", "text/csv")
     with pytest.raises(PayloadError, match="returns 2 outputs") as raised:
-        payloads.encode_outputs(OUTPUTS, "application/x-npy")
+        encoded(OUTPUTS, "application/x-npy")
     assert raised.value.status == 406
+
+
+def test_numpy_answers_read_back_like_np_save_and_refer_to_the_outputs() -> None:
+    outputs = {
+        "scalar": np.float64(2.5),
+        "fortran": np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3)),
+        "big_endian": np.arange(3, dtype=">f4"),
+        "empty": np.zeros((0, 3), np.float32),
+        "half": np.ones(2, np.float16),
+    }
+    body, _ = encoded(outputs, "application/x-npz")
+    with np.load(io.BytesIO(body), allow_pickle=False) as archive:
+        assert sorted(archive.files) == sorted(outputs)
+        for name, array in outputs.items():
+            assert archive[name].shape == np.shape(array), name
+            assert archive[name].dtype == np.asarray(array).dtype, name
+            np.testing.assert_array_equal(archive[name], array)
+    big = np.random.default_rng(3).random((64, 64), dtype=np.float32)
+    for kind in ("application/x-npy", "application/x-npz"):
+        chunks, _ = payloads.encode_outputs({"big": big}, kind)
+        views = [chunk for chunk in chunks if isinstance(chunk, memoryview)]
+        assert any(np.shares_memory(np.frombuffer(view, np.uint8), big) for view in views), kind
 
 
 def test_json_and_csv_inputs_for_binary_answers() -> None:
@@ -242,7 +270,7 @@ def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
         "count": np.array([1, 2, 3], np.int64),
         "mask": np.array([[True], [False], [True]]),
     }
-    body, _ = payloads.encode_outputs(outputs, "application/json")
+    body, _ = encoded(outputs, "application/json")
     rows = json.loads(body)["predictions"]
     assert [sorted(row) for row in rows] == [["boxes", "count", "mask"]] * 3
     for index, row in enumerate(rows):
@@ -251,7 +279,7 @@ def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
 
 
 def test_json_keeps_tf_serving_non_finite_literals() -> None:
-    body, _ = payloads.encode_outputs(
+    body, _ = encoded(
         {"x": np.array([1.5, np.nan, np.inf], np.float32)}, "application/json"
     )
     assert body == b'{"predictions":[1.5,NaN,Infinity]}'

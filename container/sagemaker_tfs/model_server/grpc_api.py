@@ -3,9 +3,10 @@
 Tensors cross the wire as TensorProto, converted by the project's one codec
 (``sagemaker_tfs.tensors``): requests are read from ``tensor_content`` or the typed
 ``*_val`` fields; responses use the typed ``*_val`` fields as TF Serving does, encoded as
-packed fields straight from the NumPy buffers (no per-element Python loop). Errors become
-gRPC statuses with TF Serving's codes and messages (cut at 1024 characters, as TF Serving
-does).
+packed fields straight from the NumPy buffers (no per-element Python loop). Predict, where
+tensors are large, takes and returns serialized messages: ``sagemaker_tfs.predict_wire``
+reads the inputs in place and writes the answer in one copy. Errors become gRPC statuses
+with TF Serving's codes and messages (cut at 1024 characters, as TF Serving does).
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ from tensorflow_serving.apis import (
     model_management_pb2,
     model_pb2,
     model_service_pb2_grpc,
-    predict_pb2,
     prediction_service_pb2_grpc,
     regression_pb2,
     status_pb2,
 )
 
-from sagemaker_tfs import tensors
+from sagemaker_tfs import predict_wire, tensors
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import (
@@ -46,12 +46,27 @@ MAX_ERROR_MESSAGE = 1024
 SIGNATURE_DEF_FIELD = "signature_def"
 
 Response = TypeVar("Response")
+PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 
 
 def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
     """Decode a request TensorProto; a malformed tensor is INVALID_ARGUMENT."""
     try:
         return tensors.to_ndarray(proto)
+    except tensors.TensorConversionError as error:
+        raise invalid_argument(str(error)) from None
+
+
+def decode_predict_request(data: bytes):  # type: ignore[no-untyped-def]
+    """(model_spec, inputs, output_filter) of a serialized PredictRequest.
+
+    Bytes that are not a PredictRequest are INTERNAL, as gRPC's C++ server answers a message
+    it cannot parse; a tensor that contradicts its shape is INVALID_ARGUMENT.
+    """
+    try:
+        return predict_wire.decode_predict_request(data)
+    except predict_wire.DecodeError:
+        raise ServingError(Code.INTERNAL, "Failed to parse PredictRequest") from None
     except tensors.TensorConversionError as error:
         raise invalid_argument(str(error)) from None
 
@@ -118,19 +133,18 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
-    def Predict(self, request, context):  # noqa: N802 - gRPC method name
+    def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
 
-    def _predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
-        servable = resolve(self._manager, request.model_spec)
-        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-        inputs = {alias: tensor_to_array(proto) for alias, proto in request.inputs.items()}
-        outputs = servable.predict(signature_name, inputs, list(request.output_filter))
-        response = predict_pb2.PredictResponse()
-        response.model_spec.CopyFrom(_model_spec(servable, signature_name))
-        for alias, array in outputs.items():
-            response.outputs[alias].MergeFromString(tensors.tensor_bytes(array))
-        return response
+    def _predict(self, request: bytes) -> bytes:
+        """A serialized PredictRequest in, a serialized PredictResponse out."""
+        spec, inputs, output_filter = decode_predict_request(request)
+        servable = resolve(self._manager, spec)
+        signature_name = spec.signature_name or DEFAULT_SIGNATURE
+        outputs = servable.predict(signature_name, inputs, output_filter)
+        return predict_wire.encode_predict_response(
+            _model_spec(servable, signature_name), outputs
+        )
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")
@@ -228,6 +242,40 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return model_management_pb2.ReloadConfigResponse(status=status_pb2.StatusProto())
 
 
+def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
+    """PredictionService's methods; Predict's messages stay serialized (``predict_wire``)."""
+
+    def typed(method, request_type, response_type):  # type: ignore[no-untyped-def]
+        return grpc.unary_unary_rpc_method_handler(
+            method,
+            request_deserializer=request_type.FromString,
+            response_serializer=response_type.SerializeToString,
+        )
+
+    handlers = {
+        "Predict": grpc.unary_unary_rpc_method_handler(service.Predict),
+        "Classify": typed(
+            service.Classify,
+            classification_pb2.ClassificationRequest,
+            classification_pb2.ClassificationResponse,
+        ),
+        "Regress": typed(
+            service.Regress, regression_pb2.RegressionRequest, regression_pb2.RegressionResponse
+        ),
+        "MultiInference": typed(
+            service.MultiInference,
+            inference_pb2.MultiInferenceRequest,
+            inference_pb2.MultiInferenceResponse,
+        ),
+        "GetModelMetadata": typed(
+            service.GetModelMetadata,
+            get_model_metadata_pb2.GetModelMetadataRequest,
+            get_model_metadata_pb2.GetModelMetadataResponse,
+        ),
+    }
+    return grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
+
+
 def serve(
     manager: ModelManager, port: int, max_message_bytes: int, max_workers: int = 64
 ) -> grpc.Server:
@@ -241,9 +289,7 @@ def serve(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=options,
     )
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(manager), server
-    )
+    server.add_generic_rpc_handlers((prediction_handlers(PredictionService(manager)),))
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")

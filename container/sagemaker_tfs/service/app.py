@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import falcon
@@ -64,10 +65,29 @@ def _context(service: Service, req: falcon.Request, target: Route, grpc_port: in
     )
 
 
+SEND_PIECE_BYTES = 1 << 20
+
+
 def _send(resp: falcon.Response, reply: Reply) -> None:
     resp.status = reply.status
     resp.content_type = reply.content_type
-    resp.data = reply.body
+    if isinstance(reply.body, bytes):
+        resp.data = reply.body
+        return
+    resp.content_length = sum(len(chunk) for chunk in reply.body)
+    resp.stream = _pieces(reply.body)
+
+
+def _pieces(chunks: Sequence[bytes | memoryview]) -> Iterator[bytes]:
+    """The chunks as ``bytes`` of at most 1 MiB (WSGI servers take bytes; copying a large
+    answer piece by piece reuses the same memory instead of faulting in one more copy)."""
+    for chunk in chunks:
+        if isinstance(chunk, bytes) and len(chunk) <= SEND_PIECE_BYTES:
+            yield chunk
+            continue
+        view = memoryview(chunk)
+        for start in range(0, len(view), SEND_PIECE_BYTES):
+            yield bytes(view[start : start + SEND_PIECE_BYTES])
 
 
 def invoke_single_model(service: Service, req: falcon.Request) -> Reply:

@@ -42,8 +42,8 @@ def http_status(code: grpc.StatusCode | None) -> int:
     return _HTTP_STATUS.get(code, 500) if code is not None else 500
 
 
-def invoke(body: bytes, context: Any) -> tuple[bytes, str]:
-    """Serve one request with a binary content type; returns (response body, content type)."""
+def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
+    """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
         raise PayloadError(
             400,

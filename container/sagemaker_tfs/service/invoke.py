@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Union
 
 import requests
 
@@ -27,8 +28,10 @@ REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
 
 class Reply(NamedTuple):
+    """An answer; ``body`` may be chunks to send in turn (the fast path's NumPy answers)."""
+
     status: int
-    body: bytes
+    body: Union[bytes, Sequence[Union[bytes, memoryview]]]
     content_type: str
 
 
@@ -99,11 +102,11 @@ def _fast_path(body: bytes, context: Context) -> Reply:
     if fast_path is None:
         raise ServiceError(415, f"Unsupported Media Type: {context.request_content_type}")
     try:
-        data, content_type = fast_path.invoke(body, context)
+        chunks, content_type = fast_path.invoke(body, context)
     except fast_path.PayloadError as error:
         status = getattr(error, "status", 400)
         raise ServiceError(status, getattr(error, "message", str(error))) from None
-    return Reply(200, data, content_type)
+    return Reply(200, chunks, content_type)
 
 
 def default_handling(body: bytes, context: Context, session: requests.Session) -> Reply:

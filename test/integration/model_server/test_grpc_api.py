@@ -146,6 +146,24 @@ def test_invalid_requests_and_server_keeps_serving(stub) -> None:
     np.testing.assert_array_equal(output_array(response.outputs["y"]), [3.5])
 
 
+def test_unparsable_and_inconsistent_predict_requests(server: ServerHandle, stub) -> None:
+    """Predict reads its request in place (predict_wire): bad bytes still get a status."""
+    channel = grpc.insecure_channel(server.grpc_target)
+    raw_predict = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
+    error = _rpc_error(raw_predict, b"\x0a\xff\xff")
+    assert error.code() == grpc.StatusCode.INTERNAL
+    assert error.details() == "Failed to parse PredictRequest"
+    short = float_tensor([1.0, 2.0])
+    short.ClearField("float_val")
+    short.tensor_content = b"\x00" * 7
+    error = _rpc_error(stub.Predict, predict_request("half_plus_three", {"x": short}))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "7 bytes" in error.details()
+    response = stub.Predict(predict_request("half_plus_three", {"x": float_tensor([1.0])}))
+    np.testing.assert_array_equal(output_array(response.outputs["y"]), [3.5])
+    channel.close()
+
+
 def test_output_filter(stub) -> None:
     request = predict_request("half_plus_three", {"x": float_tensor([1.0])})
     request.output_filter.append("nope")
