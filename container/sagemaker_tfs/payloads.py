@@ -22,7 +22,7 @@ import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import orjson
@@ -404,7 +404,7 @@ def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -
 # ---------------------------------------------------------------- outputs
 
 
-Chunk = Union[bytes, memoryview]
+Chunk = bytes | memoryview
 
 
 def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple[list[Chunk], str]:

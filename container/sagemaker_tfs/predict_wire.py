@@ -22,7 +22,6 @@ laid out exactly like ``tensor_content``, so they are viewed in place too).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Union
 
 import numpy as np
 from google.protobuf.message import DecodeError, Message
@@ -38,7 +37,7 @@ __all__ = [
     "encode_predict_response",
 ]
 
-Chunk = Union[bytes, memoryview]
+_Chunk = bytes | memoryview  # pieces joined into one message
 
 _VARINT, _LEN = 0, 2  # protobuf wire types
 # Field numbers (tensorflow_serving/apis/predict.proto and tensorflow/core/framework/tensor.proto)
@@ -63,7 +62,7 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _length_delimited(number: int, chunks: list[Chunk]) -> list[Chunk]:
+def _length_delimited(number: int, chunks: list[_Chunk]) -> list[_Chunk]:
     """Field ``number`` (wire type LEN) whose value is the concatenation of ``chunks``."""
     size = sum(len(chunk) for chunk in chunks)
     return [_varint((number << 3) | _LEN), _varint(size), *chunks]
@@ -83,7 +82,7 @@ def _tensor_header(array: np.ndarray, dtype: int) -> Message:
     return header
 
 
-def _request_tensor(value: object) -> list[Chunk]:
+def _request_tensor(value: object) -> list[_Chunk]:
     """A TensorProto with ``tensor_content`` (DT_STRING: ``string_val``) for a request."""
     array = np.asarray(value)
     dtype = tensors.tf_dtype(array.dtype)
@@ -93,7 +92,7 @@ def _request_tensor(value: object) -> list[Chunk]:
     return [header, *_length_delimited(_TENSOR_CONTENT, [_raw_bytes(array)])]
 
 
-def _response_tensor(value: object) -> list[Chunk]:
+def _response_tensor(value: object) -> list[_Chunk]:
     """A TensorProto in TF Serving's answer layout (typed ``*_val`` fields)."""
     array = np.asarray(value)
     dtype = tensors.tf_dtype(array.dtype)
@@ -104,8 +103,8 @@ def _response_tensor(value: object) -> list[Chunk]:
     return [header, *_length_delimited(field, [_raw_bytes(array)])]
 
 
-def _tensor_map(number: int, tensors_by_name: Mapping[str, list[Chunk]]) -> list[Chunk]:
-    chunks: list[Chunk] = []
+def _tensor_map(number: int, tensors_by_name: Mapping[str, list[_Chunk]]) -> list[_Chunk]:
+    chunks: list[_Chunk] = []
     for name, tensor in tensors_by_name.items():
         key = _length_delimited(_ENTRY_KEY, [name.encode("utf-8")])
         chunks += _length_delimited(number, [*key, *_length_delimited(_ENTRY_VALUE, tensor)])

@@ -161,10 +161,13 @@ class Poster:
         session = getattr(self._local, "session", None)
         if session is None:
             session = self._local.session = requests.Session()
-        response = session.post(self.url, data=body, headers=self.headers, timeout=120)
+        # One read of the whole body, as botocore's StreamingBody.read() does for SageMaker
+        # clients (requests' .content would read it in 10 KB pieces: +50 ms on 55 MB).
+        response = session.post(self.url, data=body, headers=self.headers, timeout=120, stream=True)
+        content = response.raw.read(decode_content=True)
         if response.status_code != 200:
-            raise RuntimeError(f"{response.status_code}: {response.text[:500]}")
-        return response.content
+            raise RuntimeError(f"{response.status_code}: {content[:500]!r}")
+        return content
 
 
 def cycling(post: Poster, bodies: list[bytes]) -> Callable[[], bytes]:

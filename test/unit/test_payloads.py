@@ -279,7 +279,5 @@ def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
 
 
 def test_json_keeps_tf_serving_non_finite_literals() -> None:
-    body, _ = encoded(
-        {"x": np.array([1.5, np.nan, np.inf], np.float32)}, "application/json"
-    )
+    body, _ = encoded({"x": np.array([1.5, np.nan, np.inf], np.float32)}, "application/json")
     assert body == b'{"predictions":[1.5,NaN,Infinity]}'

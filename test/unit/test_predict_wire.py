@@ -9,7 +9,6 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 from sagemaker_tfs import predict_wire, protos, tensors
 from tensorflow_serving.apis import predict_pb2
-
 from test_tensors import NUMERIC, sample
 
 
@@ -151,7 +150,9 @@ def test_response_is_the_message_tensorflow_serving_writes(dtype: type) -> None:
     assert response == expected
     assert not response.outputs["y"].tensor_content
     decoded = predict_wire.decode_predict_response(data)
-    np.testing.assert_array_equal(decoded["y"], array.astype(object) if dtype is np.bytes_ else array)
+    np.testing.assert_array_equal(
+        decoded["y"], array.astype(object) if dtype is np.bytes_ else array
+    )
     assert decoded["s"].shape == () and decoded["s"] == 2.5
 
 

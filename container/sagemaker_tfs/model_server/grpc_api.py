@@ -142,9 +142,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
-        return predict_wire.encode_predict_response(
-            _model_spec(servable, signature_name), outputs
-        )
+        return predict_wire.encode_predict_response(_model_spec(servable, signature_name), outputs)
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")

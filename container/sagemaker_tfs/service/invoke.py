@@ -6,7 +6,7 @@ import io
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import requests
 
@@ -31,7 +31,7 @@ class Reply(NamedTuple):
     """An answer; ``body`` may be chunks to send in turn (the fast path's NumPy answers)."""
 
     status: int
-    body: Union[bytes, Sequence[Union[bytes, memoryview]]]
+    body: bytes | Sequence[bytes | memoryview]
     content_type: str
 
 
