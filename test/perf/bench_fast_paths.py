@@ -14,7 +14,9 @@ Starts ``sagemaker-tfs serve`` on this machine once per configuration (one at a 
 4. Memory: service and model server RSS before and after 5,000 requests.
 
 In-process inference uses the model server's own ``Servable`` (the same TF session the server
-runs), in this process. Prints a table, then one line of JSON with every figure.
+runs), in this process. A scenario's in-process and stack figures are taken interleaved
+(request by request in 1 and 2, alternating rounds in 3), so that a ratio compares runs under
+the same conditions. Prints a table, then one line of JSON with every figure.
 
 Usage: ``.venv/bin/python test/perf/bench_fast_paths.py [--requests 100] [--scenarios 1,2,3,4]``
 (see ``--help``; small counts for trial runs, the defaults for the real run on a quiet machine).
@@ -100,6 +102,30 @@ def timed(call: Callable[[], object], count: int, warmup: int) -> list[float]:
         call()
         latencies.append(time.perf_counter() - start)
     return latencies
+
+
+def interleaved(calls: dict[str, Callable[[], object]], count: int, warmup: int) -> dict:
+    """Latency summaries of several paths timed in turn, request by request, so that all see
+    the same machine (these machines drift by 10-20% within minutes). A path that fails is
+    reported with its error and left out of the following rounds."""
+    latencies: dict[str, list[float]] = {label: [] for label in calls}
+    failed: dict[str, dict] = {}
+    for index in range(warmup + count):
+        for label, call in calls.items():
+            if label in failed:
+                continue
+            start = time.perf_counter()
+            try:
+                call()
+            except RuntimeError as error:
+                print(f"path {label} failed: {error}", file=sys.stderr)
+                failed[label] = {"error": str(error)[:300]}
+                continue
+            if index >= warmup:
+                latencies[label].append(time.perf_counter() - start)
+    return {
+        label: failed.get(label) or latency_summary(values) for label, values in latencies.items()
+    }
 
 
 def latency_summary(latencies: list[float]) -> dict[str, float]:
@@ -194,15 +220,16 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
         batch = decode_rgb(image, 224)[np.newaxis]
         return servable.predict("serving_default", {"input_1": batch})
 
-    figures = {"in_process": latency_summary(timed(in_process, count, warmup))}
-    servable.close()
     with stack_for(models_root, ["mobilenet_v2"]) as stack:
-        for label, accept in (
-            ("builtin_json", "application/json"),
-            ("builtin_npy", "application/x-npy"),
-        ):
-            post = Poster(stack, "image/jpeg", accept, "mobilenet_v2")
-            figures[label] = measured(functools.partial(post, image), count, warmup)
+        json_post = Poster(stack, "image/jpeg", "application/json", "mobilenet_v2")
+        npy_post = Poster(stack, "image/jpeg", "application/x-npy", "mobilenet_v2")
+        calls = {
+            "in_process": in_process,
+            "builtin_json": functools.partial(json_post, image),
+            "builtin_npy": functools.partial(npy_post, image),
+        }
+        figures = interleaved(calls, count, warmup)
+    servable.close()
     for label, example in (("seed001_rest", "seed001_rest"), ("seed001_grpc", "seed001_grpc")):
         with stack_for(models_root, ["mobilenet_v2"], example) as stack:
             post = Poster(stack, "application/x-image", "application/json", "mobilenet_v2")
@@ -217,27 +244,26 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
 def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
     images = [photo_like_jpeg(512, seed=10 + i) for i in range(10)]
     body = image_stream(images)
-    count, warmup = args.stream_requests, max(1, args.warmup // 5)
+    count, warmup = args.stream_requests, max(2, args.warmup // 2)
     servable = in_process_servable(models_root, "detector")
 
     def in_process() -> object:
         batch = np.stack([decode_rgb(data, 512) for data in images])
         return servable.predict("serving_default", {"images": batch})
 
-    figures = {"in_process": latency_summary(timed(in_process, count, warmup))}
-    servable.close()
     with stack_for(models_root, ["detector"], env=SLOW_ANSWERS) as stack:
-        for label, accept in (
-            ("builtin_npz", "application/x-npz"),
-            ("builtin_json", "application/json"),
-        ):
-            post = Poster(stack, "application/x-image-stream", accept, "detector")
-            figures[label] = measured(functools.partial(post, body), count, warmup)
+        npz_post = Poster(stack, "application/x-image-stream", "application/x-npz", "detector")
+        json_post = Poster(stack, "application/x-image-stream", "application/json", "detector")
+        calls = {
+            "in_process": in_process,
+            "builtin_npz": functools.partial(npz_post, body),
+            "builtin_json": functools.partial(json_post, body),
+        }
+        figures = interleaved(calls, count, warmup)
+    servable.close()
     with stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS) as stack:
         post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
-        figures["seed000_handler"] = latency_summary(
-            timed(functools.partial(post, body), count, warmup)
-        )
+        figures["seed000_handler"] = measured(functools.partial(post, body), count, warmup)
     figures["json_over_npz_p50"] = ratio(figures, "builtin_json", "builtin_npz")
     figures["npz_over_in_process_p50"] = ratio(figures, "builtin_npz", "in_process")
     figures["seed000_over_npz_p50"] = ratio(figures, "seed000_handler", "builtin_npz")
@@ -260,40 +286,49 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
 
 
 def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> dict:
+    """In-process batched inference and the stack with batching off and on, in alternating
+    rounds (both stacks run side by side, idle when not measured); medians of the rounds."""
     images = [photo_like_jpeg(224, seed=20 + i) for i in range(16)]
     batch_size = args.max_batch_size
     servable = in_process_servable(models_root, model)
     batch = np.array([images[i % len(images)] for i in range(batch_size)], dtype=object)
-    batches = max(1, args.throughput_requests // batch_size)
+    per_round = max(args.clients, args.throughput_requests // args.rounds)
+    batches = max(1, per_round // batch_size)
+
+    def in_process_rate() -> float:
+        start = time.perf_counter()
+        for _ in range(batches):
+            servable.predict("serving_default", {"image_bytes": batch})
+        return batches * batch_size / (time.perf_counter() - start)
+
     servable.predict("serving_default", {"image_bytes": batch})
-    start = time.perf_counter()
-    for _ in range(batches):
-        servable.predict("serving_default", {"image_bytes": batch})
-    figures: dict = {
-        "in_process_batched_images_per_s": round(
-            batches * batch_size / (time.perf_counter() - start), 1
-        )
-    }
+    labels = ("in_process_batched", "batching_off", "batching_on")
+    rates: dict[str, list[float]] = {label: [] for label in labels}
+    with contextlib.ExitStack() as stacks:
+        posts = {}
+        for label, batching in (("batching_off", "false"), ("batching_on", "true")):
+            env = {
+                "SAGEMAKER_TFS_ENABLE_BATCHING": batching,
+                "SAGEMAKER_TFS_MAX_BATCH_SIZE": str(batch_size),
+                "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": str(args.batch_timeout_micros),
+                "SAGEMAKER_GUNICORN_WORKERS": str(args.workers),
+            }
+            stack = stacks.enter_context(stack_for(models_root, [model], env=env))
+            posts[label] = cycling(Poster(stack, "image/jpeg", "application/json", model), images)
+        for _ in range(args.rounds):
+            rates["in_process_batched"].append(in_process_rate())
+            for label, send in posts.items():
+                rates[label].append(run_concurrently(send, per_round, args.clients))
     servable.close()
-    for label, batching in (("batching_off", "false"), ("batching_on", "true")):
-        env = {
-            "SAGEMAKER_TFS_ENABLE_BATCHING": batching,
-            "SAGEMAKER_TFS_MAX_BATCH_SIZE": str(batch_size),
-            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": str(args.batch_timeout_micros),
-            "SAGEMAKER_GUNICORN_WORKERS": str(args.workers),
-        }
-        with stack_for(models_root, [model], env=env) as stack:
-            post = Poster(stack, "image/jpeg", "application/json", model)
-            rate = run_concurrently(
-                cycling(post, images),
-                args.throughput_requests,
-                args.clients,
-            )
-            figures[f"{label}_images_per_s"] = round(rate, 1)
+    figures: dict = {
+        f"{label}_images_per_s": round(float(np.median(values)), 1)
+        for label, values in rates.items()
+    }
     figures["batching_on_over_in_process"] = round(
         figures["batching_on_images_per_s"] / figures["in_process_batched_images_per_s"], 3
     )
     figures["clients"] = args.clients
+    figures["rounds"] = args.rounds
     return figures
 
 
@@ -378,6 +413,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stream-requests", type=int, default=30, help="scenario 2 requests")
     parser.add_argument("--throughput-requests", type=int, default=3000, help="scenario 3 total")
     parser.add_argument("--clients", type=int, default=64, help="scenario 3 concurrent clients")
+    parser.add_argument("--rounds", type=int, default=3, help="scenario 3 alternating rounds")
     parser.add_argument("--max-batch-size", type=int, default=32, help="scenario 3 batching")
     parser.add_argument(
         "--jpeg-models",
