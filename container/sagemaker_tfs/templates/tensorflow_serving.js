@@ -233,18 +233,20 @@ function convertCsv(text) {
     return instancesOf(instances);
 }
 
-/* The TF Serving request body, or null when this content type is not converted here. */
+function convertedHere(contentType) {
+    return contentType === '' || JSON_TYPES.indexOf(contentType) >= 0 ||
+        JSON_LINES_TYPES.indexOf(contentType) >= 0 || CSV_TYPES.indexOf(contentType) >= 0;
+}
+
+/* The TF Serving request body for a content type that convertedHere accepts. */
 function convert(contentType, text) {
-    if (contentType === '' || JSON_TYPES.indexOf(contentType) >= 0) {
-        return convertJson(text);
-    }
     if (JSON_LINES_TYPES.indexOf(contentType) >= 0) {
         return instancesOf(splitJsonLines(text));
     }
     if (CSV_TYPES.indexOf(contentType) >= 0) {
         return convertCsv(text);
     }
-    return null;
+    return convertJson(text);
 }
 
 function looksLikeJson(text) {
@@ -286,9 +288,13 @@ function invocations(r) {
     }
     var contentType = mediaType(r.headersIn['Content-Type']);
     var accept = firstAccept(r.headersIn.Accept);
+    if (!acceptHandledHere(accept) || !convertedHere(contentType)) {
+        r.internalRedirect('@python_service');  /* binary bodies are not read here at all */
+        return;
+    }
     var text = r.requestText;
     var bodyLength = parseInt(r.headersIn['Content-Length'] || '0', 10);
-    if (!acceptHandledHere(accept) || (text === undefined && bodyLength > 0)) {
+    if (text === undefined && bodyLength > 0) {
         r.internalRedirect('@python_service');
         return;
     }
@@ -296,10 +302,6 @@ function invocations(r) {
     var body;
     try {
         body = convert(contentType, text || '');
-        if (body === null) {
-            r.internalRedirect('@python_service');
-            return;
-        }
         uri = tfsUri(r);
     } catch (e) {
         handleError(r, e);
