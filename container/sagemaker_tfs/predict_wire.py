@@ -53,19 +53,10 @@ _RAW_VAL_FIELDS = {_FLOAT_VAL: np.dtype(np.float32), _DOUBLE_VAL: np.dtype(np.fl
 # ---------------------------------------------------------------- writing
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length_delimited(number: int, chunks: list[_Chunk]) -> list[_Chunk]:
     """Field ``number`` (wire type LEN) whose value is the concatenation of ``chunks``."""
     size = sum(len(chunk) for chunk in chunks)
-    return [_varint((number << 3) | _LEN), _varint(size), *chunks]
+    return [tensors.varint((number << 3) | _LEN), tensors.varint(size), *chunks]
 
 
 def _raw_bytes(array: np.ndarray) -> memoryview:

@@ -149,7 +149,7 @@ _MAX_VARINT_BYTES = 10
 _VARINT, _LEN = 0, 2  # protobuf wire types
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     """One protobuf varint (for tags and lengths)."""
     out = bytearray()
     while value > 0x7F:
@@ -215,8 +215,8 @@ def tensor_bytes(array: np.ndarray) -> bytes:
     info = _BY_ENUM[enum]
     payload = _packed_values(np.ascontiguousarray(array).reshape(-1), info)
     number = protos.TensorProto.DESCRIPTOR.fields_by_name[info.val_field].number
-    tag = _varint((number << 3) | _LEN)
-    return header.SerializeToString() + tag + _varint(len(payload)) + payload
+    tag = varint((number << 3) | _LEN)
+    return header.SerializeToString() + tag + varint(len(payload)) + payload
 
 
 def shape_of(proto: Message) -> tuple[int, ...]:

@@ -208,6 +208,16 @@ def in_process_servable(models_root: Path, name: str):  # type: ignore[no-untype
     return Servable.load(name, 1, str(models_root / name / "1"), session_config(0, 0))
 
 
+def built_in_calls(
+    stack: RunningStack, model: str, content_type: str, body: bytes, accepts: dict[str, str]
+) -> dict[str, Callable[[], bytes]]:
+    """One call per label: ``body`` posted to the built-in path with that label's Accept."""
+    return {
+        label: functools.partial(Poster(stack, content_type, accept, model), body)
+        for label, accept in accepts.items()
+    }
+
+
 # ---------------------------------------------------------------- scenarios
 
 
@@ -220,15 +230,10 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
         batch = decode_rgb(image, 224)[np.newaxis]
         return servable.predict("serving_default", {"input_1": batch})
 
+    accepts = {"builtin_json": "application/json", "builtin_npy": "application/x-npy"}
     with stack_for(models_root, ["mobilenet_v2"]) as stack:
-        json_post = Poster(stack, "image/jpeg", "application/json", "mobilenet_v2")
-        npy_post = Poster(stack, "image/jpeg", "application/x-npy", "mobilenet_v2")
-        calls = {
-            "in_process": in_process,
-            "builtin_json": functools.partial(json_post, image),
-            "builtin_npy": functools.partial(npy_post, image),
-        }
-        figures = interleaved(calls, count, warmup)
+        calls = built_in_calls(stack, "mobilenet_v2", "image/jpeg", image, accepts)
+        figures = interleaved({"in_process": in_process, **calls}, count, warmup)
     servable.close()
     for label, example in (("seed001_rest", "seed001_rest"), ("seed001_grpc", "seed001_grpc")):
         with stack_for(models_root, ["mobilenet_v2"], example) as stack:
@@ -251,15 +256,10 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
         batch = np.stack([decode_rgb(data, 512) for data in images])
         return servable.predict("serving_default", {"images": batch})
 
+    accepts = {"builtin_npz": "application/x-npz", "builtin_json": "application/json"}
     with stack_for(models_root, ["detector"], env=SLOW_ANSWERS) as stack:
-        npz_post = Poster(stack, "application/x-image-stream", "application/x-npz", "detector")
-        json_post = Poster(stack, "application/x-image-stream", "application/json", "detector")
-        calls = {
-            "in_process": in_process,
-            "builtin_npz": functools.partial(npz_post, body),
-            "builtin_json": functools.partial(json_post, body),
-        }
-        figures = interleaved(calls, count, warmup)
+        calls = built_in_calls(stack, "detector", "application/x-image-stream", body, accepts)
+        figures = interleaved({"in_process": in_process, **calls}, count, warmup)
     servable.close()
     with stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS) as stack:
         post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
