@@ -51,6 +51,12 @@ def _load_generator():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
+def model_generator():  # type: ignore[no-untyped-def]
+    """The test model generator module (``test/models/make_test_models.py``)."""
+    return _load_generator()
+
+
+@pytest.fixture(scope="session")
 def testdata_dir() -> Path:
     """TF Serving's own test models and reference outputs."""
     default = REPO_ROOT.parent / "shared" / "testdata" / "tfs"

@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-GENERATOR = Path(__file__).with_name("make_test_models.py")
-
-
-@pytest.fixture(scope="module")
-def generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("make_test_models_under_test", GENERATOR)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_signature(version_dir: Path, signature: str, feeds: dict[str, object]) -> dict:
@@ -33,10 +21,12 @@ def run_signature(version_dir: Path, signature: str, feeds: dict[str, object]) -
         return session.run(fetches, feed)
 
 
-def test_half_plus_three_versions_and_signatures(generator, tmp_path: Path) -> None:  # noqa: ANN001
+def test_half_plus_three_versions_and_signatures(
+    model_generator, tmp_path: Path
+) -> None:  # noqa: ANN001
     import tensorflow as tf
 
-    base = generator.build_model("half_plus_three", tmp_path)
+    base = model_generator.build_model("half_plus_three", tmp_path)
     assert sorted(p.name for p in base.iterdir()) == ["123", "124"]
     for version, offset in (("123", 3.0), ("124", 4.0)):
         out = run_signature(base / version, "serving_default", {"x": np.array([1.0, 2.0])})
@@ -51,19 +41,19 @@ def test_half_plus_three_versions_and_signatures(generator, tmp_path: Path) -> N
         assert regressed["outputs"].reshape(-1).tolist() == [2.0 + offset]
 
 
-def test_cache_skips_existing_models(generator, tmp_path: Path) -> None:  # noqa: ANN001
-    first = generator.build_model("multi_io", tmp_path)
+def test_cache_skips_existing_models(model_generator, tmp_path: Path) -> None:  # noqa: ANN001
+    first = model_generator.build_model("multi_io", tmp_path)
     stamp = (first / "1" / "saved_model.pb").stat().st_mtime_ns
     os.utime(first / "1" / "saved_model.pb", ns=(stamp - 10**9, stamp - 10**9))
-    again = generator.ensure_models(["multi_io"], tmp_path)
+    again = model_generator.ensure_models(["multi_io"], tmp_path)
     assert again == tmp_path
     assert (first / "1" / "saved_model.pb").stat().st_mtime_ns == stamp - 10**9
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
 
 
-def test_models_are_reproducible(generator, tmp_path: Path) -> None:  # noqa: ANN001
-    one = generator.build_model("detector", tmp_path / "one")
-    two = generator.build_model("detector", tmp_path / "two")
+def test_models_are_reproducible(model_generator, tmp_path: Path) -> None:  # noqa: ANN001
+    one = model_generator.build_model("detector", tmp_path / "one")
+    two = model_generator.build_model("detector", tmp_path / "two")
     image = np.random.default_rng(0).random((1, 512, 512, 3), dtype=np.float32)
     out_one = run_signature(one / "1", "serving_default", {"images": image})
     out_two = run_signature(two / "1", "serving_default", {"images": image})
@@ -76,9 +66,9 @@ def test_models_are_reproducible(generator, tmp_path: Path) -> None:  # noqa: AN
     ]
 
 
-def test_cli_only_and_out(generator, tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    assert generator.main(["--only", "half_plus_two", "--out", str(tmp_path)]) == 0
+def test_cli_only_and_out(model_generator, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    assert model_generator.main(["--only", "half_plus_two", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "half_plus_two" / "1" / "saved_model.pb").is_file()
     assert "half_plus_two:" in capsys.readouterr().out
     with pytest.raises(KeyError, match="unknown test model"):
-        generator.ensure_models(["nope"], tmp_path)
+        model_generator.ensure_models(["nope"], tmp_path)

@@ -28,7 +28,6 @@ import argparse
 import concurrent.futures
 import contextlib
 import functools
-import importlib.util
 import io
 import itertools
 import json
@@ -50,6 +49,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "test" / "examples"
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
+sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
@@ -62,13 +62,9 @@ SLOW_ANSWERS = {"SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "300"}
 
 
 def load_test_models(names: list[str]) -> Path:
-    spec = importlib.util.spec_from_file_location(
-        "make_test_models", REPO_ROOT / "test" / "models" / "make_test_models.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.ensure_models(names)
+    import make_test_models  # test/models (on sys.path above); imports TensorFlow
+
+    return make_test_models.ensure_models(names)
 
 
 def photo_like_jpeg(size: int, seed: int) -> bytes:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import functools
-import importlib.util
 import json
 import os
 import statistics
@@ -34,6 +33,7 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "model_server"))
+sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 
 from grpc_helpers import predict_request, prediction_stub  # noqa: E402
 from model_server_process import launch_model_server, wait_until_ready  # noqa: E402
@@ -53,13 +53,9 @@ num_batch_threads {{ value: {threads} }}
 
 
 def _generator():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "make_test_models", REPO_ROOT / "test" / "models" / "make_test_models.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import make_test_models  # test/models (on sys.path above); imports TensorFlow
+
+    return make_test_models
 
 
 def _mobilenet_base() -> Path:
