@@ -46,7 +46,6 @@ _RECORD_HEADER = 4
 _NPY_MAGIC = b"\x93NUMPY"
 _NPZ_MAGIC = b"PK\x03\x04"
 _CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
-_ZIP64_LIMIT = (1 << 31) - 1  # zipfile's own threshold for ZIP64 records
 
 
 class PayloadError(Exception):
@@ -469,7 +468,7 @@ def _encode_npz(outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
             npy = _encode_npy(array)
             member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             member.file_size = sum(len(chunk) for chunk in npy)
-            with archive.open(member, mode="w", force_zip64=member.file_size > _ZIP64_LIMIT) as out:
+            with archive.open(member, mode="w") as out:  # file_size decides ZIP64 records
                 for chunk in npy:
                     out.write(chunk)
     return writer.chunks

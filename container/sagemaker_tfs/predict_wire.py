@@ -45,9 +45,8 @@ _REQUEST_SPEC, _REQUEST_INPUTS, _REQUEST_FILTER = 1, 2, 3
 _RESPONSE_OUTPUTS, _RESPONSE_SPEC = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_VERSION, _TENSOR_CONTENT = 1, 2, 3, 4
-_FLOAT_VAL, _DOUBLE_VAL = 5, 6
-# packed float_val/double_val hold the raw little-endian values, like tensor_content
-_RAW_VAL_FIELDS = {_FLOAT_VAL: np.dtype(np.float32), _DOUBLE_VAL: np.dtype(np.float64)}
+# packed float_val (5) / double_val (6) hold the raw little-endian values, like tensor_content
+_RAW_VAL_FIELDS = {5: np.dtype(np.float32), 6: np.dtype(np.float64)}
 
 
 # ---------------------------------------------------------------- writing
@@ -59,39 +58,14 @@ def _length_delimited(number: int, chunks: list[_Chunk]) -> list[_Chunk]:
     return [tensors.varint((number << 3) | _LEN), tensors.varint(size), *chunks]
 
 
-def _raw_bytes(array: np.ndarray) -> memoryview:
-    """The array's little-endian bytes, without a copy when it is already laid out so."""
-    little = array.dtype.newbyteorder("<")
-    contiguous = np.ascontiguousarray(array, dtype=little)
-    return memoryview(contiguous.reshape(-1).view(np.uint8))
-
-
-def _tensor_header(array: np.ndarray, dtype: int) -> Message:
-    header = protos.TensorProto(dtype=dtype)
-    for size in array.shape:
-        header.tensor_shape.dim.add(size=size)
-    return header
-
-
 def _request_tensor(value: object) -> list[_Chunk]:
     """A TensorProto with ``tensor_content`` (DT_STRING: ``string_val``) for a request."""
     array = np.asarray(value)
     dtype = tensors.tf_dtype(array.dtype)
     if dtype == tensors.DT_STRING:
         return [tensors.to_tensor_proto(array).SerializeToString()]
-    header = _tensor_header(array, dtype).SerializeToString()
-    return [header, *_length_delimited(_TENSOR_CONTENT, [_raw_bytes(array)])]
-
-
-def _response_tensor(value: object) -> list[_Chunk]:
-    """A TensorProto in TF Serving's answer layout (typed ``*_val`` fields)."""
-    array = np.asarray(value)
-    dtype = tensors.tf_dtype(array.dtype)
-    if array.dtype.kind != "f" or array.dtype.itemsize not in (4, 8) or array.size == 0:
-        return [tensors.tensor_bytes(array)]  # varint-packed or string fields: built there
-    field = _FLOAT_VAL if array.dtype.itemsize == 4 else _DOUBLE_VAL
-    header = _tensor_header(array, dtype).SerializeToString()
-    return [header, *_length_delimited(field, [_raw_bytes(array)])]
+    header = tensors.tensor_header(array, dtype).SerializeToString()
+    return [header, *_length_delimited(_TENSOR_CONTENT, [tensors.raw_bytes(array)])]
 
 
 def _tensor_map(number: int, tensors_by_name: Mapping[str, list[_Chunk]]) -> list[_Chunk]:
@@ -118,7 +92,8 @@ def encode_predict_request(
 def encode_predict_response(model_spec: Message, outputs: Mapping[str, object]) -> bytes:
     """A serialized PredictResponse as TF Serving writes it (typed ``*_val`` fields)."""
     chunks = _tensor_map(
-        _RESPONSE_OUTPUTS, {name: _response_tensor(value) for name, value in outputs.items()}
+        _RESPONSE_OUTPUTS,
+        {name: tensors.tensor_chunks(value) for name, value in outputs.items()},
     )
     chunks += _length_delimited(_RESPONSE_SPEC, [model_spec.SerializeToString()])
     return b"".join(chunks)

@@ -9,7 +9,7 @@ TensorProto class can parse.
 Requests are written as ``tensor_content`` (raw little-endian bytes) and read with
 ``np.frombuffer``. TF Serving answers with the typed ``*_val`` fields (``float_val``...):
 those are read with one ``np.asarray`` over the repeated field, and written
-(``tensor_bytes``) as packed fields built from the NumPy buffer. DT_STRING has no raw form
+(``tensor_chunks``) as packed fields built from the NumPy buffer. DT_STRING has no raw form
 and travels as ``string_val``, the one inherent per-element case. Whole Predict messages
 are written and read in place, without TensorProto messages, by
 :mod:`sagemaker_tfs.predict_wire`.
@@ -122,13 +122,19 @@ def _string_values(array: np.ndarray) -> list[bytes]:
         raise TensorConversionError(f"DT_STRING elements must be bytes or str: {error}") from None
 
 
+def tensor_header(array: np.ndarray, dtype: int) -> Message:
+    """A TensorProto with the dtype and shape of ``array`` and no values yet."""
+    header = protos.TensorProto(dtype=dtype)
+    for size in array.shape:
+        header.tensor_shape.dim.add(size=size)
+    return header
+
+
 def to_tensor_proto(array: np.ndarray | object, dtype: int | None = None) -> Message:
     """Make a TensorProto of ``array``; ``dtype`` (a DataType enum) casts it first if given."""
     array = np.asarray(array)
     enum = tf_dtype(array.dtype) if dtype is None else dtype
-    proto = protos.TensorProto(dtype=enum)
-    for size in array.shape:
-        proto.tensor_shape.dim.add(size=size)
+    proto = tensor_header(array, enum)
     if enum == DT_STRING:
         proto.string_val.extend(_string_values(array))
         return proto
@@ -181,21 +187,28 @@ def _varints(values: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def _packed_values(flat: np.ndarray, info: _DtypeInfo) -> bytes:
+def raw_bytes(array: np.ndarray) -> memoryview:
+    """The array's values as little-endian bytes in C order; a view when already laid out so."""
+    little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    return memoryview(little.reshape(-1).view(np.uint8))
+
+
+def _packed_values(flat: np.ndarray, info: _DtypeInfo) -> bytes | memoryview:
     """The elements of ``flat`` as the payload of their packed ``*_val`` field."""
     if info.val_is_bits:  # half_val: the 16-bit patterns, as varints
         return _varints(flat.view(np.uint16))
     if info.numpy.kind == "c":  # scomplex_val/dcomplex_val: (real, imaginary) pairs
         flat = flat.view(flat.real.dtype)
-    if flat.dtype.kind == "f":  # float_val/double_val: fixed width, the raw bytes
-        return flat.astype(flat.dtype.newbyteorder("<"), copy=False).tobytes()
+    if flat.dtype.kind == "f":  # float_val/double_val: fixed width, the raw bytes (a view)
+        return raw_bytes(flat)
     if flat.dtype.kind == "i":  # negative ints are 10-byte varints of their 64-bit form
         return _varints(flat.astype(np.int64).view(np.uint64))
     return _varints(flat.astype(np.uint64))
 
 
-def tensor_bytes(array: np.ndarray) -> bytes:
-    """A serialized TensorProto of ``array`` in the layout TF Serving answers with.
+def tensor_chunks(array: np.ndarray) -> list[bytes | memoryview]:
+    """A serialized TensorProto of ``array`` in the layout TF Serving answers with, in pieces
+    to be joined; float and double values are a view of the array, not a copy.
 
     TF Serving fills the typed ``*_val`` fields (``Tensor::AsProtoField``), not
     ``tensor_content``, and clients read them (``response.outputs[k].float_val``). A packed
@@ -204,19 +217,22 @@ def tensor_bytes(array: np.ndarray) -> bytes:
     """
     array = np.asarray(array)
     enum = tf_dtype(array.dtype)
-    header = protos.TensorProto(dtype=enum)
-    for size in array.shape:
-        header.tensor_shape.dim.add(size=size)
+    header = tensor_header(array, enum)
     if enum == DT_STRING:
         header.string_val.extend(_string_values(array))
-        return header.SerializeToString()
+        return [header.SerializeToString()]
     if array.size == 0:
-        return header.SerializeToString()
+        return [header.SerializeToString()]
     info = _BY_ENUM[enum]
     payload = _packed_values(np.ascontiguousarray(array).reshape(-1), info)
     number = protos.TensorProto.DESCRIPTOR.fields_by_name[info.val_field].number
     tag = varint((number << 3) | _LEN)
-    return header.SerializeToString() + tag + varint(len(payload)) + payload
+    return [header.SerializeToString(), tag, varint(len(payload)), payload]
+
+
+def tensor_bytes(array: np.ndarray) -> bytes:
+    """``tensor_chunks`` joined: one serialized TensorProto."""
+    return b"".join(tensor_chunks(array))
 
 
 def shape_of(proto: Message) -> tuple[int, ...]:

@@ -129,3 +129,11 @@ def test_bad_tensors_raise_clear_errors() -> None:
         tensors.to_tensor_proto(np.array(["2020-01-01"], dtype="datetime64[D]"))
     with pytest.raises(tensors.TensorConversionError, match="DT_FLOAT"):
         tensors.to_tensor_proto(np.array([b"x"]), dtype=1)
+
+
+def test_float_answers_refer_to_the_array_instead_of_copying_it() -> None:
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    *_, values = tensors.tensor_chunks(array)
+    assert np.shares_memory(np.frombuffer(values, np.uint8), array)
+    parsed = tf.make_ndarray(as_tf(protos.TensorProto.FromString(tensors.tensor_bytes(array))))
+    np.testing.assert_array_equal(parsed, array)

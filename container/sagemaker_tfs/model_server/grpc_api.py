@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import grpc
 import numpy as np
+from google.protobuf.message import Message
 from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
@@ -57,7 +58,7 @@ def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
         raise invalid_argument(str(error)) from None
 
 
-def decode_predict_request(data: bytes):  # type: ignore[no-untyped-def]
+def decode_predict_request(data: bytes) -> tuple[Message, dict[str, np.ndarray], list[str]]:
     """(model_spec, inputs, output_filter) of a serialized PredictRequest.
 
     Bytes that are not a PredictRequest are INTERNAL, as gRPC's C++ server answers a message
