@@ -74,7 +74,11 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
     if isinstance(reply.body, bytes):
         resp.data = reply.body
         return
-    resp.content_length = sum(len(chunk) for chunk in reply.body)
+    length = sum(len(chunk) for chunk in reply.body)
+    if length <= SEND_PIECE_BYTES:
+        resp.data = b"".join(reply.body)
+        return
+    resp.content_length = length
     resp.stream = _pieces(reply.body)
 
 
