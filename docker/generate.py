@@ -22,6 +22,7 @@ DOCKER_DIR = Path(__file__).resolve().parent
 TEMPLATE = DOCKER_DIR / "Dockerfile.template"
 VERSIONS_FILE = DOCKER_DIR / "versions.txt"
 ARCHES = ("cpu", "gpu", "eia")
+DEBIAN_BASE = "debian:trixie-slim"
 UBUNTU_BASE = "ubuntu:24.04"
 EI_BINARY = "amazonei_tensorflow_model_server"
 EI_ARTIFACT = f"docker/build_artifacts/{EI_BINARY}"
@@ -84,11 +85,27 @@ def model_server_stage(release: Release, arch: str) -> str:
     )
 
 
-def runtime_base(release: Release, arch: str) -> str:
-    """GPU: NVIDIA's CUDA runtime on the same Ubuntu, at the CUDA the release was built with."""
+@dataclass(frozen=True)
+class Base:
+    """What the venv stage and the final image start from.
+
+    Both must be the same distribution release: the venv's interpreter is its Python.
+    """
+
+    venv_image: str
+    runtime_image: str
+    distribution: str
+    python: str
+
+
+def base_of(release: Release, arch: str) -> Base:
+    """cpu and eia: Debian 13. gpu: NVIDIA's CUDA runtime image at the CUDA the release was
+    built with, which NVIDIA publishes for Ubuntu (24.04: Python 3.12 and njs); its venv is
+    built on plain Ubuntu 24.04, the same Python without gigabytes of CUDA."""
     if arch == "gpu":
-        return f"nvidia/cuda:{release.cuda}-runtime-ubuntu24.04"
-    return UBUNTU_BASE
+        runtime = f"nvidia/cuda:{release.cuda}-runtime-ubuntu24.04"
+        return Base(UBUNTU_BASE, runtime, "Ubuntu 24.04", "python3.12")
+    return Base(DEBIAN_BASE, DEBIAN_BASE, "Debian 13", "python3.13")
 
 
 def extra_packages(release: Release, arch: str) -> str:
@@ -99,13 +116,17 @@ def extra_packages(release: Release, arch: str) -> str:
 
 
 def render(template: str, release: Release, arch: str) -> str:
+    base = base_of(release, arch)
     values = {
         "GENERATED_NOTE": GENERATED_NOTE,
         "TFS_VERSION": release.full,
         "TFS_SHORT_VERSION": release.short,
         "ARCH": arch,
         "MODEL_SERVER_STAGE": model_server_stage(release, arch),
-        "RUNTIME_BASE": runtime_base(release, arch),
+        "VENV_BASE": base.venv_image,
+        "RUNTIME_BASE": base.runtime_image,
+        "DISTRIBUTION": base.distribution,
+        "PYTHON": base.python,
         "EXTRA_PACKAGES": extra_packages(release, arch),
     }
 

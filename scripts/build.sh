@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds one serving image, tagged REPOSITORY:FULL-DEVICE and REPOSITORY:SHORT-DEVICE.
-# With AWS credentials, the published image in ECR is the layer cache (--cache-from); without
-# them the build goes on uncached. --arch eia first fetches AWS's Elastic Inference model
-# server from the amazonei-tensorflow S3 bucket into docker/build_artifacts/.
+# With Docker and AWS credentials, the published image in ECR is the layer cache
+# (--cache-from); without them, or with podman as `docker` (it cannot read Docker's inline
+# cache), the build goes on with local layers only. --ca-bundle FILE lets pip inside the build
+# trust a TLS-intercepting proxy (podman: the file is mounted for the build, never copied in).
+# --arch eia first fetches AWS's Elastic Inference model server from the amazonei-tensorflow
+# S3 bucket into docker/build_artifacts/.
 set -euo pipefail
-USAGE="$(basename "$0") [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--region REGION] [--repository NAME]"
+USAGE="$(basename "$0") [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--region REGION] [--repository NAME] [--ca-bundle FILE]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
+
+BUILD_CA_DIR=/build-ca
 
 # Downloads the newest EI build for short_version and installs its binary at EI_ARTIFACT.
 fetch_ei_binary() {
@@ -51,21 +56,55 @@ cache_image() {
   echo "$registry/$repository:$tag_full"
 }
 
+# Sets engine_args: the registry cache (Docker), or the CA bundle mount (podman).
+set_engine_args() {
+  local ca_bundle=$1 cache
+  engine_args=()
+  if engine_is_podman; then
+    warn "podman: building without --cache-from (it cannot read Docker's inline cache)"
+    if [[ -n $ca_bundle ]]; then
+      engine_args=(
+        --volume "$(dirname "$ca_bundle"):$BUILD_CA_DIR:ro"
+        --build-arg "PIP_CERT=$BUILD_CA_DIR/$(basename "$ca_bundle")"
+      )
+    fi
+    return 0
+  fi
+  cache=$(cache_image)
+  [[ -z $cache ]] || engine_args=(--cache-from "$cache")
+  engine_args+=(--build-arg BUILDKIT_INLINE_CACHE=1)
+}
+
 main() {
-  parse_std_args "$@"
+  local std_args=() ca_bundle=""
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --ca-bundle)
+        [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
+        ca_bundle=$(resolve_ca_bundle "$2")
+        shift 2
+        ;;
+      *)
+        std_args+=("$1")
+        shift
+        ;;
+    esac
+  done
+  parse_std_args "${std_args[@]}"
+  if [[ -n $ca_bundle ]] && ! engine_is_podman; then
+    die "--ca-bundle needs podman as docker: docker build cannot mount a file into RUN steps" \
+      "(README: 'Building behind a TLS-intercepting proxy')"
+  fi
   resolve_region
   if [[ $arch == eia ]]; then
     fetch_ei_binary
     trap remove_ei_binary EXIT
   fi
-  local cache cache_args=()
-  cache=$(cache_image)
-  [[ -z $cache ]] || cache_args=(--cache-from "$cache")
+  set_engine_args "$ca_bundle"
   echo "building $repository:$tag_full from $dockerfile"
   cd "$REPO_ROOT"
   docker build \
-    "${cache_args[@]}" \
-    --build-arg BUILDKIT_INLINE_CACHE=1 \
+    "${engine_args[@]}" \
     --file "$dockerfile" \
     --tag "$repository:$tag_full" \
     --tag "$repository:$tag_short" \

@@ -122,6 +122,20 @@ ecr_login() {
     | docker login --username AWS --password-stdin "$1"
 }
 
+# True when `docker` is podman (Debian's podman-docker, or a symlink): podman cannot read the
+# inline layer cache Docker writes into published images, and refuses a tagged --cache-from.
+engine_is_podman() {
+  local version
+  version=$(docker version 2>/dev/null || true)
+  [[ $version == *"Podman Engine"* ]]
+}
+
+# The real path of a CA bundle given with --ca-bundle; a usage error if it is not a file.
+resolve_ca_bundle() {
+  [[ -f $1 ]] || usage_error "no such CA bundle '$1'"
+  realpath "$1"
+}
+
 # run_locally_if_asked VERB ARGS...: with --local anywhere in ARGS, replaces this process
 # with scripts/local.sh VERB and the other ARGS (the stack on this host, no Docker).
 run_locally_if_asked() {

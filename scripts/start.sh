@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs a serving image built by build.sh in the background, serving the example models
 # (test/resources/models, or --model-dir) on localhost:8080 (or --port), and passes every
-# SAGEMAKER_* variable of the caller's environment into the container.
+# SAGEMAKER_* variable of the caller's environment into the container. --ca-bundle FILE
+# mounts FILE read-only and names it in PIP_CERT, for a code/requirements.txt installed at
+# start-up behind a TLS-intercepting proxy.
 # --local runs the same stack on this host instead (scripts/local.sh start).
 set -euo pipefail
-USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR]"
+USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR] [--ca-bundle FILE]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
+
+CONTAINER_CA_BUNDLE=/etc/pip-ca-bundle.crt
 
 # SAGEMAKER_* variables to pass: the caller's, plus the port range SageMaker gives.
 sagemaker_env_args() {
@@ -21,12 +25,21 @@ sagemaker_env_args() {
 
 main() {
   run_locally_if_asked start "$@"
-  local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=()
+  local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=() ca_args=()
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --port | --model-dir)
+      --port | --model-dir | --ca-bundle)
         [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
-        if [[ $1 == --port ]]; then port=$2; else model_dir=$2; fi
+        case $1 in
+          --port) port=$2 ;;
+          --model-dir) model_dir=$2 ;;
+          --ca-bundle)
+            ca_args=(
+              --volume "$(resolve_ca_bundle "$2"):$CONTAINER_CA_BUNDLE:ro"
+              --env "PIP_CERT=$CONTAINER_CA_BUNDLE"
+            )
+            ;;
+        esac
         shift 2
         ;;
       *)
@@ -48,6 +61,7 @@ main() {
     --volume "$(cd "$model_dir" && pwd):$model_mount:ro" \
     --publish "$port:${SAGEMAKER_BIND_TO_PORT:-8080}" \
     "${env_args[@]}" \
+    "${ca_args[@]}" \
     "$repository:$tag_full" serve
   echo "started $container_name ($repository:$tag_full) on http://localhost:$port" \
     "(logs: docker logs -f $container_name)"

@@ -1,0 +1,64 @@
+"""The container engine of the image tests: Debian's podman, with the project's settings.
+
+Podman needs two settings on these machines (``containers.conf`` beside this file, named by
+``CONTAINERS_CONF``): the runtime ``runc`` and default ulimits root may set here. The
+project's scripts call ``docker``; :func:`docker_path` puts a ``docker`` that is podman first
+on ``PATH``, because a Docker CLI with no daemon behind it may already be there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONTAINERS_CONF = HERE / "containers.conf"
+
+
+class EngineError(RuntimeError):
+    """A podman command failed; the message has its output."""
+
+
+def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment with the project's podman settings."""
+    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF), **(extra or {})}
+
+
+def podman(*args: str, check: bool = True, timeout: float = 1800, **kwargs) -> str:
+    """Runs ``podman ARGS`` and returns its standard output."""
+    result = subprocess.run(
+        ["podman", *args],
+        env=engine_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kwargs,
+    )
+    if check and result.returncode != 0:
+        raise EngineError(
+            f"podman {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+        )
+    return result.stdout
+
+
+def image_exists(name: str) -> bool:
+    return subprocess.run(
+        ["podman", "image", "exists", name], env=engine_env(), check=False
+    ).returncode == 0
+
+
+def image_info(name: str) -> dict:
+    return json.loads(podman("image", "inspect", name))[0]
+
+
+def docker_path(bin_dir: Path) -> str:
+    """``PATH`` with ``bin_dir/docker`` -> podman in front of the caller's."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    docker = bin_dir / "docker"
+    if not docker.exists():
+        docker.symlink_to(shutil.which("podman") or "/usr/bin/podman")
+    return f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
