@@ -56,11 +56,12 @@ cache_image() {
   echo "$registry/$repository:$tag_full"
 }
 
-# Sets engine_args: the registry cache (Docker), or the CA bundle mount (podman).
+# set_engine_args ENGINE CA_BUNDLE sets engine_args: the CA bundle mount (podman, which needs
+# no AWS region or login), or the registry cache (Docker).
 set_engine_args() {
-  local ca_bundle=$1 cache
+  local engine=$1 ca_bundle=$2 cache
   engine_args=()
-  if engine_is_podman; then
+  if [[ $engine == podman ]]; then
     warn "podman: building without --cache-from (it cannot read Docker's inline cache)"
     if [[ -n $ca_bundle ]]; then
       engine_args=(
@@ -70,6 +71,7 @@ set_engine_args() {
     fi
     return 0
   fi
+  resolve_region
   cache=$(cache_image)
   [[ -z $cache ]] || engine_args=(--cache-from "$cache")
   engine_args+=(--build-arg BUILDKIT_INLINE_CACHE=1)
@@ -91,16 +93,17 @@ main() {
     esac
   done
   parse_std_args "${std_args[@]}"
-  if [[ -n $ca_bundle ]] && ! engine_is_podman; then
+  local engine=docker
+  if engine_is_podman; then engine=podman; fi
+  if [[ -n $ca_bundle && $engine != podman ]]; then
     die "--ca-bundle needs podman as docker: docker build cannot mount a file into RUN steps" \
       "(README: 'Building behind a TLS-intercepting proxy')"
   fi
-  resolve_region
   if [[ $arch == eia ]]; then
     fetch_ei_binary
     trap remove_ei_binary EXIT
   fi
-  set_engine_args "$ca_bundle"
+  set_engine_args "$engine" "$ca_bundle"
   echo "building $repository:$tag_full from $dockerfile"
   cd "$REPO_ROOT"
   docker build \

@@ -4,6 +4,13 @@ These stand-ins are the only mocks in the script tests: there is no Docker daemo
 account here. Each records its argv (and, for ``docker login``, what arrived on stdin) as one
 JSON line, and prints what the real command would print for the calls the scripts make.
 
+``docker`` answers ``docker version`` as Docker without a daemon does (a Client block, exit 1;
+``STAND_IN_DAEMON=1``: a Server block too, exit 0), or as podman installed as ``docker`` does
+with ``STAND_IN_ENGINE=podman``. ``docker container inspect`` finds the container unless
+``STAND_IN_NO_CONTAINER=1``; with ``--format '{{.State.ExitCode}}'`` it prints
+``STAND_IN_EXIT_CODE`` (default 0). ``STAND_IN_FAIL=PREFIX`` makes the calls starting with
+PREFIX (e.g. ``docker login``) exit 255.
+
 The scripts run from a copy of the repository's ``scripts/`` and ``docker/`` in a temporary
 directory, so that ``build.sh --arch eia`` writes its EI binary there and ``--local`` reaches
 a stand-in ``scripts/local.sh`` instead of starting the real stack.
@@ -68,6 +75,34 @@ if name == "aws":
             tar.addfile(info, io.BytesIO(content))
 elif name == "docker" and args[:1] == ["run"]:
     print("0123456789abcdef")
+elif name == "docker" and args[:1] == ["version"]:
+    if os.environ.get("STAND_IN_ENGINE") == "podman":
+        print("Client:       Podman Engine\\nVersion:      4.3.1\\nAPI Version:  4.3.1")
+    else:
+        print("Client: Docker Engine - Community\\n Version:           28.2.2\\n API version: 1.50")
+        if not os.environ.get("STAND_IN_DAEMON"):
+            print("Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+                  " Is the docker daemon running?", file=sys.stderr)
+            sys.exit(1)
+        print("\\nServer: Docker Engine - Community\\n Engine:\\n  Version:          28.2.2")
+elif name == "docker" and args[:2] == ["container", "inspect"]:
+    if os.environ.get("STAND_IN_NO_CONTAINER") == "1":
+        print("[]")
+        print("Error: No such container: " + args[-1], file=sys.stderr)
+        sys.exit(1)
+    code = os.environ.get("STAND_IN_EXIT_CODE", "0")
+    if "--format" in args:
+        template = args[args.index("--format") + 1]
+        if template != "{{{{.State.ExitCode}}}}":
+            sys.exit("stand-in docker: unsupported --format " + template)
+        print(code)
+    else:
+        print(json.dumps([{{"Name": args[-1], "State": {{"ExitCode": int(code)}}}}]))
+elif name == "docker" and args[:1] in (["stop"], ["rm"]):
+    print(args[-1])
+elif name == "docker" and args[:1] == ["logs"]:
+    print("serve: stand-in log line 1")
+    print("serve: stand-in log line 2")
 """
 
 

@@ -29,8 +29,9 @@ from script_helpers import (
 
 DOCKER_DIR = REPO_ROOT / "docker"
 ARCHES = ("cpu", "gpu", "eia")
-# Where Ubuntu's libnginx-mod-http-js installs the njs module.
-UBUNTU_NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+# Where libnginx-mod-http-js installs the njs module: the same path on Debian 13 (cpu, eia)
+# and Ubuntu 24.04 (gpu).
+NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
 EI_ARTIFACT = "docker/build_artifacts/amazonei_tensorflow_model_server"
 
 
@@ -48,6 +49,19 @@ CASES = [(full, cuda, cudnn, arch) for full, cuda, cudnn in releases() for arch 
 
 def dockerfile(full: str, arch: str) -> Path:
     return DOCKER_DIR / short(full) / f"Dockerfile.{arch}"
+
+
+def expected_bases(arch: str, cuda: str) -> tuple[str, str, str]:
+    """(venv stage base, final base, their Python): one distribution release per image, so
+    that the venv's interpreter is the final image's system Python."""
+    if arch == "gpu":
+        return "ubuntu:24.04", f"nvidia/cuda:{cuda}-runtime-ubuntu24.04", "python3.12"
+    return "debian:trixie-slim", "debian:trixie-slim", "python3.13"
+
+
+def apt_packages(run: str) -> list[str]:
+    """The packages of an `apt-get install --no-install-recommends ...` RUN."""
+    return run.split("--no-install-recommends", 1)[1].split("&&")[0].split()
 
 
 def test_dockerfiles_are_generated_from_the_template_and_up_to_date() -> None:
@@ -86,6 +100,19 @@ def test_model_server_stage(full: str, cuda: str, cudnn: str, arch: str) -> None
 
 
 @pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_venv_stage_builds_with_the_python_of_the_final_images_distribution(
+    full: str, cuda: str, cudnn: str, arch: str
+) -> None:
+    venv_base, _, python = expected_bases(arch, cuda)
+    venv = next(s for s in parse_dockerfile(dockerfile(full, arch)) if s.name == "venv")
+    assert venv.base == venv_base
+    install, build = venv.all("RUN")
+    assert apt_packages(install) == [python, f"{python}-venv"]
+    assert f"{python} -m venv /tmp/build-env " in build
+    assert f"{python} -m venv /opt/venv " in build
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
 def test_venv_stage_builds_the_project_wheel_with_pinned_dependencies(
     full: str, cuda: str, cudnn: str, arch: str
 ) -> None:
@@ -105,17 +132,17 @@ def test_venv_stage_builds_the_project_wheel_with_pinned_dependencies(
 def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, arch: str):
     from sagemaker_tfs.nginx_config import NJS_MODULE_CANDIDATES
 
+    _, final_base, python = expected_bases(arch, cuda)
     final = parse_dockerfile(dockerfile(full, arch))[-1]
-    expected_base = f"nvidia/cuda:{cuda}-runtime-ubuntu24.04" if arch == "gpu" else "ubuntu:24.04"
-    assert final.base == expected_base
+    assert final.base == final_base
     (install,) = [run for run in final.all("RUN") if "apt-get install" in run]
-    packages = install.split("--no-install-recommends", 1)[1].split("&&")[0].split()
-    for package in ("python3.12", "nginx", "libnginx-mod-http-js", "ca-certificates"):
+    packages = apt_packages(install)
+    for package in (python, "nginx", "libnginx-mod-http-js", "ca-certificates"):
         assert package in packages
     if arch == "gpu":
         assert f"libcudnn9-cuda-12={cudnn}-1" in packages
     assert "rm -rf /var/lib/apt/lists/*" in install
-    assert UBUNTU_NJS_MODULE in NJS_MODULE_CANDIDATES, "nginx_config will not find the module"
+    assert NJS_MODULE in NJS_MODULE_CANDIDATES, "nginx_config will not find the module"
     assert "--from=venv /opt/venv /opt/venv" in final.all("COPY")
     env = " ".join(final.all("ENV"))
     assert "PATH=/opt/venv/bin:$PATH" in env
@@ -138,8 +165,32 @@ def test_no_secrets_downloads_or_build_tools_in_the_final_image(
     stages = parse_dockerfile(path)
     assert not any(s.all("ADD") for s in stages), "ADD of URLs/archives: use COPY"
     final_runs = " ".join(stages[-1].all("RUN"))
-    for tool in ("gcc", "build-essential", "python3.12-venv", "python3-pip", "curl", "wget"):
+    _, _, python = expected_bases(arch, cuda)
+    for tool in ("gcc", "build-essential", f"{python}-venv", "python3-pip", "curl", "wget"):
         assert tool not in final_runs.split()
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_pip_cert_is_an_empty_build_argument_of_the_venv_stage_only(
+    full: str, cuda: str, cudnn: str, arch: str
+) -> None:
+    """A build behind a TLS proxy mounts its CA bundle and names it in PIP_CERT; an empty
+    PIP_CERT is pip's own bundle. Never an ENV: the path must not follow into the image."""
+    stages = parse_dockerfile(dockerfile(full, arch))
+    venv = next(s for s in stages if s.name == "venv")
+    assert "PIP_CERT=" in venv.all("ARG")
+    for stage in stages:
+        assert not any("PIP_CERT" in env for env in stage.all("ENV")), stage.name
+    assert not any("PIP_CERT" in arg for arg in stages[-1].all("ARG"))
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_no_stage_copies_a_certificate_into_an_image(
+    full: str, cuda: str, cudnn: str, arch: str
+) -> None:
+    for stage in parse_dockerfile(dockerfile(full, arch)):
+        for source in stage.all("COPY") + stage.all("ADD"):
+            assert "cert" not in source.lower() and "ca-" not in source.lower(), source
 
 
 def setup_py_calls() -> dict[str, ast.expr]:

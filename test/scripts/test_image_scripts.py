@@ -1,7 +1,11 @@
 """The exact docker/aws commands build.sh, publish.sh, the -all loops, start.sh and stop.sh
-issue, and their usage errors. docker and aws are stand-ins (no daemon, no AWS here)."""
+issue, and their usage errors. docker and aws are stand-ins (no daemon, no AWS here).
+build.sh first asks `docker version` which engine it is (Docker, or podman installed as
+`docker`); that probe is part of the exact command lists below (VERSION_PROBE)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from script_helpers import (
@@ -16,6 +20,8 @@ from script_helpers import (
 
 NEWEST = known_versions()[0]
 REPO = "sagemaker-tensorflow-serving"
+VERSION_PROBE = ["docker", "version"]
+PODMAN = {"STAND_IN_ENGINE": "podman"}
 LOGIN = [
     [
         "aws",
@@ -33,14 +39,8 @@ LOGIN = [
 ]
 
 
-def build_command(version: str, arch: str, repo: str, device: str, cache: bool = True) -> list[str]:
-    cache_args = ["--cache-from", f"{REGISTRY}/{repo}:{version}-{device}"] if cache else []
+def file_and_tags(version: str, arch: str, repo: str, device: str) -> list[str]:
     return [
-        "docker",
-        "build",
-        *cache_args,
-        "--build-arg",
-        "BUILDKIT_INLINE_CACHE=1",
         "--file",
         f"docker/{short(version)}/Dockerfile.{arch}",
         "--tag",
@@ -49,6 +49,34 @@ def build_command(version: str, arch: str, repo: str, device: str, cache: bool =
         f"{repo}:{short(version)}-{device}",
         ".",
     ]
+
+
+def build_command(version: str, arch: str, repo: str, device: str, cache: bool = True) -> list[str]:
+    """`docker build` with Docker: the published image as cache, and inline cache written."""
+    cache_args = ["--cache-from", f"{REGISTRY}/{repo}:{version}-{device}"] if cache else []
+    return [
+        "docker",
+        "build",
+        *cache_args,
+        "--build-arg",
+        "BUILDKIT_INLINE_CACHE=1",
+        *file_and_tags(version, arch, repo, device),
+    ]
+
+
+def podman_build_command(version: str, arch: str, repo: str, *extra: str) -> list[str]:
+    """`docker build` with podman: no registry cache, no inline cache argument."""
+    return ["docker", "build", *extra, *file_and_tags(version, arch, repo, arch)]
+
+
+def ca_bundle_behind_a_symlink(tmp_path: Path) -> tuple[Path, Path]:
+    """(what the user passes, its real path): the scripts must mount the real file."""
+    real = tmp_path / "proxy" / "certs" / "proxy-ca.crt"
+    real.parent.mkdir(parents=True)
+    real.write_text("-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+    link = tmp_path / "ca-bundle.pem"
+    link.symlink_to(real)
+    return link, real.resolve()
 
 
 def test_version_list_has_three_minor_releases_newest_first() -> None:
@@ -63,9 +91,19 @@ def test_version_list_has_three_minor_releases_newest_first() -> None:
 def test_build_logs_in_and_builds_with_cache_and_both_tags(run_script: ScriptRunner, arch: str):
     run = run_script("build.sh", "--arch", arch, "--region", REGION)
     assert run.returncode == 0, run.stderr
-    assert run.commands() == [*LOGIN, build_command(NEWEST, arch, REPO, arch)]
-    assert run.calls[2]["stdin"] == "stand-in-token\n"
-    assert run.calls[3]["cwd"] == str(run_script.root)
+    assert run.commands() == [VERSION_PROBE, *LOGIN, build_command(NEWEST, arch, REPO, arch)]
+    assert run.calls[3]["stdin"] == "stand-in-token\n"
+    assert run.calls[4]["cwd"] == str(run_script.root)
+
+
+@pytest.mark.parametrize("daemon", ["", "1"], ids=["daemon-down", "daemon-up"])
+def test_build_treats_docker_as_docker_whether_or_not_its_daemon_answers(
+    run_script: ScriptRunner, daemon: str
+) -> None:
+    run = run_script("build.sh", "--region", REGION, env={"STAND_IN_DAEMON": daemon})
+    assert run.returncode == 0, run.stderr
+    assert run.commands() == [VERSION_PROBE, *LOGIN, build_command(NEWEST, "cpu", REPO, "cpu")]
+    assert "podman" not in run.stderr
 
 
 @pytest.mark.parametrize("version", known_versions())
@@ -77,12 +115,13 @@ def test_build_accepts_short_and_full_versions(run_script: ScriptRunner, version
 
 
 def test_build_region_from_environment_then_aws_configure(run_script: ScriptRunner) -> None:
+    build = build_command(NEWEST, "cpu", REPO, "cpu")
     run = run_script("build.sh", env={"AWS_DEFAULT_REGION": REGION})
     assert run.returncode == 0, run.stderr
-    assert run.commands()[:3] == LOGIN
+    assert run.commands() == [VERSION_PROBE, *LOGIN, build]
     run = run_script("build.sh", env={"STAND_IN_CONFIGURED_REGION": REGION})
-    assert run.commands()[0] == ["aws", "configure", "get", "region"]
-    assert run.commands()[1:4] == LOGIN
+    assert run.returncode == 0, run.stderr
+    assert run.commands() == [VERSION_PROBE, ["aws", "configure", "get", "region"], *LOGIN, build]
 
 
 def test_build_without_aws_account_builds_uncached(run_script: ScriptRunner) -> None:
@@ -115,12 +154,11 @@ def test_build_eia_fetches_ei_binary_into_context_and_removes_it(run_script: Scr
     )
     assert run.returncode == 0, run.stderr
     commands = run.commands()
-    assert commands[0] == ["aws", "s3", "ls", prefix]
-    assert commands[1][:3] == ["aws", "s3", "cp"] and commands[1][3] == prefix + "ei-tfs.tar.gz"
-    assert commands[2:5] == LOGIN
-    assert commands[5] == build_command(version, "eia", f"{REPO}-eia", "cpu")
-    assert run.calls[5]["ei_binary_present"] and run.calls[5]["ei_binary_executable"]
-    assert run.calls[5]["ei_binary"] == EI_BINARY_CONTENT.decode()
+    assert commands[:2] == [VERSION_PROBE, ["aws", "s3", "ls", prefix]]
+    assert commands[2][:3] == ["aws", "s3", "cp"] and commands[2][3] == prefix + "ei-tfs.tar.gz"
+    assert commands[3:] == [*LOGIN, build_command(version, "eia", f"{REPO}-eia", "cpu")]
+    assert run.calls[6]["ei_binary_present"] and run.calls[6]["ei_binary_executable"]
+    assert run.calls[6]["ei_binary"] == EI_BINARY_CONTENT.decode()
     artifact = run_script.root / "docker/build_artifacts/amazonei_tensorflow_model_server"
     assert not artifact.exists(), "the EI binary is left in the build context"
 
@@ -129,7 +167,59 @@ def test_build_eia_fails_clearly_when_the_version_has_no_ei_binary(run_script: S
     run = run_script("build.sh", "--arch", "eia", "--region", REGION)
     assert run.returncode == 1
     assert f"no Elastic Inference model server for TF Serving {short(NEWEST)}" in run.stderr
-    assert not any(call[0] == "docker" for call in run.commands())
+    prefix = f"s3://amazonei-tensorflow/tensorflow-serving/v{short(NEWEST)}/ubuntu/latest/"
+    assert run.commands() == [VERSION_PROBE, ["aws", "s3", "ls", prefix]]
+
+
+@pytest.mark.parametrize("region_args", [[], ["--region", REGION]], ids=["no-region", "region"])
+def test_build_with_podman_needs_no_aws_and_no_registry_cache(
+    run_script: ScriptRunner, region_args: list[str]
+) -> None:
+    env = {**PODMAN, "STAND_IN_CONFIGURED_REGION": REGION}
+    run = run_script("build.sh", "--arch", "gpu", *region_args, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.commands() == [VERSION_PROBE, podman_build_command(NEWEST, "gpu", REPO)]
+    assert "warning: podman: building without --cache-from" in run.stderr
+
+
+def test_build_with_podman_mounts_the_real_ca_bundle_for_pip(run_script, tmp_path: Path):
+    given, real = ca_bundle_behind_a_symlink(tmp_path)
+    run = run_script("build.sh", "--ca-bundle", str(given), env=PODMAN)
+    assert run.returncode == 0, run.stderr
+    mount = [
+        "--volume",
+        f"{real.parent}:/build-ca:ro",
+        "--build-arg",
+        f"PIP_CERT=/build-ca/{real.name}",
+    ]
+    assert run.commands() == [VERSION_PROBE, podman_build_command(NEWEST, "cpu", REPO, *mount)]
+
+
+def test_build_with_docker_refuses_a_ca_bundle_before_building(run_script, tmp_path: Path):
+    given, _ = ca_bundle_behind_a_symlink(tmp_path)
+    run = run_script("build.sh", "--region", REGION, "--ca-bundle", str(given))
+    assert run.returncode == 1
+    assert "--ca-bundle needs podman" in run.stderr
+    assert run.commands() == [VERSION_PROBE]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ca-bundle"], "--ca-bundle needs a value"),
+        (["--ca-bundle", "/nope/ca.crt"], "no such CA bundle '/nope/ca.crt'"),
+        (["--ca-bundle", "/etc"], "no such CA bundle '/etc'"),
+    ],
+)
+@pytest.mark.parametrize("script", ["build.sh", "start.sh"])
+def test_a_missing_ca_bundle_is_a_usage_error_before_any_command(
+    run_script: ScriptRunner, script: str, args: list[str], message: str
+) -> None:
+    run = run_script(script, *args, env=PODMAN)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "usage: " in run.stderr
+    assert run.calls == []
 
 
 @pytest.mark.parametrize(
@@ -253,12 +343,71 @@ def test_start_rejects_bad_port_and_model_dir(run_script: ScriptRunner, args, me
     assert run.returncode == 2 and message in run.stderr and run.calls == []
 
 
-def test_stop_removes_the_container_start_named(run_script: ScriptRunner) -> None:
+def test_start_mounts_the_real_ca_bundle_and_names_it_in_pip_cert(run_script, tmp_path: Path):
+    given, real = ca_bundle_behind_a_symlink(tmp_path)
+    run = run_script("start.sh", "--ca-bundle", str(given))
+    assert run.returncode == 0, run.stderr
+    models = run_script.root / "test" / "resources" / "models"
+    assert run.commands() == [
+        [
+            "docker",
+            "run",
+            "--detach",
+            "--name",
+            f"sagemaker-tfs-{short(NEWEST)}-cpu",
+            "--volume",
+            f"{models}:/opt/ml/model:ro",
+            "--publish",
+            "8080:8080",
+            "--env=SAGEMAKER_SAFE_PORT_RANGE=9000-9999",
+            "--volume",
+            f"{real}:/etc/pip-ca-bundle.crt:ro",
+            "--env",
+            "PIP_CERT=/etc/pip-ca-bundle.crt",
+            f"{REPO}:{NEWEST}-cpu",
+            "serve",
+        ]
+    ]
+
+
+def stop_commands(name: str, exit_code: int = 0) -> list[list[str]]:
+    """What stop.sh runs for a container that exists and exits with exit_code when stopped."""
+    logs = [["docker", "logs", "--tail", "20", name]] if exit_code else []
+    return [
+        ["docker", "container", "inspect", name],
+        ["docker", "stop", "-t", "30", name],
+        ["docker", "container", "inspect", "--format", "{{.State.ExitCode}}", name],
+        *logs,
+        ["docker", "rm", name],
+    ]
+
+
+def test_stop_stops_gracefully_then_removes_the_container_start_named(run_script: ScriptRunner):
     started = run_script("start.sh", "--arch", "eia")
     stopped = run_script("stop.sh", "--arch", "eia")
     name = started.commands()[0][started.commands()[0].index("--name") + 1]
-    assert stopped.commands() == [["docker", "rm", "--force", name]]
     assert started.commands()[0][-2] == f"{REPO}-eia:{NEWEST}-cpu"
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.commands() == stop_commands(name)
+    assert stopped.stdout == f"stopped {name} (exit code 0)\n"
+
+
+def test_stop_shows_the_log_and_fails_when_the_container_exits_non_zero(run_script):
+    run = run_script("stop.sh", env={"STAND_IN_EXIT_CODE": "137"})
+    name = f"sagemaker-tfs-{short(NEWEST)}-cpu"
+    assert run.returncode == 1
+    assert run.commands() == stop_commands(name, exit_code=137)
+    assert "serve: stand-in log line 1\nserve: stand-in log line 2\n" in run.stderr
+    assert f"{name} exited with code 137" in run.stderr
+    assert run.stdout == ""
+
+
+def test_stop_without_the_container_fails_without_stopping_or_removing(run_script):
+    run = run_script("stop.sh", env={"STAND_IN_NO_CONTAINER": "1"})
+    name = f"sagemaker-tfs-{short(NEWEST)}-cpu"
+    assert run.returncode == 1
+    assert f"no container named {name}" in run.stderr
+    assert run.commands() == [["docker", "container", "inspect", name]]
 
 
 @pytest.mark.parametrize(("script", "verb"), [("start.sh", "start"), ("stop.sh", "stop")])

@@ -2,9 +2,11 @@
 newest Dockerfile.cpu) on the build context that .dockerignore lets through, then serves the
 example model with that virtualenv's `serve` and checks every curl.sh example.
 
-Differences from the image, because there is no Docker daemon here: the host's Python
-(3.11 here, 3.12 in the image), the host's nginx, and `sagemaker-tfs model-server` from the
-test environment standing in for the `tensorflow_model_server` binary (same flags and APIs).
+Differences from the image, because there is no Docker daemon here: the host's Python in
+place of the one the Dockerfile names (python3.13 on Debian 13 for cpu), the host's nginx, and
+`sagemaker-tfs model-server` from the test environment standing in for the
+`tensorflow_model_server` binary (same flags and APIs). PIP_CERT is passed through as the
+build argument would be: empty (pip's own bundle) unless the host names a proxy's CA bundle.
 The virtualenv itself gets only what the image gets: the wheel, requirements.lock and
 tensorflow-serving-api without dependencies - no TensorFlow, no pytest, no packaging extras.
 It installs from the package index (pip's cache makes reruns quick); the test is skipped
@@ -14,6 +16,7 @@ when the index cannot be reached.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,6 +48,13 @@ def venv_stage_command() -> str:
     return next(run for run in venv.all("RUN") if "pip wheel" in run)
 
 
+def image_python(command: str) -> str:
+    """The interpreter the venv stage creates its virtualenvs with, e.g. python3.13."""
+    names = set(re.findall(r"(?<![\w/.-])(python3(?:\.\d+)?) -m venv ", command))
+    assert len(names) == 1, f"expected one Python in the venv stage, found {sorted(names)}"
+    return names.pop()
+
+
 def index_reachable(tmp: Path) -> bool:
     probe = subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(tmp)]
@@ -61,17 +71,21 @@ def build_image_venv(root: Path) -> Path:
     command = venv_stage_command()
     for path in STAGE_PATHS:
         assert path in command, f"the venv stage no longer uses {path}; update this test"
+    python = image_python(command)
+    venv_calls = f"{python} -m venv "
+    assert command.count(python) == command.count(venv_calls), f"{python} outside `-m venv`"
     replacements = {
         "/tmp/requirements.lock": str(context / "docker" / "requirements.lock"),
         "/tmp/build-env": str(root / "build-env"),
         "/tmp/wheels": str(root / "wheels"),
         "/opt/venv": str(root / "venv"),
-        "python3.12 ": f"{HOST_PYTHON} ",
+        venv_calls: f"{HOST_PYTHON} -m venv ",
     }
     for old, new in replacements.items():
         command = command.replace(old, new)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "PIP_NO_CACHE_DIR": "0"}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_CERT"] = os.environ.get("PIP_CERT", "")
     result = subprocess.run(
         ["bash", "-c", command], cwd=context, env=env, capture_output=True, text=True, timeout=600
     )
