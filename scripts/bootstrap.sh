@@ -2,6 +2,8 @@
 # Installs what a fresh machine lacks to run the stack and its tests on the host:
 # nginx with njs (Debian packages, when running as root) and a virtualenv in .venv
 # holding this package, TensorFlow (for the stand-in model server) and tox.
+# --engine installs the container engine the image tests use instead (podman with runc,
+# its network stack, and debootstrap for the Debian base image; Debian packages, as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,5 +36,31 @@ install_virtualenv() {
   fi
 }
 
-install_debian_packages
-install_virtualenv
+ENGINE_PACKAGES=(podman runc netavark aardvark-dns iptables debootstrap)
+
+install_engine() {
+  if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 \
+    && command -v debootstrap >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap: podman, runc or debootstrap missing (run as root or apt-get install ${ENGINE_PACKAGES[*]})" >&2
+    exit 1
+  fi
+  echo "bootstrap: installing ${ENGINE_PACKAGES[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${ENGINE_PACKAGES[@]}" >/dev/null
+}
+
+case "${1:-}" in
+  --engine) install_engine ;;
+  "")
+    install_debian_packages
+    install_virtualenv
+    ;;
+  *)
+    echo "usage: $0 [--engine]" >&2
+    exit 2
+    ;;
+esac

@@ -27,16 +27,16 @@ def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF), **(extra or {})}
 
 
-def podman(*args: str, check: bool = True, timeout: float = 1800, **kwargs) -> str:
-    """Runs ``podman ARGS`` and returns its standard output."""
+def podman(*args: str, check: bool = True, timeout: float = 1800, merge_stderr: bool = False) -> str:
+    """Runs ``podman ARGS`` and returns its standard output (and error, if ``merge_stderr``)."""
     result = subprocess.run(
         ["podman", *args],
         env=engine_env(),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         text=True,
         timeout=timeout,
         check=False,
-        **kwargs,
     )
     if check and result.returncode != 0:
         raise EngineError(
@@ -45,10 +45,14 @@ def podman(*args: str, check: bool = True, timeout: float = 1800, **kwargs) -> s
     return result.stdout
 
 
+def podman_succeeds(*args: str) -> bool:
+    """Runs ``podman ARGS`` quietly; True if it exited 0."""
+    result = subprocess.run(["podman", *args], env=engine_env(), capture_output=True, check=False)
+    return result.returncode == 0
+
+
 def image_exists(name: str) -> bool:
-    return subprocess.run(
-        ["podman", "image", "exists", name], env=engine_env(), check=False
-    ).returncode == 0
+    return podman_succeeds("image", "exists", name)
 
 
 def image_info(name: str) -> dict:

@@ -1,0 +1,194 @@
+"""One container of the image under test (conftest.py says what is substituted), started with
+``scripts/start.sh`` on a read-only model directory, called through ``scripts/curl.sh`` and
+HTTP: content types, custom attributes, the binary fast path, errors, crashed children."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from image_scripts import Container, Image, free_port, run_script, start_container
+from PIL import Image as PILImage
+
+pytestmark = pytest.mark.slow
+ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+WORK_DIR = "/tmp/sagemaker-tfs"  # serve's work directory inside the image
+
+
+@pytest.fixture(scope="module")
+def container(image_under_test: Image, bin_dir: Path, models_dir: Path) -> Iterator[Container]:
+    env = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
+    started = start_container(image_under_test, bin_dir, free_port(), models_dir, env)
+    print(f"start.sh until /ping 200: {started.ready_after:.1f}s")
+    yield started
+    stopped = started.stop()
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def post(container: Container, body: bytes | str, content_type: str, **headers: str):
+    return requests.post(
+        container.url("/invocations"),
+        data=body,
+        headers={"Content-Type": content_type, **headers},
+        timeout=60,
+    )
+
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_curl_script_examples_all_answer(container: Container) -> None:
+    result = run_script("curl.sh", "--port", str(container.port), env=container.env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("-- HTTP 200") == 7
+    assert '"predictions": [3.5, 4.0, 5.5' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "expected"),
+    [
+        ("application/json", '{"instances": [1.0, 2.0, 5.0]}', [3.5, 4.0, 5.5]),
+        ("application/json", "[[1.0], [2.0]]", [[3.5], [4.0]]),
+        ("application/jsonlines", "[1.0, 2.0]\n[5.0, 6.0]\n", [[3.5, 4.0], [5.5, 6.0]]),
+        ("text/csv", "1.0,2.0\n5.0,6.0\n", [[3.5, 4.0], [5.5, 6.0]]),
+    ],
+)
+def test_json_jsonlines_and_csv(container: Container, content_type, body, expected) -> None:
+    response = post(container, body, content_type)
+    assert response.status_code == 200, response.text
+    assert response.json()["predictions"] == expected
+
+
+def test_accept_jsonlines(container: Container) -> None:
+    response = post(container, "[1.0, 2.0]", "application/json", Accept="application/jsonlines")
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"] == "application/jsonlines"
+    assert json.loads(response.text) == {"predictions": [[3.5, 4.0]]}
+
+
+def test_custom_attributes_pick_model_version_and_method(container: Container) -> None:
+    other = post(container, "[2.0]", "application/json", **{ATTRIBUTES: "tfs-model-name=half_plus_two"})
+    assert other.json()["predictions"] == [[3.0]]
+    version = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=124"}
+    assert post(container, "[2.0]", "application/json", **version).json()["predictions"] == [[3.0]]
+    unloaded = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=123"}
+    response = post(container, "[2.0]", "application/json", **unloaded)
+    assert response.status_code == 404 and "123" in response.json()["error"]
+    regress = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-method=regress"}
+    body = '{"signature_name": "regress_x_to_y", "examples": [{"x": 4.0}]}'
+    response = post(container, body, "application/json", **regress)
+    assert response.status_code == 200, response.text
+    assert response.json()["results"] == [pytest.approx(4.0)]
+
+
+def test_npy_in_npy_out(container: Container) -> None:
+    values = np.array([1.0, 2.0, 5.0], dtype=np.float32)
+    response = post(container, npy(values), "application/x-npy", Accept="application/x-npy")
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"] == "application/x-npy"
+    answer = np.load(io.BytesIO(response.content), allow_pickle=False)
+    np.testing.assert_array_equal(answer, values * 0.5 + 3)
+
+
+def test_jpeg_fast_path_matches_tensorflow_in_process(
+    container: Container, models_dir: Path
+) -> None:
+    import tensorflow as tf
+
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 255, (224, 224, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    PILImage.fromarray(pixels).save(buffer, format="JPEG")
+    jpeg = buffer.getvalue()
+    headers = {ATTRIBUTES: "tfs-model-name=mobilenet_v2", "Accept": "application/x-npy"}
+    response = post(container, jpeg, "image/jpeg", **headers)
+    assert response.status_code == 200, response.text
+    answer = np.load(io.BytesIO(response.content), allow_pickle=False)
+
+    decoded = np.asarray(PILImage.open(io.BytesIO(jpeg)).convert("RGB"), dtype=np.float32)
+    model = tf.saved_model.load(str(models_dir / "mobilenet_v2" / "1"))
+    expected = model.signatures["serving_default"](input_1=tf.constant(decoded[None]))
+    assert answer.shape == (1, 1000)
+    np.testing.assert_allclose(answer, expected["predictions"].numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status"),
+    [
+        ("application/json", "{oops", 400),
+        ("text/csv", "1,2\n3", 400),
+        ("application/x-npy", "not numpy", 400),
+        ("image/jpeg", "not a jpeg", 400),
+        ("application/x-unknown", "abc", 415),
+    ],
+)
+def test_bad_input_gets_4xx_json(container: Container, content_type, body, status) -> None:
+    response = post(container, body, content_type)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]
+
+
+def test_nginx_own_errors_are_json(container: Container) -> None:
+    too_large = post(container, b"0" * (7 * 1024 * 1024), "application/json")
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]
+    assert requests.get(container.url("/ping"), timeout=5).status_code == 200
+
+
+def test_model_directory_is_mounted_read_only(container: Container, models_dir: Path) -> None:
+    before = sorted(p.name for p in models_dir.rglob("*"))
+    out = container.exec("sh", "-c", "touch /opt/ml/model/x 2>&1; echo $?", check=False)
+    assert "Read-only file system" in out
+    assert sorted(p.name for p in models_dir.rglob("*")) == before
+
+
+def zombies(container: Container) -> list[str]:
+    """Processes in the container that exited and were never waited for."""
+    out = container.exec(
+        "sh", "-c", "for f in /proc/[0-9]*/stat; do cat $f 2>/dev/null; echo; done"
+    )
+    return [line for line in out.splitlines() if line.split(") ", 1)[-1].startswith("Z")]
+
+
+@pytest.mark.parametrize(
+    ("child", "pid_command"),
+    [
+        ("nginx", f"cat {WORK_DIR}/nginx.pid"),
+        ("model-server", "grep -l 'model[-]server' /proc/[0-9]*/cmdline | head -n 1 | cut -d/ -f3"),
+    ],
+)
+def test_killed_child_is_back_within_seconds(container: Container, child: str, pid_command: str):
+    pid = container.exec("sh", "-c", pid_command).strip()
+    assert pid.isdigit(), pid
+    container.exec("sh", "-c", f"kill -9 {pid}")
+    killed_at = time.monotonic()
+    noticed = f"(pid {pid}) exited with code -9"
+    until(lambda: noticed in container.logs(), timeout=10, what=f"{child} exit noticed")
+    until(lambda: answers(container), timeout=30, what=f"{child} back")
+    back_after = time.monotonic() - killed_at
+    assert back_after < 15, f"{child} back after {back_after:.1f}s"
+    time.sleep(1)  # the supervisor reaps once per 0.2 s poll
+    assert zombies(container) == []
+
+
+def answers(container: Container) -> bool:
+    try:
+        return post(container, '{"instances": [1.0]}', "application/json").status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting: {what}"
+        time.sleep(0.2)

@@ -1,0 +1,63 @@
+"""``scripts/stop.sh`` on a container of the image under test (conftest.py says what is
+substituted): SIGTERM reaches ``serve`` as PID 1 (no ``--init``), a request in flight finishes,
+and the container exits 0 well within the 10 s SageMaker and Docker give before SIGKILL."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+from engine import engine_env, podman_succeeds
+from image_scripts import REPO_ROOT, Image, free_port, start_container
+
+pytestmark = pytest.mark.slow
+IN_FLIGHT_SECONDS = 3.0
+
+
+def test_stop_lets_the_request_in_flight_finish_and_exits_0(
+    image_under_test: Image, bin_dir: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(REPO_ROOT / "test/resources/models/half_plus_three", tmp_path / "half_plus_three")
+    shutil.copytree(REPO_ROOT / "test/resources/code/slow", tmp_path / "code")
+    container = start_container(image_under_test, bin_dir, free_port(), tmp_path)
+    assert container.exec("cat", "/proc/1/cmdline").split("\0")[1].endswith("/serve")
+    logs = subprocess.Popen(
+        ["podman", "logs", "--follow", image_under_test.container_name],
+        env=engine_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def slow_request() -> requests.Response:
+        return requests.post(
+            container.url("/invocations"),
+            data=str(IN_FLIGHT_SECONDS),
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        )
+
+    with ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(slow_request)
+        time.sleep(1.0)
+        stop_started = time.monotonic()
+        stopped = container.stop()
+        stop_seconds = time.monotonic() - stop_started
+        response = in_flight.result()
+
+    log_text = logs.communicate(timeout=30)[0]
+    assert stopped.returncode == 0, stopped.stderr
+    assert "exit code 0" in stopped.stdout
+    assert response.status_code == 200, response.text
+    assert response.json() == {"slept": IN_FLIGHT_SECONDS}
+    assert stop_seconds < 10, f"stop.sh took {stop_seconds:.1f}s"
+    assert "received SIGTERM" in log_text
+    assert "stopping the stack" in log_text
+    assert "sagemaker_tfs.supervisor: stopped" in log_text
+    assert not podman_succeeds("container", "exists", image_under_test.container_name)
+    print(f"stop.sh with a request in flight: {stop_seconds:.1f}s")
