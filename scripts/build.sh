@@ -3,15 +3,14 @@
 # With Docker and AWS credentials, the published image in ECR is the layer cache
 # (--cache-from); without them, or with podman as `docker` (it cannot read Docker's inline
 # cache), the build goes on with local layers only. --ca-bundle FILE lets pip inside the build
-# trust a TLS-intercepting proxy (podman: the file is mounted for the build, never copied in).
+# trust a TLS-intercepting proxy: it is passed as the build secret pip-ca, never stored in a
+# layer.
 # --arch eia first fetches AWS's Elastic Inference model server from the amazonei-tensorflow
 # S3 bucket into docker/build_artifacts/.
 set -euo pipefail
 USAGE="$(basename "$0") [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--region REGION] [--repository NAME] [--ca-bundle FILE]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
-
-BUILD_CA_DIR=/build-ca
 
 # Downloads the newest EI build for short_version and installs its binary at EI_ARTIFACT.
 fetch_ei_binary() {
@@ -56,25 +55,20 @@ cache_image() {
   echo "$registry/$repository:$tag_full"
 }
 
-# set_engine_args ENGINE CA_BUNDLE sets engine_args: the CA bundle mount (podman, which needs
-# no AWS region or login), or the registry cache (Docker).
+# set_engine_args ENGINE CA_BUNDLE sets engine_args: the registry cache (Docker; podman needs
+# no AWS region or login) and the CA bundle as the build secret pip-ca (both engines).
 set_engine_args() {
   local engine=$1 ca_bundle=$2 cache
   engine_args=()
   if [[ $engine == podman ]]; then
     warn "podman: building without --cache-from (it cannot read Docker's inline cache)"
-    if [[ -n $ca_bundle ]]; then
-      engine_args=(
-        --volume "$(dirname "$ca_bundle"):$BUILD_CA_DIR:ro"
-        --build-arg "PIP_CERT=$BUILD_CA_DIR/$(basename "$ca_bundle")"
-      )
-    fi
-    return 0
+  else
+    resolve_region
+    cache=$(cache_image)
+    [[ -z $cache ]] || engine_args=(--cache-from "$cache")
+    engine_args+=(--build-arg BUILDKIT_INLINE_CACHE=1)
   fi
-  resolve_region
-  cache=$(cache_image)
-  [[ -z $cache ]] || engine_args=(--cache-from "$cache")
-  engine_args+=(--build-arg BUILDKIT_INLINE_CACHE=1)
+  [[ -z $ca_bundle ]] || engine_args+=(--secret "id=pip-ca,src=$ca_bundle")
 }
 
 main() {
@@ -95,10 +89,6 @@ main() {
   parse_std_args "${std_args[@]}"
   local engine=docker
   if engine_is_podman; then engine=podman; fi
-  if [[ -n $ca_bundle && $engine != podman ]]; then
-    die "--ca-bundle needs podman as docker: docker build cannot mount a file into RUN steps" \
-      "(README: 'Building behind a TLS-intercepting proxy')"
-  fi
   if [[ $arch == eia ]]; then
     fetch_ei_binary
     trap remove_ei_binary EXIT

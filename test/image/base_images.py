@@ -175,10 +175,7 @@ def build_model_server_layer(
         *("--volume", f"{pip_cache}:/root/.cache/pip"),
     ]
     if ca_bundle is not None:
-        args += [
-            "--volume", f"{ca_bundle.parent}:/build-ca:ro",
-            "--build-arg", f"PIP_CERT=/build-ca/{ca_bundle.name}",
-        ]
+        args += ["--secret", f"id=pip-ca,src={ca_bundle}"]
     podman(
         *args, "--file", str(STAND_IN_DIR / "Dockerfile.model-server-layer"), "--tag", tag,
         str(STAND_IN_DIR),

@@ -171,17 +171,23 @@ def test_no_secrets_downloads_or_build_tools_in_the_final_image(
 
 
 @pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
-def test_pip_cert_is_an_empty_build_argument_of_the_venv_stage_only(
+def test_pip_ca_bundle_is_an_optional_build_secret_of_the_pip_step_only(
     full: str, cuda: str, cudnn: str, arch: str
 ) -> None:
-    """A build behind a TLS proxy mounts its CA bundle and names it in PIP_CERT; an empty
-    PIP_CERT is pip's own bundle. Never an ENV: the path must not follow into the image."""
+    """Behind a TLS proxy pip trusts the secret pip-ca, mounted for that one RUN step; without
+    it pip keeps its own bundle. No PIP_CERT in ARG or ENV: nothing of it reaches a layer."""
     stages = parse_dockerfile(dockerfile(full, arch))
-    venv = next(s for s in stages if s.name == "venv")
-    assert "PIP_CERT=" in venv.all("ARG")
+    runs_with_secret = [
+        (stage.name, run) for stage in stages for run in stage.all("RUN") if "pip-ca" in run
+    ]
+    assert len(runs_with_secret) == 1
+    stage_name, run = runs_with_secret[0]
+    assert stage_name == "venv"
+    assert run.startswith("--mount=type=secret,id=pip-ca ")
+    assert "if [ -f /run/secrets/pip-ca ]; then export PIP_CERT=/run/secrets/pip-ca; fi" in run
+    assert run.index("PIP_CERT") < run.index("pip install")
     for stage in stages:
-        assert not any("PIP_CERT" in env for env in stage.all("ENV")), stage.name
-    assert not any("PIP_CERT" in arg for arg in stages[-1].all("ARG"))
+        assert not any("PIP_CERT" in line for line in stage.all("ENV") + stage.all("ARG"))
 
 
 @pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)

@@ -182,25 +182,21 @@ def test_build_with_podman_needs_no_aws_and_no_registry_cache(
     assert "warning: podman: building without --cache-from" in run.stderr
 
 
-def test_build_with_podman_mounts_the_real_ca_bundle_for_pip(run_script, tmp_path: Path):
+def test_build_with_podman_passes_the_real_ca_bundle_as_a_secret(run_script, tmp_path: Path):
     given, real = ca_bundle_behind_a_symlink(tmp_path)
     run = run_script("build.sh", "--ca-bundle", str(given), env=PODMAN)
     assert run.returncode == 0, run.stderr
-    mount = [
-        "--volume",
-        f"{real.parent}:/build-ca:ro",
-        "--build-arg",
-        f"PIP_CERT=/build-ca/{real.name}",
-    ]
-    assert run.commands() == [VERSION_PROBE, podman_build_command(NEWEST, "cpu", REPO, *mount)]
+    secret = ["--secret", f"id=pip-ca,src={real}"]
+    assert run.commands() == [VERSION_PROBE, podman_build_command(NEWEST, "cpu", REPO, *secret)]
 
 
-def test_build_with_docker_refuses_a_ca_bundle_before_building(run_script, tmp_path: Path):
-    given, _ = ca_bundle_behind_a_symlink(tmp_path)
+def test_build_with_docker_passes_the_ca_bundle_as_a_secret_too(run_script, tmp_path: Path):
+    given, real = ca_bundle_behind_a_symlink(tmp_path)
     run = run_script("build.sh", "--region", REGION, "--ca-bundle", str(given))
-    assert run.returncode == 1
-    assert "--ca-bundle needs podman" in run.stderr
-    assert run.commands() == [VERSION_PROBE]
+    assert run.returncode == 0, run.stderr
+    build = run.commands()[-1]
+    assert build[build.index("--secret") + 1] == f"id=pip-ca,src={real}"
+    assert build[:3] == ["docker", "build", "--cache-from"]
 
 
 @pytest.mark.parametrize(
