@@ -4,13 +4,15 @@ Start-up order: model servers (and wait until their models are AVAILABLE), the P
 service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
 are ready. A child that exits is logged and restarted with a backoff. SIGTERM/SIGINT stop
 nginx gracefully first (SIGQUIT lets in-flight requests finish), then gunicorn, then the
-model servers, and ``serve`` exits 0.
+model servers, and ``serve`` exits 0. ``serve`` also reaps orphaned processes (it is PID 1 in
+the container, and a child subreaper elsewhere).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import dataclasses
 import json
 import logging
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -48,6 +51,7 @@ STABLE_AFTER_SECONDS = 30.0
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 
 class StartupError(RuntimeError):
@@ -56,6 +60,13 @@ class StartupError(RuntimeError):
 
 class StopRequested(Exception):
     """SIGTERM/SIGINT arrived while the stack was still starting."""
+
+
+# Every Child that has started a process, and a lock that makes "fork + record the Popen"
+# atomic for reap_orphans: otherwise it could reap a process that exited before its Popen was
+# stored, and Popen would then report exit code 0 instead of the real one.
+_spawn_lock = threading.Lock()
+_started_children: weakref.WeakSet[Child] = weakref.WeakSet()
 
 
 class Child:
@@ -93,7 +104,9 @@ class Child:
     def start(self) -> None:
         # Own session: a Ctrl-C in a terminal reaches only the supervisor, which then stops
         # the children in order, and the whole group (e.g. gunicorn workers) can be killed.
-        self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+        with _spawn_lock:
+            self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+            _started_children.add(self)
         self.started_at = time.monotonic()
         self.restart_at = None
         log.info("started %s (pid %d): %s", self.name, self.process.pid, " ".join(self.argv))
@@ -368,6 +381,7 @@ class Supervisor:
             now = time.monotonic()
             for child in self.children():
                 child.check(now)
+            reap_orphans()
 
     def shutdown(self) -> None:
         """nginx first (in-flight requests finish), then gunicorn, then the model servers."""
@@ -416,6 +430,56 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants (e.g. workers of a dead nginx master) our children.
+
+    In the container ``serve`` is PID 1 and gets them anyway; on a host this gives the same
+    behaviour. Linux only: elsewhere this logs at DEBUG and returns False.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+    except (OSError, AttributeError, TypeError) as error:
+        log.debug("cannot become a child subreaper: %s", error)
+        return False
+    return True
+
+
+def reap_orphans() -> None:
+    """Wait for exited processes that are not a Child's own: orphans reparented to us.
+
+    ``serve`` runs as PID 1 without an init, so every orphan in the container becomes its
+    child; unless it waits for them they stay zombies forever. A Child's process is left alone
+    (only peeked at with WNOWAIT): Popen.poll reaps it and needs its exit status.
+    """
+    with _spawn_lock:
+        while True:
+            try:
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return  # no children at all
+            if exited is None:
+                return  # none has exited
+            own = {
+                child.process.pid
+                for child in list(_started_children)
+                if child.process is not None and child.process.returncode is None
+            }
+            if exited.si_pid in own:
+                return  # Popen.poll reaps it on the next round
+            try:
+                pid, status = os.waitpid(exited.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if pid == 0:
+                return
+            log.debug(
+                "reaped orphan pid %d (exit status %d)", pid, os.waitstatus_to_exitcode(status)
+            )
 
 
 def service_answers_ping(socket_path: str) -> bool:
@@ -502,6 +566,7 @@ def log_config(config: StackConfig) -> None:
 
 def main(argv: Sequence[str]) -> int:
     configure_logging()
+    become_subreaper()
     args = parse_args(argv)
     try:
         config = load_config(os.environ, args.model_dir, args.work_dir, args.port)
