@@ -55,6 +55,12 @@ def pid_alive(pid: int) -> bool:
     return info is not None and info[1] != "Z"
 
 
+def _leads_a_session(pid: int) -> bool:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        return os.getsid(pid) == pid
+    return False
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -132,11 +138,15 @@ class Stack:
             time.sleep(0.25)
 
     def child_pids(self, marker: str) -> list[int]:
-        """The supervisor's direct children whose command line contains ``marker``."""
+        """The supervisor's own children whose command line contains ``marker``: direct
+        children that lead a session of their own. Workers orphaned by a killed master are
+        reparented to the supervisor (a child subreaper) but lead no session."""
         return [
             pid
             for pid in descendant_pids(self.process.pid)
-            if (_ppid_and_state(pid) or (0, ""))[0] == self.process.pid and marker in cmdline(pid)
+            if (_ppid_and_state(pid) or (0, ""))[0] == self.process.pid
+            and _leads_a_session(pid)
+            and marker in cmdline(pid)
         ]
 
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
