@@ -126,8 +126,14 @@ def minimize(rootfs: Path) -> None:
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(SOURCES)
     remove_excluded_files(rootfs)
-    for pattern in ("var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb",
-                    "var/log/*.log", "var/log/apt/*", "var/cache/ldconfig/aux-cache"):
+    for pattern in (
+        "var/lib/apt/lists/*",
+        "var/cache/apt/*.bin",
+        "var/cache/apt/archives/*.deb",
+        "var/log/*.log",
+        "var/log/apt/*",
+        "var/cache/ldconfig/aux-cache",
+    ):
         for path in rootfs.glob(pattern):
             if path.is_file() or path.is_symlink():
                 path.unlink()
@@ -156,7 +162,11 @@ def ensure_stand_in_serving_image(version: str) -> str:
     """``tensorflow/serving:<version>`` holding the stand-in model server script."""
     name = f"{SERVING_REPOSITORY}:{version}"
     podman(
-        "build", "--file", str(STAND_IN_DIR / "Dockerfile.serving"), "--tag", name,
+        "build",
+        "--file",
+        str(STAND_IN_DIR / "Dockerfile.serving"),
+        "--tag",
+        name,
         str(STAND_IN_DIR),
     )
     return name
@@ -177,7 +187,11 @@ def build_model_server_layer(
     if ca_bundle is not None:
         args += ["--secret", f"id=pip-ca,src={ca_bundle}"]
     podman(
-        *args, "--file", str(STAND_IN_DIR / "Dockerfile.model-server-layer"), "--tag", tag,
+        *args,
+        "--file",
+        str(STAND_IN_DIR / "Dockerfile.model-server-layer"),
+        "--tag",
+        tag,
         str(STAND_IN_DIR),
     )
 

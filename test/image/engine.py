@@ -27,7 +27,9 @@ def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF), **(extra or {})}
 
 
-def podman(*args: str, check: bool = True, timeout: float = 1800, merge_stderr: bool = False) -> str:
+def podman(
+    *args: str, check: bool = True, timeout: float = 1800, merge_stderr: bool = False
+) -> str:
     """Runs ``podman ARGS`` and returns its standard output (and error, if ``merge_stderr``)."""
     result = subprocess.run(
         ["podman", *args],

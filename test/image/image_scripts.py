@@ -143,7 +143,11 @@ def wait_for_ping(container: Container, timeout: float = START_TIMEOUT_SECONDS) 
 
 def container_running(image: Image) -> bool:
     state = podman(
-        "container", "inspect", "--format", "{{.State.Running}}", image.container_name,
+        "container",
+        "inspect",
+        "--format",
+        "{{.State.Running}}",
+        image.container_name,
         check=False,
     )
     return state.strip() == "true"

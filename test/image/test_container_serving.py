@@ -76,7 +76,9 @@ def test_accept_jsonlines(container: Container) -> None:
 
 
 def test_custom_attributes_pick_model_version_and_method(container: Container) -> None:
-    other = post(container, "[2.0]", "application/json", **{ATTRIBUTES: "tfs-model-name=half_plus_two"})
+    other = post(
+        container, "[2.0]", "application/json", **{ATTRIBUTES: "tfs-model-name=half_plus_two"}
+    )
     assert other.json()["predictions"] == [[3.0]]
     version = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=124"}
     assert post(container, "[2.0]", "application/json", **version).json()["predictions"] == [[3.0]]

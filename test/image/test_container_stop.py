@@ -22,7 +22,9 @@ IN_FLIGHT_SECONDS = 3.0
 def test_stop_lets_the_request_in_flight_finish_and_exits_0(
     image_under_test: Image, bin_dir: Path, tmp_path: Path
 ) -> None:
-    shutil.copytree(REPO_ROOT / "test/resources/models/half_plus_three", tmp_path / "half_plus_three")
+    shutil.copytree(
+        REPO_ROOT / "test/resources/models/half_plus_three", tmp_path / "half_plus_three"
+    )
     shutil.copytree(REPO_ROOT / "test/resources/code/slow", tmp_path / "code")
     container = start_container(image_under_test, bin_dir, free_port(), tmp_path)
     assert container.exec("cat", "/proc/1/cmdline").split("\0")[1].endswith("/serve")
