@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from image_scripts import Container, Image, free_port, run_script, start_container
+from image_scripts import REPO_ROOT, Container, Image, free_port, run_script, start_container
 from PIL import Image as PILImage
 
 pytestmark = pytest.mark.slow
@@ -121,6 +124,43 @@ def test_jpeg_fast_path_matches_tensorflow_in_process(
     expected = model.signatures["serving_default"](input_1=tf.constant(decoded[None]))
     assert answer.shape == (1, 1000)
     np.testing.assert_allclose(answer, expected["predictions"].numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_sagemaker_sdk_predictor_and_serializers(
+    container: Container, sdk_python: Path, tmp_path: Path
+) -> None:
+    """The SDK's Predictor over its local-mode runtime client, as users call an endpoint. Only
+    the SDK's probe of `docker` for the engine's address is answered by a stand-in (see
+    stand_in/docker-for-sdk); the serializers, the HTTP calls and the container are real."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(REPO_ROOT / "test/image/stand_in/docker-for-sdk", bin_dir / "docker")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+    }
+    client = REPO_ROOT / "test/image/sdk_client.py"
+    result = subprocess.run(
+        [str(sdk_python), str(client), str(container.port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answers == {
+        "json": {"predictions": [3.5, 4.0, 5.5]},
+        "json_list": {"predictions": [[3.5], [4.0]]},
+        "custom_attributes": {"predictions": [[3.0]]},
+        "csv": {"predictions": [[3.5, 4.0], [5.5, 6.0]]},
+        "csv_out": [["3.5"], ["4"]],
+        "jsonlines": {"predictions": [[3.5, 4.0], [5.5, 6.0]]},
+        "npy": [3.5, 4.0, 5.5],
+    }
 
 
 @pytest.mark.parametrize(
