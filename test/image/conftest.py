@@ -39,21 +39,13 @@ from base_images import (
     require_tools,
 )
 from engine import image_info
-from image_scripts import REPO_ROOT, Image, run_script, script_env, tail
+from image_scripts import REPO_ROOT, Image, newest_version, run_script, script_env, tail
 
 SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
 REPOSITORY = "sagemaker-tensorflow-serving"
 UNDER_TEST_REPOSITORY = "sagemaker-tfs-under-test"
 
 pytestmark = pytest.mark.slow
-
-
-def newest_version() -> str:
-    for line in (REPO_ROOT / "docker" / "versions.txt").read_text().splitlines():
-        fields = line.split("#", 1)[0].split()
-        if fields:
-            return fields[0]
-    raise AssertionError("docker/versions.txt lists no version")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,15 @@ SCRIPTS = REPO_ROOT / "scripts"
 START_TIMEOUT_SECONDS = 180
 
 
+def newest_version() -> str:
+    """The first full version in docker/versions.txt (the scripts' default)."""
+    for line in (REPO_ROOT / "docker" / "versions.txt").read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            return fields[0]
+    raise AssertionError("docker/versions.txt lists no version")
+
+
 class ContainerFailed(RuntimeError):
     """The container did not come up; the message has the end of its log."""
 

@@ -32,19 +32,12 @@ from image_scripts import (  # noqa: E402
     REPO_ROOT,
     Image,
     free_port,
+    newest_version,
     script_env,
     start_container,
 )
 
 MB = 1000 * 1000
-
-
-def newest_version() -> str:
-    for line in (REPO_ROOT / "docker" / "versions.txt").read_text().splitlines():
-        fields = line.split("#", 1)[0].split()
-        if fields:
-            return fields[0]
-    raise SystemExit("docker/versions.txt lists no version")
 
 
 def timed_build(root: Path, image: Image, bin_dir: Path) -> float:

@@ -294,28 +294,28 @@ def test_all_scripts_pass_bad_arguments_on_and_fail(run_script: ScriptRunner) ->
     assert run.calls == []
 
 
+def start_command(root: Path, *extra: str) -> list[str]:
+    """start.sh's `docker run` with the defaults; ``extra`` follows the port range."""
+    models = root / "test" / "resources" / "models"
+    return [
+        *("docker", "run", "--detach", "--name", f"sagemaker-tfs-{short(NEWEST)}-cpu"),
+        *("--volume", f"{models}:/opt/ml/model:ro", "--publish", "8080:8080"),
+        "--env=SAGEMAKER_SAFE_PORT_RANGE=9000-9999",
+        *extra,
+        *(f"{REPO}:{NEWEST}-cpu", "serve"),
+    ]
+
+
 def test_start_runs_the_image_with_models_port_and_sagemaker_env(run_script: ScriptRunner):
     env = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three", "SAGEMAKER_GUNICORN_WORKERS": "2"}
     run = run_script("start.sh", env={**env, "UNRELATED": "x"})
     assert run.returncode == 0, run.stderr
-    models = run_script.root / "test" / "resources" / "models"
     assert run.commands() == [
-        [
-            "docker",
-            "run",
-            "--detach",
-            "--name",
-            f"sagemaker-tfs-{short(NEWEST)}-cpu",
-            "--volume",
-            f"{models}:/opt/ml/model:ro",
-            "--publish",
-            "8080:8080",
-            "--env=SAGEMAKER_SAFE_PORT_RANGE=9000-9999",
+        start_command(
+            run_script.root,
             "--env=SAGEMAKER_GUNICORN_WORKERS",
             "--env=SAGEMAKER_TFS_DEFAULT_MODEL_NAME",
-            f"{REPO}:{NEWEST}-cpu",
-            "serve",
-        ]
+        )
     ]
 
 
@@ -343,27 +343,9 @@ def test_start_mounts_the_real_ca_bundle_and_names_it_in_pip_cert(run_script, tm
     given, real = ca_bundle_behind_a_symlink(tmp_path)
     run = run_script("start.sh", "--ca-bundle", str(given))
     assert run.returncode == 0, run.stderr
-    models = run_script.root / "test" / "resources" / "models"
-    assert run.commands() == [
-        [
-            "docker",
-            "run",
-            "--detach",
-            "--name",
-            f"sagemaker-tfs-{short(NEWEST)}-cpu",
-            "--volume",
-            f"{models}:/opt/ml/model:ro",
-            "--publish",
-            "8080:8080",
-            "--env=SAGEMAKER_SAFE_PORT_RANGE=9000-9999",
-            "--volume",
-            f"{real}:/etc/pip-ca-bundle.crt:ro",
-            "--env",
-            "PIP_CERT=/etc/pip-ca-bundle.crt",
-            f"{REPO}:{NEWEST}-cpu",
-            "serve",
-        ]
-    ]
+    ca_args = ["--volume", f"{real}:/etc/pip-ca-bundle.crt:ro"]
+    ca_args += ["--env", "PIP_CERT=/etc/pip-ca-bundle.crt"]
+    assert run.commands() == [start_command(run_script.root, *ca_args)]
 
 
 def stop_commands(name: str, exit_code: int = 0) -> list[list[str]]:
