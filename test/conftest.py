@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import socket
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,13 +13,6 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESOURCES_DIR = REPO_ROOT / "test" / "resources"
 MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class TestModels:

@@ -10,7 +10,8 @@ a cache directory between runs, so a machine makes it once.
 ``/usr/bin/tensorflow_model_server`` (the only file the Dockerfiles copy out of it) is here a
 small script that runs the project's Python model server with the same flags. That server
 needs TensorFlow, which a single copied file cannot carry: ``Dockerfile.model-server-layer``
-adds it on top of the built image, in a virtualenv of its own, for the tests only.
+adds it on top of the built image, in ``/opt/model-server-packages`` apart from ``/opt/venv``,
+for the tests only.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ class EngineError(RuntimeError):
     """A podman command failed; the message has its output."""
 
 
-def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def engine_env() -> dict[str, str]:
     """The caller's environment with the project's podman settings."""
-    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF), **(extra or {})}
+    return {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
 
 
 def podman(

@@ -4,7 +4,6 @@ with ``docker`` being podman, plus the waits and reads the container tests need.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -68,13 +67,6 @@ def script_env(bin_dir: Path, extra: dict[str, str] | None = None) -> dict[str, 
     return {**env, **(extra or {})}
 
 
-def free_port() -> int:
-    """A host port that was free a moment ago, for start.sh --port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_script(
     name: str, *args: str, env: dict[str, str], timeout: float = 1800
 ) -> subprocess.CompletedProcess[str]:
@@ -96,8 +88,7 @@ class Container:
     image: Image
     port: int
     env: dict[str, str]
-    started_at: float
-    ready_after: float = 0.0
+    ready_after: float = 0.0  # seconds from start.sh until /ping answered 200
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -130,7 +121,7 @@ def start_container(
     result = run_script("start.sh", *args, env=env, timeout=120)
     if result.returncode != 0:
         raise ContainerFailed(f"start.sh exited {result.returncode}:\n{result.stderr}")
-    container = Container(image, port, env, started_at)
+    container = Container(image, port, env)
     wait_for_ping(container)
     container.ready_after = time.monotonic() - started_at
     return container

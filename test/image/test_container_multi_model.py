@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from image_scripts import Container, Image, free_port, run_script, start_container
+from image_scripts import Container, Image, run_script, start_container
+from local_ports import free_port
 
 pytestmark = pytest.mark.slow
 

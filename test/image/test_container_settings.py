@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from image_scripts import Container, Image, free_port, start_container
+from image_scripts import Container, Image, start_container
+from local_ports import free_port
 
 pytestmark = pytest.mark.slow
 BIND_PORT = 8085

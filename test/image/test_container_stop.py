@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 from engine import engine_env, podman_succeeds
-from image_scripts import REPO_ROOT, Image, free_port, start_container
+from image_scripts import REPO_ROOT, Image, start_container
+from local_ports import free_port
 
 pytestmark = pytest.mark.slow
 IN_FLIGHT_SECONDS = 3.0

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 from engine import podman_succeeds
-from image_scripts import REPO_ROOT, Image, free_port, start_container
+from image_scripts import REPO_ROOT, Image, start_container
+from local_ports import free_port
 
 pytestmark = pytest.mark.slow
 CODE = REPO_ROOT / "test" / "resources" / "code"

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "image"))
+TEST_DIR = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TEST_DIR / "image"), str(TEST_DIR)]
 
 from base_images import (  # noqa: E402
     build_model_server_layer,
@@ -31,11 +32,11 @@ from engine import image_info, podman  # noqa: E402
 from image_scripts import (  # noqa: E402
     REPO_ROOT,
     Image,
-    free_port,
     newest_version,
     script_env,
     start_container,
 )
+from local_ports import free_port  # noqa: E402
 
 MB = 1000 * 1000
 

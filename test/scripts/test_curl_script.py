@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,15 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from local_ports import free_port
 from script_helpers import REPO_ROOT
 
 CURL = REPO_ROOT / "scripts" / "curl.sh"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class RecordingServer(ThreadingHTTPServer):

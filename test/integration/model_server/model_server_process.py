@@ -9,21 +9,15 @@ import dataclasses
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from local_ports import free_port
+
 READY_LINE = "NET_LOG: Entering the event loop"
 START_TIMEOUT_SECONDS = 120.0
-
-
-def free_port() -> int:
-    """A TCP port that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import requests
-from model_server_process import free_port
+from local_ports import free_port
 from sagemaker_tfs.model_server import rest_api
 from sagemaker_tfs.model_server.errors import not_found
 

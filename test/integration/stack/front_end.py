@@ -22,20 +22,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import requests
+from local_ports import free_port
 from sagemaker_tfs import nginx_config
 from sagemaker_tfs.config import Instance, StackConfig, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"
 START_TIMEOUT_SECONDS = 60.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
