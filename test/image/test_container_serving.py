@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from image_scripts import REPO_ROOT, Container, Image, free_port, run_script, start_container
+from image_scripts import REPO_ROOT, Container, Image, run_script, start_container
+from local_ports import free_port
 from PIL import Image as PILImage
 
 pytestmark = pytest.mark.slow
@@ -168,6 +169,7 @@ def test_sagemaker_sdk_predictor_and_serializers(
     [
         ("application/json", "{oops", 400),
         ("text/csv", "1,2\n3", 400),
+        ("text/csv", "9" * 5000, 400),  # beyond a double: a parse error, not a 500
         ("application/x-npy", "not numpy", 400),
         ("image/jpeg", "not a jpeg", 400),
         ("application/x-unknown", "abc", 415),

@@ -93,13 +93,32 @@ _PYTHON_TO_RAPIDJSON_ERRORS = {
 }
 
 
+class _NumberTooBig(ValueError):
+    """A number beyond a double's range: rapidjson refuses the whole document."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
 def _json_integer(text: str) -> int | float:
-    """Integers outside int64/uint64 become doubles, as in rapidjson (and orjson)."""
-    value = int(text)
-    return value if -(2**63) <= value < 2**64 else float(value)
+    """Integers outside int64/uint64 become doubles, as in rapidjson (and orjson). Long ones
+    are read as doubles from the text: Python refuses int() of over 4300 digits."""
+    if len(text.lstrip("-")) <= 20:
+        value = int(text)
+        if -(2**63) <= value < 2**64:
+            return value
+    return _json_double(text)
 
 
-_DECODER = json.JSONDecoder(parse_int=_json_integer)
+def _json_double(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NumberTooBig(text)
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_int=_json_integer, parse_float=_json_double)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -140,6 +159,11 @@ def _lenient_parse(body: bytes) -> Any:
     except RecursionError:
         raise invalid_argument(
             "JSON Parse error: Terminate parsing due to Handler error."
+        ) from None
+    except _NumberTooBig as error:
+        offset = text.find(error.text, start)
+        raise invalid_argument(
+            f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
         ) from None
     return document
 

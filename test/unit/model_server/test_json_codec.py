@@ -339,6 +339,22 @@ def test_fast_and_standard_parsers_agree() -> None:
         assert jc.parse_json_object(lenient_only) == jc._lenient_parse(lenient_only)
 
 
+@pytest.mark.parametrize(
+    ("number", "offset"),
+    [("9" * 5000, 15), ("-" + "9" * 400, 15), ("1e400", 15), ("-2.5E+999", 15)],
+)
+def test_numbers_beyond_a_double_are_a_parse_error_not_a_crash(number: str, offset: int):
+    """rapidjson's kParseErrorNumberTooBig; Python's int() refuses over 4300 digits and
+    float(int) overflows, which must not escape as a 500."""
+    message = error_message(f'{{"instances": [{number}, 1]}}')
+    assert message == f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
+
+
+def test_long_integers_within_a_double_become_doubles() -> None:
+    body = ('{"a": [' + "9" * 25 + ", -" + "1" * 300 + "]}").encode()
+    assert jc.parse_json_object(body)["a"] == [float("9" * 25), -float("1" * 300)]
+
+
 def test_half_and_bfloat16_tensors() -> None:
     for dtype in (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16):
         inputs, _ = parse('{"instances": [1.5, 2]}', signature({"x": dtype}))
