@@ -347,7 +347,8 @@ def test_numbers_beyond_a_double_are_a_parse_error_not_a_crash(number: str, offs
     """rapidjson's kParseErrorNumberTooBig; Python's int() refuses over 4300 digits and
     float(int) overflows, which must not escape as a 500."""
     message = error_message(f'{{"instances": [{number}, 1]}}')
-    assert message == f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
+    expected = f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
+    assert message == expected
 
 
 def test_long_integers_within_a_double_become_doubles() -> None:
