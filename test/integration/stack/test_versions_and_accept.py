@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +28,8 @@ from whole_stack import RunningStack, running_stack
 
 pytestmark = pytest.mark.timeout(300)
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[2]
 CODE = REPO_ROOT / "test" / "resources" / "code"
 ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL = "X-Amzn-SageMaker-Target-Model"
@@ -171,6 +174,33 @@ class TestSingleModel:
         assert response.headers["Content-Type"] == "application/jsonlines"
         assert "\n" not in response.text
         assert "125" in response.json()["error"]
+
+    def test_sagemaker_sdk_model_version(
+        self, plain_stack: RunningStack, sdk_python: Path, tmp_path: Path
+    ) -> None:
+        """The SDK's TensorFlowPredictor(model_version=...) over its local-mode runtime client.
+        Only the SDK's probe of `docker` for the engine's address is answered by a stand-in
+        (test/image/stand_in/docker-for-sdk); the SDK's requests and the stack are real."""
+        (tmp_path / "bin").mkdir()
+        shutil.copy(REPO_ROOT / "test/image/stand_in/docker-for-sdk", tmp_path / "bin/docker")
+        env = {
+            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+            "HOME": os.environ.get("HOME", "/root"),
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
+        }
+        script = HERE / "sdk_model_versions.py"
+        command = [str(sdk_python), str(script), str(plain_stack.port), "half_plus_three"]
+        result = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        answers = json.loads(result.stdout.strip().splitlines()[-1])
+        expected = {}
+        for version in VERSIONS:
+            expected[f"predict {version}"] = {"predictions": EXPECTED[version]}
+            expected[f"regress {version}"] = {"results": EXPECTED[version][:1]}
+        assert answers == expected
 
 
 class TestHandlers:
