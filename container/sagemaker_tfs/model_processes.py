@@ -94,7 +94,9 @@ def render_model_config(models: Sequence[ModelSpec]) -> str:
             "  config: {\n"
             f"    name: {quote_text_proto(model.name)}\n"
             f"    base_path: {quote_text_proto(model.base_path)}\n"
-            '    model_platform: "tensorflow"\n' + render_version_policy(model.versions) + "  }"
+            '    model_platform: "tensorflow"\n'
+            f"{render_version_policy(model.versions)}"
+            "  }"
         )
     return "model_config_list: {\n" + ",\n".join(entries) + "\n}\n"
 

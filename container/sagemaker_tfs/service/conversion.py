@@ -118,8 +118,8 @@ def one_line_json_type(accept_header: str | None) -> str | None:
     (application/json when the first is a wildcard). None: answer it as the model server
     wrote it (no Accept, or only wildcards)."""
     types = [entry.split(";")[0].strip().lower() for entry in (accept_header or "").split(",")]
-    types = [media_type for media_type in types if media_type]
-    json_types = [t for t in types if t in JSON_TYPES or t in JSON_LINES_TYPES]
+    types = [entry for entry in types if entry]
+    json_types = [entry for entry in types if entry in JSON_TYPES or entry in JSON_LINES_TYPES]
     if not json_types:
         return None
     return types[0] if types[0] in json_types else JSON_TYPES[0]
