@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESOURCES_DIR = REPO_ROOT / "test" / "resources"
 MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
+SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
 
 
 class TestModels:
@@ -69,3 +73,24 @@ def test_models() -> TestModels:
 def resources_dir() -> Path:
     """Files committed under ``test/resources`` (the bundled example model among them)."""
     return RESOURCES_DIR
+
+
+@pytest.fixture(scope="session")
+def sdk_python() -> Path:
+    """Python of a virtualenv with the SageMaker Python SDK, kept between runs in the
+    container suite's cache (``SAGEMAKER_TFS_IMAGE_CACHE``, see test/image/base_images.py).
+    Its own: the SDK pins protobuf (<7) and packaging (<25) below what the project uses."""
+    default = Path(os.environ.get("HOME", "/root")) / ".cache" / "sagemaker-tfs-image"
+    venv = Path(os.environ.get("SAGEMAKER_TFS_IMAGE_CACHE", default))
+    venv = venv / ("sdk-venv-" + SAGEMAKER_SDK.split("==")[1])
+    python = venv / "bin" / "python"
+    if not (venv / "installed").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK],
+            check=True,
+            timeout=900,
+        )
+        (venv / "installed").touch()
+    return python

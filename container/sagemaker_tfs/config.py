@@ -37,10 +37,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model served by every model server instance: its name and its base directory."""
+    """A model served by every model server instance: its name, its base directory and the
+    version numbers found there (all of them are served, as the reference container does)."""
 
     name: str
     base_path: str
+    versions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,10 @@ class StackConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StackConfig:
         values = dict(data)
-        values["models"] = tuple(ModelSpec(**m) for m in values["models"])
+        values["models"] = tuple(
+            ModelSpec(m["name"], m["base_path"], tuple(m.get("versions", ())))
+            for m in values["models"]
+        )
         values["instances"] = tuple(Instance(**i) for i in values["instances"])
         if values["safe_port_range"] is not None:
             values["safe_port_range"] = PortRange(**values["safe_port_range"])
@@ -247,6 +252,16 @@ def version_dirs(base_path: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
+def model_versions(base_path: str | os.PathLike[str]) -> tuple[int, ...]:
+    """The version numbers of ``base_path``'s version directories (``00000123`` is 123)."""
+    return tuple(sorted({int(path.name) for path in version_dirs(base_path)}))
+
+
+def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
+    """A model and every version it has on disk."""
+    return ModelSpec(name, str(base_path), model_versions(base_path))
+
+
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
     """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
 
@@ -256,14 +271,14 @@ def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
     """
     root = Path(model_dir)
     if version_dirs(root):
-        return (ModelSpec(root.resolve().name, str(root)),)
+        return (model_spec(root.resolve().name, root),)
     models = []
     if root.is_dir():
         for child in sorted(root.iterdir()):
             if child.name.startswith(".") or child.name == "code" or not child.is_dir():
                 continue
             if version_dirs(child):
-                models.append(ModelSpec(child.name, str(child)))
+                models.append(model_spec(child.name, child))
     return tuple(models)
 
 

@@ -37,6 +37,7 @@ from sagemaker_tfs.config import (
     ModelSpec,
     PortRange,
     StackConfig,
+    model_spec,
     version_dirs,
 )
 
@@ -74,8 +75,19 @@ def quote_text_proto(value: str) -> str:
     return '"' + "".join(escaped) + '"'
 
 
+def render_version_policy(versions: Sequence[int]) -> str:
+    """``model_version_policy`` serving exactly ``versions`` ('' for none: TF Serving's
+    default, the newest version only)."""
+    if not versions:
+        return ""
+    lines = "".join(f"        versions: {int(version)}\n" for version in versions)
+    return "    model_version_policy: {\n      specific: {\n" + lines + "      }\n    }\n"
+
+
 def render_model_config(models: Sequence[ModelSpec]) -> str:
-    """TF Serving's text ``ModelServerConfig`` serving ``models``."""
+    """TF Serving's text ``ModelServerConfig`` serving ``models``, each with every version
+    found on disk (a ``specific`` version policy, as the reference container writes it), so
+    requests can pin any of them with ``tfs-model-version``."""
     entries = []
     for model in models:
         entries.append(
@@ -83,6 +95,7 @@ def render_model_config(models: Sequence[ModelSpec]) -> str:
             f"    name: {quote_text_proto(model.name)}\n"
             f"    base_path: {quote_text_proto(model.base_path)}\n"
             '    model_platform: "tensorflow"\n'
+            f"{render_version_policy(model.versions)}"
             "  }"
         )
     return "model_config_list: {\n" + ",\n".join(entries) + "\n}\n"
@@ -404,7 +417,7 @@ class ModelRegistry:
     def _write_model_config(self, model: LoadedModel) -> str:
         self._config_dir.mkdir(parents=True, exist_ok=True)
         path = self._config_dir / f"{model.name}.config"
-        path.write_text(render_model_config([ModelSpec(model.name, model.base_path)]))
+        path.write_text(render_model_config([model_spec(model.name, model.base_path)]))
         return str(path)
 
     @staticmethod

@@ -24,15 +24,12 @@ machine's TLS proxy: the host's CA bundle is mounted read-only and named in ``PI
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from base_images import (
     build_model_server_layer,
-    cache_dir,
     ensure_debian_image,
     ensure_stand_in_serving_image,
     host_ca_bundle,
@@ -41,7 +38,6 @@ from base_images import (
 from engine import image_info
 from image_scripts import REPO_ROOT, Image, newest_version, run_script, script_env, tail
 
-SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
 REPOSITORY = "sagemaker-tensorflow-serving"
 UNDER_TEST_REPOSITORY = "sagemaker-tfs-under-test"
 
@@ -96,21 +92,3 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory, test_models, testdata_d
     shutil.copytree(testdata_dir / "saved_model_half_plus_two_2_versions", root / "half_plus_two")
     shutil.copytree(test_models("mobilenet_v2"), root / "mobilenet_v2")
     return root
-
-
-@pytest.fixture(scope="session")
-def sdk_python() -> Path:
-    """Python of a virtualenv with the SageMaker Python SDK, kept between runs. Its own: the
-    SDK pins protobuf (<7) and packaging (<25) below what the project uses."""
-    venv = cache_dir() / ("sdk-venv-" + SAGEMAKER_SDK.split("==")[1])
-    python = venv / "bin" / "python"
-    if not (venv / "installed").exists():
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK],
-            check=True,
-            timeout=900,
-        )
-        (venv / "installed").touch()
-    return python

@@ -72,10 +72,18 @@ def test_json_jsonlines_and_csv(container: Container, content_type, body, expect
     assert response.json()["predictions"] == expected
 
 
-def test_accept_jsonlines(container: Container) -> None:
-    response = post(container, "[1.0, 2.0]", "application/json", Accept="application/jsonlines")
+@pytest.mark.parametrize(
+    ("accept", "content_type"),
+    [
+        ("application/jsonlines", "application/jsonlines"),
+        ("application/json, application/jsonlines", "application/json"),
+    ],
+)
+def test_accept_lists_answer_one_line(container: Container, accept: str, content_type) -> None:
+    response = post(container, "[1.0, 2.0]", "application/json", Accept=accept)
     assert response.status_code == 200, response.text
-    assert response.headers["Content-Type"] == "application/jsonlines"
+    assert response.headers["Content-Type"] == content_type
+    assert "\n" not in response.text
     assert json.loads(response.text) == {"predictions": [[3.5, 4.0]]}
 
 
@@ -86,9 +94,11 @@ def test_custom_attributes_pick_model_version_and_method(container: Container) -
     assert other.json()["predictions"] == [[3.0]]
     version = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=124"}
     assert post(container, "[2.0]", "application/json", **version).json()["predictions"] == [[3.0]]
-    unloaded = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=123"}
-    response = post(container, "[2.0]", "application/json", **unloaded)
-    assert response.status_code == 404 and "123" in response.json()["error"]
+    older = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=123"}  # all served
+    assert post(container, "[2.0]", "application/json", **older).json()["predictions"] == [[3.0]]
+    missing = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=122"}
+    response = post(container, "[2.0]", "application/json", **missing)
+    assert response.status_code == 404 and "122" in response.json()["error"]
     regress = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-method=regress"}
     body = '{"signature_name": "regress_x_to_y", "examples": [{"x": 4.0}]}'
     response = post(container, body, "application/json", **regress)

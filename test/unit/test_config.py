@@ -42,7 +42,7 @@ def test_defaults(model_dir: Path) -> None:
     assert cfg.port == 8080
     assert cfg.work_dir == "/tmp/sagemaker-tfs"
     assert not cfg.multi_model
-    assert cfg.models == (ModelSpec("half_plus_three", str(model_dir / "half_plus_three")),)
+    assert cfg.models == (ModelSpec("half_plus_three", str(model_dir / "half_plus_three"), (123,)),)
     assert cfg.default_model == "half_plus_three"
     assert cfg.code_dir is None
     assert cfg.instances == (Instance(9000, 8501),)
@@ -249,6 +249,7 @@ def test_discovery_several_models_side_by_side(tmp_path: Path) -> None:
     (tmp_path / "not_a_model" / "abc").mkdir(parents=True)
     (tmp_path / "no_pb" / "1").mkdir(parents=True)
     assert [m.name for m in discover_models(str(tmp_path))] == ["a_model", "b_model"]
+    assert [m.versions for m in discover_models(str(tmp_path))] == [(123,), (1, 2)]
     cfg = config(tmp_path)
     assert cfg.default_model == "a_model"
     chosen = config(tmp_path, {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "b_model"})
@@ -259,7 +260,7 @@ def test_discovery_bare_version_dir_takes_the_dir_name(tmp_path: Path) -> None:
     root = make_model(tmp_path / "my_model", "123")
     (root / "code").mkdir()
     cfg = config(root)
-    assert cfg.models == (ModelSpec("my_model", str(root)),)
+    assert cfg.models == (ModelSpec("my_model", str(root), (123,)),)
     assert cfg.code_dir == str(root / "code")
 
 

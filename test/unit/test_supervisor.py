@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -15,6 +16,7 @@ from sagemaker_tfs.config import (
     PortRange,
     StackConfig,
     load_config,
+    model_spec,
 )
 from sagemaker_tfs.model_processes import (
     ControlError,
@@ -58,6 +60,46 @@ def test_model_config_text() -> None:
         '  config: {\n    name: "b"\n    base_path: "/m/b"\n    model_platform: "tensorflow"\n'
         "  }\n}\n"
     )
+
+
+def test_model_config_serves_every_version_found(tmp_path: Path) -> None:
+    base = make_model(make_model(tmp_path / "m", "00000123"), "124")
+    (base / "125").mkdir()  # no SavedModel in it: not a version
+    (base / "notes").mkdir()
+    text = render_model_config([model_spec("m", base), ModelSpec("n", "/m/n", (7,))])
+    assert text == (
+        "model_config_list: {\n"
+        f'  config: {{\n    name: "m"\n    base_path: "{base}"\n    model_platform: "tensorflow"\n'
+        "    model_version_policy: {\n      specific: {\n"
+        "        versions: 123\n        versions: 124\n      }\n    }\n"
+        "  },\n"
+        '  config: {\n    name: "n"\n    base_path: "/m/n"\n    model_platform: "tensorflow"\n'
+        "    model_version_policy: {\n      specific: {\n        versions: 7\n      }\n    }\n"
+        "  }\n}\n"
+    )
+
+
+def test_model_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
+    """The text parses as TF Serving's ModelServerConfig proto (what the real binary reads)
+    into a specific version policy, and our model server reads the same policy from it."""
+    text_format = pytest.importorskip("google.protobuf.text_format")
+    config_pb2 = pytest.importorskip("tensorflow_serving.config.model_server_config_pb2")
+    from sagemaker_tfs.model_server.model_config import model_specs
+
+    base = make_model(make_model(tmp_path / "m", "00000123"), "00000124")
+    config = text_format.Parse(render_model_config([model_spec("m", base)]),
+                               config_pb2.ModelServerConfig())  # fmt: skip
+    (model,) = config.model_config_list.config
+    assert model.model_version_policy.WhichOneof("policy_choice") == "specific"
+    assert list(model.model_version_policy.specific.versions) == [123, 124]
+    (spec,) = model_specs(config)
+    assert spec.policy.select([122, 123, 124, 125]) == [124, 123]
+
+
+def test_stack_config_keeps_model_versions(tmp_path: Path) -> None:
+    config = stack_config(tmp_path)
+    assert config.models[0].versions == (123,)
+    assert StackConfig.from_dict(json.loads(config.to_json())) == config
 
 
 def test_model_config_quotes_untrusted_text() -> None:

@@ -100,14 +100,15 @@ def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
     instance = service.picker.next()
     body = _read_body(req)
     context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
-    return invoke(service.user_code, body, context, service.session)
+    return invoke(service.user_code, body, context, service.session, req.get_header("Accept"))
 
 
 def _invoke_model(service: Service, req: falcon.Request, target: Route, model: LoadedModel,
                   body: bytes) -> Reply:  # fmt: skip
     assert service.directory is not None
     context = _context(service, req, target, model.grpc_port, model.rest_port, body)
-    return invoke(service.directory.user_code(model), body, context, service.session)
+    user_code = service.directory.user_code(model)
+    return invoke(user_code, body, context, service.session, req.get_header("Accept"))
 
 
 def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Reply:

@@ -111,6 +111,20 @@ def convert_csv(text: str) -> str:
     return _instances(instances)
 
 
+def one_line_json_type(accept_header: str | None) -> str | None:
+    """The reference container's rule for the model server's JSON answer (as the njs's
+    ``oneLineJsonType``): when Accept lists application/json or a JSON lines type, the body is
+    answered on one line (newlines removed) with the first listed type as Content-Type
+    (application/json when the first is a wildcard). None: answer it as the model server
+    wrote it (no Accept, or only wildcards)."""
+    types = [entry.split(";")[0].strip().lower() for entry in (accept_header or "").split(",")]
+    types = [entry for entry in types if entry]
+    json_types = [entry for entry in types if entry in JSON_TYPES or entry in JSON_LINES_TYPES]
+    if not json_types:
+        return None
+    return types[0] if types[0] in json_types else JSON_TYPES[0]
+
+
 def convert(content_type: str, body: bytes) -> str:
     """The TF Serving REST request body for a convertible ``content_type``."""
     try:

@@ -89,12 +89,14 @@ def call_user_code(
         raise _handler_error(error) from error
 
 
-def _convert_and_predict(body: bytes, context: Context, session: requests.Session) -> Reply:
+def _convert_and_predict(
+    body: bytes, context: Context, session: requests.Session, accept_header: str | None
+) -> Reply:
     request_body = conversion.convert(context.request_content_type, body)
     response = post_to_model_server(session, context.rest_uri, request_body.encode("utf-8"))
-    accept = first_accept(context.accept_header)
-    if accept in conversion.JSON_LINES_TYPES:
-        return Reply(response.status_code, response.content.replace(b"\n", b""), accept)
+    one_line_type = conversion.one_line_json_type(accept_header)
+    if one_line_type is not None:
+        return Reply(response.status_code, response.content.replace(b"\n", b""), one_line_type)
     return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
 
 
@@ -109,17 +111,27 @@ def _fast_path(body: bytes, context: Context) -> Reply:
     return Reply(200, chunks, content_type)
 
 
-def default_handling(body: bytes, context: Context, session: requests.Session) -> Reply:
-    """No user code: convert JSON/CSV here, hand everything else to the fast path."""
+def default_handling(
+    body: bytes, context: Context, session: requests.Session, accept_header: str | None = None
+) -> Reply:
+    """No user code: convert JSON/CSV here, hand everything else to the fast path.
+
+    ``accept_header`` is the request's own Accept (``context.accept_header`` says
+    application/json for none at all, where the model server's JSON is answered unchanged).
+    """
     convertible = context.request_content_type in conversion.CONVERTIBLE_TYPES
     if convertible and first_accept(context.accept_header) in JSON_ACCEPTS:
-        return _convert_and_predict(body, context, session)
+        return _convert_and_predict(body, context, session, accept_header)
     return _fast_path(body, context)
 
 
 def invoke(
-    user_code: UserCode | None, body: bytes, context: Context, session: requests.Session
+    user_code: UserCode | None,
+    body: bytes,
+    context: Context,
+    session: requests.Session,
+    accept_header: str | None = None,
 ) -> Reply:
     if user_code is not None:
         return call_user_code(user_code, body, context, session)
-    return default_handling(body, context, session)
+    return default_handling(body, context, session, accept_header)

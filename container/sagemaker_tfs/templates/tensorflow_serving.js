@@ -46,6 +46,25 @@ function firstAccept(value) {
     return mediaType(value.split(',')[0]);
 }
 
+/*
+ * The reference container's rule for the model server's JSON: when Accept lists
+ * application/json or a JSON lines type, the body is answered on one line (newlines
+ * removed) with the first listed type as Content-Type (application/json when the first is
+ * a wildcard). null: answer as the model server wrote it (no Accept, or only wildcards).
+ */
+function oneLineJsonType(acceptHeader) {
+    var types = (acceptHeader || '').split(',').map(mediaType).filter(function (type) {
+        return type !== '';
+    });
+    var jsonTypes = types.filter(function (type) {
+        return JSON_TYPES.indexOf(type) >= 0 || JSON_LINES_TYPES.indexOf(type) >= 0;
+    });
+    if (jsonTypes.length === 0) {
+        return null;
+    }
+    return jsonTypes.indexOf(types[0]) >= 0 ? types[0] : 'application/json';
+}
+
 function acceptHandledHere(accept) {
     return accept === '' || accept === '*/*' || accept === 'application/json' ||
         JSON_LINES_TYPES.indexOf(accept) >= 0;
@@ -258,14 +277,15 @@ function looksLikeJson(text) {
     }
 }
 
-function sendModelServerReply(r, reply, accept) {
+function sendModelServerReply(r, reply, acceptHeader) {
     var body = reply.responseText || '';
     if (reply.status >= 500 && !looksLikeJson(body)) {
         sendError(r, 503, 'The model server is not available (status ' + reply.status + ')');
         return;
     }
-    if (JSON_LINES_TYPES.indexOf(accept) >= 0) {
-        r.headersOut['Content-Type'] = accept;
+    var oneLineType = oneLineJsonType(acceptHeader);
+    if (oneLineType !== null) {
+        r.headersOut['Content-Type'] = oneLineType;
         r.return(reply.status, body.replace(/\n/g, ''));
         return;
     }
@@ -309,7 +329,7 @@ function invocations(r) {
     }
     r.subrequest(uri, {method: 'POST', body: body})
         .then(function (reply) {
-            sendModelServerReply(r, reply, accept);
+            sendModelServerReply(r, reply, r.headersIn.Accept);
         })
         .catch(function (e) {
             handleError(r, e);
@@ -357,4 +377,4 @@ function ping(r) {
         });
 }
 
-export default {invocations, ping, convert, parseCustomAttributes};
+export default {invocations, ping, convert, parseCustomAttributes, oneLineJsonType};

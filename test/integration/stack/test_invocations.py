@@ -85,10 +85,12 @@ def test_model_name_and_version_from_custom_attributes(stack: RunningStack) -> N
     assert predictions(stack.post("[2.0]", **other)) == [[3.0]]
     latest = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=124"}
     assert predictions(stack.post("[2.0]", **latest)) == [[3.0]]
-    unloaded = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=123"}
-    response = stack.post("[2.0]", **unloaded)
+    older = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=123"}
+    assert predictions(stack.post("[2.0]", **older)) == [[3.0]]  # every version is served
+    missing = {ATTRIBUTES: "tfs-model-name=half_plus_two,tfs-model-version=122"}
+    response = stack.post("[2.0]", **missing)
     assert response.status_code == 404
-    assert "123" in response.json()["error"]
+    assert "122" in response.json()["error"]
     unknown = {ATTRIBUTES: "tfs-model-name=nope"}
     response = stack.post("[2.0]", **unknown)
     assert response.status_code == 404

@@ -81,9 +81,17 @@ def test_accept_jsonlines_removes_newlines(front: FrontEnd, accept: str) -> None
     assert json.loads(response.text)["request"] == {"instances": [[1.0]]}
 
 
-@pytest.mark.parametrize("accept", ["application/json", "*/*"])
-def test_accept_json(front: FrontEnd, accept: str) -> None:
+@pytest.mark.parametrize("accept", ["application/json", "application/json, application/jsonlines"])
+def test_accept_json_removes_newlines(front: FrontEnd, accept: str) -> None:
     response = front.post("[1.0]", Accept=accept)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"] == "application/json"
+    assert "\n" not in response.text  # as the reference container answers
+    assert json.loads(response.text)["request"] == {"instances": [[1.0]]}
+
+
+def test_accept_any_keeps_tf_servings_layout(front: FrontEnd) -> None:
+    response = front.post("[1.0]", Accept="*/*")
     assert response.status_code == 200
     assert response.headers["Content-Type"] == "application/json"
     assert "\n" in response.text  # TF Serving's pretty printing is kept
