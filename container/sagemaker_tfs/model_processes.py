@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 TFS_BINARY = "tensorflow_model_server"
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
-MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 # --- command lines and config files -------------------------------------------------------
@@ -277,7 +277,7 @@ class LoadedModel:
 
 
 def validate_model_name(name: object) -> str:
-    if not isinstance(name, str) or not MODEL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not MODEL_NAME_PATTERN.fullmatch(name):
         raise ControlError(
             400,
             "model_name must be 1-128 characters of letters, digits, '_', '-' or '.', "
