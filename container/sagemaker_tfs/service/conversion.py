@@ -41,8 +41,8 @@ def split_json_lines(text: str) -> list[str]:
             )
         try:
             _, end = decoder.raw_decode(text, index)
-        except (json.JSONDecodeError, RecursionError) as error:
-            raise ServiceError(400, f"Invalid JSON lines: {error}") from None
+        except (ValueError, RecursionError) as error:
+            raise ServiceError(400, f"Invalid JSON lines: {str(error)[:200]}") from None
         values.append(text[index:end])
         index = end
     if not values:
@@ -71,10 +71,10 @@ def convert_json(text: str) -> str:
         raise ServiceError(400, "Empty request body")
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
         lines = _json_lines_or_none(text)
         if len(lines) < 2:
-            raise ServiceError(400, f"Invalid JSON: {error}") from None
+            raise ServiceError(400, f"Invalid JSON: {str(error)[:200]}") from None
         return _instances(lines)
     if _is_tfs_request(value):
         return text
