@@ -107,8 +107,27 @@ def _model_server_upstream(config: StackConfig) -> str:
     )
 
 
+# The request headers the Python service reads; no other header is passed on.
+SERVICE_HEADERS = (
+    "Content-Type",
+    "Accept",
+    "X-Amzn-SageMaker-Custom-Attributes",
+    "X-Amzn-SageMaker-Target-Model",
+)
+
+
 def _proxy_to_service() -> str:
+    forwarded = "".join(
+        f"{_INDENT}proxy_set_header {name} $http_{name.lower().replace('-', '_')};\n"
+        for name in SERVICE_HEADERS
+    )
     return (
+        f"{_INDENT}if ($tfs_bad_header) {{\n"
+        f"{_INDENT}    return 400 '{{\"error\": \"Bad Request: {', '.join(SERVICE_HEADERS)} "
+        f"must not contain control characters\"}}';\n"
+        f"{_INDENT}}}\n"
+        f"{_INDENT}proxy_pass_request_headers off;\n"
+        f"{forwarded}"
         f"{_INDENT}proxy_set_header Host $host;\n"
         f'{_INDENT}proxy_set_header Connection "";\n'
         f"{_INDENT}proxy_pass http://python_service;"
@@ -206,6 +225,7 @@ def render(
         "INVOCATIONS": _invocations(config),
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
         "MODE_LOCATIONS": _mode_locations(config),
+        "PROXY_TO_SERVICE": _proxy_to_service(),
     }
     return _fill(template, values)
 

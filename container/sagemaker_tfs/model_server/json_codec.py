@@ -833,8 +833,10 @@ def format_classify_response(result: classification_pb2.ClassificationResult) ->
 
 
 def format_error(message: str) -> bytes:
-    """``{"error": "..."}`` as TF Serving writes errors."""
-    return _top_object("error", quote(message))
+    """``{"error": "..."}`` as TF Serving writes errors, except that bytes of the request
+    that are not UTF-8 (quoted in the message) become U+FFFD: the answer stays valid JSON."""
+    text = message.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return _top_object("error", quote(text))
 
 
 def proto_json(message: Message) -> dict[str, Any]:

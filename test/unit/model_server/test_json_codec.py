@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 
 import numpy as np
@@ -389,3 +390,9 @@ def test_half_and_bfloat16_tensors() -> None:
         assert inputs["x"].astype(np.float32).tolist() == [1.5, 2.0]
         body = jc.format_predict_response({"y": inputs["x"]}, False)
         assert body == b'{\n    "predictions": [1.5, 2.0\n    ]\n}'
+
+
+@pytest.mark.parametrize("message", ["bad \udcff\udcc1 bytes", "lone \ud800", "fine \u00e9"])
+def test_error_bodies_are_always_valid_utf8_json(message: str) -> None:
+    body = jc.format_error(message)
+    assert json.loads(body.decode("utf-8"))["error"].startswith(message[:4])
