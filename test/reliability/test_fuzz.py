@@ -38,7 +38,7 @@ from whole_stack import Stack, descendant_pids, running_stack  # noqa: E402
 
 HALF_PLUS_THREE = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 FUZZ_CODE = Path(__file__).resolve().parent / "code"
-FUZZ_REQUESTS = 1500
+FUZZ_REQUESTS = 2000
 LONG_FUZZ_REQUESTS = 10_000
 REQUEST_DEADLINE_SECONDS = 30.0
 # What HTTP itself answers to malformed HTTP, not failures: 501 for a Transfer-Encoding other
@@ -204,8 +204,8 @@ def fuzz(stack: Stack, targets: list[Target], seed: int, count: int, tally: Tall
     """Send ``count`` generated requests (split over ``targets``) and record what failed."""
     before = set(descendant_pids(stack.process.pid))
     started = time.monotonic()
-    share = count // len(targets)
     for index, target in enumerate(targets):
+        share = count // len(targets) + (index < count % len(targets))
         for request in generate(target, seed + index, share):
             answer = exchange(stack.port, request, REQUEST_DEADLINE_SECONDS)
             method = request.wire().split(b" ", 1)[0].decode("latin-1", "replace")
@@ -229,15 +229,17 @@ def fuzz(stack: Stack, targets: list[Target], seed: int, count: int, tally: Tall
     tally.deaths += [f"new pid {pid} appeared" for pid in sorted(after - before)]
 
 
-def assert_predicts(stack: Stack, path: str = "/invocations", **headers: str) -> None:
+def prediction_problem(stack: Stack, path: str = "/invocations") -> list[str]:
+    """[] when the stack still answers a correct prediction on ``path``."""
     response = requests.post(
         stack.url + path,
         data=b'{"instances": [1.0, 2.0]}',
-        headers={"Content-Type": "application/json", **headers},
+        headers={"Content-Type": "application/json"},
         timeout=30,
     )
-    assert response.status_code == 200, response.text
-    assert response.json()["predictions"] == [3.5, 4.0]
+    if response.status_code == 200 and response.json().get("predictions") == [3.5, 4.0]:
+        return []
+    return [f"{path}: {response.status_code} {response.text[:200]}"]
 
 
 # ------------------------------------------------------------------ the stacks
@@ -275,22 +277,25 @@ def multi_model_stack(root: Path) -> Iterator[tuple[Stack, list[Target]]]:
 def test_fuzz_whole_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     total = LONG_FUZZ_REQUESTS if long_mode() else FUZZ_REQUESTS
     seed = int(os.environ.get("SAGEMAKER_TFS_FUZZ_SEED", "10"))
-    counts = {mode: int(total * share) for mode, share in SHARES.items()}
+    counts = {mode: round(total * share) for mode, share in SHARES.items()}
     tally = Tally()
+    afterwards: list[str] = []  # what is wrong after the fuzz: wrong answers, models
     started = time.monotonic()
 
     with single_model_stack(tmp_path / "single", with_code=False) as stack:
         fuzz(stack, [Target(False)], seed, counts["single"], tally)
-        assert_predicts(stack)
+        afterwards += prediction_problem(stack)
     with single_model_stack(tmp_path / "coded", with_code=True) as stack:
         fuzz(stack, [Target(False)], seed + 100, counts["single+inference.py"], tally)
-        assert_predicts(stack)
+        afterwards += prediction_problem(stack)
     with multi_model_stack(tmp_path / "multi") as (stack, targets):
         fuzz(stack, targets, seed + 200, counts["multi"], tally)
         for target in targets:
-            assert_predicts(stack, f"/models/{target.model}/invoke")
+            afterwards += prediction_problem(stack, f"/models/{target.model}/invoke")
         listed = requests.get(stack.url + "/models", timeout=30).json()["models"]
-        assert sorted(model["model_name"] for model in listed) == ["coded", "hp3"]
+        names = sorted(model["model_name"] for model in listed)
+        if names != ["coded", "hp3"]:
+            afterwards.append(f"loaded models after the fuzz: {names}")
 
     with capsys.disabled():
         print(f"\n{tally.figure_line()}")
@@ -302,3 +307,4 @@ def test_fuzz_whole_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert not (tally.server_errors or tally.non_json or tally.hangs or tally.deaths), (
         tally.figure_line() + "\n" + tally.problems()
     )
+    assert not afterwards, afterwards

@@ -425,3 +425,37 @@ def test_control_api_refuses_bad_load_bodies_with_400(
     status, _, answer = _status_headers_json(_control_exchange(control_socket, request))
     assert status == 400
     assert text in answer["error"]
+
+
+class StuckLauncher(RecordingLauncher):
+    """A model server that runs but never makes its model AVAILABLE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped: list[str] = []
+
+    def stop_model_server(self, key: str) -> None:
+        self.stopped.append(key)
+
+    def model_server_running(self, key: str) -> bool:
+        return key in self.started and key not in self.stopped
+
+
+def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
+    tmp_path: Path,
+) -> None:
+    make_model(tmp_path / "models" / "m")
+    config = load_config(
+        {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "1"},
+        model_dir=str(tmp_path / "models"),
+        work_dir=str(tmp_path / "work"),
+    )
+    launcher = StuckLauncher()
+    registry = ModelRegistry(config, launcher)
+    started = time.monotonic()
+    with pytest.raises(ControlError) as error:
+        registry.load("m", "m")
+    assert time.monotonic() - started < 1 + 5  # the wait, plus one status poll's timeout
+    assert "failed to load" in error.value.message
+    assert launcher.stopped == launcher.started == ["model-server[m]"]
+    assert registry.list() == []
