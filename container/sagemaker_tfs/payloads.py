@@ -474,7 +474,9 @@ def _check_image_sizes(images: list[bytes], target: _Geometry, itemsize: int) ->
                 400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
             ) from None
         except _DECODE_ERRORS as error:
-            raise PayloadError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+            raise PayloadError(
+                400, f"Image {index} cannot be decoded: {_describe(error)}"
+            ) from None
         if width * height > MAX_IMAGE_PIXELS:
             raise PayloadError(
                 413,

@@ -191,9 +191,10 @@ def bad_json(rng: random.Random) -> Body:
         lambda: _flip(rng, b'{"instances": [1.0, 2.0, 5.0]}', rng.randint(1, 4)),
         lambda: _random_bytes(rng),
     ]
-    return rng.choice(["application/json", "application/json; charset=utf-8"]), rng.choice(
-        choices
-    )()
+    return (
+        rng.choice(["application/json", "application/json; charset=utf-8"]),
+        rng.choice(choices)(),
+    )
 
 
 def bad_json_lines(rng: random.Random) -> Body:
@@ -500,16 +501,22 @@ def issue_cases(target: Target) -> list[BadRequest]:
         post("npz member is a zip", "application/x-npz", zip_bytes({"x.npy": GOOD_NPZ})),
         post("npy corrupted header", "application/x-npy", GOOD_NPY.replace(b"'descr'", b"'''d")),
         post("npy 10**10 floats", "application/x-npy", _npy_header("(10000000000,)") + bytes(12)),
-        post("npy version", "application/x-npy", GOOD_NPY, X_Amzn_SageMaker_Custom_Attributes=version),
+        post(
+            "npy version", "application/x-npy", GOOD_NPY, X_Amzn_SageMaker_Custom_Attributes=version
+        ),
         post("5000 digits", "application/json", b'{"instances": [' + b"1" * 5000 + b"]}"),
         post("5000 digits csv", "text/csv", b"1" * 5000),
         post("lone surrogate", "application/json", b'{"instances": ["\\ud800"]}'),
         post("random csv", "text/csv", bytes(range(256)) * 4),
         post("bomb png", "image/png", image_bytes((15000, 15000), mode="1")),
-        post("bomb stream", "application/x-image-stream", stream_bytes([image_bytes((9000, 9000), "1")])),
+        post(
+            "bomb stream",
+            "application/x-image-stream",
+            stream_bytes([image_bytes((9000, 9000), "1")]),
+        ),
         post("npz bomb", "application/x-npz", _deflate_bomb(3 * 10**8)),
         post("413", "application/json", b"[" + b"1.0," * (2 * MB) + b"1.0]"),
-    ]  # fmt: skip
+    ]
     for accept in ("application/x-npy", "application/x-npz", "text/csv"):
         cases.append(post(f"deep JSON, Accept {accept}", "application/json", deep, Accept=accept))
     cases += [
@@ -536,8 +543,10 @@ def issue_cases(target: Target) -> list[BadRequest]:
             json.dumps({"model_name": "nl\n", "url": target.models_url}).encode(),
         ):
             cases.append(
-                BadRequest("control POST", "POST", "/models", [("Content-Type", "application/json")], body)
-            )  # fmt: skip
+                BadRequest(
+                    "control POST", "POST", "/models", [("Content-Type", "application/json")], body
+                )
+            )
     return cases
 
 
@@ -566,4 +575,3 @@ def describe(request: BadRequest) -> str:
     """One line for a failure report: the label and the start of the bytes sent."""
     wire = request.wire()
     return f"{request.label}: {wire[:120]!r}" + ("..." if len(wire) > 120 else "")
-

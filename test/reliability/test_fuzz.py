@@ -215,8 +215,10 @@ def fuzz(stack: Stack, targets: list[Target], seed: int, count: int, tally: Tall
             where = f"[{target.model}] {describe(request)}"
             if answer.timed_out:
                 tally.hangs.append(where)
-            elif answer.status is not None and answer.status >= 500 and not (
-                request.raw is not None and answer.status in PROTOCOL_5XX
+            elif (
+                answer.status is not None
+                and answer.status >= 500
+                and not (request.raw is not None and answer.status in PROTOCOL_5XX)
             ):
                 tally.server_errors.append(f"{where} -> {answer.status} {answer.body[:160]!r}")
             if (problem := json_error_problem(answer, method)) is not None and not answer.timed_out:
