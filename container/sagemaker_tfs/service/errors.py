@@ -48,6 +48,8 @@ def handle_http_error(
 ) -> None:
     message = error.description or error.title or str(error.status)
     json_error(resp, error.status_code, message)
+    if error.headers:  # e.g. Allow on a 405
+        resp.set_headers(error.headers)
 
 
 def handle_unexpected(
