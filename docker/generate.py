@@ -31,7 +31,7 @@ GENERATED_NOTE = (
     " do not edit."
 )
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-_FULL_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+_FULL_VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 
 class VersionsFileError(ValueError):
@@ -58,7 +58,7 @@ def read_releases(path: Path = VERSIONS_FILE) -> list[Release]:
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
-        if len(fields) != 3 or not _FULL_VERSION.match(fields[0]):
+        if len(fields) != 3 or not _FULL_VERSION.fullmatch(fields[0]):
             raise VersionsFileError(f"{path}:{number}: expected 'FULL CUDA CUDNN', got {line!r}")
         releases.append(Release(*fields))
     if not releases:

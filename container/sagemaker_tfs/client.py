@@ -102,8 +102,19 @@ def model_spec(
     spec = protos.ModelSpec(name=model_name or context.model_name, signature_name=signature_name)
     version = model_version if model_version is not None else context.model_version
     if version not in (None, ""):
-        spec.version.value = int(version)
+        spec.version.value = _version_number(version)
     return spec
+
+
+def _version_number(version: int | str) -> int:
+    """A model version as TF Serving's int64; ValueError for anything else."""
+    try:
+        number = int(version)
+    except (TypeError, ValueError):
+        number = -1
+    if not 0 <= number < 2**63:
+        raise ValueError(f"Invalid model version: {str(version)[:40]!r} (expected 0 to 2**63-1)")
+    return number
 
 
 def predict(

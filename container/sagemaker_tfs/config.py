@@ -28,7 +28,7 @@ UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
-_WORKER_CLASS = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:]*$")
+_WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 
 class ConfigError(ValueError):
@@ -339,7 +339,7 @@ def _batching(env: _Env, batch_transform: bool, cpu_count: int) -> BatchingConfi
 
 def _worker_class(env: _Env) -> str:
     value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
-    if not _WORKER_CLASS.match(value):
+    if not _WORKER_CLASS.fullmatch(value):
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
     return value
 

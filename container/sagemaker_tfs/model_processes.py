@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 TFS_BINARY = "tensorflow_model_server"
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
-MODEL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 
 # --- command lines and config files -------------------------------------------------------
@@ -290,7 +290,7 @@ class LoadedModel:
 
 
 def validate_model_name(name: object) -> str:
-    if not isinstance(name, str) or not MODEL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not MODEL_NAME_PATTERN.fullmatch(name):
         raise ControlError(
             400,
             "model_name must be 1-128 characters of letters, digits, '_', '-' or '.', "
@@ -433,6 +433,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
 
     server: ControlServer
     protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.1"  # errors before the version is read still get headers
     MAX_BODY = 64 * 1024
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -443,6 +444,26 @@ class _ControlHandler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802
         self._dispatch(self._delete)
+
+    def do_not_allowed(self) -> None:
+        self._dispatch(self._not_allowed)
+
+    do_PUT = do_PATCH = do_OPTIONS = do_HEAD = do_TRACE = do_CONNECT = do_not_allowed  # noqa: N815
+
+    @staticmethod
+    def _allowed_methods(parts: list[str]) -> str | None:
+        if parts == ["models"]:
+            return "GET, POST"
+        if len(parts) == 2 and parts[0] == "models":
+            return "GET, DELETE"
+        return None
+
+    def _not_allowed(self, parts: list[str]) -> dict[str, Any]:
+        allowed = self._allowed_methods(parts)
+        if allowed is None:
+            raise ControlError(404, f"no such resource: {self.path[:200]}")
+        self._allow = allowed
+        raise ControlError(405, f"Method {self.command} is not allowed here; use {allowed}")
 
     def _get(self, parts: list[str]) -> dict[str, Any]:
         if parts == ["models"]:
@@ -473,8 +494,8 @@ class _ControlHandler(BaseHTTPRequestHandler):
         self._body_read = True
         try:
             body = json.loads(data)
-        except ValueError as error:
-            raise ControlError(400, f"invalid JSON body: {error}") from None
+        except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
+            raise ControlError(400, f"invalid JSON body: {str(error)[:200]}") from None
         if not isinstance(body, dict):
             raise ControlError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
         return body
@@ -487,6 +508,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, action: Callable[[list[str]], dict[str, Any]]) -> None:
         self._body_read = False
+        self._allow: str | None = None
         parts = [p for p in urllib.request.unquote(self.path.split("?")[0]).split("/") if p]
         try:
             status, payload = 200, action(parts)
@@ -495,14 +517,32 @@ class _ControlHandler(BaseHTTPRequestHandler):
         except Exception as error:  # a bug must not take the control API down
             log.exception("control API %s %s failed", self.command, self.path)
             status, payload = 500, {"error": f"internal error: {error}"}
+        self._send_json(status, payload, close=status != 200 or self._unread_body())
+
+    def _send_json(self, status: int, payload: dict[str, Any], close: bool) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status, HTTPStatus(status).phrase)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        if status != 200 or self._unread_body():
+        if self._allow:
+            self.send_header("Allow", self._allow)
+        if close:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (a bad request line, an unknown method, headers too
+        large...) as JSON instead of its HTML page."""
+        self._allow = getattr(self, "_allow", None)
+        self.close_connection = True
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = str(code)
+        text = message if message and message != phrase else phrase
+        self._send_json(code, {"error": text[:200]}, close=True)
 
     def address_string(self) -> str:
         return "control-socket"

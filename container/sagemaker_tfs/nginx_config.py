@@ -35,7 +35,7 @@ CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
 PING_TIMEOUT_SECONDS = 1
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 _INDENT = "            "
 
@@ -83,7 +83,7 @@ def has_inference_script(config: StackConfig) -> bool:
 
 def _checked_name(name: str) -> str:
     """Model names end up inside the configuration: refuse anything that could inject."""
-    if not _SAFE_NAME.match(name):
+    if not _SAFE_NAME.fullmatch(name):
         raise NginxConfigError(f"model name {name!r} is not allowed in the nginx configuration")
     return name
 
@@ -107,8 +107,27 @@ def _model_server_upstream(config: StackConfig) -> str:
     )
 
 
+# The request headers the Python service reads; no other header is passed on.
+SERVICE_HEADERS = (
+    "Content-Type",
+    "Accept",
+    "X-Amzn-SageMaker-Custom-Attributes",
+    "X-Amzn-SageMaker-Target-Model",
+)
+
+
 def _proxy_to_service() -> str:
+    forwarded = "".join(
+        f"{_INDENT}proxy_set_header {name} $http_{name.lower().replace('-', '_')};\n"
+        for name in SERVICE_HEADERS
+    )
     return (
+        f"{_INDENT}if ($tfs_bad_header) {{\n"
+        f"{_INDENT}    return 400 '{{\"error\": \"Bad Request: {', '.join(SERVICE_HEADERS)} "
+        f"must not contain control characters\"}}';\n"
+        f"{_INDENT}}}\n"
+        f"{_INDENT}proxy_pass_request_headers off;\n"
+        f"{forwarded}"
         f"{_INDENT}proxy_set_header Host $host;\n"
         f'{_INDENT}proxy_set_header Connection "";\n'
         f"{_INDENT}proxy_pass http://python_service;"
@@ -206,6 +225,7 @@ def render(
         "INVOCATIONS": _invocations(config),
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
         "MODE_LOCATIONS": _mode_locations(config),
+        "PROXY_TO_SERVICE": _proxy_to_service(),
     }
     return _fill(template, values)
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import os
+import struct
+import tokenize
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,12 +49,39 @@ _RECORD_HEADER = 4
 _NPY_MAGIC = b"\x93NUMPY"
 _NPZ_MAGIC = b"PK\x03\x04"
 _CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
+# Bounds on what a request may make us allocate, checked from the sizes it declares (npy
+# headers, zip members, image dimensions) before anything is allocated.
+MAX_DECODED_BYTES = 1 << 30
+MAX_IMAGE_PIXELS = 64 * 1024 * 1024
+MESSAGE_CHARS = 300
+# What NumPy, zipfile and Pillow raise on corrupted input (a header that does not parse, a zip
+# of an unknown version, truncated data...): all of them mean a bad request body.
+_DECODE_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    OSError,
+    EOFError,
+    SyntaxError,
+    OverflowError,
+    RecursionError,
+    MemoryError,
+    NotImplementedError,
+    RuntimeError,
+    tokenize.TokenError,
+    struct.error,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+)
 
 
 class PayloadError(Exception):
     """A request the fast path cannot serve: ``status`` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str) -> None:
+        if len(message) > MESSAGE_CHARS:  # messages may quote bad input: keep them short
+            message = message[:MESSAGE_CHARS] + "..."
         super().__init__(message)
         self.status = status
         self.message = message
@@ -166,46 +196,102 @@ def decode_npy(body: bytes) -> np.ndarray:
         raise PayloadError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
     if not body.startswith(_NPY_MAGIC):
         raise PayloadError(400, "Invalid .npy payload: it does not start with the .npy magic")
+    stream = io.BytesIO(body)
+    check_npy_header(stream, len(body), ".npy payload")
+    stream.seek(0)
     try:
-        array = np.load(io.BytesIO(body), allow_pickle=False)
-    except ValueError as error:
-        if "allow_pickle" in str(error):
-            raise PayloadError(
-                400, "Pickled object arrays are not accepted in .npy input"
-            ) from None
-        raise PayloadError(400, f"Invalid .npy payload: {error}") from None
-    except (OSError, EOFError) as error:
-        raise PayloadError(400, f"Invalid .npy payload: {error}") from None
-    return array
+        return np.load(stream, allow_pickle=False)
+    except _DECODE_ERRORS as error:
+        raise PayloadError(400, f"Invalid .npy payload: {_describe(error)}") from None
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+
+
+def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> None:
+    """Read an .npy header from ``stream`` (``size`` bytes in all) and refuse it unless the
+    data it declares is exactly what follows: a 140-byte body declaring 10**10 floats must not
+    make NumPy allocate 75 GB before finding out that the bytes are missing."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    except _DECODE_ERRORS as error:
+        raise PayloadError(400, f"Invalid {what}: bad header: {_describe(error)}") from None
+    if dtype.hasobject:
+        raise PayloadError(400, f"Pickled object arrays are not accepted in {what}")
+    declared = math.prod(shape) * dtype.itemsize
+    present = size - stream.tell()
+    if declared != present:
+        raise PayloadError(
+            400,
+            f"Invalid {what}: its header declares shape {list(shape)} of {dtype} "
+            f"({declared} bytes) but {present} bytes of data follow",
+        )
 
 
 def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str, np.ndarray]]:
-    try:
-        archive = np.load(io.BytesIO(body), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise PayloadError(400, f"Invalid .npz payload: {error}") from None
-    if isinstance(archive, np.ndarray):
+    if body.startswith(_NPY_MAGIC):
         raise PayloadError(
             400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}"
         )
-    with archive:
-        unknown = sorted(set(archive.files) - set(inputs))
-        if unknown:
-            raise PayloadError(
-                400,
-                f".npz has arrays {unknown} that are not inputs of the signature "
-                f"(inputs: {', '.join(sorted(inputs))})",
-            )
-        try:
-            return [(name, archive[name]) for name in archive.files]
-        except ValueError as error:
-            if "allow_pickle" in str(error):
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            members = _npz_members(archive)
+            unknown = sorted(set(members) - set(inputs))
+            if unknown:
                 raise PayloadError(
-                    400, "Pickled object arrays are not accepted in .npz input"
-                ) from None
-            raise PayloadError(400, f"Invalid .npz payload: {error}") from None
-        except (OSError, EOFError, zipfile.BadZipFile) as error:
-            raise PayloadError(400, f"Invalid .npz payload: {error}") from None
+                    400,
+                    f".npz has arrays {unknown} that are not inputs of the signature "
+                    f"(inputs: {', '.join(sorted(inputs))})",
+                )
+            return [(name, _npz_array(archive, info)) for name, info in members.items()]
+    except PayloadError:
+        raise
+    except _DECODE_ERRORS as error:
+        raise PayloadError(400, f"Invalid .npz payload: {_describe(error)}") from None
+
+
+def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """The archive's ``NAME.npy`` members by NAME, their declared sizes checked first."""
+    members: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise PayloadError(
+                400, f"Invalid .npz payload: member {name!r} uses compression method "
+                f"{info.compress_type}; only stored and deflated members are read"
+            )  # fmt: skip
+        total += info.file_size
+        if total > MAX_DECODED_BYTES:
+            raise PayloadError(
+                413, f".npz members declare more than {MAX_DECODED_BYTES} bytes uncompressed"
+            )
+        if name in members:
+            raise PayloadError(400, f"Invalid .npz payload: member {name!r} appears twice")
+        members[name] = info
+    if not members:
+        raise PayloadError(400, "Invalid .npz payload: the archive holds no arrays")
+    return members
+
+
+def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    what = f".npz member {info.filename!r}"
+    with archive.open(info) as stream:
+        if stream.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise PayloadError(400, f"Invalid {what}: it is not an .npy array")
+    with archive.open(info) as stream:
+        check_npy_header(stream, info.file_size, what)
+    with archive.open(info) as stream:
+        return np.lib.format.read_array(stream, allow_pickle=False)
 
 
 def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
@@ -269,14 +355,14 @@ def _json_document(body: bytes, kind: str) -> object:
         if kind == JSON:
             return json.loads(body)
         return [json.loads(line) for line in body.splitlines() if line.strip()]
-    except (ValueError, UnicodeDecodeError) as error:
-        raise PayloadError(400, f"Invalid JSON payload: {error}") from None
+    except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
+        raise PayloadError(400, f"Invalid JSON payload: {_describe(error)}") from None
 
 
 def _csv_rows(body: bytes) -> np.ndarray:
     try:
         return np.loadtxt(io.BytesIO(body), delimiter=",", ndmin=2)
-    except ValueError as error:
+    except (ValueError, IndexError, OverflowError) as error:
         raise PayloadError(400, f"Invalid CSV payload: {error}") from None
 
 
@@ -291,7 +377,7 @@ def _check_names(named: Mapping[str, object], inputs: Mapping[str, InputSpec]) -
 def _as_array(value: object, name: str) -> np.ndarray:
     try:
         return np.asarray(value)
-    except ValueError as error:
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
         raise PayloadError(400, f"Input {name} is not a rectangular array: {error}") from None
 
 
@@ -329,6 +415,7 @@ def images_to_batch(images: list[bytes], spec: InputSpec, options: ImageOptions)
         batch[:] = images
         return batch
     target = _image_geometry(spec)
+    _check_image_sizes(images, target, _itemsize(spec))
     pixels = [decode_image(data, index, target) for index, data in enumerate(images)]
     sizes = {image.shape for image in pixels}
     if len(sizes) > 1:
@@ -364,6 +451,45 @@ def _image_geometry(spec: InputSpec) -> _Geometry:
     return _Geometry(height if height > 0 else None, width if width > 0 else None, channels)
 
 
+def _itemsize(spec: InputSpec) -> int:
+    try:
+        return tensors.numpy_dtype(spec.dtype).itemsize
+    except tensors.TensorConversionError:
+        return 8  # the widest; _to_input_dtype refuses the type afterwards
+
+
+def _check_image_sizes(images: list[bytes], target: _Geometry, itemsize: int) -> None:
+    """Read each image's declared dimensions (headers only) and refuse the batch before
+    decoding anything when an image or the whole input would be too large: a 100-byte PNG
+    can declare 50,000 x 50,000 pixels."""
+    total = 0
+    for index, data in enumerate(images):
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+        except Image.DecompressionBombError as error:
+            raise PayloadError(413, f"Image {index} is too large: {error}") from None
+        except UnidentifiedImageError:
+            raise PayloadError(
+                400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
+            ) from None
+        except _DECODE_ERRORS as error:
+            raise PayloadError(
+                400, f"Image {index} cannot be decoded: {_describe(error)}"
+            ) from None
+        if width * height > MAX_IMAGE_PIXELS:
+            raise PayloadError(
+                413,
+                f"Image {index} declares {width} x {height} pixels; at most "
+                f"{MAX_IMAGE_PIXELS} pixels are decoded",
+            )
+        total += (target.width or width) * (target.height or height) * target.channels * itemsize
+        if total > MAX_DECODED_BYTES:
+            raise PayloadError(
+                413, f"The images decode to more than {MAX_DECODED_BYTES} bytes of input"
+            )
+
+
 def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
     """Decode one encoded image to uint8 HxWxC in RGB order, resized to the target if fixed."""
     try:
@@ -377,8 +503,8 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
         raise PayloadError(
             400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
         ) from None
-    except (OSError, ValueError, Image.DecompressionBombError) as error:
-        raise PayloadError(400, f"Image {index} cannot be decoded: {error}") from None
+    except (*_DECODE_ERRORS, Image.DecompressionBombError) as error:
+        raise PayloadError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, np.newaxis]
     return pixels

@@ -533,6 +533,11 @@ def gunicorn_command(config: StackConfig) -> list[str]:
         f"--graceful-timeout={config.gunicorn_timeout}",
         f"--log-level={config.gunicorn_log_level}",
         "--error-logfile=-",
+        # nginx bounds request lines and headers and answers JSON beyond; gunicorn's own
+        # (smaller) limits would answer nginx-accepted requests with a plain-text 400.
+        "--limit-request-line=0",
+        "--limit-request-fields=32768",
+        "--limit-request-field_size=0",
         "--no-control-socket",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",
         "sagemaker_tfs.service.app:create_app()",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import zipfile
 
 import numpy as np
 import pytest
@@ -281,3 +282,111 @@ def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
 def test_json_keeps_tf_serving_non_finite_literals() -> None:
     body, _ = encoded({"x": np.array([1.5, np.nan, np.inf], np.float32)}, "application/json")
     assert body == b'{"predictions":[1.5,NaN,Infinity]}'
+
+
+# ---------------------------------------------------------------- hostile bodies (issue 10)
+
+FLOAT_ROWS = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+GOOD_NPY = _npy(np.ones((2, 3), np.float32))
+GOOD_NPZ = _zip({"x.npy": GOOD_NPY})
+
+
+def _version_11_3(archive: bytes) -> bytes:
+    """A zip whose member says it needs zip version 11.3 (zipfile: NotImplementedError)."""
+    data = bytearray(archive)
+    local = data.find(b"PK\x03\x04")
+    data[local + 4 : local + 6] = bytes([113, 3])
+    central = data.find(b"PK\x01\x02")
+    data[central + 6 : central + 8] = bytes([113, 3])
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "status", "text"),
+    [
+        (payloads.NPZ, b"PK\x03\x04" + bytes(5), 400, "BadZipFile"),
+        (payloads.NPZ, _version_11_3(GOOD_NPZ), 400, "zip file version"),
+        (payloads.NPZ, _zip({"x.npy": _zip({"a.npy": GOOD_NPY})}), 400, "not an .npy array"),
+        (payloads.NPZ, _zip({"x.npy": GOOD_NPY[:-4]}), 400, "20 bytes of data follow"),
+        (payloads.NPZ, _zip({"x.npy": GOOD_NPY, "x": GOOD_NPY}), 400, "appears twice"),
+        (payloads.NPZ, _zip({}), 400, "no arrays"),
+        (payloads.NPY, GOOD_NPY.replace(b"'descr'", b"'''des"), 400, "TokenError"),
+        (payloads.NPY, GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)"), 400, "40000000000 bytes"),
+        (payloads.NPY, GOOD_NPY + b"\x00", 400, "25 bytes of data follow"),
+        (payloads.NPY, GOOD_NPY.replace(b"<f4", b"|O "), 400, "descr"),
+        (payloads.JSON, b"[" * 10000 + b"]" * 10000, 400, "RecursionError"),
+        (payloads.JSON, b"[[" + b"1" * 5000 + b",1,1]]", 400, "digits"),
+    ],
+)
+def test_corrupted_binary_bodies_are_400(kind: str, body: bytes, status: int, text: str) -> None:
+    with pytest.raises(PayloadError) as caught:
+        payloads.decode_inputs(body, kind, FLOAT_ROWS, ImageOptions())
+    assert caught.value.status == status
+    assert text in caught.value.message
+    assert len(caught.value.message) <= payloads.MESSAGE_CHARS + 3
+
+
+def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() -> None:
+    header = GOOD_NPY.replace(b"(2, 3)", b"(100000000, 3)")[:128]
+    bomb = _zip({"x.npy": header + bytes(100_000_000 * 12)}, zipfile.ZIP_DEFLATED)
+    assert len(bomb) < 2_000_000
+    with pytest.raises(PayloadError) as caught:
+        payloads.decode_inputs(bomb, payloads.NPZ, FLOAT_ROWS, ImageOptions())
+    assert caught.value.status == 413
+
+
+def test_an_npy_member_declaring_more_than_its_bytes_is_refused() -> None:
+    member = GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)")
+    with pytest.raises(PayloadError) as caught:
+        payloads.decode_inputs(_zip({"x.npy": member}), payloads.NPZ, FLOAT_ROWS, ImageOptions())
+    assert caught.value.status == 400
+    assert "40000000000 bytes" in caught.value.message
+
+
+@pytest.mark.parametrize("side", [9000, 20000])
+def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> None:
+    encoded = io.BytesIO()
+    Image.new("L", (side, side)).save(encoded, "PNG")  # a few hundred KB of zeros
+    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    for kind, body in (
+        ("image/png", encoded.getvalue()),
+        (payloads.IMAGE_STREAM, len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()),
+    ):
+        with pytest.raises(PayloadError) as caught:
+            payloads.decode_inputs(body, kind, spec, ImageOptions())
+        assert caught.value.status == 413, caught.value.message
+
+
+def test_an_image_stream_whose_images_add_up_to_too_much_is_413() -> None:
+    encoded = io.BytesIO()
+    Image.new("RGB", (4000, 4000)).save(encoded, "PNG")
+    record = len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()
+    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    with pytest.raises(PayloadError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
+        payloads.decode_inputs(record * 6, payloads.IMAGE_STREAM, spec, ImageOptions())
+    assert caught.value.status == 413
+    assert "more than" in caught.value.message
+
+
+def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
+    with pytest.raises(PayloadError) as caught:
+        payloads.decode_inputs(bytes(range(256)) * 20, payloads.CSV, FLOAT_ROWS, ImageOptions())
+    assert caught.value.status == 400
+    json.loads(json.dumps({"error": caught.value.message}).encode("utf-8"))
+    assert len(caught.value.message) <= payloads.MESSAGE_CHARS + 3

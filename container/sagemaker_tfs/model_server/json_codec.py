@@ -120,6 +120,14 @@ def _json_double(text: str) -> float:
 
 _DECODER = json.JSONDecoder(parse_int=_json_integer, parse_float=_json_double)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+# A \uD800-\uDBFF escape must be followed by a \uDC00-\uDFFF one; a low one must follow a
+# high one. Runs of backslashes are matched from their start, so "\\\\ud800" (a backslash, then
+# the text "ud800") is not an escape.
+_SURROGATE_ESCAPES = re.compile(
+    r"(?<!\\)(?:\\\\)*\\u(?:[dD][89abAB][0-9a-fA-F]{2}(?P<low>\\u[dD][c-fC-F][0-9a-fA-F]{2})?"
+    r"|[dD][c-fC-F][0-9a-fA-F]{2})"
+)
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
@@ -165,7 +173,23 @@ def _lenient_parse(body: bytes) -> Any:
         raise invalid_argument(
             f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
         ) from None
+    _refuse_lone_surrogates(text)
     return document
+
+
+def _refuse_lone_surrogates(text: str) -> None:
+    """rapidjson refuses ``"\\ud800"`` (a lone surrogate cannot be UTF-8); Python's parser
+    keeps it, and it would fail later when encoded. orjson refuses it too, so only documents
+    that reach the lenient parser need this check."""
+    if not _MAYBE_SURROGATE.search(text):
+        return
+    for match in _SURROGATE_ESCAPES.finditer(text):
+        escape = match.group(0).lstrip("\\")
+        if match.group("low") is None:
+            offset = match.end() - len(escape) - 1
+            raise invalid_argument(
+                f"JSON Parse error: The surrogate pair in string is invalid. at offset: {offset}"
+            )
 
 
 def _rapidjson_message(error: json.JSONDecodeError, text: str) -> str:
@@ -809,8 +833,10 @@ def format_classify_response(result: classification_pb2.ClassificationResult) ->
 
 
 def format_error(message: str) -> bytes:
-    """``{"error": "..."}`` as TF Serving writes errors."""
-    return _top_object("error", quote(message))
+    """``{"error": "..."}`` as TF Serving writes errors, except that bytes of the request
+    that are not UTF-8 (quoted in the message) become U+FFFD: the answer stays valid JSON."""
+    text = message.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return _top_object("error", quote(text))
 
 
 def proto_json(message: Message) -> dict[str, Any]:

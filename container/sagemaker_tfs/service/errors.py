@@ -19,6 +19,18 @@ class ServiceError(Exception):
         self.message = message
 
 
+EXCERPT_CHARS = 80
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """A short, printable quote of client input for an error message (``repr``, cut)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text = repr(bytes(value[: limit + 1]))
+    else:
+        text = repr(value if not isinstance(value, str) else value[: limit + 1])
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
@@ -36,6 +48,8 @@ def handle_http_error(
 ) -> None:
     message = error.description or error.title or str(error.status)
     json_error(resp, error.status_code, message)
+    if error.headers:  # e.g. Allow on a 405
+        resp.set_headers(error.headers)
 
 
 def handle_unexpected(

@@ -68,6 +68,8 @@ def _signature(context: Any) -> client.Signature:
         raise _rpc_failure(error) from None
     except KeyError as error:
         raise PayloadError(400, error.args[0]) from None
+    except ValueError as error:  # a model version that is not an int64
+        raise PayloadError(400, str(error)) from None
 
 
 def _predict(context: Any, inputs: dict) -> dict:

@@ -23,8 +23,12 @@ except ImportError:  # the binary content types are another module's; absent mea
 logger = logging.getLogger(__name__)
 
 JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
-# Exceptions whose cause is the request rather than the handler or the server.
-REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+# Exceptions whose cause is the request rather than the handler or the server: what parsing
+# a bad body raises (too deep a nesting is a RecursionError; an integer of 4300+ digits is a
+# ValueError with this text).
+REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
+_INT_DIGITS_LIMIT = "integer string conversion"
+MESSAGE_CHARS = 500
 
 
 class Reply(NamedTuple):
@@ -58,8 +62,11 @@ def _handler_result(result: Any, context: Context) -> Reply:
 
 
 def _handler_error(error: Exception) -> ServiceError:
-    status = 400 if isinstance(error, REQUEST_ERRORS) else 500
-    return ServiceError(status, str(error) or type(error).__name__)
+    caused_by_request = isinstance(error, REQUEST_ERRORS) or (
+        isinstance(error, ValueError) and _INT_DIGITS_LIMIT in str(error)
+    )
+    message = str(error) or type(error).__name__
+    return ServiceError(400 if caused_by_request else 500, message[:MESSAGE_CHARS])
 
 
 def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requests.Response:

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from sagemaker_tfs.config import Instance
-from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.service.errors import ServiceError, excerpt
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 METHODS = ("predict", "classify", "regress")
-MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_VERSION = re.compile(r"^[0-9]+$")
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VERSION = re.compile(r"[0-9]{1,19}")
+MAX_VERSION = 2**63 - 1
 
 
 class Route(NamedTuple):
@@ -35,9 +36,14 @@ def parse_custom_attributes(header: str | None) -> dict[str, str]:
     return attributes
 
 
+def valid_version(text: str) -> bool:
+    """A TF Serving version: decimal digits that fit an int64."""
+    return bool(_VERSION.fullmatch(text)) and int(text) <= MAX_VERSION
+
+
 def check_model_name(name: str) -> str:
-    if not MODEL_NAME.match(name):
-        raise ServiceError(400, f"Invalid model name: {name!r}")
+    if not MODEL_NAME.fullmatch(name):
+        raise ServiceError(400, f"Invalid model name: {excerpt(name)}")
     return name
 
 
@@ -48,12 +54,12 @@ def route(custom_attributes: str | None, default_model: str | None) -> Route:
     if not name:
         raise ServiceError(400, f"No model name: set tfs-model-name in {CUSTOM_ATTRIBUTES_HEADER}")
     version = attributes.get("tfs-model-version")
-    if version is not None and not _VERSION.match(version):
-        raise ServiceError(400, f"Invalid model version: {version!r}")
+    if version is not None and not valid_version(version):
+        raise ServiceError(400, f"Invalid model version: {excerpt(version)}")
     method = attributes.get("tfs-method") or "predict"
     if method not in METHODS:
         raise ServiceError(
-            400, f"Invalid method: {method!r} (expected predict, classify or regress)"
+            400, f"Invalid method: {excerpt(method)} (expected predict, classify or regress)"
         )
     return Route(check_model_name(name), version, method)
 

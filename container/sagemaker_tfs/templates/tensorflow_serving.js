@@ -11,8 +11,11 @@ var JSON_TYPES = ['application/json'];
 var JSON_LINES_TYPES = ['application/jsonlines', 'application/jsons', 'application/x-jsonlines'];
 var CSV_TYPES = ['text/csv'];
 var METHODS = ['predict', 'classify', 'regress'];
-var MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]*$/;
-var VERSION = /^[0-9]+$/;
+/* (?![\s\S]) ends a pattern at the very end of the text: njs compiles patterns with PCRE,
+ * where '$' also matches before a final newline. */
+var MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]*(?![\s\S])/;
+var VERSION = /^[0-9]{1,19}(?![\s\S])/;
+var MAX_VERSION = '9223372036854775807';
 var STRICT_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+\-]?[0-9]+)?$/;
 var LOOSE_NUMBER = /^[+\-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+\-]?[0-9]+)?$/;
 
@@ -89,6 +92,21 @@ function parseCustomAttributes(header) {
     return attributes;
 }
 
+/* A short quote of client input for an error message. */
+function excerpt(text) {
+    return text.length > 80 ? text.slice(0, 80) + '...' : text;
+}
+
+/* A TF Serving version: digits that fit an int64. */
+function validVersion(version) {
+    if (!VERSION.test(version)) {
+        return false;
+    }
+    var digits = version.replace(/^0+(?=[0-9])/, '');
+    return digits.length < MAX_VERSION.length ||
+        (digits.length === MAX_VERSION.length && digits <= MAX_VERSION);
+}
+
 function tfsUri(r) {
     var attributes = parseCustomAttributes(r.headersIn['X-Amzn-SageMaker-Custom-Attributes']);
     var name = attributes['tfs-model-name'] || r.variables.tfs_default_model;
@@ -99,13 +117,13 @@ function tfsUri(r) {
             'X-Amzn-SageMaker-Custom-Attributes');
     }
     if (!MODEL_NAME.test(name)) {
-        throw new RequestError(400, 'Invalid model name: ' + name);
+        throw new RequestError(400, 'Invalid model name: ' + excerpt(name));
     }
-    if (version !== undefined && !VERSION.test(version)) {
-        throw new RequestError(400, 'Invalid model version: ' + version);
+    if (version !== undefined && !validVersion(version)) {
+        throw new RequestError(400, 'Invalid model version: ' + excerpt(version));
     }
     if (METHODS.indexOf(method) < 0) {
-        throw new RequestError(400, 'Invalid method: ' + method +
+        throw new RequestError(400, 'Invalid method: ' + excerpt(method) +
             ' (expected predict, classify or regress)');
     }
     var uri = '/tfs/v1/models/' + name;

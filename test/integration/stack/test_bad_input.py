@@ -3,6 +3,7 @@ succeeds. (Handler exceptions: test_handlers.py; multi-model bodies: test_mme_ap
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,4 +102,64 @@ def test_200_mb_chunked_body_is_413(stack: RunningStack) -> None:
 def test_a_burst_of_bad_requests(stack: RunningStack) -> None:
     for index in range(30):
         assert stack.post(b"{" * index, "application/json").status_code == 400
+    assert_still_serving(stack)
+
+
+HEAD = "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+
+
+@pytest.mark.parametrize(
+    ("request_text", "status"),
+    [
+        ("GET /invocations%00 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        ("GARBAGE\r\n\r\n", 400),
+        (HEAD + "Content-Length: abc\r\n\r\n", 400),
+        (HEAD + "Content-Length: -1\r\n\r\n", 400),
+        (HEAD + "Content-Length: 20, 20\r\n\r\n", 400),
+        (HEAD + "Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (HEAD + "Transfer-Encoding: gzip\r\n\r\n", 501),
+        ("POST /invocations HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400),
+        (HEAD + "X-Amzn-SageMaker-Custom-Attributes: " + "a" * 9000 + "\r\n\r\n", 431),
+        ("GET /" + "a" * 9000 + " HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+        ("GET /ping HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+        ("TRACE /invocations HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+        ("GET /nothing.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404),
+        ("GET /.error/400 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404),
+        ("TRACE /invocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405),
+    ],
+)
+def test_nginx_own_errors_are_json(stack: RunningStack, request_text: str, status: int) -> None:
+    """Malformed HTTP that nginx refuses itself, some before it has chosen a server."""
+    answer = raw_request(stack, request_text, iter([]))
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status}".encode()), answer[:300]
+    assert b"\r\nContent-Type: application/json" in head
+    assert isinstance(json.loads(body)["error"], str)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "headers", "text"),
+    [
+        ("application/x-npz", b"PK\x03\x04" + bytes(5), {}, "Invalid .npz payload"),
+        ("application/x-npy", b"\x93NUMPY" + bytes(10), {}, "Invalid .npy payload"),
+        ("text/csv", bytes(range(256)) * 4, {}, ""),
+        ("application/json", b"[" * 10000 + b"]" * 10000, {"Accept": "text/csv"}, "JSON"),
+        ("application/json", b'{"instances": ["\\ud800"]}', {}, "surrogate"),
+        ("application/json", b'{"instances": [' + b"1" * 5000 + b"]}", {}, "too big"),
+        ("application/json", b"[1.0]", {"Accept": "\x7f"}, "control characters"),
+        (
+            "application/x-npy",
+            b"\x93NUMPY",
+            {"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-version=99999999999999999999"},
+            "Invalid model version",
+        ),
+    ],
+)
+def test_hostile_bodies_are_4xx_json(
+    stack: RunningStack, content_type: str, body: bytes, headers: dict[str, str], text: str
+) -> None:
+    response = stack.post(body, content_type, **headers)
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert text in json.loads(response.content.decode("utf-8"))["error"]
     assert_still_serving(stack)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 
 import numpy as np
@@ -356,9 +357,42 @@ def test_long_integers_within_a_double_become_doubles() -> None:
     assert jc.parse_json_object(body)["a"] == [float("9" * 25), -float("1" * 300)]
 
 
+@pytest.mark.parametrize(
+    ("body", "offset"),
+    [
+        ('{"instances": ["\\ud800"]}', 16),
+        ('{"instances": ["\\uDC00"]}', 16),
+        ('{"instances": ["a\\ud800\\u0041"]}', 17),
+        ('{"\\udbff": 1}', 2),
+        ('{"instances": ["\\\\\\ud800"], "x": NaN}', 18),
+    ],
+)
+def test_lone_surrogates_are_refused_like_rapidjson(body: str, offset: int) -> None:
+    """A lone \\uD800 cannot be encoded as UTF-8: rapidjson refuses it; so must we (not 500)."""
+    expected = f"JSON Parse error: The surrogate pair in string is invalid. at offset: {offset}"
+    assert error_message(body) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        ('{"instances": ["\\ud83d\\ude00"]}', "\U0001f600"),
+        ('{"instances": ["\\\\ud800"]}', "\\ud800"),  # a backslash, then the text ud800
+    ],
+)
+def test_surrogate_pairs_and_escaped_backslashes_are_accepted(body: str, value: str) -> None:
+    assert jc.parse_json_object(body.encode())["instances"] == [value]
+
+
 def test_half_and_bfloat16_tensors() -> None:
     for dtype in (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16):
         inputs, _ = parse('{"instances": [1.5, 2]}', signature({"x": dtype}))
         assert inputs["x"].astype(np.float32).tolist() == [1.5, 2.0]
         body = jc.format_predict_response({"y": inputs["x"]}, False)
         assert body == b'{\n    "predictions": [1.5, 2.0\n    ]\n}'
+
+
+@pytest.mark.parametrize("message", ["bad \udcff\udcc1 bytes", "lone \ud800", "fine \u00e9"])
+def test_error_bodies_are_always_valid_utf8_json(message: str) -> None:
+    body = jc.format_error(message)
+    assert json.loads(body.decode("utf-8"))["error"].startswith(message[:4])

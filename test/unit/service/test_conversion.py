@@ -79,3 +79,13 @@ def test_bad_input(content_type: str, body: bytes, status: int, text: str) -> No
         convert(content_type, body)
     assert raised.value.status == status
     assert text in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "body", [b"[" + b"1" * 5000 + b"]", b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe"]
+)
+def test_hostile_json_is_400_not_500(body: bytes) -> None:
+    with pytest.raises(ServiceError) as raised:
+        convert("application/json", body)
+    assert raised.value.status == 400
+    assert len(raised.value.message) < 300

@@ -79,3 +79,16 @@ def test_exception_without_text_uses_its_type() -> None:
 )
 def test_first_accept(header: str, expected: str) -> None:
     assert first_accept(header) == expected
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, "[" + "7" * 5000 + "]"])
+def test_handlers_parsing_hostile_json_give_400(body: str) -> None:
+    """A deep nesting (RecursionError) or a 5000-digit integer (ValueError from int()) raised
+    while a handler parses the body is the request's fault."""
+    try:
+        json.loads(body)
+    except (RecursionError, ValueError) as error:
+        parse_error = error
+    with pytest.raises(ServiceError) as raised:
+        run(parse_error)
+    assert raised.value.status == 400

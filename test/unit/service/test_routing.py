@@ -6,7 +6,13 @@ import pytest
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ServiceError
-from sagemaker_tfs.service.routing import InstancePicker, Route, rest_uri, route
+from sagemaker_tfs.service.routing import (
+    InstancePicker,
+    Route,
+    check_model_name,
+    rest_uri,
+    route,
+)
 
 
 def test_defaults_to_the_default_model_and_predict() -> None:
@@ -79,3 +85,32 @@ def test_context_keeps_given_types() -> None:
     assert context.request_content_type == "text/csv"
     assert context.accept_header == "application/json"
     assert context.custom_attributes == "a=b"
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        "tfs-model-version=99999999999999999999999999",
+        "tfs-model-version=9223372036854775808",
+        "tfs-model-version=-1",
+        "tfs-model-name=a b",
+    ],
+)
+def test_out_of_range_versions_and_bad_names_are_400(attributes: str) -> None:
+    with pytest.raises(ServiceError) as raised:
+        route(attributes, "m")
+    assert raised.value.status == 400
+
+
+@pytest.mark.parametrize("name", ["nl\n", "m\n", "m\r\n"])
+def test_names_with_a_trailing_newline_are_refused(name: str) -> None:
+    """``$`` matches before a final newline: the patterns must match the whole name."""
+    with pytest.raises(ServiceError) as raised:
+        check_model_name(name)
+    assert raised.value.status == 400
+
+
+def test_the_largest_int64_version_is_accepted() -> None:
+    assert route("tfs-model-version=9223372036854775807", "m").model_version == (
+        "9223372036854775807"
+    )

@@ -1,0 +1,25 @@
+"""The fuzz suite's inference.py: a well-behaved pass-through.
+
+JSON bodies are parsed (so a bad body raises JSONDecodeError, RecursionError or the ValueError
+of a 5000-digit integer, which the service answers 400) and sent on unchanged; any other body
+goes to the model server as one base64 string, which it refuses with a 4xx. The model
+server's 4xx answers come back as they are (status 200: a handler cannot set the status); a
+5xx from it raises, so the fuzz test would see it.
+"""
+
+import base64
+import json
+
+
+def input_handler(data, context):
+    body = data.read()
+    if context.request_content_type == "application/json":
+        json.loads(body)
+        return body
+    return json.dumps({"instances": [{"b64": base64.b64encode(body[:4096]).decode("ascii")}]})
+
+
+def output_handler(response, context):
+    if response.status_code >= 500:
+        raise RuntimeError(f"model server answered {response.status_code}: {response.text[:200]}")
+    return response.content, "application/json"
