@@ -87,9 +87,13 @@ def test_npz_json_and_csv_with_a_binary_accept(stack) -> None:
     with np.load(io.BytesIO(from_npz.content), allow_pickle=False) as archive:
         np.testing.assert_allclose(archive["y"], expected)
     body = json.dumps({"instances": x.tolist()}).encode()
-    np.testing.assert_allclose(as_array(invoke(stack, body, "application/json", NPY, HALF_PLUS_THREE)), expected)
+    np.testing.assert_allclose(
+        as_array(invoke(stack, body, "application/json", NPY, HALF_PLUS_THREE)), expected
+    )
     csv = b"1.0,2.0\n5.0,6.0\n"
-    np.testing.assert_allclose(as_array(invoke(stack, csv, "text/csv", NPY, HALF_PLUS_THREE)), expected)
+    np.testing.assert_allclose(
+        as_array(invoke(stack, csv, "text/csv", NPY, HALF_PLUS_THREE)), expected
+    )
 
 
 def test_image_keeps_its_own_size_for_an_input_with_no_recorded_shape(stack) -> None:
