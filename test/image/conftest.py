@@ -42,6 +42,7 @@ from engine import image_info
 from image_scripts import REPO_ROOT, Image, newest_version, run_script, script_env, tail
 
 SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
+PODMAN_COMPOSE = "podman-compose==1.6.0"  # the SDK's local mode runs docker-compose
 REPOSITORY = "sagemaker-tensorflow-serving"
 UNDER_TEST_REPOSITORY = "sagemaker-tfs-under-test"
 
@@ -100,15 +101,17 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory, test_models, testdata_d
 
 @pytest.fixture(scope="session")
 def sdk_python() -> Path:
-    """Python of a virtualenv with the SageMaker Python SDK, kept between runs. Its own: the
-    SDK pins protobuf (<7) and packaging (<25) below what the project uses."""
-    venv = cache_dir() / ("sdk-venv-" + SAGEMAKER_SDK.split("==")[1])
+    """Python of a virtualenv with the SageMaker Python SDK and podman-compose (for its local
+    mode), kept between runs. Its own: the SDK pins protobuf (<7) and packaging (<25) below
+    what the project's .venv holds."""
+    versions = [requirement.split("==")[1] for requirement in (SAGEMAKER_SDK, PODMAN_COMPOSE)]
+    venv = cache_dir() / ("sdk-venv-" + "-compose-".join(versions))
     python = venv / "bin" / "python"
     if not (venv / "installed").exists():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK],
+            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK, PODMAN_COMPOSE],
             check=True,
             timeout=900,
         )
