@@ -3,7 +3,8 @@
 ``deploy(instance_type="local")`` / predict / delete, or ``transformer(instance_type="local")``
 over a folder of CSV files. Run with the SDK's own virtualenv (``conftest.sdk_python``), with
 ``docker`` being podman that answers ``context inspect`` and ``docker-compose`` being
-podman-compose first on ``PATH``; prints what it got as one JSON object on the last line.
+podman-compose first on ``PATH``; prints what it got as one JSON object on a line starting
+with ``RESULT_PREFIX`` (the SDK streams the container's log to the same output).
 
     python sdk_local_mode.py deploy    IMAGE MODEL_TAR PORT LABEL
     python sdk_local_mode.py transform IMAGE MODEL_TAR PORT LABEL INPUT_DIR OUTPUT_DIR ACCEPT
@@ -24,6 +25,7 @@ from sagemaker.local import LocalSession
 from sagemaker.serializers import CSVSerializer, JSONSerializer, NumpySerializer
 from sagemaker.tensorflow import TensorFlowModel
 
+RESULT_PREFIX = "sdk-local-mode-result: "
 ROLE = "arn:aws:iam::111111111111:role/NotUsedInLocalMode"
 # With no code to upload nothing goes to S3, but without a bucket the SDK asks STS for the
 # account to name its default bucket: any bucket name keeps it off the network.
@@ -33,9 +35,7 @@ CODE_LOCATION = "s3://not-used-in-local-mode/code"
 def local_model(image: str, model_tar: str, port: int, label: str) -> TensorFlowModel:
     key, _, value = label.partition("=")
     session = LocalSession()
-    session.config = {
-        "local": {"serving_port": port, "container_config": {"labels": {key: value}}}
-    }
+    session.config = {"local": {"serving_port": port, "container_config": {"labels": {key: value}}}}
     return TensorFlowModel(
         model_data=f"file://{model_tar}",
         role=ROLE,
@@ -86,4 +86,4 @@ def transform(
 if __name__ == "__main__":
     command, image, model_tar, port, label, *rest = sys.argv[1:]
     run = {"deploy": deploy, "transform": transform}[command]
-    print(json.dumps(run(image, model_tar, int(port), label, *rest)))
+    print(RESULT_PREFIX + json.dumps(run(image, model_tar, int(port), label, *rest)), flush=True)

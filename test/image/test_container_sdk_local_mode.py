@@ -31,6 +31,7 @@ from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "test" / "image" / "sdk_local_mode.py"
+RESULT_PREFIX = "sdk-local-mode-result: "  # as sdk_local_mode.py prints it
 HALF_PLUS_THREE = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 LABEL_KEY = "sagemaker-tfs-test-run"
 
@@ -98,7 +99,9 @@ def run_client(sdk_python: Path, env: dict[str, str], *args: str) -> dict:
         check=False,
     )
     assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    results = [line for line in result.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert len(results) == 1, tail(result.stdout + result.stderr, 60)
+    return json.loads(results[0].removeprefix(RESULT_PREFIX))
 
 
 def output_records(output_dir: Path, name: str) -> list[str]:
