@@ -3,11 +3,11 @@
 ``deploy(instance_type="local")`` / predict / delete, or ``transformer(instance_type="local")``
 over a folder of CSV files. Run with the SDK's own virtualenv (``conftest.sdk_python``), with
 ``docker`` being podman that answers ``context inspect`` and ``docker-compose`` being
-podman-compose first on ``PATH``; prints what it got as one JSON object on a line starting
-with ``RESULT_PREFIX`` (the SDK streams the container's log to the same output).
+podman-compose first on ``PATH``; writes what it got as JSON to RESULT (the SDK streams the
+container's log to standard output, with lines cut anywhere).
 
-    python sdk_local_mode.py deploy    IMAGE MODEL_TAR PORT LABEL
-    python sdk_local_mode.py transform IMAGE MODEL_TAR PORT LABEL INPUT_DIR OUTPUT_DIR ACCEPT
+    python sdk_local_mode.py RESULT deploy    IMAGE MODEL_TAR PORT LABEL
+    python sdk_local_mode.py RESULT transform IMAGE MODEL_TAR PORT LABEL INPUT_DIR OUTPUT_DIR ACCEPT
 
 ``LABEL`` (``key=value``) is put on every container the SDK starts (``local.container_config``)
 so that the caller can remove them afterwards: podman-compose leaves them running when the SDK
@@ -25,7 +25,6 @@ from sagemaker.local import LocalSession
 from sagemaker.serializers import CSVSerializer, JSONSerializer, NumpySerializer
 from sagemaker.tensorflow import TensorFlowModel
 
-RESULT_PREFIX = "sdk-local-mode-result: "
 ROLE = "arn:aws:iam::111111111111:role/NotUsedInLocalMode"
 # With no code to upload nothing goes to S3, but without a bucket the SDK asks STS for the
 # account to name its default bucket: any bucket name keeps it off the network.
@@ -84,6 +83,8 @@ def transform(
 
 
 if __name__ == "__main__":
-    command, image, model_tar, port, label, *rest = sys.argv[1:]
+    result, command, image, model_tar, port, label, *rest = sys.argv[1:]
     run = {"deploy": deploy, "transform": transform}[command]
-    print(RESULT_PREFIX + json.dumps(run(image, model_tar, int(port), label, *rest)), flush=True)
+    answers = run(image, model_tar, int(port), label, *rest)
+    with open(result, "w") as file:
+        json.dump(answers, file)

@@ -31,7 +31,6 @@ from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "test" / "image" / "sdk_local_mode.py"
-RESULT_PREFIX = "sdk-local-mode-result: "  # as sdk_local_mode.py prints it
 HALF_PLUS_THREE = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 LABEL_KEY = "sagemaker-tfs-test-run"
 
@@ -89,9 +88,9 @@ def remove_labelled_containers(label: str) -> None:
         podman("rm", "--force", "--time", "0", container, check=False)
 
 
-def run_client(sdk_python: Path, env: dict[str, str], *args: str) -> dict:
+def run_client(sdk_python: Path, env: dict[str, str], result_file: Path, *args: str) -> dict:
     result = subprocess.run(
-        [str(sdk_python), str(CLIENT), *args],
+        [str(sdk_python), str(CLIENT), str(result_file), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -99,9 +98,7 @@ def run_client(sdk_python: Path, env: dict[str, str], *args: str) -> dict:
         check=False,
     )
     assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
-    results = [line for line in result.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    assert len(results) == 1, tail(result.stdout + result.stderr, 60)
-    return json.loads(results[0].removeprefix(RESULT_PREFIX))
+    return json.loads(result_file.read_text())
 
 
 def output_records(output_dir: Path, name: str) -> list[str]:
@@ -112,11 +109,16 @@ def output_records(output_dir: Path, name: str) -> list[str]:
 
 
 def test_deploy_predict_delete(
-    image_under_test: Image, model_tar: Path, run_label: str, sdk_python: Path, sdk_env
+    image_under_test: Image,
+    model_tar: Path,
+    run_label: str,
+    sdk_python: Path,
+    sdk_env,
+    tmp_path: Path,
 ) -> None:
     answers = run_client(
-        sdk_python, sdk_env, "deploy", image_under_test.name, str(model_tar),
-        str(free_port()), run_label,
+        sdk_python, sdk_env, tmp_path / "result.json",
+        "deploy", image_under_test.name, str(model_tar), str(free_port()), run_label,
     )  # fmt: skip
     assert answers == {
         "json": {"predictions": [3.5, 4.0, 5.5]},
@@ -141,8 +143,9 @@ def test_batch_transform_multi_record_line(
     for name, values in TRANSFORM_INPUT.items():
         (input_dir / name).write_text("".join(f"{value}\n" for value in values))
     run_client(
-        sdk_python, sdk_env, "transform", image_under_test.name, str(model_tar),
-        str(free_port()), run_label, str(input_dir), str(output_dir), TRANSFORM_JOB["accept"],
+        sdk_python, sdk_env, tmp_path / "result.json",
+        "transform", image_under_test.name, str(model_tar), str(free_port()), run_label,
+        str(input_dir), str(output_dir), TRANSFORM_JOB["accept"],
     )  # fmt: skip
     assert sorted(path.name for path in output_dir.iterdir()) == ["first.csv.out", "second.csv.out"]
     for name, values in TRANSFORM_INPUT.items():
