@@ -17,6 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 RESOURCES_DIR = REPO_ROOT / "test" / "resources"
 MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
 SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
+PODMAN_COMPOSE = "podman-compose==1.6.0"  # the SDK's local mode runs docker-compose
 
 
 class TestModels:
@@ -77,18 +78,20 @@ def resources_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def sdk_python() -> Path:
-    """Python of a virtualenv with the SageMaker Python SDK, kept between runs in the
+    """Python of a virtualenv with the SageMaker Python SDK and podman-compose (for its local
+    mode on podman), kept between runs in the
     container suite's cache (``SAGEMAKER_TFS_IMAGE_CACHE``, see test/image/base_images.py).
     Its own: the SDK pins protobuf (<7) and packaging (<25) below what the project uses."""
     default = Path(os.environ.get("HOME", "/root")) / ".cache" / "sagemaker-tfs-image"
     venv = Path(os.environ.get("SAGEMAKER_TFS_IMAGE_CACHE", default))
-    venv = venv / ("sdk-venv-" + SAGEMAKER_SDK.split("==")[1])
+    versions = [requirement.split("==")[1] for requirement in (SAGEMAKER_SDK, PODMAN_COMPOSE)]
+    venv = venv / ("sdk-venv-" + "-compose-".join(versions))
     python = venv / "bin" / "python"
     if not (venv / "installed").exists():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK],
+            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK, PODMAN_COMPOSE],
             check=True,
             timeout=900,
         )

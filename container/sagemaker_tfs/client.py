@@ -210,6 +210,10 @@ def _signature(alias: str, definition: Message) -> Signature:
 
 
 def _spec(alias: str, info: Message) -> InputSpec:
+    """A TensorInfo as an InputSpec. No ``tensor_shape`` at all (a TF1 placeholder exported
+    without a shape, e.g. TF Serving's half_plus_three) means unknown rank, as ``unknown_rank``
+    does: any shape, as TF Serving feeds it. A present but empty shape is a true scalar."""
     shape = info.tensor_shape
-    dims = None if shape.unknown_rank else tuple(dim.size for dim in shape.dim)
+    known = info.HasField("tensor_shape") and not shape.unknown_rank
+    dims = tuple(dim.size for dim in shape.dim) if known else None
     return InputSpec(alias, info.dtype, dims)

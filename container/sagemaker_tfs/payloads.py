@@ -335,7 +335,11 @@ def _text_inputs(
 ) -> list[tuple[str, object]]:
     """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists."""
     if kind == CSV:
-        return [(_single_input(inputs, kind).name, _csv_rows(body))]
+        spec = _single_input(inputs, kind)
+        rows = _csv_rows(body)
+        if rows.shape[1] == 1 and spec.shape is not None and len(spec.shape) == 1:
+            rows = rows[:, 0]  # one value per row: a batch of scalars, as the njs path reads it
+        return [(spec.name, rows)]
     document = _json_document(body, kind)
     if isinstance(document, dict) and "inputs" in document:
         value = document["inputs"]

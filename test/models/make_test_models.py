@@ -120,6 +120,26 @@ def make_multi_io(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _multi_io_graph)
 
 
+def _shapes_graph() -> dict:
+    """One input of each shape kind a TF1 SignatureDef can record, for the shape checks:
+    ``any`` (a placeholder without a shape: ``unknown_rank``), ``scale`` (shape ``[]``: a true
+    scalar) and ``rows`` (``[-1, 2]``: an unknown batch dimension).
+    Outputs: ``doubled`` = 2 any (any's shape) and ``scaled`` = scale * rows.
+    """
+    anything = tf.compat.v1.placeholder(tf.float32, shape=None, name="any")
+    scale = tf.compat.v1.placeholder(tf.float32, shape=[], name="scale")
+    rows = tf.compat.v1.placeholder(tf.float32, shape=[None, 2], name="rows")
+    doubled = tf.multiply(anything, 2.0, name="doubled")
+    scaled = tf.multiply(rows, scale, name="scaled")
+    inputs = {"any": anything, "scale": scale, "rows": rows}
+    outputs = {"doubled": doubled, "scaled": scaled}
+    return {"serving_default": _signature(inputs, outputs, PREDICT)}
+
+
+def make_shapes(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _shapes_graph)
+
+
 class _HalfPlusTwo(tf.Module):
     """TF2 model: y = 0.5x + 2."""
 
@@ -239,6 +259,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_three": make_half_plus_three,
     "half_plus_two": make_half_plus_two,
     "multi_io": make_multi_io,
+    "shapes": make_shapes,
     "jpeg_classifier": make_jpeg_classifier,
     "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
     "mobilenet_v2": make_mobilenet_v2,
@@ -259,6 +280,9 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"input_1": np.zeros((1, IMAGE_SIZE, IMAGE_SIZE, 3), np.float32)}
     if name == "detector":
         return {"images": np.zeros((1, 512, 512, 3), np.float32)}
+    if name == "shapes":
+        rows = np.ones((1, 2), np.float32)
+        return {"any": np.ones((2, 3), np.float32), "scale": np.float32(2.0), "rows": rows}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}

@@ -264,6 +264,25 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
         payloads.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
 
 
+def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
+    """As the njs path reads it (each one-value row an instance), so Batch Transform's CSV with
+    a CSV Accept works on a rank-1 input; inputs of other ranks keep the (rows, 1) matrix."""
+    body = b"1.0\n2.5\n5\n"
+    vector = {"x": InputSpec("x", DT_FLOAT, (-1,))}
+    assert payloads.decode_inputs(body, "text/csv", vector, NO_SCALING)["x"].tolist() == [
+        1.0,
+        2.5,
+        5.0,
+    ]
+    for shape in [(-1, 1), None]:
+        column = {"x": InputSpec("x", DT_FLOAT, shape)}
+        decoded = payloads.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
+        assert decoded.shape == (3, 1), shape
+    scalar = {"x": InputSpec("x", DT_FLOAT, ())}
+    with pytest.raises(PayloadError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
+        payloads.decode_inputs(body, "text/csv", scalar, NO_SCALING)
+
+
 def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
     rng = np.random.default_rng(5)
     outputs = {
