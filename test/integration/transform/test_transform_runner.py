@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ScriptedEndpoint
+from scripted_endpoint import ScriptedEndpoint
 from sagemaker_tfs.transform.invoker import Invoker
 from sagemaker_tfs.transform.job import TransformJob, resolve
 from sagemaker_tfs.transform.runner import JobFailed, Runner

@@ -1,5 +1,5 @@
-"""A scripted model endpoint on a real socket, for the driver's own logic (the whole stack is
-in test/integration/transform/). It answers ``/ping``, ``/execution-parameters`` and
+"""A scripted model endpoint on a real socket, for the driver's own logic (the tests with the
+whole stack are ``test_transform_stack.py``). It answers ``/ping``, ``/execution-parameters`` and
 ``/invocations``: the body upper-cased, after a delay that shrinks with the record number (so
 answers arrive out of order), 500 for bodies with ``poison``, 500 on the first two tries of
 ``flaky``, 400 for ``bad``, and ``sleep`` waits 3 s. It records what it saw."""
@@ -10,9 +10,9 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 
 
 class ScriptedEndpoint(ThreadingHTTPServer):
@@ -81,8 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-@pytest.fixture
-def endpoint() -> Iterator[ScriptedEndpoint]:
+@contextmanager
+def scripted_endpoint() -> Iterator[ScriptedEndpoint]:
     server = ScriptedEndpoint()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
