@@ -25,6 +25,7 @@ from sagemaker_tfs.transform.invoker import Invoker
 
 PORT_RANGE_SIZE = 20
 STOP_TIMEOUT_SECONDS = 60.0
+START_ATTEMPTS = 3  # a port taken by another process between our check and the bind
 
 
 class StackStartError(RuntimeError):
@@ -51,6 +52,22 @@ def running_stack(model_dir: str, env: dict[str, str], start_timeout: float) -> 
     """The stack's URL while the ``with`` block runs."""
     if not Path(model_dir).is_dir():
         raise StackStartError(f"--model-dir {model_dir!r} is not a directory")
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            stack = _started_stack(model_dir, env, start_timeout)
+            url = next(stack)
+            break
+        except StackStartError as error:
+            if attempt == START_ATTEMPTS or "address already in use" not in str(error).lower():
+                raise
+    try:
+        yield url
+    finally:
+        stack.close()
+
+
+def _started_stack(model_dir: str, env: dict[str, str], start_timeout: float) -> Iterator[str]:
+    """A generator that yields the URL once the stack answers /ping and stops it when closed."""
     with tempfile.TemporaryDirectory(prefix="sagemaker-tfs-transform-") as work_dir:
         low = _free_ports(PORT_RANGE_SIZE + 1)
         port = low + PORT_RANGE_SIZE

@@ -88,6 +88,20 @@ def run_job(job: TransformJob) -> int:
     return 0
 
 
+def _submit(job: TransformJob) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from sagemaker_tfs.transform.sagemaker_job import submit
+
+    try:
+        arn = submit(job)
+    except (BotoCoreError, ClientError) as error:
+        log.error("submitting to SageMaker failed: %s", error)
+        return 1
+    log.info("submitted %s", arn)
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     _configure_logging()
     try:
@@ -96,11 +110,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(f"sagemaker-tfs transform: {error}\n")
         return 2
     if job.on_sagemaker:
-        from sagemaker_tfs.transform.sagemaker_job import submit
-
-        arn = submit(job)
-        log.info("submitted %s", arn)
-        return 0
+        return _submit(job)
     try:
         from sagemaker_tfs.transform.filters import FilterError, compile_path
     except ImportError:

@@ -200,3 +200,18 @@ def test_model_dir_mode_s3_manifest_gzip(stack: RunningStack, tmp_path: Path, te
     leftovers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
                  if str(model_dir) in cmdline(pid)]  # fmt: skip
     assert leftovers == []  # the command stopped the stack it started
+
+
+def test_a_stack_that_cannot_start_fails_the_job_with_its_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "empty-models").mkdir()
+    (tmp_path / "in.jsonl").write_text("{}\n")
+    assert transform(
+        "--model-dir", str(tmp_path / "empty-models"), "--input", str(tmp_path / "in.jsonl"),
+        "--output", str(tmp_path / "out"), "--content-type", "application/json",
+    ) == 1  # fmt: skip
+    failure = caplog.records[-1].getMessage()
+    assert failure.startswith("job failed: the stack exited with "), failure
+    assert "its log ends:" in failure and "empty-models" in failure
+    assert not (tmp_path / "out").exists()
