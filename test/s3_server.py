@@ -39,9 +39,12 @@ class S3Server:
         import boto3
 
         return boto3.client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id="test", aws_secret_access_key="test",
-        )  # fmt: skip
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
 
     def put_tree(self, bucket: str, prefix: str, root: Path) -> None:
         """Upload every file below ``root`` to ``s3://bucket/prefix<relative path>``."""
@@ -52,7 +55,9 @@ class S3Server:
             client.upload_file(str(path), bucket, prefix + path.relative_to(root).as_posix())
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
-        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        pages = (
+            self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        )
         return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
     def read(self, bucket: str, key: str) -> bytes:
@@ -62,9 +67,8 @@ class S3Server:
 @contextlib.contextmanager
 def s3_server(config_dir: Path) -> Iterator[S3Server]:
     """moto's S3 server for the duration of the ``with`` block (fresh, empty state)."""
-    from moto.server import ThreadedMotoServer
-
     import requests
+    from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
     port = free_port()

@@ -74,10 +74,25 @@ def plain_client(url: str, bodies: list[bytes], content_type: str, workers: int)
     return len(bodies) / elapsed
 
 
-def driver(url: str, input_dir: Path, output: Path, records: int, *options: str) -> tuple[float, int]:
+def driver(
+    url: str, input_dir: Path, output: Path, records: int, *options: str
+) -> tuple[float, int]:
     """(records/s from the job's own summary, peak RSS in KiB) of one transform run."""
-    command = [sys.executable, "-c", DRIVER, "transform", "--endpoint", url, "--input",
-               str(input_dir), "--output", str(output), "--progress", "log", *options]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        DRIVER,
+        "transform",
+        "--endpoint",
+        url,
+        "--input",
+        str(input_dir),
+        "--output",
+        str(output),
+        "--progress",
+        "log",
+        *options,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"transform failed:\n{result.stderr[-3000:]}")
@@ -95,8 +110,15 @@ def jpeg(seed: int, size: int) -> bytes:
     return buffer.getvalue()
 
 
-def compare(name: str, url: str, bodies: list[bytes], content_type: str, workers: int,
-            root: Path, *options: str) -> None:  # fmt: skip
+def compare(
+    name: str,
+    url: str,
+    bodies: list[bytes],
+    content_type: str,
+    workers: int,
+    root: Path,
+    *options: str,
+) -> None:
     """Interleaved runs over ``root/full`` (every body) and one over ``root/small`` (a quarter)."""
     small, full, small_count = root / "small", root / "full", len(bodies) // 4
     client_rates, driver_rates = [], []
@@ -106,11 +128,17 @@ def compare(name: str, url: str, bodies: list[bytes], content_type: str, workers
         driver_rates.append(rate)
     _, small_rss = driver(url, small, root / "out-small", small_count, *options)
     client, transform = sum(client_rates) / 2, sum(driver_rates) / 2
-    print(f"{name}: client " + " / ".join(f"{r:.1f}" for r in client_rates)
-          + " records/s; transform " + " / ".join(f"{r:.1f}" for r in driver_rates)
-          + f" records/s; ratio transform/client {transform / client:.3f}")  # fmt: skip
-    print(f"{name}: driver peak RSS {small_rss / 1024:.0f} MiB at {small_count} records, "
-          f"{full_rss / 1024:.0f} MiB at {len(bodies)} records (x{full_rss / small_rss:.2f})")
+    print(
+        f"{name}: client "
+        + " / ".join(f"{r:.1f}" for r in client_rates)
+        + " records/s; transform "
+        + " / ".join(f"{r:.1f}" for r in driver_rates)
+        + f" records/s; ratio transform/client {transform / client:.3f}"
+    )
+    print(
+        f"{name}: driver peak RSS {small_rss / 1024:.0f} MiB at {small_count} records, "
+        f"{full_rss / 1024:.0f} MiB at {len(bodies)} records (x{full_rss / small_rss:.2f})"
+    )
     sys.stdout.flush()
 
 
@@ -124,10 +152,24 @@ def json_workload(models: TestModels, root: Path, lines: int, workers: int) -> N
     (model_dir / "half_plus_three").symlink_to(models("half_plus_three"))
     env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
     with running_stack(model_dir, _work(root), env) as stack:
-        compare("json", stack.url, [r.encode() + b"\n" for r in records], "application/json",
-                workers, root, "--content-type",
-                "application/json", "--split-type", "Line", "--batch-strategy", "SingleRecord",
-                "--assemble-with", "Line", "--max-concurrent-transforms", str(workers))  # fmt: skip
+        compare(
+            "json",
+            stack.url,
+            [r.encode() + b"\n" for r in records],
+            "application/json",
+            workers,
+            root,
+            "--content-type",
+            "application/json",
+            "--split-type",
+            "Line",
+            "--batch-strategy",
+            "SingleRecord",
+            "--assemble-with",
+            "Line",
+            "--max-concurrent-transforms",
+            str(workers),
+        )
 
 
 def jpeg_workload(models: TestModels, root: Path, images: int, workers: int) -> None:
@@ -141,9 +183,18 @@ def jpeg_workload(models: TestModels, root: Path, images: int, workers: int) -> 
     (model_dir / "jpeg_mobilenet_v2").symlink_to(models("jpeg_mobilenet_v2"))
     env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
     with running_stack(model_dir, _work(root), env) as stack:
-        compare("jpeg", stack.url, bodies, "application/x-image", workers, root,
-                "--content-type", "application/x-image",
-                "--max-concurrent-transforms", str(workers))  # fmt: skip
+        compare(
+            "jpeg",
+            stack.url,
+            bodies,
+            "application/x-image",
+            workers,
+            root,
+            "--content-type",
+            "application/x-image",
+            "--max-concurrent-transforms",
+            str(workers),
+        )
 
 
 def _work(root: Path) -> Path:

@@ -152,8 +152,10 @@ def _join(source: Any, answer: Any, csv_input: bool) -> Any:
         return {**source, JOIN_KEY: answer}
     if isinstance(source, list):
         return [*source, answer]
-    raise FilterError(f"cannot join an answer to the JSON input {_preview(source)}: "
-                      "it is neither an object nor an array")  # fmt: skip
+    raise FilterError(
+        f"cannot join an answer to the JSON input {_preview(source)}: "
+        "it is neither an object nor an array"
+    )
 
 
 def _load(data: bytes, as_csv: bool, what: str) -> Any:
@@ -175,8 +177,10 @@ def _dump(value: Any, as_csv: bool) -> bytes:
         row = value if isinstance(value, list) else [value]
         out = io.StringIO()
         csv.writer(out, lineterminator="").writerow(
-            [json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
-             for v in row]
-        )  # fmt: skip
+            [
+                json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
+                for v in row
+            ]
+        )
         return out.getvalue().encode("utf-8")
     return json.dumps(value, separators=(",", ":")).encode("utf-8")

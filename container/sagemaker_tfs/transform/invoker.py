@@ -97,9 +97,11 @@ class Invoker:
         """(answer, "", False) on success, else (None, what went wrong, worth retrying)."""
         try:
             response = self.session.post(
-                self.endpoint + "/invocations", data=body, headers=self.headers,
+                self.endpoint + "/invocations",
+                data=body,
+                headers=self.headers,
                 timeout=self.timeout,
-            )  # fmt: skip
+            )
         except requests.Timeout:
             return None, f"no answer within {self.timeout:g}s (--invocations-timeout)", True
         except requests.RequestException as error:

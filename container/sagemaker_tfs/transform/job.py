@@ -81,7 +81,11 @@ class TransformJob:
 
     @property
     def resolved(self) -> bool:
-        return None not in (self.batch_strategy, self.max_payload_mb, self.max_concurrent_transforms)
+        return None not in (
+            self.batch_strategy,
+            self.max_payload_mb,
+            self.max_concurrent_transforms,
+        )
 
     def container_environment(self) -> dict[str, str]:
         """What SageMaker puts in the container's environment for this job (plus ``--env``)."""
@@ -89,7 +93,9 @@ class TransformJob:
         if self.max_concurrent_transforms is not None:
             env["SAGEMAKER_MAX_CONCURRENT_TRANSFORMS"] = str(self.max_concurrent_transforms)
         if self.batch_strategy is not None:
-            env["SAGEMAKER_BATCH_STRATEGY"] = self.batch_strategy.upper().replace("RECORD", "_RECORD")
+            env["SAGEMAKER_BATCH_STRATEGY"] = self.batch_strategy.upper().replace(
+                "RECORD", "_RECORD"
+            )
         if self.max_payload_mb is not None:
             env["SAGEMAKER_MAX_PAYLOAD_IN_MB"] = str(self.max_payload_mb)
         return {**env, **self.env}
@@ -167,8 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a SageMaker Batch Transform job locally against the serving stack.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--model-dir", help="start the stack on these models (or, with "
-                        "--on-sagemaker, the S3 URI of model.tar.gz)")  # fmt: skip
+    target.add_argument(
+        "--model-dir",
+        help="start the stack on these models (or, with "
+        "--on-sagemaker, the S3 URI of model.tar.gz)",
+    )
     target.add_argument("--endpoint", help="a running stack or container, http://HOST:PORT")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", help="a file, a directory or an s3://bucket/prefix")
@@ -177,32 +186,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--content-type", required=True)
     parser.add_argument("--accept", help=f"default {DEFAULT_ACCEPT}")
     parser.add_argument("--split-type", type=_choice("--split-type", SPLIT_TYPES), default="None")
-    parser.add_argument("--compression", type=_choice("--compression", COMPRESSION_TYPES),
-                        default="None")  # fmt: skip
+    parser.add_argument(
+        "--compression", type=_choice("--compression", COMPRESSION_TYPES), default="None"
+    )
     parser.add_argument("--batch-strategy", type=_choice("--batch-strategy", BATCH_STRATEGIES))
     parser.add_argument("--max-payload-mb", type=_ranged("--max-payload-mb", 0, 100))
-    parser.add_argument("--max-concurrent-transforms",
-                        type=_ranged("--max-concurrent-transforms", 1, 1000))  # fmt: skip
-    parser.add_argument("--assemble-with", type=_choice("--assemble-with", ASSEMBLE_WITH),
-                        default="None")  # fmt: skip
+    parser.add_argument(
+        "--max-concurrent-transforms", type=_ranged("--max-concurrent-transforms", 1, 1000)
+    )
+    parser.add_argument(
+        "--assemble-with", type=_choice("--assemble-with", ASSEMBLE_WITH), default="None"
+    )
     parser.add_argument("--input-filter")
     parser.add_argument("--output-filter")
-    parser.add_argument("--join-source", type=_choice("--join-source", JOIN_SOURCES),
-                        default="None")  # fmt: skip
-    parser.add_argument("--invocations-timeout", type=_ranged("--invocations-timeout", 1, 3600),
-                        default=DEFAULT_INVOCATIONS_TIMEOUT_SECONDS)  # fmt: skip
-    parser.add_argument("--invocations-max-retries",
-                        type=_ranged("--invocations-max-retries", 0, 3),
-                        default=DEFAULT_INVOCATIONS_MAX_RETRIES)  # fmt: skip
-    parser.add_argument("--env", type=_env_pair, action="append", default=[],
-                        metavar="NAME=VALUE", help="container environment (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--join-source", type=_choice("--join-source", JOIN_SOURCES), default="None"
+    )
+    parser.add_argument(
+        "--invocations-timeout",
+        type=_ranged("--invocations-timeout", 1, 3600),
+        default=DEFAULT_INVOCATIONS_TIMEOUT_SECONDS,
+    )
+    parser.add_argument(
+        "--invocations-max-retries",
+        type=_ranged("--invocations-max-retries", 0, 3),
+        default=DEFAULT_INVOCATIONS_MAX_RETRIES,
+    )
+    parser.add_argument(
+        "--env",
+        type=_env_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="container environment (repeatable)",
+    )
     parser.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     sagemaker = parser.add_argument_group("SageMaker (submit instead of running here)")
     sagemaker.add_argument("--on-sagemaker", metavar="ROLE_ARN")
     sagemaker.add_argument("--image", help="the serving image URI in ECR")
     sagemaker.add_argument("--instance-type", default="ml.m5.xlarge")
-    sagemaker.add_argument("--instance-count", type=_ranged("--instance-count", 1),
-                           default=1)  # fmt: skip
+    sagemaker.add_argument("--instance-count", type=_ranged("--instance-count", 1), default=1)
     sagemaker.add_argument("--job-name", help="default: sagemaker-tfs-transform-<time>")
     return parser
 
@@ -275,4 +298,6 @@ def validate(job: TransformJob) -> None:
             f"use --split-type Line or None, not {job.split_type}"
         )
     if job.join_source == "Input" and job.assemble_with != "Line" and job.split_type == "Line":
-        raise JobConfigError("--join-source Input with --split-type Line needs --assemble-with Line")
+        raise JobConfigError(
+            "--join-source Input with --split-type Line needs --assemble-with Line"
+        )

@@ -78,14 +78,25 @@ def _started_stack(model_dir: str, env: dict[str, str], start_timeout: float) ->
         }
         log_path = Path(work_dir) / "serve.log"
         command = [
-            sys.executable, "-m", "sagemaker_tfs.cli", "serve", "--model-dir", model_dir,
-            "--work-dir", work_dir, "--port", str(port),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "sagemaker_tfs.cli",
+            "serve",
+            "--model-dir",
+            model_dir,
+            "--work-dir",
+            work_dir,
+            "--port",
+            str(port),
+        ]
         with open(log_path, "wb") as log_file:
             process = subprocess.Popen(
-                command, env=child_env, stdout=log_file, stderr=subprocess.STDOUT,
+                command,
+                env=child_env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_for_ping(process, url, log_path, start_timeout)
@@ -114,10 +125,8 @@ def _wait_for_ping(process: subprocess.Popen[bytes], url: str, log: Path, timeou
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # anything left in its session
     process.wait()

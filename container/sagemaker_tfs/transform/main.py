@@ -39,7 +39,9 @@ def _endpoint(job: TransformJob) -> Iterator[str]:
 
     assert job.model_dir is not None
     log.info("starting the stack on %s", job.model_dir)
-    with running_stack(job.model_dir, job.container_environment(), STACK_START_TIMEOUT_SECONDS) as url:
+    with running_stack(
+        job.model_dir, job.container_environment(), STACK_START_TIMEOUT_SECONDS
+    ) as url:
         log.info("stack ready at %s", url)
         yield url
 
@@ -74,9 +76,13 @@ def run_job(job: TransformJob) -> int:
             log.info("execution-parameters: %s", parameters)
             log.info("job: %s", _describe(resolved))
             invoker = Invoker(
-                url, resolved.content_type, resolved.accept, resolved.invocations_timeout,
-                resolved.invocations_max_retries, pool_size=resolved.max_concurrent_transforms or 1,
-            )  # fmt: skip
+                url,
+                resolved.content_type,
+                resolved.accept,
+                resolved.invocations_timeout,
+                resolved.invocations_max_retries,
+                pool_size=resolved.max_concurrent_transforms or 1,
+            )
             try:
                 summary = Runner(resolved, invoker).run()
             finally:
@@ -117,8 +123,10 @@ def main(argv: Sequence[str]) -> int:
         sys.stderr.write(MISSING_EXTRA + "\n")
         return 2
     try:
-        for expression, option in ((job.input_filter, "--input-filter"),
-                                   (job.output_filter, "--output-filter")):  # fmt: skip
+        for expression, option in (
+            (job.input_filter, "--input-filter"),
+            (job.output_filter, "--output-filter"),
+        ):
             if expression:
                 compile_path(expression, option)
     except FilterError as error:

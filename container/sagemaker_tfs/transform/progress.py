@@ -56,9 +56,14 @@ class Progress:
             from tqdm import tqdm
 
             self._bar = tqdm(
-                total=total_bytes, unit="B", unit_scale=True, unit_divisor=1024,
-                desc="transform", file=sys.stderr, dynamic_ncols=True,
-            )  # fmt: skip
+                total=total_bytes,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc="transform",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
 
     def advance(self, records: int, input_bytes: int, output_bytes: int) -> None:
         with self._lock:
@@ -72,9 +77,11 @@ class Progress:
                 self._bar.update(input_bytes)
                 rate = s.records / max(s.seconds, 1e-9)
                 self._bar.set_postfix(
-                    records=s.records, rec_s=f"{rate:.0f}", files=f"{s.files_done}/{s.files}",
+                    records=s.records,
+                    rec_s=f"{rate:.0f}",
+                    files=f"{s.files_done}/{s.files}",
                     refresh=False,
-                )  # fmt: skip
+                )
             elif self.mode == "log" and time.monotonic() - self._last_log >= LOG_INTERVAL_SECONDS:
                 self._last_log = time.monotonic()
                 log.info("progress: %s", s.line())

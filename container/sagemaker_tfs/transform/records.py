@@ -139,7 +139,7 @@ def tfrecord_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         where = f"TFRecord {index + 1}"
         if len(header) < _TFRECORD_HEADER.size:
             raise RecordError(f"{where}: truncated header")
-        (length, _) = _TFRECORD_HEADER.unpack(header)
+        length, _ = _TFRECORD_HEADER.unpack(header)
         size = _TFRECORD_HEADER.size + length + _TFRECORD_FOOTER_BYTES
         if size > limit:
             raise _too_large(index, size, limit)

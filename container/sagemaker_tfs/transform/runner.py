@@ -3,7 +3,7 @@
 The main thread reads each input object as a stream, splits and packs it into mini-batches
 and submits them to a pool of MaxConcurrentTransforms threads (so at most that many requests
 are in flight). Submitted batches wait in one FIFO window (at most ``WINDOW_PER_WORKER`` per
-thread, which bounds memory); the main thread takes answers from its head, so outputs are
+thread and ``WINDOW_BYTES`` of request bodies, beyond one per thread, which bounds memory); the main thread takes answers from its head, so outputs are
 written in input order whatever order the answers arrive in. With SplitType None the worker
 reads the object itself, so many small objects (images) are read concurrently too.
 
@@ -29,7 +29,8 @@ from sagemaker_tfs.transform.storage import InputObject, OutputSink, StorageErro
 
 log = logging.getLogger("sagemaker_tfs.transform")
 
-WINDOW_PER_WORKER = 2
+WINDOW_PER_WORKER = 4  # queued work keeps the threads busy while the head is slow
+WINDOW_BYTES = 256 << 20
 
 
 class JobFailed(RuntimeError):
@@ -53,6 +54,7 @@ class _Pending:
     state: _FileState
     future: Future[_Done] | None  # None: the end of this file (commit it)
     where: str = ""
+    size: int = 0  # request body bytes (an estimate for whole objects)
 
 
 class Runner:
@@ -63,9 +65,12 @@ class Runner:
         self.invoker = invoker
         self.limit = job.max_payload_bytes
         self.processing = DataProcessing.build(
-            job.content_type, job.accept or "", job.input_filter, job.output_filter,
+            job.content_type,
+            job.accept or "",
+            job.input_filter,
+            job.output_filter,
             job.join_source,
-        )  # fmt: skip
+        )
         self.workers = job.max_concurrent_transforms or 1
 
     def run(self) -> Summary:
@@ -86,16 +91,21 @@ class Runner:
 
     def _run(self, inputs: list[InputObject], progress: Progress) -> None:
         window: deque[_Pending] = deque()
+        window_bytes = 0
         open_states: list[_FileState] = []
         pool = ThreadPoolExecutor(self.workers, thread_name_prefix="transform")
         try:
             for source in inputs:
                 state = _FileState(source)
                 open_states.append(state)
-                for where, work in self._work_items(source):
-                    while len(window) >= self.workers * WINDOW_PER_WORKER:
+                for where, size, work in self._work_items(source):
+                    while len(window) >= self.workers * WINDOW_PER_WORKER or (
+                        len(window) >= self.workers and window_bytes + size > WINDOW_BYTES
+                    ):
+                        window_bytes -= window[0].size
                         self._drain(window.popleft(), progress)
-                    window.append(_Pending(state, pool.submit(work), where))
+                    window.append(_Pending(state, pool.submit(work), where, size))
+                    window_bytes += size
                 window.append(_Pending(state, None))
             while window:
                 self._drain(window.popleft(), progress)
@@ -110,10 +120,10 @@ class Runner:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _work_items(self, source: InputObject) -> Iterator[tuple[str, Callable[[], _Done]]]:
-        """(what it is, for messages; the function a worker runs) for each request."""
+    def _work_items(self, source: InputObject) -> Iterator[tuple[str, int, Callable[[], _Done]]]:
+        """(what it is, for messages; body bytes; the function a worker runs) per request."""
         if self.job.split_type == "None":
-            yield "record 1", lambda: self._invoke(self._whole_object(source))
+            yield "record 1", source.size or 0, lambda: self._invoke(self._whole_object(source))
             return
         try:
             with source.open() as raw:
@@ -123,14 +133,16 @@ class Runner:
                 for batch in mini_batches(
                     records, self.job.split_type, self.job.batch_strategy or "", self.limit, prepare
                 ):
-                    yield batch.describe(), lambda batch=batch: self._invoke(batch)
+                    yield batch.describe(), len(batch.body), lambda b=batch: self._invoke(b)
         except (recs.RecordError, FilterError, StorageError, OSError, EOFError) as error:
             raise JobFailed(f"{source.location}: {error}") from None
 
     def _whole_object(self, source: InputObject) -> MiniBatch:
         try:
             with source.open() as raw:
-                data = next(recs.whole_object(recs.decompressed(raw, self.job.compression), self.limit))
+                data = next(
+                    recs.whole_object(recs.decompressed(raw, self.job.compression), self.limit)
+                )
         except (recs.RecordError, StorageError, OSError, EOFError) as error:
             raise JobFailed(f"{source.location}: {error}") from None
         body = self.processing.filter_input(data) if self.processing.filters_input else data
@@ -163,7 +175,8 @@ class Runner:
                 return done.answer + b"\n"
             return done.answer
         answers = _answer_lines(done)
-        parts = [self.processing.process_output(r, a) for r, a in zip(done.batch.records, answers)]
+        pairs = zip(done.batch.records, answers, strict=True)
+        parts = [self.processing.process_output(record, answer) for record, answer in pairs]
         return b"".join(p + b"\n" for p in parts) if line else b"".join(parts)
 
 

@@ -43,7 +43,10 @@ def create_transform_job_request(job: TransformJob, name: str) -> dict[str, Any]
         "CompressionType": job.compression,
         "SplitType": job.split_type,
     }
-    transform_output: dict[str, Any] = {"S3OutputPath": job.output, "AssembleWith": job.assemble_with}
+    transform_output: dict[str, Any] = {
+        "S3OutputPath": job.output,
+        "AssembleWith": job.assemble_with,
+    }
     if job.accept:
         transform_output["Accept"] = job.accept
     request: dict[str, Any] = {
@@ -88,6 +91,4 @@ def submit(job: TransformJob, client: Any = None, now: float | None = None) -> s
         client = boto3.client("sagemaker")
     name = job_name(job, now)
     client.create_model(**create_model_request(job, name))
-    return client.create_transform_job(**create_transform_job_request(job, name))[
-        "TransformJobArn"
-    ]
+    return client.create_transform_job(**create_transform_job_request(job, name))["TransformJobArn"]

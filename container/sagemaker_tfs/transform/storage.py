@@ -100,9 +100,11 @@ def _s3_input(bucket: str, key: str, name: str, size: int | None) -> InputObject
 
 def _local_input(path: Path, name: str) -> InputObject:
     return InputObject(
-        name, str(path), path.stat().st_size,
+        name,
+        str(path),
+        path.stat().st_size,
         lambda: open(path, "rb", buffering=READ_BUFFER_BYTES),  # noqa: SIM115 - caller closes
-    )  # fmt: skip
+    )
 
 
 def list_inputs(uri: str, manifest: bool = False) -> Iterator[InputObject]:
@@ -129,7 +131,9 @@ def _s3_prefix_inputs(uri: str) -> Iterator[InputObject]:
     bucket, prefix = split_s3(uri)
     base = prefix[: prefix.rfind("/") + 1]
     paginator = s3_client().get_paginator("list_objects_v2")
-    pages = _s3_call(f"listing {uri}", lambda: iter(paginator.paginate(Bucket=bucket, Prefix=prefix)))
+    pages = _s3_call(
+        f"listing {uri}", lambda: iter(paginator.paginate(Bucket=bucket, Prefix=prefix))
+    )
     while True:
         page = _s3_call(f"listing {uri}", lambda: next(pages, None))
         if page is None:
@@ -188,7 +192,8 @@ class OutputSink:
         self.name = name + ".out"
         self.location = _join(output, self.name)
         if is_s3(output):
-            self._file: BinaryIO = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # type: ignore[assignment]
+            # Closed by commit() or abort().
+            self._file: BinaryIO = tempfile.SpooledTemporaryFile(SPOOL_BYTES)  # type: ignore[assignment]  # noqa: SIM115
             self._final: Path | None = None
         else:
             self._final = Path(self.location)

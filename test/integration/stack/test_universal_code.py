@@ -55,7 +55,9 @@ def s3_env(server: S3Server, bucket: str, prefix: str) -> dict[str, str]:
     }
 
 
-def put_shared_code(server: S3Server, tree: Path, bucket: str, prefix: str, fillers: int = 0) -> None:
+def put_shared_code(
+    server: S3Server, tree: Path, bucket: str, prefix: str, fillers: int = 0
+) -> None:
     """The shared code (and ``fillers`` more small files under ``data/``) under the prefix,
     plus a decoy outside it."""
     code = tree / "code"

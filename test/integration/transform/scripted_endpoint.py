@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-
 class ScriptedEndpoint(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -26,8 +25,10 @@ class ScriptedEndpoint(ThreadingHTTPServer):
         self.attempts: dict[bytes, int] = {}
         self.content_types: set[str] = set()
         self.execution_parameters = {
-            "MaxConcurrentTransforms": 16, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 1
-        }  # fmt: skip
+            "MaxConcurrentTransforms": 16,
+            "BatchStrategy": "SINGLE_RECORD",
+            "MaxPayloadInMB": 1,
+        }
 
     @property
     def url(self) -> str:

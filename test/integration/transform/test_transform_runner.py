@@ -6,16 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scripted_endpoint import ScriptedEndpoint
 from sagemaker_tfs.transform.invoker import Invoker
 from sagemaker_tfs.transform.job import TransformJob, resolve
-from sagemaker_tfs.transform.runner import JobFailed, Runner
 from sagemaker_tfs.transform.progress import Summary
+from sagemaker_tfs.transform.runner import JobFailed, Runner
+from scripted_endpoint import ScriptedEndpoint
 
 
 def run(endpoint: ScriptedEndpoint, input_path: Path, output: Path, **fields: object) -> Summary:
-    job = TransformJob(str(input_path), str(output), "application/jsonlines",
-                       endpoint=endpoint.url, progress="none", **fields)  # type: ignore[arg-type]  # fmt: skip
+    job = TransformJob(
+        str(input_path),
+        str(output),
+        "application/jsonlines",
+        endpoint=endpoint.url,
+        progress="none",
+        **fields,
+    )  # type: ignore[arg-type]
     invoker = Invoker(endpoint.url, job.content_type, None, 1, job.invocations_max_retries)
     resolved = resolve(job, invoker.execution_parameters())
     try:
@@ -36,8 +42,9 @@ def test_answers_are_assembled_in_input_order_under_concurrency(
     lines = [f'{{"r": {i}}}' for i in range(300)]
     write_lines(tmp_path / "in" / "part-1.jsonl", lines)
     write_lines(tmp_path / "in" / "sub" / "part-2.jsonl", lines[:5])
-    summary = run(endpoint, tmp_path / "in", tmp_path / "out", split_type="Line",
-                  assemble_with="Line")  # fmt: skip
+    summary = run(
+        endpoint, tmp_path / "in", tmp_path / "out", split_type="Line", assemble_with="Line"
+    )
     out = (tmp_path / "out" / "part-1.jsonl.out").read_text().splitlines()
     assert out == [line.upper() for line in lines]
     assert (tmp_path / "out" / "sub" / "part-2.jsonl.out").read_text().splitlines() == [
@@ -52,8 +59,14 @@ def test_multi_record_and_assemble_none_concatenate_answers(
 ) -> None:
     lines = [f"r{i:04d}" + "x" * 100 for i in range(50)]
     write_lines(tmp_path / "in.txt", lines)
-    summary = run(endpoint, tmp_path / "in.txt", tmp_path / "out", split_type="Line",
-                  batch_strategy="MultiRecord", max_payload_mb=1)  # fmt: skip
+    summary = run(
+        endpoint,
+        tmp_path / "in.txt",
+        tmp_path / "out",
+        split_type="Line",
+        batch_strategy="MultiRecord",
+        max_payload_mb=1,
+    )
     assert summary.requests == 1
     assert (tmp_path / "out" / "in.txt.out").read_text() == "".join(
         line.upper() + "\n" for line in lines
@@ -62,8 +75,14 @@ def test_multi_record_and_assemble_none_concatenate_answers(
 
 def test_5xx_is_retried(endpoint: ScriptedEndpoint, tmp_path: Path) -> None:
     write_lines(tmp_path / "in.jsonl", ["ok1", "flaky2", "ok3"])
-    summary = run(endpoint, tmp_path / "in.jsonl", tmp_path / "out", split_type="Line",
-                  assemble_with="Line", invocations_max_retries=2)  # fmt: skip
+    summary = run(
+        endpoint,
+        tmp_path / "in.jsonl",
+        tmp_path / "out",
+        split_type="Line",
+        assemble_with="Line",
+        invocations_max_retries=2,
+    )
     assert (tmp_path / "out" / "in.jsonl.out").read_text() == "OK1\nFLAKY2\nOK3\n"
     assert endpoint.attempts[b"flaky2\n"] == 3 and summary.retries == 2
 
@@ -71,23 +90,32 @@ def test_5xx_is_retried(endpoint: ScriptedEndpoint, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("bad_line", "retries", "attempts", "reason"),
     [
-        ("poison57", 1, 2, "HTTP 500: {\"error\": \"model server crashed\"} after 2 attempts"),
+        ("poison57", 1, 2, 'HTTP 500: {"error": "model server crashed"} after 2 attempts'),
         ("bad57", 3, 1, 'HTTP 400: {"error": "bad record"}'),  # a 4xx is not retried
         ("sleep57", 0, 1, "no answer within 1s"),
     ],
 )
 def test_a_failing_record_fails_the_job_naming_file_and_record(
-    endpoint: ScriptedEndpoint, tmp_path: Path, bad_line: str, retries: int, attempts: int,
+    endpoint: ScriptedEndpoint,
+    tmp_path: Path,
+    bad_line: str,
+    retries: int,
+    attempts: int,
     reason: str,
-) -> None:  # fmt: skip
+) -> None:
     write_lines(tmp_path / "in" / "a.jsonl", [f"a{i}" for i in range(10)])
     lines = [f"b{i}" for i in range(100)]
     lines[56] = bad_line
     write_lines(tmp_path / "in" / "b.jsonl", lines)
     write_lines(tmp_path / "in" / "c.jsonl", [f"c{i}" for i in range(10)])
     with pytest.raises(JobFailed) as failure:
-        run(endpoint, tmp_path / "in", tmp_path / "out", split_type="Line",
-            invocations_max_retries=retries)  # fmt: skip
+        run(
+            endpoint,
+            tmp_path / "in",
+            tmp_path / "out",
+            split_type="Line",
+            invocations_max_retries=retries,
+        )
     message = str(failure.value)
     assert message.startswith(f"{tmp_path / 'in' / 'b.jsonl'}: record 57: "), message
     assert reason in message

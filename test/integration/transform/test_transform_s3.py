@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_endpoint import ScriptedEndpoint
 from s3_server import S3Server, s3_server
 from sagemaker_tfs.transform import storage
 from sagemaker_tfs.transform.invoker import Invoker
 from sagemaker_tfs.transform.job import TransformJob, resolve
 from sagemaker_tfs.transform.runner import JobFailed, Runner
+from scripted_endpoint import ScriptedEndpoint
 
 
 @pytest.fixture
@@ -28,8 +28,16 @@ def s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
 
 
 def run(endpoint: ScriptedEndpoint, source: str, output: str, **fields: object) -> None:
-    job = TransformJob(source, output, "application/jsonlines", endpoint=endpoint.url,
-                       progress="none", split_type="Line", assemble_with="Line", **fields)  # type: ignore[arg-type]  # fmt: skip
+    job = TransformJob(
+        source,
+        output,
+        "application/jsonlines",
+        endpoint=endpoint.url,
+        progress="none",
+        split_type="Line",
+        assemble_with="Line",
+        **fields,
+    )  # type: ignore[arg-type]
     invoker = Invoker(endpoint.url, job.content_type, None, 5, job.invocations_max_retries)
     try:
         Runner(resolve(job, invoker.execution_parameters()), invoker).run()
@@ -44,15 +52,17 @@ def put(s3: S3Server, bucket: str, objects: dict[str, bytes]) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=body)
 
 
-def test_s3_prefix_in_s3_out_keeps_relative_names(
-    s3: S3Server, endpoint: ScriptedEndpoint
-) -> None:
-    put(s3, "input-bucket", {
-        "jobs/in/a.jsonl": b"a1\na2\n",
-        "jobs/in/deep/b.jsonl": b"b1\n",
-        "jobs/in/": b"",  # a "directory" placeholder: not an input
-        "jobs/other/c.jsonl": b"never\n",
-    })  # fmt: skip
+def test_s3_prefix_in_s3_out_keeps_relative_names(s3: S3Server, endpoint: ScriptedEndpoint) -> None:
+    put(
+        s3,
+        "input-bucket",
+        {
+            "jobs/in/a.jsonl": b"a1\na2\n",
+            "jobs/in/deep/b.jsonl": b"b1\n",
+            "jobs/in/": b"",  # a "directory" placeholder: not an input
+            "jobs/other/c.jsonl": b"never\n",
+        },
+    )
     s3.client().create_bucket(Bucket="output-bucket")
     run(endpoint, "s3://input-bucket/jobs/in/", "s3://output-bucket/results/")
     assert sorted(s3.keys("output-bucket")) == ["results/a.jsonl.out", "results/deep/b.jsonl.out"]
@@ -60,16 +70,28 @@ def test_s3_prefix_in_s3_out_keeps_relative_names(
     assert b"never\n" not in endpoint.attempts
 
 
-def test_gzip_objects_from_a_manifest(s3: S3Server, endpoint: ScriptedEndpoint, tmp_path: Path) -> None:
-    put(s3, "input-bucket", {
-        "data/day1/x.jsonl.gz": gzip.compress(b"x1\nx2\n"),
-        "data/day2/y.jsonl.gz": gzip.compress(b"y1\n"),
-        "data/day2/z.jsonl.gz": gzip.compress(b"not listed\n"),
-        "in.manifest": json.dumps([{"prefix": "s3://input-bucket/data/"},
-                                   "day1/x.jsonl.gz", "day2/y.jsonl.gz"]).encode(),
-    })  # fmt: skip
-    run(endpoint, "s3://input-bucket/in.manifest", str(tmp_path / "out"), manifest=True,
-        compression="Gzip")  # fmt: skip
+def test_gzip_objects_from_a_manifest(
+    s3: S3Server, endpoint: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    put(
+        s3,
+        "input-bucket",
+        {
+            "data/day1/x.jsonl.gz": gzip.compress(b"x1\nx2\n"),
+            "data/day2/y.jsonl.gz": gzip.compress(b"y1\n"),
+            "data/day2/z.jsonl.gz": gzip.compress(b"not listed\n"),
+            "in.manifest": json.dumps(
+                [{"prefix": "s3://input-bucket/data/"}, "day1/x.jsonl.gz", "day2/y.jsonl.gz"]
+            ).encode(),
+        },
+    )
+    run(
+        endpoint,
+        "s3://input-bucket/in.manifest",
+        str(tmp_path / "out"),
+        manifest=True,
+        compression="Gzip",
+    )
     assert (tmp_path / "out" / "day1" / "x.jsonl.gz.out").read_bytes() == b"X1\nX2\n"
     assert (tmp_path / "out" / "day2" / "y.jsonl.gz.out").read_bytes() == b"Y1\n"
     assert len(list((tmp_path / "out").rglob("*.out"))) == 2

@@ -61,8 +61,11 @@ def model_dir(test_models, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def stack(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": CONCURRENCY,
-           "SAGEMAKER_MAX_PAYLOAD_IN_MB": "1"}  # fmt: skip
+    env = {
+        "SAGEMAKER_BATCH": "true",
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": CONCURRENCY,
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB": "1",
+    }
     with running_stack(model_dir, tmp_path_factory.mktemp("work"), env) as running:
         yield running
 
@@ -72,8 +75,12 @@ def transform(*argv: str) -> int:
 
 
 def direct(stack: RunningStack, body: bytes, content_type: str, accept: str) -> bytes:
-    response = requests.post(stack.url + "/invocations", data=body, timeout=60,
-                             headers={"Content-Type": content_type, "Accept": accept})  # fmt: skip
+    response = requests.post(
+        stack.url + "/invocations",
+        data=body,
+        timeout=60,
+        headers={"Content-Type": content_type, "Accept": accept},
+    )
     assert response.status_code == 200, response.text
     return response.content
 
@@ -81,7 +88,9 @@ def direct(stack: RunningStack, body: bytes, content_type: str, accept: str) -> 
 def assert_same_prediction(got: object, expected: object) -> None:
     assert isinstance(got, dict) and isinstance(expected, dict)
     assert got["classes"] == expected["classes"]
-    np.testing.assert_allclose(got["probabilities"], expected["probabilities"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        got["probabilities"], expected["probabilities"], rtol=1e-5, atol=1e-7
+    )
 
 
 def test_json_lines_of_base64_images_multi_record(stack: RunningStack, tmp_path: Path) -> None:
@@ -94,20 +103,40 @@ def test_json_lines_of_base64_images_multi_record(stack: RunningStack, tmp_path:
         (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "in" / name).write_text("\n".join(records[name]) + "\n")
     assert (tmp_path / "in" / "batch-0.jsonl").stat().st_size > 2 << 20  # 3 mini-batches of 1 MB
-    assert transform(
-        "--endpoint", stack.url, "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-        "--content-type", "application/jsonlines", "--accept", "application/jsonlines",
-        "--split-type", "Line", "--batch-strategy", "MultiRecord", "--assemble-with", "Line",
-    ) == 0  # fmt: skip
+    assert (
+        transform(
+            "--endpoint",
+            stack.url,
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/jsonlines",
+            "--accept",
+            "application/jsonlines",
+            "--split-type",
+            "Line",
+            "--batch-strategy",
+            "MultiRecord",
+            "--assemble-with",
+            "Line",
+        )
+        == 0
+    )
     for name, lines in records.items():
         out = (tmp_path / "out" / f"{name}.out").read_text().splitlines()
         assert len(out) == len(lines)
-        for line, answer in zip(lines, out):
-            expected = direct(stack, line.encode(), "application/jsonlines", "application/jsonlines")
+        for line, answer in zip(lines, out, strict=True):
+            expected = direct(
+                stack, line.encode(), "application/jsonlines", "application/jsonlines"
+            )
             assert_same_prediction(json.loads(answer), json.loads(expected))
     assert sorted(p.name for p in (tmp_path / "out").rglob("*")) == [
-        "batch-0.jsonl.out", "batch-1.jsonl.out", "more"
-    ]  # fmt: skip
+        "batch-0.jsonl.out",
+        "batch-1.jsonl.out",
+        "more",
+    ]
 
 
 def test_image_files_split_type_none(stack: RunningStack, tmp_path: Path) -> None:
@@ -117,10 +146,19 @@ def test_image_files_split_type_none(stack: RunningStack, tmp_path: Path) -> Non
     for name, data in images.items():
         (tmp_path / "jpg" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "jpg" / name).write_bytes(data)
-    assert transform(
-        "--endpoint", stack.url, "--input", str(tmp_path / "jpg"), "--output", str(tmp_path / "out"),
-        "--content-type", "application/x-image",
-    ) == 0  # fmt: skip
+    assert (
+        transform(
+            "--endpoint",
+            stack.url,
+            "--input",
+            str(tmp_path / "jpg"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/x-image",
+        )
+        == 0
+    )
     for name, data in images.items():
         saved = json.loads((tmp_path / "out" / f"{name}.out").read_bytes())
         expected = json.loads(direct(stack, data, "application/x-image", "application/json"))
@@ -135,11 +173,25 @@ def test_a_record_that_keeps_failing_fails_the_job(
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines[:5]) + "\n")
     (tmp_path / "in" / "b.jsonl").write_text("\n".join(lines) + "\n")
-    assert transform(
-        "--endpoint", stack.url, "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-        "--content-type", "application/jsonlines", "--split-type", "Line",
-        "--batch-strategy", "SingleRecord", "--invocations-max-retries", "1",
-    ) == 1  # fmt: skip
+    assert (
+        transform(
+            "--endpoint",
+            stack.url,
+            "--input",
+            str(tmp_path / "in"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/jsonlines",
+            "--split-type",
+            "Line",
+            "--batch-strategy",
+            "SingleRecord",
+            "--invocations-max-retries",
+            "1",
+        )
+        == 1
+    )
     failure = caplog.records[-1].getMessage()
     assert failure.startswith(f"job failed: {tmp_path / 'in' / 'b.jsonl'}: record 12: HTTP 500")
     assert "after 2 attempts" in failure and "JPEG" in failure  # the model's own error
@@ -153,10 +205,21 @@ def test_an_image_over_max_payload_fails_before_it_is_sent(
     big = jpeg(7, size=1200)
     assert len(big) > 1 << 20
     (tmp_path / "jpg" / "big.jpg").write_bytes(big)
-    assert transform(
-        "--endpoint", stack.url, "--input", str(tmp_path / "jpg"), "--output", str(tmp_path / "out"),
-        "--content-type", "application/x-image", "--max-payload-mb", "1",
-    ) == 1  # fmt: skip
+    assert (
+        transform(
+            "--endpoint",
+            stack.url,
+            "--input",
+            str(tmp_path / "jpg"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/x-image",
+            "--max-payload-mb",
+            "1",
+        )
+        == 1
+    )
     assert "big.jpg: record 1 is more than 1048576 bytes, over MaxPayloadInMB" in caplog.text
     assert not list(tmp_path.glob("out/*"))
 
@@ -170,35 +233,75 @@ def test_model_dir_mode_s3_manifest_gzip(stack: RunningStack, tmp_path: Path, te
     with s3_server(tmp_path) as s3:
         client = s3.client()
         client.create_bucket(Bucket="notebook-data")
-        client.put_object(Bucket="notebook-data", Key="in/part-0.jsonl.gz",
-                          Body=gzip.compress(("\n".join(lines[:8]) + "\n").encode()))  # fmt: skip
-        client.put_object(Bucket="notebook-data", Key="in/part-1.jsonl.gz",
-                          Body=gzip.compress(("\n".join(lines[8:]) + "\n").encode()))  # fmt: skip
+        client.put_object(
+            Bucket="notebook-data",
+            Key="in/part-0.jsonl.gz",
+            Body=gzip.compress(("\n".join(lines[:8]) + "\n").encode()),
+        )
+        client.put_object(
+            Bucket="notebook-data",
+            Key="in/part-1.jsonl.gz",
+            Body=gzip.compress(("\n".join(lines[8:]) + "\n").encode()),
+        )
         client.put_object(Bucket="notebook-data", Key="in/skipped.jsonl.gz", Body=b"not gzip")
         manifest = [{"prefix": "s3://notebook-data/in/"}, "part-0.jsonl.gz", "part-1.jsonl.gz"]
         client.put_object(Bucket="notebook-data", Key="job.manifest", Body=json.dumps(manifest))
         result = subprocess.run(
-            [sys.executable, "-m", "sagemaker_tfs.cli", "transform", "--model-dir", str(model_dir),
-             "--manifest", "s3://notebook-data/job.manifest", "--output", "s3://notebook-data/out",
-             "--content-type", "application/jsonlines", "--accept", "application/jsonlines",
-             "--split-type", "Line", "--compression", "Gzip", "--batch-strategy", "MultiRecord",
-             "--max-concurrent-transforms", CONCURRENCY, "--assemble-with", "Line"],
-            env={**os.environ, **s3.env}, capture_output=True, text=True, timeout=400,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "sagemaker_tfs.cli",
+                "transform",
+                "--model-dir",
+                str(model_dir),
+                "--manifest",
+                "s3://notebook-data/job.manifest",
+                "--output",
+                "s3://notebook-data/out",
+                "--content-type",
+                "application/jsonlines",
+                "--accept",
+                "application/jsonlines",
+                "--split-type",
+                "Line",
+                "--compression",
+                "Gzip",
+                "--batch-strategy",
+                "MultiRecord",
+                "--max-concurrent-transforms",
+                CONCURRENCY,
+                "--assemble-with",
+                "Line",
+            ],
+            env={**os.environ, **s3.env},
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
         assert result.returncode == 0, result.stderr[-4000:]
         assert "execution-parameters: {'MaxConcurrentTransforms': 64" in result.stderr
         assert "job done: 2/2 files, 12 records" in result.stderr
         assert sorted(s3.keys("notebook-data", "out/")) == [
-            "out/part-0.jsonl.gz.out", "out/part-1.jsonl.gz.out"
-        ]  # fmt: skip
-        out = (s3.read("notebook-data", "out/part-0.jsonl.gz.out")
-               + s3.read("notebook-data", "out/part-1.jsonl.gz.out")).decode().splitlines()  # fmt: skip
+            "out/part-0.jsonl.gz.out",
+            "out/part-1.jsonl.gz.out",
+        ]
+        out = (
+            (
+                s3.read("notebook-data", "out/part-0.jsonl.gz.out")
+                + s3.read("notebook-data", "out/part-1.jsonl.gz.out")
+            )
+            .decode()
+            .splitlines()
+        )
     assert len(out) == len(lines)
-    for line, answer in zip(lines, out):
+    for line, answer in zip(lines, out, strict=True):
         expected = direct(stack, line.encode(), "application/jsonlines", "application/jsonlines")
         assert_same_prediction(json.loads(answer), json.loads(expected))
-    leftovers = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                 if str(model_dir) in cmdline(pid)]  # fmt: skip
+    leftovers = [
+        pid
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+        if str(model_dir) in cmdline(pid)
+    ]
     assert leftovers == []  # the command stopped the stack it started
 
 
@@ -207,10 +310,19 @@ def test_a_stack_that_cannot_start_fails_the_job_with_its_log(
 ) -> None:
     (tmp_path / "empty-models").mkdir()
     (tmp_path / "in.jsonl").write_text("{}\n")
-    assert transform(
-        "--model-dir", str(tmp_path / "empty-models"), "--input", str(tmp_path / "in.jsonl"),
-        "--output", str(tmp_path / "out"), "--content-type", "application/json",
-    ) == 1  # fmt: skip
+    assert (
+        transform(
+            "--model-dir",
+            str(tmp_path / "empty-models"),
+            "--input",
+            str(tmp_path / "in.jsonl"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/json",
+        )
+        == 1
+    )
     failure = caplog.records[-1].getMessage()
     assert failure.startswith("job failed: the stack exited with "), failure
     assert "its log ends:" in failure and "empty-models" in failure

@@ -20,7 +20,7 @@ def processing(
 
 def test_csv_input_filter_drops_the_id_column() -> None:
     p = processing("text/csv", "text/csv", input_filter="$[1:]")
-    assert p.filter_input(b"id-7,1.5,2.5,\"a,b\"") == b'1.5,2.5,"a,b"'
+    assert p.filter_input(b'id-7,1.5,2.5,"a,b"') == b'1.5,2.5,"a,b"'
 
 
 def test_json_input_filter_picks_the_features() -> None:

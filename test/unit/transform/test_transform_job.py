@@ -5,13 +5,32 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.transform.job import JobConfigError, TransformJob, parse_args, resolve
 
-BASE = ["--endpoint", "http://127.0.0.1:8080", "--input", "in", "--output", "out",
-        "--content-type", "application/json"]  # fmt: skip
+BASE = [
+    "--endpoint",
+    "http://127.0.0.1:8080",
+    "--input",
+    "in",
+    "--output",
+    "out",
+    "--content-type",
+    "application/json",
+]
 
 
 def test_defaults_and_case_insensitive_choices() -> None:
-    job = parse_args([*BASE, "--split-type", "line", "--batch-strategy", "multirecord",
-                      "--env", "A=1", "--env", "B=x=y"])  # fmt: skip
+    job = parse_args(
+        [
+            *BASE,
+            "--split-type",
+            "line",
+            "--batch-strategy",
+            "multirecord",
+            "--env",
+            "A=1",
+            "--env",
+            "B=x=y",
+        ]
+    )
     assert job.split_type == "Line" and job.batch_strategy == "MultiRecord"
     assert job.env == {"A": "1", "B": "x=y"}
     assert job.max_payload_mb is None and job.max_concurrent_transforms is None
@@ -46,8 +65,11 @@ def test_the_jobs_values_win_over_the_containers() -> None:
     job = TransformJob("in", "out", "text/csv", endpoint="http://h", max_payload_mb=1)
     params = {"MaxConcurrentTransforms": 4, "BatchStrategy": "SINGLE_RECORD", "MaxPayloadInMB": 9}
     resolved = resolve(job, params)
-    assert (resolved.max_concurrent_transforms, resolved.batch_strategy,
-            resolved.max_payload_mb) == (4, "SingleRecord", 1)  # fmt: skip
+    assert (
+        resolved.max_concurrent_transforms,
+        resolved.batch_strategy,
+        resolved.max_payload_mb,
+    ) == (4, "SingleRecord", 1)
     assert resolved.accept == "application/json"
 
 
@@ -56,8 +78,11 @@ def test_nonsense_from_the_container_falls_back_to_defaults() -> None:
     params = {"MaxConcurrentTransforms": 0, "BatchStrategy": "BOTH", "MaxPayloadInMB": "6"}
     for answer in (params, None):
         resolved = resolve(job, answer)
-        assert (resolved.max_concurrent_transforms, resolved.batch_strategy,
-                resolved.max_payload_mb) == (1, "MultiRecord", 6)  # fmt: skip
+        assert (
+            resolved.max_concurrent_transforms,
+            resolved.batch_strategy,
+            resolved.max_payload_mb,
+        ) == (1, "MultiRecord", 6)
 
 
 def test_zero_payload_means_the_100_mb_limit() -> None:
@@ -66,8 +91,19 @@ def test_zero_payload_means_the_100_mb_limit() -> None:
 
 
 def test_the_container_environment_is_what_sagemaker_sets() -> None:
-    job = parse_args([*BASE, "--batch-strategy", "SingleRecord", "--max-payload-mb", "2",
-                      "--max-concurrent-transforms", "64", "--env", "SAGEMAKER_TFS_X=1"])  # fmt: skip
+    job = parse_args(
+        [
+            *BASE,
+            "--batch-strategy",
+            "SingleRecord",
+            "--max-payload-mb",
+            "2",
+            "--max-concurrent-transforms",
+            "64",
+            "--env",
+            "SAGEMAKER_TFS_X=1",
+        ]
+    )
     assert job.container_environment() == {
         "SAGEMAKER_BATCH": "true",
         "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "64",

@@ -19,15 +19,19 @@ def test_the_bar_shows_bytes_records_and_rate(capsys: pytest.CaptureFixture[str]
     assert "transform: 100%" in err and "4.00k/4.00k" in err
     assert "records=15" in err and "rec_s=" in err and "files=1/2" in err
     assert (summary.records, summary.requests, summary.input_bytes, summary.retries) == (
-        15, 2, 4096, 1
-    )  # fmt: skip
+        15,
+        2,
+        4096,
+        1,
+    )
     assert summary.line().startswith("1/2 files, 15 records in 2 requests (1 retried)")
 
 
 def test_without_a_terminal_progress_is_logged(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setattr(progress, "LOG_INTERVAL_SECONDS", 0.0)
     caplog.set_level(logging.INFO, "sagemaker_tfs.transform")
     logged = Progress("auto", total_bytes=None, files=1)  # pytest's stderr is not a terminal

@@ -36,15 +36,20 @@ def test_a_line_longer_than_the_payload_fails_without_reading_it_whole() -> None
 
 def test_recordio_records_keep_their_framing_and_padding() -> None:
     data = recordio_frame(b"abc") + recordio_frame(b"") + recordio_frame(b"12345678")
-    assert split(data, "RecordIO") == [recordio_frame(b"abc"), recordio_frame(b""),
-                                       recordio_frame(b"12345678")]  # fmt: skip
+    assert split(data, "RecordIO") == [
+        recordio_frame(b"abc"),
+        recordio_frame(b""),
+        recordio_frame(b"12345678"),
+    ]
     assert recordio_frame(b"abc") == struct.pack("<II", 0xCED7230A, 3) + b"abc\0"
 
 
 def test_a_multi_part_recordio_record_stays_one_record() -> None:
     def part(flag: int, data: bytes) -> bytes:
-        return struct.pack("<II", 0xCED7230A, (flag << 29) | len(data)) + data + b"\0" * (
-            -len(data) % 4
+        return (
+            struct.pack("<II", 0xCED7230A, (flag << 29) | len(data))
+            + data
+            + b"\0" * (-len(data) % 4)
         )
 
     whole = part(1, b"first") + part(2, b"mid") + part(3, b"end")
@@ -96,11 +101,14 @@ def test_gzip_input_is_decompressed_as_a_stream() -> None:
 def test_multi_record_packs_whole_records_up_to_the_payload() -> None:
     lines = [b"a" * 30, b"b" * 30, b"c" * 30, b"d" * 10]
     batches = list(mini_batches(lines, "Line", "MultiRecord", 64))
-    assert [b.body for b in batches] == [b"a" * 30 + b"\n" + b"b" * 30 + b"\n",
-                                         b"c" * 30 + b"\n" + b"d" * 10 + b"\n"]  # fmt: skip
+    assert [b.body for b in batches] == [
+        b"a" * 30 + b"\n" + b"b" * 30 + b"\n",
+        b"c" * 30 + b"\n" + b"d" * 10 + b"\n",
+    ]
     assert [(b.first, b.last, b.describe()) for b in batches] == [
-        (0, 1, "records 1-2"), (2, 3, "records 3-4")
-    ]  # fmt: skip
+        (0, 1, "records 1-2"),
+        (2, 3, "records 3-4"),
+    ]
     assert all(len(b.body) <= 64 for b in batches)
 
 

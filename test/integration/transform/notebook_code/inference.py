@@ -37,4 +37,4 @@ def output_handler(response, context):
 
 
 def _return_error(code, message):
-    raise ValueError("Error: {}, {}".format(str(code), message))
+    raise ValueError(f"Error: {str(code)}, {message}")
