@@ -45,7 +45,10 @@ def mini_batches(
     pending_size = 0
     first = 0
     for index, record in enumerate(records):
-        to_send = prepare(record) if prepare else record
+        try:
+            to_send = prepare(record) if prepare else record
+        except ValueError as error:  # the filter's own error, placed
+            raise type(error)(f"record {index + 1}: {error}") from None
         size = framed_size(to_send, split_type)
         if size > limit:
             raise RecordTooLarge(

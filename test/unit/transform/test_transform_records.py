@@ -127,3 +127,14 @@ def test_a_record_that_cannot_fit_alone_fails_the_batching() -> None:
 def test_the_input_filter_shapes_the_body_but_the_batch_keeps_the_records() -> None:
     (batch,) = mini_batches([b"ab", b"cd"], "Line", "MultiRecord", 100, prepare=bytes.upper)
     assert batch.body == b"AB\nCD\n" and batch.records == [b"ab", b"cd"]
+
+
+def test_an_input_filter_error_names_the_record() -> None:
+    from sagemaker_tfs.transform.filters import DataProcessing, FilterError
+
+    keep_features = DataProcessing.build(
+        "application/json", "application/json", "$.features", None, "None"
+    ).filter_input
+    records = [b'{"features": [1]}', b'{"other": 2}']
+    with pytest.raises(FilterError, match=r"^record 2: '\$.features' matches nothing"):
+        list(mini_batches(records, "Line", "MultiRecord", 100, prepare=keep_features))
