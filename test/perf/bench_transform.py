@@ -10,9 +10,9 @@ Two workloads, each against one whole stack (``SAGEMAKER_BATCH=true``) started h
 For each, the same request bodies are sent by a plain client (a thread pool of the same
 size over one pooled ``requests.Session``, answers kept in memory) and by the driver (the
 real command in a subprocess, ``--endpoint``), interleaved: client, transform, client,
-transform. Records/s of each run and the ratio transform / client are printed. The driver's
-peak RSS (``ru_maxrss``) is measured at a quarter of the input and at the full input: a
-flat figure means it streams.
+transform, ... (``--rounds``). Records/s of each run and the ratio of the means (transform /
+client) are printed. The driver's peak RSS (``VmHWM``) is measured at a quarter of the
+input and at the full input: a flat figure means it streams.
 
 Usage: ``.venv/bin/python test/perf/bench_transform.py [--lines 10000] [--images 2000]``
 (the test models come from ``$SAGEMAKER_TFS_TEST_MODELS`` or ``test/.models-cache``).
@@ -111,6 +111,7 @@ def jpeg(seed: int, size: int) -> bytes:
 
 
 def compare(
+    rounds: int,
     name: str,
     url: str,
     bodies: list[bytes],
@@ -122,12 +123,12 @@ def compare(
     """Interleaved runs over ``root/full`` (every body) and one over ``root/small`` (a quarter)."""
     small, full, small_count = root / "small", root / "full", len(bodies) // 4
     client_rates, driver_rates = [], []
-    for round_ in range(2):
+    for round_ in range(rounds):
         client_rates.append(plain_client(url, bodies, content_type, workers))
         rate, full_rss = driver(url, full, root / f"out-{round_}", len(bodies), *options)
         driver_rates.append(rate)
     _, small_rss = driver(url, small, root / "out-small", small_count, *options)
-    client, transform = sum(client_rates) / 2, sum(driver_rates) / 2
+    client, transform = sum(client_rates) / rounds, sum(driver_rates) / rounds
     print(
         f"{name}: client "
         + " / ".join(f"{r:.1f}" for r in client_rates)
@@ -142,7 +143,7 @@ def compare(
     sys.stdout.flush()
 
 
-def json_workload(models: TestModels, root: Path, lines: int, workers: int) -> None:
+def json_workload(models: TestModels, root: Path, lines: int, workers: int, rounds: int) -> None:
     records = [json.dumps({"instances": [float(i % 1000)]}) for i in range(lines)]
     for name, count in (("small", lines // 4), ("full", lines)):
         (root / name).mkdir()
@@ -153,6 +154,7 @@ def json_workload(models: TestModels, root: Path, lines: int, workers: int) -> N
     env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
     with running_stack(model_dir, _work(root), env) as stack:
         compare(
+            rounds,
             "json",
             stack.url,
             [r.encode() + b"\n" for r in records],
@@ -172,7 +174,7 @@ def json_workload(models: TestModels, root: Path, lines: int, workers: int) -> N
         )
 
 
-def jpeg_workload(models: TestModels, root: Path, images: int, workers: int) -> None:
+def jpeg_workload(models: TestModels, root: Path, images: int, workers: int, rounds: int) -> None:
     bodies = [jpeg(i, 160 + i % 96) for i in range(images)]
     for name, count in (("small", images // 4), ("full", images)):
         (root / name).mkdir()
@@ -184,6 +186,7 @@ def jpeg_workload(models: TestModels, root: Path, images: int, workers: int) -> 
     env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
     with running_stack(model_dir, _work(root), env) as stack:
         compare(
+            rounds,
             "jpeg",
             stack.url,
             bodies,
@@ -210,16 +213,21 @@ def main() -> None:
     parser.add_argument("--json-concurrency", type=int, default=8)
     parser.add_argument("--jpeg-concurrency", type=int, default=64)  # the notebook's
     parser.add_argument("--only", choices=("json", "jpeg"))
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     cache = os.environ.get("SAGEMAKER_TFS_TEST_MODELS", str(TEST_DIR / ".models-cache"))
     models = TestModels(Path(cache))
     with tempfile.TemporaryDirectory(prefix="bench_transform") as temp:
         if args.only in (None, "json"):
             (Path(temp) / "json").mkdir()
-            json_workload(models, Path(temp) / "json", args.lines, args.json_concurrency)
+            json_workload(
+                models, Path(temp) / "json", args.lines, args.json_concurrency, args.rounds
+            )
         if args.only in (None, "jpeg"):
             (Path(temp) / "jpeg").mkdir()
-            jpeg_workload(models, Path(temp) / "jpeg", args.images, args.jpeg_concurrency)
+            jpeg_workload(
+                models, Path(temp) / "jpeg", args.images, args.jpeg_concurrency, args.rounds
+            )
 
 
 if __name__ == "__main__":
