@@ -13,11 +13,17 @@ from sagemaker_tfs.transform.runner import JobFailed, Runner
 from scripted_endpoint import ScriptedEndpoint
 
 
-def run(endpoint: ScriptedEndpoint, input_path: Path, output: Path, **fields: object) -> Summary:
+def run(
+    endpoint: ScriptedEndpoint,
+    input_path: Path,
+    output: Path,
+    content_type: str = "application/jsonlines",
+    **fields: object,
+) -> Summary:
     job = TransformJob(
         str(input_path),
         str(output),
-        "application/jsonlines",
+        content_type,
         endpoint=endpoint.url,
         progress="none",
         **fields,
@@ -144,3 +150,28 @@ def test_whole_objects_are_read_and_sent_concurrently(
     for index in range(40):
         assert (tmp_path / "out" / f"{index:03d}.bin.out").read_bytes() == b"IMAGE %d" % index
     assert endpoint.most_in_flight > 1
+
+
+def test_csv_filters_and_join_with_several_records_per_request(
+    endpoint: ScriptedEndpoint, tmp_path: Path
+) -> None:
+    """The endpoint answers one line per line sent, so each answer is matched to its record."""
+    write_lines(tmp_path / "in.csv", [f"id-{i},{i}.5,x{i}" for i in range(40)])
+    summary = run(
+        endpoint,
+        tmp_path / "in.csv",
+        tmp_path / "out",
+        content_type="text/csv",
+        accept="text/csv",
+        split_type="Line",
+        batch_strategy="MultiRecord",
+        assemble_with="Line",
+        input_filter="$[1:]",
+        join_source="Input",
+        output_filter="$[0,-1]",
+    )
+    assert summary.requests == 1
+    sent = next(iter(endpoint.attempts))
+    assert sent == b"".join(b"%d.5,x%d\n" % (i, i) for i in range(40))  # the id filtered out
+    lines = (tmp_path / "out" / "in.csv.out").read_text().splitlines()
+    assert lines == [f"id-{i},X{i}" for i in range(40)]  # input id + the answer's last column

@@ -327,3 +327,46 @@ def test_a_stack_that_cannot_start_fails_the_job_with_its_log(
     assert failure.startswith("job failed: the stack exited with "), failure
     assert "its log ends:" in failure and "empty-models" in failure
     assert not (tmp_path / "out").exists()
+
+
+def test_filters_and_join_on_the_stack(tmp_path: Path, test_models) -> None:
+    """SageMaker's documented pattern: send only the features, keep the id, join the answer
+    (``--model-dir`` with ``half_plus_three``, no inference.py: njs converts JSON lines and
+    answers one JSON document per request, so one record per request)."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "half_plus_three").symlink_to(test_models("half_plus_three"))
+    rows = [{"id": f"row-{i}", "features": {"x": float(i)}} for i in range(25)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert (
+        transform(
+            "--model-dir",
+            str(model_dir),
+            "--input",
+            str(tmp_path / "in.jsonl"),
+            "--output",
+            str(tmp_path / "out"),
+            "--content-type",
+            "application/jsonlines",
+            "--split-type",
+            "Line",
+            "--batch-strategy",
+            "SingleRecord",
+            "--assemble-with",
+            "Line",
+            "--input-filter",
+            "$.features",
+            "--join-source",
+            "Input",
+            "--output-filter",
+            "$['id','SageMakerOutput']",
+        )
+        == 0
+    )
+    out = [
+        json.loads(line) for line in (tmp_path / "out" / "in.jsonl.out").read_text().splitlines()
+    ]
+    expected = [
+        {"id": f"row-{i}", "SageMakerOutput": {"predictions": [0.5 * i + 4.0]}} for i in range(25)
+    ]
+    assert out == expected  # version 124 of half_plus_three: y = 0.5 x + 4
