@@ -132,4 +132,8 @@ def main(argv: Sequence[str]) -> int:
     except FilterError as error:
         sys.stderr.write(f"sagemaker-tfs transform: {error}\n")
         return 2
+    if not job.input.startswith("s3://") and not os.path.exists(job.input):
+        option = "--manifest" if job.manifest else "--input"
+        sys.stderr.write(f"sagemaker-tfs transform: {option} {job.input!r} does not exist\n")
+        return 2  # before a stack is started for nothing
     return run_job(job)

@@ -111,3 +111,22 @@ def test_the_container_environment_is_what_sagemaker_sets() -> None:
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "2",
         "SAGEMAKER_TFS_X": "1",
     }
+
+
+def test_a_missing_local_input_is_refused_before_any_stack_starts(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sagemaker_tfs.transform import main as transform_main
+
+    argv = [
+        "--model-dir",
+        str(tmp_path),
+        "--input",
+        str(tmp_path / "nope"),
+        "--output",
+        str(tmp_path / "out"),
+        "--content-type",
+        "text/csv",
+    ]
+    assert transform_main.main(argv) == 2
+    assert f"--input '{tmp_path / 'nope'}' does not exist" in capsys.readouterr().err
