@@ -2,9 +2,10 @@
 
 The main thread reads each input object as a stream, splits and packs it into mini-batches
 and submits them to a pool of MaxConcurrentTransforms threads (so at most that many requests
-are in flight). Submitted batches wait in one FIFO window (at most ``WINDOW_PER_WORKER`` per
-thread and ``WINDOW_BYTES`` of request bodies, beyond one per thread, which bounds memory); the main thread takes answers from its head, so outputs are
-written in input order whatever order the answers arrive in. With SplitType None the worker
+are in flight). Submitted batches wait in one FIFO window, which bounds memory: at most
+``WINDOW_PER_WORKER`` per thread, and beyond one per thread at most ``WINDOW_BYTES`` of
+request bodies. The main thread takes answers from the window's head, so outputs are written
+in input order whatever order the answers arrive in. With SplitType None the worker
 reads the object itself, so many small objects (images) are read concurrently too.
 
 The first batch that fails for good stops the job: nothing more is sent, every output not
