@@ -57,7 +57,8 @@ def split_s3(uri: str) -> tuple[str, str]:
 def s3_client() -> Any:
     import boto3  # lazily: a local job never needs it
 
-    return boto3.client("s3")
+    # A session of its own: boto3's default session caches the credentials it resolved.
+    return boto3.session.Session().client("s3")
 
 
 def _s3_call(what: str, call: Callable[[], Any]) -> Any:
