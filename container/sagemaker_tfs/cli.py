@@ -14,6 +14,7 @@ USAGE = """usage: sagemaker-tfs COMMAND [ARGS...]
 commands:
   serve          run the serving stack (nginx, Python service, model servers)
   model-server   a TensorFlow-Serving-compatible model server (tensorflow_model_server flags)
+  transform      run a SageMaker Batch Transform job locally (or submit it with --on-sagemaker)
 """
 
 
@@ -29,9 +30,16 @@ def _model_server(argv: Sequence[str]) -> int:
     return model_server_main.main(argv)
 
 
+def _transform(argv: Sequence[str]) -> int:
+    from sagemaker_tfs.transform import main as transform_main
+
+    return transform_main.main(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "serve": _serve,
     "model-server": _model_server,
+    "transform": _transform,
 }
 
 
