@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from engine import CONTAINERS_CONF, podman
-from image_scripts import REPO_ROOT, Image, tail
+from image_scripts import REPO_ROOT, Image, start_container, tail
 from local_ports import free_port
 
 sys.path.insert(0, str(REPO_ROOT / "test" / "sdk"))
@@ -130,26 +130,75 @@ def test_deploy_predict_delete(
     assert labelled_containers(run_label) == []
 
 
-def test_batch_transform_multi_record_line(
+@pytest.fixture(scope="module")
+def transform_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    input_dir = tmp_path_factory.mktemp("transform_input")
+    for name, values in TRANSFORM_INPUT.items():
+        (input_dir / name).write_text("".join(f"{value}\n" for value in values))
+    return input_dir
+
+
+@pytest.fixture(scope="module")
+def sdk_transform_output(
     image_under_test: Image,
     model_tar: Path,
     run_label: str,
     sdk_python: Path,
     sdk_env,
-    tmp_path: Path,
-) -> None:
-    input_dir, output_dir = tmp_path / "input", tmp_path / "output"
-    input_dir.mkdir()
-    for name, values in TRANSFORM_INPUT.items():
-        (input_dir / name).write_text("".join(f"{value}\n" for value in values))
+    transform_input: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """The output folder of the SDK's local Batch Transform of TRANSFORM_JOB."""
+    work = tmp_path_factory.mktemp("sdk_transform")
+    output_dir = work / "output"
     run_client(
-        sdk_python, sdk_env, tmp_path / "result.json",
+        sdk_python, sdk_env, work / "result.json",
         "transform", image_under_test.name, str(model_tar), str(free_port()), run_label,
-        str(input_dir), str(output_dir), TRANSFORM_JOB["accept"],
+        str(transform_input), str(output_dir), TRANSFORM_JOB["accept"],
     )  # fmt: skip
+    remove_labelled_containers(run_label)
+    return output_dir
+
+
+def test_batch_transform_multi_record_line(sdk_transform_output: Path, run_label: str) -> None:
+    output_dir = sdk_transform_output
     assert sorted(path.name for path in output_dir.iterdir()) == ["first.csv.out", "second.csv.out"]
     for name, values in TRANSFORM_INPUT.items():
         records = [float(record) for record in output_records(output_dir, name)]
         assert records == [value * 0.5 + 3 for value in values], name
-    remove_labelled_containers(run_label)
     assert labelled_containers(run_label) == []
+
+
+def test_transform_driver_matches_sdk_local_mode(
+    image_under_test: Image,
+    bin_dir: Path,
+    model_tar: Path,
+    transform_input: Path,
+    sdk_transform_output: Path,
+    tmp_path: Path,
+) -> None:
+    """``sagemaker-tfs transform`` runs the same job against a container of the same image
+    (started by start.sh) and writes the same records as the SDK's local mode."""
+    model_dir, output_dir = tmp_path / "model", tmp_path / "output"
+    with tarfile.open(model_tar) as archive:
+        archive.extractall(model_dir, filter="data")
+    container = start_container(image_under_test, bin_dir, free_port(), model_dir)
+    try:
+        result = subprocess.run(
+            [
+                sys.executable, "-m", "sagemaker_tfs.cli", "transform",
+                "--endpoint", container.url(""),
+                "--input", str(transform_input), "--output", str(output_dir),
+                "--content-type", TRANSFORM_JOB["content_type"],
+                "--accept", TRANSFORM_JOB["accept"],
+                "--split-type", TRANSFORM_JOB["split_type"],
+                "--batch-strategy", TRANSFORM_JOB["strategy"],
+                "--assemble-with", TRANSFORM_JOB["assemble_with"],
+            ],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        container.stop()
+    assert result.returncode == 0, tail(result.stdout + result.stderr, 40)
+    for name in TRANSFORM_INPUT:
+        assert output_records(output_dir, name) == output_records(sdk_transform_output, name)
