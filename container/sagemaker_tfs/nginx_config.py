@@ -95,8 +95,11 @@ def _model_server_upstream(config: StackConfig) -> str:
         )
     if not config.instances:
         return ""
+    # A model server that fails a request is skipped for a second only: a restarted one is
+    # back in the rotation soon after it listens again (it listens once its models loaded).
     servers = "".join(
-        f"        server 127.0.0.1:{instance.rest_port};\n" for instance in config.instances
+        f"        server 127.0.0.1:{instance.rest_port} max_fails=1 fail_timeout=1s;\n"
+        for instance in config.instances
     )
     return (
         "    upstream model_servers {\n"
@@ -144,6 +147,10 @@ def _mode_locations(config: StackConfig) -> str:
     return (
         "        location /tfs/ {\n"
         "            internal;\n"
+        # Predict, classify and regress are idempotent: a request whose model server died
+        # (refused, reset, closed before answering) goes to the next one, POST or not. Not on
+        # timeouts: a slow model would be run twice.
+        "            proxy_next_upstream error http_502 http_503 non_idempotent;\n"
         "            proxy_pass_request_headers off;\n"
         "            proxy_set_header Content-Type application/json;\n"
         "            proxy_set_header Accept application/json;\n"

@@ -19,6 +19,14 @@ class ServiceError(Exception):
         self.message = message
 
 
+class ModelServerUnavailable(ServiceError):
+    """The model server could not be reached or dropped the connection: another one (or the
+    same one once restarted) can serve the request again, since predictions are idempotent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message)
+
+
 def json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON

@@ -80,3 +80,9 @@ class InstancePicker:
     def next(self) -> Instance:
         with self._lock:
             return self._instances[next(self._cycle)]
+
+    def rotation(self) -> tuple[Instance, ...]:
+        """Every instance once, starting with the next one in turn (the failover order)."""
+        with self._lock:
+            start = next(self._cycle)
+        return self._instances[start:] + self._instances[:start]
