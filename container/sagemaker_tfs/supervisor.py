@@ -55,6 +55,7 @@ FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
 # A child without a readiness check counts as started once it has run this long.
 READY_AFTER_SECONDS = 2.0
+GROUP_EXIT_SECONDS = 1.0
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
@@ -164,8 +165,10 @@ class Child:
         if code is None:
             self._poll_ready(now)
             return
-        # Leftovers of the group (nginx or gunicorn workers) would hold the sockets.
+        # Leftovers of the group (nginx or gunicorn workers) would hold the sockets: a new
+        # nginx that finds its port taken sleeps 500 ms before it tries again.
         self._signal_group(signal.SIGKILL)
+        wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
         ran = now - self.started_at
         if self.ready:
             log.warning(
@@ -240,6 +243,25 @@ class Child:
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
+
+
+def wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Until no process of group ``pgid`` is left (reaping those that are our children, as
+    orphaned workers of a subreaper are); False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+            if pid:
+                continue
+        except ChildProcessError:  # none of ours left; others may still be exiting
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def describe_exit(code: int) -> str:
