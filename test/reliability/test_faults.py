@@ -20,6 +20,7 @@ from traffic import (
     PLAIN_PATHS,
     SCRIPT_PATHS,
     RequestStream,
+    every_model_server_available,
     kill,
     model_server_pids,
     wait_until_serving,
@@ -160,9 +161,8 @@ def test_no_request_is_lost_when_one_of_two_model_servers_dies(
             kill(pids[round_ % 2])
             kills += 1
             # Until the killed one is back, and a little longer: traffic over both again.
-            assert wait_for(lambda: len(model_server_pids(stack)) == 2, 30)
-            assert wait_until_serving(stack, paths, RECOVERY_TIMEOUT_SECONDS) is not None
-            time.sleep(4.0)
+            assert wait_for(lambda: every_model_server_available(stack), 60), stack.log_text()
+            time.sleep(2.0)
     result = stream.result
     names = "+".join(path.name for path in paths)
     report(

@@ -4,6 +4,7 @@ kills of the stack's processes, and their memory (all read from /proc)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import threading
@@ -84,6 +85,21 @@ def wait_until_serving(stack: Stack, paths: tuple[PredictPath, ...], timeout: fl
                 return time.monotonic() - start
             time.sleep(0.01)
     return None
+
+
+def every_model_server_available(stack: Stack) -> bool:
+    """Each model server of the stack reports half_plus_three AVAILABLE on its REST port."""
+    config = json.loads((stack.work_dir / "stack.json").read_text())
+    for instance in config["instances"]:
+        url = f"http://127.0.0.1:{instance['rest_port']}/v1/models/half_plus_three"
+        try:
+            status = requests.get(url, timeout=2).json()
+        except (requests.RequestException, ValueError):
+            return False
+        states = [v.get("state") for v in status.get("model_version_status", [])]
+        if "AVAILABLE" not in states:
+            return False
+    return True
 
 
 # --- the processes ----------------------------------------------------------------------------

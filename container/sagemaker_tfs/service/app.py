@@ -108,14 +108,20 @@ def with_failover(attempt: Callable[[int], Reply], candidates: int) -> Reply:
     sent again: to each of the ``candidates`` once, then round after round with a short pause
     until one answers or ``FAILOVER_SECONDS`` have passed.
     """
-    deadline = time.monotonic() + FAILOVER_SECONDS
+    started = time.monotonic()
     tries = 0
     while True:
         try:
             return attempt(tries)
         except errors.ModelServerUnavailable as error:
             tries += 1
-            if time.monotonic() >= deadline:
+            if time.monotonic() - started >= FAILOVER_SECONDS:
+                logger.warning(
+                    "no model server answered in %.1fs (%d attempts): %s",
+                    time.monotonic() - started,
+                    tries,
+                    error.message,
+                )
                 raise
             logger.debug("retrying (attempt %d): %s", tries + 1, error.message)
             if tries % candidates == 0:
@@ -123,15 +129,20 @@ def with_failover(attempt: Callable[[int], Reply], candidates: int) -> Reply:
 
 
 def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
-    assert service.picker is not None
+    picker = service.picker
+    assert picker is not None
     target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), service.config.default_model)
-    instances = service.picker.rotation()
+    instances = picker.rotation()
     body = _read_body(req)
 
     def attempt(index: int) -> Reply:
         instance = instances[index % len(instances)]
         context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
-        return invoke(service.user_code, body, context, service.session)
+        try:
+            return invoke(service.user_code, body, context, service.session)
+        except errors.ModelServerUnavailable:
+            picker.mark_down(instance)
+            raise
 
     return with_failover(attempt, len(instances))
 

@@ -86,9 +86,9 @@ def call_user_code(
     except ServiceError:
         raise
     except Exception as error:
-        logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
-        if model_server_unreachable(error):
+        if model_server_unreachable(error):  # retried on another instance: no warning yet
             raise ModelServerUnavailable(str(error) or type(error).__name__) from error
+        logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
         raise _handler_error(error) from error
 
 

@@ -3,6 +3,8 @@ the same ones after a pause, within a bounded time; other errors are not retried
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 import requests
@@ -88,3 +90,14 @@ def test_unreachable_model_server_is_recognised_through_user_exceptions() -> Non
     assert not model_server_unreachable(_raised_from(InvalidArgument()))
     assert not model_server_unreachable(ValueError("bad input"))
     assert not model_server_unreachable(requests.HTTPError("400"))
+
+
+def test_an_unreachable_instance_is_tried_last_for_a_while() -> None:
+    a, b = Instance(1, 2), Instance(3, 4)
+    picker = InstancePicker([a, b], down_seconds=0.2)
+    picker.mark_down(a)
+    assert picker.rotation() == (b, a)
+    assert picker.rotation() == (b, a)  # whatever the turn
+    time.sleep(0.25)
+    assert picker.rotation() in ((a, b), (b, a))
+    assert {picker.rotation()[0], picker.rotation()[0]} == {a, b}  # round-robin again
