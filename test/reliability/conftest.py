@@ -30,16 +30,35 @@ class Budget:
     """How much of each experiment to run."""
 
     kills_per_kind: int
+    model_server_kills: int
     stream_kills: int
     load_clients: int
     load_seconds: float
 
 
-BUDGET = (
-    Budget(kills_per_kind=100, stream_kills=20, load_clients=64, load_seconds=600.0)
-    if LONG
-    else Budget(kills_per_kind=3, stream_kills=3, load_clients=8, load_seconds=20.0)
-)
+def _budget(env: dict[str, str]) -> Budget:
+    """CI's bounded run, or the long one; single figures can be overridden for a shorter
+    long run (``SAGEMAKER_TFS_RELIABILITY_KILLS``, ``..._MODEL_SERVER_KILLS``,
+    ``..._STREAM_KILLS``, ``..._LOAD_CLIENTS``, ``..._LOAD_SECONDS``)."""
+    if env.get("SAGEMAKER_TFS_RELIABILITY", "").strip().lower() == "long":
+        budget = Budget(100, 100, 20, 64, 600.0)
+    else:
+        budget = Budget(3, 3, 3, 8, 20.0)
+
+    def pick(name: str, default: float) -> float:
+        value = env.get(f"SAGEMAKER_TFS_RELIABILITY_{name}")
+        return float(value) if value else default
+
+    return Budget(
+        kills_per_kind=int(pick("KILLS", budget.kills_per_kind)),
+        model_server_kills=int(pick("MODEL_SERVER_KILLS", budget.model_server_kills)),
+        stream_kills=int(pick("STREAM_KILLS", budget.stream_kills)),
+        load_clients=int(pick("LOAD_CLIENTS", budget.load_clients)),
+        load_seconds=pick("LOAD_SECONDS", budget.load_seconds),
+    )
+
+
+BUDGET = _budget(dict(os.environ))
 
 
 @pytest.fixture(scope="session")
