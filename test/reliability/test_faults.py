@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
-from conftest import BUDGET, LONG, Stacks, report
+from reliability_support import BUDGET, LONG, Stacks, report
+from sagemaker_tfs.model_processes import port_is_free
 from traffic import (
     KINDS,
     PLAIN_PATHS,
@@ -28,8 +29,6 @@ from traffic import (
 )
 from whole_stack import Stack, descendant_pids, pid_alive, wait_for
 
-from sagemaker_tfs.model_processes import port_is_free
-
 pytestmark = pytest.mark.slow
 
 # The goal is 2 s for every kill (docs/reliability.md has the figures of a long run). The
@@ -39,8 +38,14 @@ GOAL_SECONDS = 2.0
 LIMIT_SECONDS = GOAL_SECONDS if LONG else 5.0
 MODEL_SERVER_LIMIT_SECONDS = 30.0
 RECOVERY_TIMEOUT_SECONDS = 120.0
-_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor: (.*)$")
-_SUPERVISED = {"nginx master": "nginx", "gunicorn master": "gunicorn", "model server": "model-server"}
+_LOG_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor: (.*)$"
+)
+_SUPERVISED = {
+    "nginx master": "nginx",
+    "gunicorn master": "gunicorn",
+    "model server": "model-server",
+}
 
 
 def _log_events(stack: Stack) -> list[tuple[float, str]]:
@@ -83,20 +88,20 @@ def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:
         killed_at = kill(pid)
         started = time.monotonic()
         # A killed master's workers may answer for a moment: recovered means replaced too.
-        assert wait_for(lambda: _replaced(find, stack, pid), 60, interval=0.005), kind
+        assert wait_for(lambda p=pid: _replaced(find, stack, p), 60, interval=0.005), kind
         rest = wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS)
         assert rest is not None, f"{kind} not back:\n{stack.log_text()[-5000:]}"
         recoveries.append(time.monotonic() - started)
         if kind in _SUPERVISED:
-            assert wait_for(lambda: _phases(stack, _SUPERVISED[kind], pid, killed_at), 30)
+            name = _SUPERVISED[kind]
+            assert wait_for(lambda p=pid, at=killed_at, n=name: _phases(stack, n, p, at), 30)
             detect, start = _phases(stack, _SUPERVISED[kind], pid, killed_at) or (0, 0)
             detects.append(detect)
             starts.append(start)
     where = ""
     if detects:
         where = (
-            f"; max detect {max(detects):.2f} s, max start {max(starts):.2f} s "
-            f"(supervisor log)"
+            f"; max detect {max(detects):.2f} s, max start {max(starts):.2f} s " f"(supervisor log)"
         )
     report(
         f"faults: {kind}: {kills} kills, recovery median {statistics.median(recoveries):.2f} s, "
@@ -142,7 +147,7 @@ def test_kills_under_a_request_stream(plain_stack: Stack, kind: str) -> None:
             time.sleep(0.5)
             pid = KINDS[kind](stack)
             kill(pid)
-            assert wait_for(lambda: _replaced(KINDS[kind], stack, pid), 60, interval=0.01)
+            assert wait_for(lambda p=pid: _replaced(KINDS[kind], stack, p), 60, interval=0.01)
             assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
         time.sleep(0.5)
     result = stream.result

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import BUDGET, Stacks, report
+from reliability_support import BUDGET, Stacks, report
 from traffic import PLAIN_PATHS, RequestStream, rss_kib, stack_processes
 
 pytestmark = pytest.mark.slow

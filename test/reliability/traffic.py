@@ -76,7 +76,9 @@ def serves(stack: Stack, paths: tuple[PredictPath, ...], session: requests.Sessi
         return False
 
 
-def wait_until_serving(stack: Stack, paths: tuple[PredictPath, ...], timeout: float) -> float | None:
+def wait_until_serving(
+    stack: Stack, paths: tuple[PredictPath, ...], timeout: float
+) -> float | None:
     """Seconds until ``serves`` holds, polling every 10 ms; None after ``timeout``."""
     start = time.monotonic()
     with requests.Session() as session:

@@ -7,6 +7,7 @@ the process that started it, even when started from a thread that has ended sinc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -60,7 +61,9 @@ def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCapture
             assert child.backoff == FIRST_BACKOFF_SECONDS
         lines = [r.getMessage() for r in caplog.records]
         assert len(lines) == 5
-        assert all("was killed by SIGKILL" in line and "restarting it now" in line for line in lines)
+        assert all(
+            "was killed by SIGKILL" in line and "restarting it now" in line for line in lines
+        )
     finally:
         child.stop()
 
@@ -147,8 +150,7 @@ def test_a_stopped_child_is_not_restarted() -> None:
     assert not child.running() and child.restarts == 0
 
 
-PARENT_SCRIPT = textwrap.dedent(
-    """
+PARENT_SCRIPT = textwrap.dedent("""
     import signal, sys, threading, time
     from sagemaker_tfs.supervisor import Child
 
@@ -168,8 +170,7 @@ PARENT_SCRIPT = textwrap.dedent(
     children.append(main_child)
     print(" ".join(str(c.pid) for c in children), flush=True)
     time.sleep(120)
-    """
-)
+    """)
 
 
 def test_children_die_with_the_supervisor_even_from_ended_threads(tmp_path: Path) -> None:
@@ -177,9 +178,10 @@ def test_children_die_with_the_supervisor_even_from_ended_threads(tmp_path: Path
     parent = subprocess.Popen(
         [sys.executable, "-c", PARENT_SCRIPT], env=env, stdout=subprocess.PIPE, text=True
     )
+    pids: list[int] = []
     try:
         assert parent.stdout is not None
-        pids = [int(p) for p in parent.stdout.readline().split()]
+        pids += [int(p) for p in parent.stdout.readline().split()]
         assert len(pids) == 2
         time.sleep(0.3)
         # Started from a thread that has ended, the child is still alive while its parent is.
@@ -190,15 +192,9 @@ def test_children_die_with_the_supervisor_even_from_ended_threads(tmp_path: Path
     finally:
         parent.kill()
         parent.wait()
-        for pid in pids if "pids" in locals() else []:
-            with_suppressed_kill(pid)
-
-
-def with_suppressed_kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_spawn_uses_one_long_lived_thread() -> None:

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # Exceptions whose cause is the request rather than the handler or the server.
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
 class Reply(NamedTuple):
@@ -102,9 +103,8 @@ def model_server_unreachable(error: BaseException) -> bool:
         if isinstance(current, requests.ConnectionError):
             return True
         code = getattr(current, "code", None)
-        if isinstance(current, grpc.RpcError) and callable(code):
-            if code() == grpc.StatusCode.UNAVAILABLE:
-                return True
+        if isinstance(current, grpc.RpcError) and callable(code) and code() == UNAVAILABLE:
+            return True
         current = current.__cause__ or current.__context__
     return False
 

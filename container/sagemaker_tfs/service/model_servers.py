@@ -9,10 +9,9 @@ import grpc
 import requests
 import requests.adapters
 
-logger = logging.getLogger(__name__)
-
 from sagemaker_tfs.client import CHANNEL_OPTIONS
 
+logger = logging.getLogger(__name__)
 
 
 def init_gevent_if_patched() -> bool:

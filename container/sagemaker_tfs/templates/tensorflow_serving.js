@@ -6,6 +6,7 @@
  * Python is in the path. Anything else goes to the Python service (@python_service).
  * /ping: 200 only when every model has an AVAILABLE version.
  */
+/* global setTimeout */
 
 var JSON_TYPES = ['application/json'];
 var JSON_LINES_TYPES = ['application/jsonlines', 'application/jsons', 'application/x-jsonlines'];
