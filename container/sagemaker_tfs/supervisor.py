@@ -56,6 +56,9 @@ MAX_BACKOFF_SECONDS = 10.0
 # A child without a readiness check counts as started once it has run this long.
 READY_AFTER_SECONDS = 2.0
 GROUP_EXIT_SECONDS = 1.0
+# gunicorn's readiness check runs in the watch loop; with the held socket a ping waits in the
+# backlog until a worker takes it, so the check must give up quickly.
+READY_PING_TIMEOUT_SECONDS = 0.3
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
@@ -98,6 +101,8 @@ class Child:
         stop_timeout: float = 30.0,
         ready_check: Callable[[], bool] | None = None,
         death_signal: signal.Signals = signal.SIGKILL,
+        before_start: Callable[[], None] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.name = name
         self.argv = list(argv)
@@ -106,6 +111,8 @@ class Child:
         self.stop_timeout = stop_timeout
         self.ready_check = ready_check
         self.death_signal = death_signal
+        self.before_start = before_start
+        self.pass_fds = tuple(pass_fds)
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.ready = False
@@ -126,8 +133,10 @@ class Child:
     def start(self) -> None:
         # Own session: a Ctrl-C in a terminal reaches only the supervisor, which then stops
         # the children in order, and the whole group (e.g. gunicorn workers) can be killed.
+        if self.before_start is not None:
+            self.before_start()
         with _spawn_lock:
-            self.process = spawn(self.argv, self.env, self.death_signal)
+            self.process = spawn(self.argv, self.env, self.death_signal, self.pass_fds)
             _started_children.add(self)
         self.started_at = time.monotonic()
         self.ready = False
@@ -301,17 +310,23 @@ def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[
     return preexec
 
 
-def _popen(argv: Sequence[str], env: dict[str, str], death_signal: signal.Signals) -> Any:
+def _popen(
+    argv: Sequence[str], env: dict[str, str], death_signal: signal.Signals, pass_fds: Sequence[int]
+) -> Any:
     return subprocess.Popen(
         list(argv),
         env=env,
         start_new_session=True,
+        pass_fds=tuple(pass_fds),
         preexec_fn=die_with_parent(death_signal, os.getpid()),  # noqa: PLW1509
     )
 
 
 def spawn(
-    argv: Sequence[str], env: dict[str, str], death_signal: signal.Signals
+    argv: Sequence[str],
+    env: dict[str, str],
+    death_signal: signal.Signals,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start a child from the one long-lived spawner thread.
 
@@ -319,7 +334,7 @@ def spawn(
     process: children started from short-lived threads (control API requests) would be killed
     as soon as their request was answered.
     """
-    return _SPAWNER.submit(_popen, argv, env, death_signal).result()
+    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds).result()
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
@@ -338,6 +353,7 @@ class Supervisor:
         self.registry: ModelRegistry | None = None
         self.control: ControlServer | None = None
         self.stop_requested = threading.Event()
+        self.service_socket = HeldSocket(config.service_socket)
         self._lock = threading.Lock()
         self._closing = False
 
@@ -446,15 +462,18 @@ class Supervisor:
         log.info("multi-model control API on unix:%s", self.config.control_socket)
 
     def _start_gunicorn(self) -> None:
-        socket_path = Path(self.config.service_socket)
-        socket_path.unlink(missing_ok=True)
+        fd = self.service_socket.ensure()
         env = dict(self.env, SAGEMAKER_TFS_STACK_CONFIG=self.config.stack_config_path)
         self.gunicorn = Child(
             "gunicorn",
-            gunicorn_command(self.config),
+            gunicorn_command(self.config, fd),
             env,
             stop_timeout=self.config.gunicorn_timeout + 5,
-            ready_check=lambda: service_answers_ping(self.config.service_socket),
+            ready_check=lambda: service_answers_ping(
+                self.config.service_socket, READY_PING_TIMEOUT_SECONDS
+            ),
+            before_start=self.service_socket.ensure,
+            pass_fds=(fd,),
         )
         self.gunicorn.start()
         self._wait_for_service(self.gunicorn)
@@ -556,6 +575,7 @@ class Supervisor:
             child.request_stop()
         for child in servers:
             child.wait_stopped()
+        self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)
         log.info("stopped")
@@ -637,11 +657,46 @@ def reap_orphans() -> None:
             )
 
 
-def service_answers_ping(socket_path: str) -> bool:
+class HeldSocket:
+    """The Python service's listening unix socket, made and kept open by the supervisor.
+
+    gunicorn gets it as ``--bind=fd://N``. While gunicorn restarts, nginx's connections wait in
+    the backlog and the new gunicorn serves them, instead of being refused (a 503 for each).
+    Always the same fd number; made again when its path is gone (a gunicorn that stops on its
+    own unlinks it).
+    """
+
+    def __init__(self, path: str, backlog: int = 2048) -> None:
+        self.path = path
+        self.backlog = backlog
+        self.fd: int | None = None
+
+    def ensure(self) -> int:
+        if self.fd is not None and os.path.exists(self.path):
+            return self.fd
+        Path(self.path).unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(self.path)
+        sock.listen(self.backlog)
+        if self.fd is None:
+            self.fd = sock.detach()
+        else:
+            os.dup2(sock.fileno(), self.fd)
+            sock.close()
+            log.info("service socket %s made again", self.path)
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def service_answers_ping(socket_path: str, timeout: float = 2.0) -> bool:
     """GET /ping over the service's unix socket answers 200."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(2.0)
+            sock.settimeout(timeout)
             sock.connect(socket_path)
             sock.sendall(b"GET /ping HTTP/1.0\r\nHost: localhost\r\n\r\n")
             return sock.recv(64).split(b" ")[1:2] == [b"200"]
@@ -675,12 +730,14 @@ def child_environment(config: StackConfig) -> dict[str, str]:
     return env
 
 
-def gunicorn_command(config: StackConfig) -> list[str]:
+def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
+    """gunicorn on the supervisor's socket ``fd`` (see HeldSocket), else binding the path."""
+    bind = f"fd://{fd}" if fd is not None else f"unix:{config.service_socket}"
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        f"--bind=unix:{config.service_socket}",
+        f"--bind={bind}",
         f"--workers={config.gunicorn_workers}",
         f"--threads={config.gunicorn_threads}",
         f"--worker-class={config.gunicorn_worker_class}",

@@ -206,3 +206,29 @@ def test_spawn_uses_one_long_lived_thread() -> None:
     for _ in range(3):
         supervisor._SPAWNER.submit(record).result()
     assert len(names) == 1 and next(iter(names)).startswith("spawner")
+
+
+def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    path = tmp_path / "service.sock"
+    held = supervisor.HeldSocket(str(path))
+    fd = held.ensure()
+    try:
+        assert held.ensure() == fd and path.exists()
+        # Nobody accepts yet: a client's connection waits in the backlog instead of failing.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(path))
+        path.unlink()  # as a gunicorn that stops on its own does
+        assert held.ensure() == fd and path.exists()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(path))
+            listener = socket.socket(fileno=os.dup(fd))
+            conn, _ = listener.accept()
+            conn.close()
+            listener.close()
+    finally:
+        held.close()
+    assert held.fd is None
