@@ -19,13 +19,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from local_ports import free_port  # noqa: E402
-
 from sagemaker_tfs.config import ModelSpec  # noqa: E402
 from sagemaker_tfs.model_processes import (  # noqa: E402
     model_is_available,
@@ -85,7 +83,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as work:
         for base_path in args.models:
             runs = [one_start(base_path.resolve(), Path(work)) for _ in range(args.runs)]
-            first, loaded, ready = (statistics.median(values) for values in zip(*runs))
+            first, loaded, ready = (statistics.median(values) for values in zip(*runs, strict=True))
             print(
                 f"model server start-up: {base_path.name}: {args.runs} runs, median "
                 f"{first:.2f} s until it adds the model (interpreter + TensorFlow import), "
