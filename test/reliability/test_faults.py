@@ -33,9 +33,10 @@ pytestmark = pytest.mark.slow
 
 # The goal is 2 s for every kill (docs/reliability.md has the figures of a long run). The
 # model server's own start-up (TensorFlow import and model load) is measured and reported, not
-# held to it. CI machines are shared and noisy: the bounded run allows a margin.
+# held to it. The bounded run checks the policy (restarted at once, one line per kill) and
+# allows a wide margin on time: on a shared 2-core machine a Python start-up can take seconds.
 GOAL_SECONDS = 2.0
-LIMIT_SECONDS = GOAL_SECONDS if LONG else 5.0
+LIMIT_SECONDS = GOAL_SECONDS if LONG else 15.0
 MODEL_SERVER_LIMIT_SECONDS = 30.0
 RECOVERY_TIMEOUT_SECONDS = 120.0
 _LOG_LINE = re.compile(
@@ -120,13 +121,15 @@ def plain_stack(plain_models, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.mark.parametrize("kind", ["nginx master", "gunicorn master", "gunicorn worker"])
 def test_front_processes_recover_within_the_goal_every_time(plain_stack: Stack, kind) -> None:
-    killed_before = plain_stack.log_text().count("was killed by SIGKILL")
+    killed_before = len(plain_stack.log_text().splitlines())
     recoveries = _kill_repeatedly(plain_stack, kind, BUDGET.kills_per_kind)
     assert max(recoveries) <= LIMIT_SECONDS, recoveries
     log = plain_stack.log_text()
     assert "before it was ready" not in log  # no kill was taken for a failed start
-    if kind in _SUPERVISED:  # one line per kill
-        assert log.count("was killed by SIGKILL") - killed_before == BUDGET.kills_per_kind
+    if kind in _SUPERVISED:  # one line per kill, and every one restarted at once
+        lines = [line for line in log.splitlines()[killed_before:] if "was killed by" in line]
+        assert len(lines) == BUDGET.kills_per_kind, lines
+        assert all(line.endswith("restarting it now") for line in lines), lines
 
 
 def test_model_server_recovers_every_time(plain_stack: Stack) -> None:
