@@ -177,7 +177,7 @@ def test_no_request_is_lost_when_one_of_two_model_servers_dies(
             kill(pids[round_ % 2])
             kills += 1
             # Until the killed one is back, and a little longer: traffic over both again.
-            assert wait_for(lambda: every_model_server_available(stack), 60), stack.log_text()
+            assert wait_for(lambda: every_model_server_available(stack), 180), stack.log_text()
             time.sleep(2.0)
     result = stream.result
     names = "+".join(path.name for path in paths)
