@@ -33,9 +33,14 @@ from sagemaker_tfs.payloads import InputSpec
 
 DEFAULT_SIGNATURE = "serving_default"
 DEFAULT_TIMEOUT_SECONDS = 60.0
+# No message size limits; and a channel whose model server was restarted reconnects within
+# a second instead of gRPC's default backoff (up to 2 minutes).
 CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", -1),
     ("grpc.max_receive_message_length", -1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 )
 
 

@@ -95,14 +95,28 @@ def _model_server_upstream(config: StackConfig) -> str:
         )
     if not config.instances:
         return ""
-    servers = "".join(
-        f"        server 127.0.0.1:{instance.rest_port};\n" for instance in config.instances
+    # Predictions: a model server that refused or dropped one is skipped for a second only,
+    # so a restarted one is back in the rotation soon after it listens (once its models are
+    # loaded). /ping's status calls have an upstream of their own that never marks a server
+    # down: their 1 s timeouts (a model server starved of CPU while another one restarts)
+    # must not take a live server out of the predictions' rotation.
+    predict_servers = "".join(
+        f"        server 127.0.0.1:{instance.rest_port} max_fails=1 fail_timeout=1s;\n"
+        for instance in config.instances
+    )
+    status_servers = "".join(
+        f"        server 127.0.0.1:{instance.rest_port} max_fails=0;\n"
+        for instance in config.instances
     )
     return (
         "    upstream model_servers {\n"
         "        least_conn;\n"
-        f"{servers}"
+        f"{predict_servers}"
         "        keepalive 32;\n"
+        "    }\n"
+        "    upstream model_servers_status {\n"
+        f"{status_servers}"
+        "        keepalive 4;\n"
         "    }\n"
     )
 
@@ -163,6 +177,10 @@ def _mode_locations(config: StackConfig) -> str:
     return (
         "        location /tfs/ {\n"
         "            internal;\n"
+        # A prediction the model server refused goes to the next one; one whose connection
+        # broke after it was sent is sent again by tensorflow_serving.js. Not on timeouts: a
+        # slow model would be run twice.
+        "            proxy_next_upstream error http_502 http_503;\n"
         "            proxy_pass_request_headers off;\n"
         "            proxy_set_header Content-Type application/json;\n"
         "            proxy_set_header Accept application/json;\n"
@@ -175,7 +193,7 @@ def _mode_locations(config: StackConfig) -> str:
         f"            proxy_read_timeout {PING_TIMEOUT_SECONDS}s;\n"
         "            proxy_pass_request_headers off;\n"
         '            proxy_set_header Connection "";\n'
-        "            proxy_pass http://model_servers/;\n"
+        "            proxy_pass http://model_servers_status/;\n"
         "        }\n"
     )
 

@@ -2,7 +2,9 @@
 
 Start-up order: model servers (and wait until their models are AVAILABLE), the Python
 service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
-are ready. A child that exits is logged and restarted with a backoff. SIGTERM/SIGINT stop
+are ready. A child that exits is logged and restarted: at once if it had become ready, with a
+backoff if it never did (see ``Child``). Every child dies with ``serve`` (parent-death
+signal), so a SIGKILLed supervisor leaves nothing on its ports. SIGTERM/SIGINT stop
 nginx gracefully first (SIGQUIT lets in-flight requests finish), then gunicorn, then the
 model servers, and ``serve`` exits 0. ``serve`` also reaps orphaned processes (it is PID 1 in
 the container, and a child subreaper elsewhere).
@@ -11,6 +13,7 @@ the container, and a child subreaper elsewhere).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
@@ -27,6 +30,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from sagemaker_tfs.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
@@ -35,6 +39,7 @@ from sagemaker_tfs.model_processes import (
     ControlServer,
     ModelLoadError,
     ModelRegistry,
+    model_is_available,
     model_server_args,
     model_server_command,
     render_batching_config,
@@ -44,14 +49,21 @@ from sagemaker_tfs.model_processes import (
 
 log = logging.getLogger("sagemaker_tfs.supervisor")
 
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.1
+READY_POLL_SECONDS = 0.1
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 10.0
-STABLE_AFTER_SECONDS = 30.0
+# A child without a readiness check counts as started once it has run this long.
+READY_AFTER_SECONDS = 2.0
+GROUP_EXIT_SECONDS = 1.0
+# gunicorn's readiness check runs in the watch loop; with the held socket a ping waits in the
+# backlog until a worker takes it, so the check must give up quickly.
+READY_PING_TIMEOUT_SECONDS = 0.3
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
-PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class StartupError(RuntimeError):
@@ -70,7 +82,15 @@ _started_children: weakref.WeakSet[Child] = weakref.WeakSet()
 
 
 class Child:
-    """One supervised process: started in its own session, restarted with backoff."""
+    """One supervised process, started in its own session and restarted when it exits.
+
+    The restart policy tells a crash from a failed start-up. A child that became ready (its
+    ``ready_check`` passed, or it ran ``READY_AFTER_SECONDS`` when it has none) and then
+    exits, whatever killed it, is restarted at once, every time. A child that exits before it
+    was ready (bad configuration, a port taken, a model that cannot load) is restarted after a
+    backoff that doubles up to ``MAX_BACKOFF_SECONDS``, so a process that cannot start does
+    not spin; the backoff starts over once it is ready again. Every exit is one log line.
+    """
 
     def __init__(
         self,
@@ -79,20 +99,29 @@ class Child:
         env: dict[str, str],
         stop_signal: signal.Signals = signal.SIGTERM,
         stop_timeout: float = 30.0,
-        after_restart: Callable[[Child], None] | None = None,
+        ready_check: Callable[[], bool] | None = None,
+        death_signal: signal.Signals = signal.SIGKILL,
+        before_start: Callable[[], None] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = env
         self.stop_signal = stop_signal
         self.stop_timeout = stop_timeout
-        self.after_restart = after_restart
+        self.ready_check = ready_check
+        self.death_signal = death_signal
+        self.before_start = before_start
+        self.pass_fds = tuple(pass_fds)
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
+        self.ready = False
         self.backoff = FIRST_BACKOFF_SECONDS
         self.restart_at: float | None = None
         self.restarts = 0
+        self.failed_starts = 0
         self.stopping = False
+        self._next_ready_poll = 0.0
         # check() (watch thread) and stop() (any thread) must not interleave: a restart
         # racing a stop would leave an unsupervised process behind.
         self._lock = threading.Lock()
@@ -104,48 +133,94 @@ class Child:
     def start(self) -> None:
         # Own session: a Ctrl-C in a terminal reaches only the supervisor, which then stops
         # the children in order, and the whole group (e.g. gunicorn workers) can be killed.
+        if self.before_start is not None:
+            self.before_start()
         with _spawn_lock:
-            self.process = subprocess.Popen(self.argv, env=self.env, start_new_session=True)
+            self.process = spawn(self.argv, self.env, self.death_signal, self.pass_fds)
             _started_children.add(self)
         self.started_at = time.monotonic()
+        self.ready = False
         self.restart_at = None
+        self._next_ready_poll = 0.0
         log.info("started %s (pid %d): %s", self.name, self.process.pid, " ".join(self.argv))
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def check(self, now: float) -> None:
-        """Notice an exit and schedule a restart; restart when the backoff has passed."""
-        with self._lock:
-            restarted = self._check(now)
-        if restarted and self.after_restart is not None:
-            self.after_restart(self)
+    def mark_ready(self, now: float | None = None) -> None:
+        """The child is serving: a later exit is a crash (restart at once), not a failed start."""
+        if self.ready:
+            return
+        self.ready = True
+        self.backoff = FIRST_BACKOFF_SECONDS
+        self.failed_starts = 0
+        if self.restarts:
+            elapsed = (now or time.monotonic()) - self.started_at
+            log.info("%s (pid %s) ready %.2fs after restart", self.name, self.pid, elapsed)
 
-    def _check(self, now: float) -> bool:
+    def check(self, now: float) -> None:
+        """Notice an exit and restart (at once, or after the backoff); notice readiness."""
+        with self._lock:
+            self._check(now)
+
+    def _check(self, now: float) -> None:
         if self.stopping or self.process is None:
-            return False
-        if self.restart_at is None:
-            code = self.process.poll()
-            if code is None:
-                return False
-            # Leftovers of the group (nginx or gunicorn workers) would hold the sockets.
-            self._signal_group(signal.SIGKILL)
-            if now - self.started_at > STABLE_AFTER_SECONDS:
-                self.backoff = FIRST_BACKOFF_SECONDS
-            self.restart_at = now + self.backoff
+            return
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self._restart()
+            return
+        code = self.process.poll()
+        if code is None:
+            self._poll_ready(now)
+            return
+        # Leftovers of the group (nginx or gunicorn workers) would hold the sockets: a new
+        # nginx that finds its port taken sleeps 500 ms before it tries again.
+        self._signal_group(signal.SIGKILL)
+        wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
+        ran = now - self.started_at
+        if self.ready:
             log.warning(
-                "%s (pid %d) exited with code %s; restarting in %.1fs",
+                "%s (pid %d) %s after running %.1fs; restarting it now",
                 self.name,
                 self.process.pid,
-                code,
-                self.backoff,
+                describe_exit(code),
+                ran,
             )
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
-        elif now >= self.restart_at:
-            self.restarts += 1
-            self.start()
-            return True
-        return False
+            self._restart()
+            return
+        self.failed_starts += 1
+        self.restart_at = now + self.backoff
+        log.error(
+            "%s (pid %d) %s %.1fs after start, before it was ready (failed start %d in a row); "
+            "restarting in %.1fs",
+            self.name,
+            self.process.pid,
+            describe_exit(code),
+            ran,
+            self.failed_starts,
+            self.backoff,
+        )
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        self.start()
+
+    def _poll_ready(self, now: float) -> None:
+        if self.ready or now < self._next_ready_poll:
+            return
+        self._next_ready_poll = now + READY_POLL_SECONDS
+        if self.ready_check is None:
+            ready = now - self.started_at >= READY_AFTER_SECONDS
+        else:
+            try:
+                ready = self.ready_check()
+            except Exception as error:  # noqa: BLE001 - a failed check means "not ready yet"
+                log.debug("%s readiness check failed: %s", self.name, error)
+                ready = False
+        if ready:
+            self.mark_ready(now)
 
     def stop(self) -> None:
         """Ask the process to stop, wait for it, then kill its whole process group."""
@@ -179,6 +254,92 @@ class Child:
             os.killpg(self.process.pid, sig)
 
 
+def wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Until no process of group ``pgid`` is left (reaping those that are our children, as
+    orphaned workers of a subreaper are); False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+            if pid:
+                continue
+        except ChildProcessError:  # none of ours left; others may still be exiting
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+
+
+def describe_exit(code: int) -> str:
+    """``exited with code 3`` or ``was killed by SIGKILL`` (Popen's negative codes)."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get ``death_signal`` when its parent dies.
+
+    PR_SET_PDEATHSIG survives exec, so a SIGKILLed supervisor leaves no child serving on its
+    ports. If the parent died between fork and prctl, the child signals itself.
+    """
+    prctl = _prctl
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(death_signal))
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), death_signal)
+
+    return preexec
+
+
+def _popen(
+    argv: Sequence[str], env: dict[str, str], death_signal: signal.Signals, pass_fds: Sequence[int]
+) -> Any:
+    return subprocess.Popen(
+        list(argv),
+        env=env,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+        preexec_fn=die_with_parent(death_signal, os.getpid()),  # noqa: PLW1509
+    )
+
+
+def spawn(
+    argv: Sequence[str],
+    env: dict[str, str],
+    death_signal: signal.Signals,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """Start a child from the one long-lived spawner thread.
+
+    The parent-death signal fires when the *thread* that forked the child ends, not only the
+    process: children started from short-lived threads (control API requests) would be killed
+    as soon as their request was answered.
+    """
+    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds).result()
+
+
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+
 class Supervisor:
     """Owns the children of one stack and the multi-model registry."""
 
@@ -192,6 +353,7 @@ class Supervisor:
         self.registry: ModelRegistry | None = None
         self.control: ControlServer | None = None
         self.stop_requested = threading.Event()
+        self.service_socket = HeldSocket(config.service_socket)
         self._lock = threading.Lock()
         self._closing = False
 
@@ -208,7 +370,7 @@ class Supervisor:
             argv,
             self.env,
             stop_timeout=MODEL_SERVER_STOP_SECONDS,
-            after_restart=self._rewait(instance, model_names),
+            ready_check=models_available_check(key, instance, model_names),
         )
         with self._lock:
             if self._closing:
@@ -279,6 +441,7 @@ class Supervisor:
                 f"{key} {why} before models {', '.join(names)} became AVAILABLE "
                 f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
             )
+        child.mark_ready()
         log.info("%s: models %s AVAILABLE", key, ", ".join(names))
 
     def _download_universal_code(self) -> None:
@@ -299,17 +462,22 @@ class Supervisor:
         log.info("multi-model control API on unix:%s", self.config.control_socket)
 
     def _start_gunicorn(self) -> None:
-        socket_path = Path(self.config.service_socket)
-        socket_path.unlink(missing_ok=True)
+        fd = self.service_socket.ensure()
         env = dict(self.env, SAGEMAKER_TFS_STACK_CONFIG=self.config.stack_config_path)
         self.gunicorn = Child(
             "gunicorn",
-            gunicorn_command(self.config),
+            gunicorn_command(self.config, fd),
             env,
             stop_timeout=self.config.gunicorn_timeout + 5,
+            ready_check=lambda: service_answers_ping(
+                self.config.service_socket, READY_PING_TIMEOUT_SECONDS
+            ),
+            before_start=self.service_socket.ensure,
+            pass_fds=(fd,),
         )
         self.gunicorn.start()
         self._wait_for_service(self.gunicorn)
+        self.gunicorn.mark_ready()
 
     def _wait_for_service(self, gunicorn: Child) -> None:
         """Until a worker answers /ping on the socket (requirements are installed first)."""
@@ -343,9 +511,19 @@ class Supervisor:
             self.env,
             stop_signal=signal.SIGQUIT,
             stop_timeout=self.config.nginx_proxy_read_timeout + 5,
+            ready_check=lambda: self.nginx is not None and self._nginx_listens(self.nginx),
+            # SIGTERM, not SIGKILL: the master then stops its workers, which have no
+            # parent-death signal of their own, before it exits.
+            death_signal=signal.SIGTERM,
         )
         self.nginx.start()
         self._wait_for_public_port(self.nginx)
+        self.nginx.mark_ready()
+
+    def _nginx_listens(self, nginx: Child) -> bool:
+        return read_pid(self.work_dir / "nginx.pid") == nginx.pid and port_accepts_connections(
+            self.config.port
+        )
 
     def _wait_for_public_port(self, nginx: Child) -> None:
         """nginx listens, or start-up fails (e.g. the port is taken).
@@ -354,10 +532,7 @@ class Supervisor:
         alone could be fooled by another process listening there.
         """
         deadline = time.monotonic() + NGINX_START_SECONDS
-        while not (
-            read_pid(self.work_dir / "nginx.pid") == nginx.pid
-            and port_accepts_connections(self.config.port)
-        ):
+        while not self._nginx_listens(nginx):
             if self.stop_requested.is_set():
                 raise StopRequested()
             if not nginx.running():
@@ -400,28 +575,10 @@ class Supervisor:
             child.request_stop()
         for child in servers:
             child.wait_stopped()
+        self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)
         log.info("stopped")
-
-    def _rewait(self, instance: Instance, names: Sequence[str]) -> Callable[[Child], None]:
-        def rewait(child: Child) -> None:
-            def wait() -> None:
-                try:
-                    ready = wait_until_available(
-                        instance.rest_port, names, self.config.wait_time_seconds, child.running
-                    )
-                except ModelLoadError as error:
-                    log.error("%s after restart: %s", child.name, error)
-                    return
-                if ready:
-                    log.info("%s: models %s AVAILABLE again", child.name, ", ".join(names))
-                else:
-                    log.warning("%s: models not AVAILABLE after restart", child.name)
-
-            threading.Thread(target=wait, name=f"rewait-{child.name}", daemon=True).start()
-
-        return rewait
 
     def _model_config_file(self) -> str:
         return str(self.work_dir / "models.config")
@@ -430,6 +587,24 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
+
+
+def models_available_check(
+    key: str, instance: Instance, names: Sequence[str]
+) -> Callable[[], bool]:
+    """A model server's readiness check: every model AVAILABLE (a failed load logged once)."""
+    reported: set[str] = set()
+
+    def check() -> bool:
+        try:
+            return all(model_is_available(instance.rest_port, name) for name in names)
+        except ModelLoadError as error:
+            if str(error) not in reported:
+                reported.add(str(error))
+                log.error("%s: %s", key, error)
+            return False
+
+    return check
 
 
 def become_subreaper() -> bool:
@@ -482,11 +657,46 @@ def reap_orphans() -> None:
             )
 
 
-def service_answers_ping(socket_path: str) -> bool:
+class HeldSocket:
+    """The Python service's listening unix socket, made and kept open by the supervisor.
+
+    gunicorn gets it as ``--bind=fd://N``. While gunicorn restarts, nginx's connections wait in
+    the backlog and the new gunicorn serves them, instead of being refused (a 503 for each).
+    Always the same fd number; made again when its path is gone (a gunicorn that stops on its
+    own unlinks it).
+    """
+
+    def __init__(self, path: str, backlog: int = 2048) -> None:
+        self.path = path
+        self.backlog = backlog
+        self.fd: int | None = None
+
+    def ensure(self) -> int:
+        if self.fd is not None and os.path.exists(self.path):
+            return self.fd
+        Path(self.path).unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(self.path)
+        sock.listen(self.backlog)
+        if self.fd is None:
+            self.fd = sock.detach()
+        else:
+            os.dup2(sock.fileno(), self.fd)
+            sock.close()
+            log.info("service socket %s made again", self.path)
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def service_answers_ping(socket_path: str, timeout: float = 2.0) -> bool:
     """GET /ping over the service's unix socket answers 200."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(2.0)
+            sock.settimeout(timeout)
             sock.connect(socket_path)
             sock.sendall(b"GET /ping HTTP/1.0\r\nHost: localhost\r\n\r\n")
             return sock.recv(64).split(b" ")[1:2] == [b"200"]
@@ -520,12 +730,14 @@ def child_environment(config: StackConfig) -> dict[str, str]:
     return env
 
 
-def gunicorn_command(config: StackConfig) -> list[str]:
+def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
+    """gunicorn on the supervisor's socket ``fd`` (see HeldSocket), else binding the path."""
+    bind = f"fd://{fd}" if fd is not None else f"unix:{config.service_socket}"
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        f"--bind=unix:{config.service_socket}",
+        f"--bind={bind}",
         f"--workers={config.gunicorn_workers}",
         f"--threads={config.gunicorn_threads}",
         f"--worker-class={config.gunicorn_worker_class}",

@@ -225,7 +225,7 @@ def test_killed_child_is_back_within_seconds(container: Container, child: str, p
     assert pid.isdigit(), pid
     container.exec("sh", "-c", f"kill -9 {pid}")
     killed_at = time.monotonic()
-    noticed = f"(pid {pid}) exited with code -9"
+    noticed = f"(pid {pid}) was killed by SIGKILL"
     until(lambda: noticed in container.logs(), timeout=10, what=f"{child} exit noticed")
     until(lambda: answers(container), timeout=30, what=f"{child} back")
     back_after = time.monotonic() - killed_at

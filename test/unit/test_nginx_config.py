@@ -85,7 +85,16 @@ def test_model_server_instances_are_spread(tmp_path: Path) -> None:
     assert upstream
     assert "least_conn;" in upstream.group(1)
     for port in (8501, 8503, 8505):
-        assert f"server 127.0.0.1:{port};" in upstream.group(1)
+        assert f"server 127.0.0.1:{port} max_fails=1 fail_timeout=1s;" in upstream.group(1)
+
+
+def test_a_prediction_whose_model_server_died_goes_to_the_next_one(tmp_path: Path) -> None:
+    text = nginx_config.render(make_config(tmp_path, code_dir=None))
+    retry = "proxy_next_upstream error http_502 http_503;"
+    assert retry in location_block(text, "/tfs/")
+    assert "timeout" not in retry  # a slow model must not run twice
+    # /ping's short timeouts must not mark a live model server down for predictions.
+    assert "proxy_pass http://model_servers_status/;" in location_block(text, "/tfs-status/")
 
 
 def test_njs_handles_invocations_without_inference_script(tmp_path: Path) -> None:

@@ -161,6 +161,7 @@ def test_gunicorn_command(tmp_path: Path) -> None:
     argv = gunicorn_command(config)
     assert argv[:3] == [sys.executable, "-m", "gunicorn"]
     assert f"--bind=unix:{tmp_path / 'work' / 'gunicorn.sock'}" in argv
+    assert "--bind=fd://7" in gunicorn_command(config, 7)  # the supervisor's held socket
     for flag in (
         "--workers=3",
         "--threads=2",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import falcon
@@ -94,13 +95,58 @@ def _pieces(chunks: Sequence[bytes | memoryview]) -> Iterator[bytes]:
             yield bytes(view[start : start + SEND_PIECE_BYTES])
 
 
+# How long a request whose model server is unreachable is retried (on the other instances,
+# then on the same one once it is back), and the pause after each round over the instances.
+FAILOVER_SECONDS = 10.0
+FAILOVER_PAUSE_SECONDS = 0.1
+
+
+def with_failover(attempt: Callable[[int], Reply], candidates: int) -> Reply:
+    """``attempt(0)``, ``attempt(1)``, ... while the model server is unreachable.
+
+    Predictions are idempotent, so a request whose model server died (or was restarting) is
+    sent again: to each of the ``candidates`` once, then round after round with a short pause
+    until one answers or ``FAILOVER_SECONDS`` have passed.
+    """
+    started = time.monotonic()
+    tries = 0
+    while True:
+        try:
+            return attempt(tries)
+        except errors.ModelServerUnavailable as error:
+            tries += 1
+            if time.monotonic() - started >= FAILOVER_SECONDS:
+                logger.warning(
+                    "no model server answered in %.1fs (%d attempts): %s",
+                    time.monotonic() - started,
+                    tries,
+                    error.message,
+                )
+                raise
+            logger.debug("retrying (attempt %d): %s", tries + 1, error.message)
+            if tries % candidates == 0:
+                time.sleep(FAILOVER_PAUSE_SECONDS)
+
+
 def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
-    assert service.picker is not None
+    picker = service.picker
+    assert picker is not None
     target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), service.config.default_model)
-    instance = service.picker.next()
+    instances = picker.rotation()
     body = _read_body(req)
-    context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
-    return invoke(service.user_code, body, context, service.session, req.get_header("Accept"))
+
+    def attempt(index: int) -> Reply:
+        instance = instances[index % len(instances)]
+        context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
+        try:
+            return invoke(
+                service.user_code, body, context, service.session, req.get_header("Accept")
+            )
+        except errors.ModelServerUnavailable:
+            picker.mark_down(instance)
+            raise
+
+    return with_failover(attempt, len(instances))
 
 
 def _invoke_model(service: Service, req: falcon.Request, target: Route, model: LoadedModel,
@@ -115,25 +161,34 @@ def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Rep
     """Multi-model: the model named in the path or the Target-Model header.
 
     Lookups are cached for a second, so another worker may have unloaded (or reloaded) the
-    model meanwhile: on a server-side failure, ask the registry again; answer 404 when the
-    model is gone and retry once when it now runs on other ports.
+    model meanwhile: while its model server is unreachable, ask the registry again before each
+    retry (404 when the model is gone; its new ports when it was reloaded), and after any other
+    server-side failure answer 404 if the model was unloaded meanwhile.
     """
     assert service.directory is not None
+    directory = service.directory
     check_model_name(name)
     target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
     body = _read_body(req)
-    model = service.directory.lookup(name)
-    try:
+    used: list[LoadedModel] = []
+
+    def attempt(index: int) -> Reply:
+        if index:
+            directory.forget(name)
+        model = directory.lookup(name)  # raises 404 once it was unloaded
+        if used and used[-1] != model:
+            service.channels.drop(used[-1].grpc_port)
+        used.append(model)
         return _invoke_model(service, req, target, model, body)
+
+    try:
+        return with_failover(attempt, 1)
     except errors.ServiceError as error:
-        if error.status < 500:
+        if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
             raise
-        service.directory.forget(name)
-        fresh = service.directory.lookup(name)  # raises 404 if it was unloaded
-        if error.status != 503 or fresh == model:
-            raise
-        service.channels.drop(model.grpc_port)
-        return _invoke_model(service, req, target, fresh, body)
+        directory.forget(name)
+        directory.lookup(name)  # raises 404 if it was unloaded
+        raise
 
 
 class Ping:

@@ -31,6 +31,14 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+class ModelServerUnavailable(ServiceError):
+    """The model server could not be reached or dropped the connection: another one (or the
+    same one once restarted) can serve the request again, since predictions are idempotent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message)
+
+
 def json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON

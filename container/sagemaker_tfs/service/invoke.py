@@ -8,11 +8,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import grpc
 import requests
 
 from sagemaker_tfs.service import conversion
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
-from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.service.errors import ModelServerUnavailable, ServiceError
 from sagemaker_tfs.service.handlers import UserCode
 
 try:
@@ -29,6 +30,7 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
 MESSAGE_CHARS = 500
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
 class Reply(NamedTuple):
@@ -75,7 +77,7 @@ def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requ
             uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
         )
     except requests.ConnectionError as error:
-        raise ServiceError(503, f"The model server is not available: {error}") from None
+        raise ModelServerUnavailable(f"The model server is not available: {error}") from None
 
 
 def call_user_code(
@@ -92,8 +94,26 @@ def call_user_code(
     except ServiceError:
         raise
     except Exception as error:
+        if model_server_unreachable(error):  # retried on another instance: no warning yet
+            raise ModelServerUnavailable(str(error) or type(error).__name__) from error
         logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
         raise _handler_error(error) from error
+
+
+def model_server_unreachable(error: BaseException) -> bool:
+    """The error (or one it was raised from) says the model server could not be reached:
+    ``requests`` could not connect or lost the connection, or gRPC answered UNAVAILABLE."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, requests.ConnectionError):
+            return True
+        code = getattr(current, "code", None)
+        if isinstance(current, grpc.RpcError) and callable(code) and code() == UNAVAILABLE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _convert_and_predict(
@@ -114,7 +134,10 @@ def _fast_path(body: bytes, context: Context) -> Reply:
         chunks, content_type = fast_path.invoke(body, context)
     except fast_path.PayloadError as error:
         status = getattr(error, "status", 400)
-        raise ServiceError(status, getattr(error, "message", str(error))) from None
+        message = getattr(error, "message", str(error))
+        if status == 503:  # gRPC UNAVAILABLE: the model server is down or restarting
+            raise ModelServerUnavailable(message) from None
+        raise ServiceError(status, message) from None
     return Reply(200, chunks, content_type)
 
 

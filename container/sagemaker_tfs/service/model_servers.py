@@ -9,13 +9,9 @@ import grpc
 import requests
 import requests.adapters
 
-logger = logging.getLogger(__name__)
+from sagemaker_tfs.client import CHANNEL_OPTIONS
 
-# Payloads up to Batch Transform's 100 MB and bigger responses must fit: no gRPC size limit.
-GRPC_OPTIONS = (
-    ("grpc.max_send_message_length", -1),
-    ("grpc.max_receive_message_length", -1),
-)
+logger = logging.getLogger(__name__)
 
 
 def init_gevent_if_patched() -> bool:
@@ -44,7 +40,7 @@ class Channels:
         with self._lock:
             channel = self._channels.get(grpc_port)
             if channel is None:
-                channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=GRPC_OPTIONS)
+                channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=CHANNEL_OPTIONS)
                 self._channels[grpc_port] = channel
             return channel
 

@@ -6,6 +6,7 @@
  * Python is in the path. Anything else goes to the Python service (@python_service).
  * /ping: 200 only when every model has an AVAILABLE version.
  */
+/* global setTimeout */
 
 var JSON_TYPES = ['application/json'];
 var JSON_LINES_TYPES = ['application/jsonlines', 'application/jsons', 'application/x-jsonlines'];
@@ -17,6 +18,10 @@ var MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]*(?![\s\S])/;
 var VERSION = /^[0-9]{1,19}(?![\s\S])/;
 var MAX_VERSION = '9223372036854775807';
 var STRICT_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+\-]?[0-9]+)?$/;
+/* Statuses nginx gives when no model server could take the prediction (one died or restarts). */
+var RETRY_STATUSES = [502, 503];
+var RETRY_WINDOW_MS = 10000;
+var RETRY_PAUSE_MS = 100;
 var LOOSE_NUMBER = /^[+\-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+\-]?[0-9]+)?$/;
 
 function RequestError(status, message) {
@@ -345,13 +350,34 @@ function invocations(r) {
         handleError(r, e);
         return;
     }
-    r.subrequest(uri, {method: 'POST', body: body})
+    predictWithRetries(r, uri, body, Date.now() + RETRY_WINDOW_MS, 0)
         .then(function (reply) {
             sendModelServerReply(r, reply, r.headersIn.Accept);
         })
         .catch(function (e) {
             handleError(r, e);
         });
+}
+
+/*
+ * Predictions are idempotent: one whose model server died or is restarting is sent again,
+ * at once (nginx skips a model server that just failed, so it goes to a live one), then every
+ * RETRY_PAUSE_MS until one answers or RETRY_WINDOW_MS have passed. Retrying here rather than
+ * with proxy_next_upstream non_idempotent: nginx resending a subrequest's body after a reset
+ * failed with EFAULT (njs 0.7.9).
+ */
+function predictWithRetries(r, uri, body, deadline, attempt) {
+    return r.subrequest(uri, {method: 'POST', body: body}).then(function (reply) {
+        if (RETRY_STATUSES.indexOf(reply.status) < 0 || Date.now() >= deadline) {
+            return reply;
+        }
+        var pause = attempt === 0 ? 0 : RETRY_PAUSE_MS;
+        return new Promise(function (resolve) {
+            setTimeout(resolve, pause);
+        }).then(function () {
+            return predictWithRetries(r, uri, body, deadline, attempt + 1);
+        });
+    });
 }
 
 function modelIsAvailable(reply) {

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from whole_stack import running_stack
+from whole_stack import cmdline, descendant_pids, running_stack
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -15,16 +15,10 @@ MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 SLOW_CODE = REPO_ROOT / "test" / "resources" / "code" / "slow"
 
 
-def gunicorn_command_lines() -> list[str]:
-    lines = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "gunicorn" in text and "sagemaker_tfs.service.app" in text:
-            lines.append(text)
-    return lines
+def gunicorn_command_lines(supervisor_pid: int) -> list[str]:
+    """The stack's gunicorn processes (it binds a socket the supervisor holds: fd://N)."""
+    lines = [cmdline(pid) for pid in descendant_pids(supervisor_pid)]
+    return [line for line in lines if "gunicorn" in line and "sagemaker_tfs.service.app" in line]
 
 
 def test_timeouts_from_env(tmp_path: Path) -> None:
@@ -39,7 +33,7 @@ def test_timeouts_from_env(tmp_path: Path) -> None:
     }
     with running_stack(model_dir, work_dir, env) as stack:
         assert "proxy_read_timeout 2s;" in (work_dir / "nginx.conf").read_text()
-        ours = [line for line in gunicorn_command_lines() if str(work_dir) in line]
+        ours = gunicorn_command_lines(stack.process.pid)
         assert ours and all("--timeout=1" in line for line in ours)
 
         response = stack.post("4", "text/plain")

@@ -1,0 +1,103 @@
+"""A prediction whose model server is unreachable is sent again: other instances first, then
+the same ones after a pause, within a bounded time; other errors are not retried."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+import requests
+from sagemaker_tfs.config import Instance
+from sagemaker_tfs.service import app
+from sagemaker_tfs.service.errors import ModelServerUnavailable, ServiceError
+from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
+from sagemaker_tfs.service.routing import InstancePicker
+
+
+class Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+
+class InvalidArgument(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_rotation_starts_with_the_next_instance_and_covers_all() -> None:
+    instances = [Instance(1, 2), Instance(3, 4), Instance(5, 6)]
+    picker = InstancePicker(instances)
+    assert picker.rotation() == tuple(instances)
+    assert picker.rotation() == (instances[1], instances[2], instances[0])
+    assert picker.next() == instances[2]
+
+
+def test_the_next_candidate_answers() -> None:
+    tried: list[int] = []
+
+    def attempt(index: int) -> Reply:
+        tried.append(index)
+        if index == 0:
+            raise ModelServerUnavailable("connection refused")
+        return Reply(200, b"ok", "application/json")
+
+    assert app.with_failover(attempt, 2).body == b"ok"
+    assert tried == [0, 1]
+
+
+def test_other_errors_are_not_retried() -> None:
+    tried: list[int] = []
+
+    def attempt(index: int) -> Reply:
+        tried.append(index)
+        raise ServiceError(400, "bad input")
+
+    with pytest.raises(ServiceError):
+        app.with_failover(attempt, 2)
+    assert tried == [0]
+
+
+def test_retries_stop_after_the_failover_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app, "FAILOVER_SECONDS", 0.3)
+    monkeypatch.setattr(app, "FAILOVER_PAUSE_SECONDS", 0.05)
+    tried: list[int] = []
+
+    def attempt(index: int) -> Reply:
+        tried.append(index)
+        raise ModelServerUnavailable("connection refused")
+
+    with pytest.raises(ModelServerUnavailable) as caught:
+        app.with_failover(attempt, 1)
+    assert caught.value.status == 503
+    assert 3 <= len(tried) <= 10  # paused between rounds, did not spin
+
+
+def _raised_from(cause: BaseException) -> Exception:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise ValueError("handler failed") from inner
+    except ValueError as outer:
+        return outer
+
+
+def test_unreachable_model_server_is_recognised_through_user_exceptions() -> None:
+    assert model_server_unreachable(requests.ConnectionError("refused"))
+    assert model_server_unreachable(_raised_from(requests.ConnectionError("reset")))
+    assert model_server_unreachable(_raised_from(Unavailable()))
+    assert not model_server_unreachable(_raised_from(InvalidArgument()))
+    assert not model_server_unreachable(ValueError("bad input"))
+    assert not model_server_unreachable(requests.HTTPError("400"))
+
+
+def test_an_unreachable_instance_is_tried_last_for_a_while() -> None:
+    a, b = Instance(1, 2), Instance(3, 4)
+    picker = InstancePicker([a, b], down_seconds=0.2)
+    picker.mark_down(a)
+    assert picker.rotation() == (b, a)
+    assert picker.rotation() == (b, a)  # whatever the turn
+    time.sleep(0.25)
+    assert picker.rotation() in ((a, b), (b, a))
+    assert {picker.rotation()[0], picker.rotation()[0]} == {a, b}  # round-robin again

@@ -1,0 +1,234 @@
+"""The supervisor's restart policy and parent-death signal, on real processes.
+
+A child that was ready and then died is restarted at once, however often; a child that
+cannot start backs off (doubling) and each failure is one log line; every child dies with
+the process that started it, even when started from a thread that has ended since.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs import supervisor
+from sagemaker_tfs.supervisor import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+
+ENV = {"PATH": "/usr/bin:/bin"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCaptureFixture) -> None:
+    child = Child("sleeper", ["sleep", "60"], ENV, stop_timeout=5, ready_check=lambda: True)
+    child.start()
+    try:
+        for kill in range(1, 6):
+            now = time.monotonic()
+            child.check(now)  # the readiness check passes
+            assert child.ready
+            old_pid = child.pid
+            os.kill(old_pid, signal.SIGKILL)
+            child.process.wait()
+            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor"):
+                child.check(now)
+            # Restarted within the same check, no delay, however many kills came before.
+            assert child.pid != old_pid and child.running()
+            assert child.restarts == kill and child.restart_at is None
+            assert child.backoff == FIRST_BACKOFF_SECONDS
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 5
+        assert all(
+            "was killed by SIGKILL" in line and "restarting it now" in line for line in lines
+        )
+    finally:
+        child.stop()
+
+
+def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureFixture) -> None:
+    child = Child("false", ["false"], ENV, ready_check=lambda: False)
+    child.start()
+    now = time.monotonic()
+    delays = []
+    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor"):
+        for _ in range(7):
+            child.process.wait()
+            child.check(now)
+            assert child.restart_at is not None
+            delays.append(child.restart_at - now)
+            child.check(now + 0.01)  # too early: nothing happens
+            assert child.restarts == len(delays) - 1
+            now = child.restart_at
+            child.check(now)  # the backoff has passed: started again
+    child.stop()
+    assert delays == pytest.approx([0.5, 1, 2, 4, 8, MAX_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS])
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 7
+    assert "exited with code 1" in lines[0] and "before it was ready" in lines[0]
+    assert "failed start 7 in a row" in lines[-1]
+
+
+def test_becoming_ready_resets_the_backoff() -> None:
+    ready = {"now": False}
+    child = Child("sleeper", ["sleep", "60"], ENV, ready_check=lambda: ready["now"])
+    child.start()
+    try:
+        now = time.monotonic()
+        for _ in range(3):  # three failed starts: the backoff grew to 4 s
+            child.process.kill()
+            child.process.wait()
+            child.check(now)
+            now = child.restart_at
+            child.check(now)
+        assert child.backoff == 4.0 and child.failed_starts == 3
+        ready["now"] = True
+        child.check(now + 1)
+        assert child.ready and child.backoff == FIRST_BACKOFF_SECONDS and child.failed_starts == 0
+        old_pid = child.pid
+        child.process.kill()
+        child.process.wait()
+        child.check(now + 2)
+        assert child.pid != old_pid and child.running()  # at once
+    finally:
+        child.stop()
+
+
+def test_without_a_check_a_child_is_ready_after_running_a_while() -> None:
+    child = Child("sleeper", ["sleep", "60"], ENV)
+    child.start()
+    try:
+        child.check(child.started_at + 0.5)
+        assert not child.ready
+        child.check(child.started_at + supervisor.READY_AFTER_SECONDS + 0.1)
+        assert child.ready
+    finally:
+        child.stop()
+
+
+def test_a_failing_readiness_check_means_not_ready() -> None:
+    def broken() -> bool:
+        raise ConnectionRefusedError("not listening yet")
+
+    child = Child("sleeper", ["sleep", "60"], ENV, ready_check=broken)
+    child.start()
+    try:
+        child.check(time.monotonic())
+        assert not child.ready and child.running()
+    finally:
+        child.stop()
+
+
+def test_a_stopped_child_is_not_restarted() -> None:
+    child = Child("sleeper", ["sleep", "60"], ENV, ready_check=lambda: True)
+    child.start()
+    child.check(time.monotonic())
+    child.stop()
+    child.check(time.monotonic())
+    assert not child.running() and child.restarts == 0
+
+
+PARENT_SCRIPT = textwrap.dedent("""
+    import signal, sys, threading, time
+    from sagemaker_tfs.supervisor import Child
+
+    env = {"PATH": "/usr/bin:/bin"}
+    children = []
+
+    def start_in_a_short_lived_thread():
+        child = Child("sleeper-thread", ["sleep", "120"], env)
+        child.start()
+        children.append(child)
+
+    thread = threading.Thread(target=start_in_a_short_lived_thread)
+    thread.start()
+    thread.join()  # the thread that asked for the child has ended
+    main_child = Child("sleeper-main", ["sleep", "120"], env, death_signal=signal.SIGTERM)
+    main_child.start()
+    children.append(main_child)
+    print(" ".join(str(c.pid) for c in children), flush=True)
+    time.sleep(120)
+    """)
+
+
+def test_children_die_with_the_supervisor_even_from_ended_threads(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT_SCRIPT], env=env, stdout=subprocess.PIPE, text=True
+    )
+    pids: list[int] = []
+    try:
+        assert parent.stdout is not None
+        pids += [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2
+        time.sleep(0.3)
+        # Started from a thread that has ended, the child is still alive while its parent is.
+        assert all(_alive(pid) for pid in pids)
+        parent.kill()
+        parent.wait()
+        assert _wait(lambda: not any(_alive(pid) for pid in pids), 5.0), "children outlived it"
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_spawn_uses_one_long_lived_thread() -> None:
+    names = set()
+
+    def record() -> None:
+        names.add(threading.current_thread().name)
+
+    for _ in range(3):
+        supervisor._SPAWNER.submit(record).result()
+    assert len(names) == 1 and next(iter(names)).startswith("spawner")
+
+
+def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    path = tmp_path / "service.sock"
+    held = supervisor.HeldSocket(str(path))
+    fd = held.ensure()
+    try:
+        assert held.ensure() == fd and path.exists()
+        # Nobody accepts yet: a client's connection waits in the backlog instead of failing.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(path))
+        path.unlink()  # as a gunicorn that stops on its own does
+        assert held.ensure() == fd and path.exists()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(path))
+            listener = socket.socket(fileno=os.dup(fd))
+            conn, _ = listener.accept()
+            conn.close()
+            listener.close()
+    finally:
+        held.close()
+    assert held.fd is None
