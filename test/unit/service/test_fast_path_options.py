@@ -16,7 +16,7 @@ from sagemaker_tfs.service import fast_path
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.routing import Route
 
-PREDICT = "/tensorflow.serving.PredictionService/Predict"
+PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
 
 
@@ -65,14 +65,13 @@ class FakeModelServer:
         self.calls = {"unary": 0, "streamed": 0}
         handlers = {"Predict": grpc.unary_unary_rpc_method_handler(self._unary)}
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", handlers),)
-        )
+        service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
+        self.server.add_generic_rpc_handlers((service,))
         if streamed:
-            service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
+            streamed_service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
             handler = grpc.unary_stream_rpc_method_handler(self._streamed)
             self.server.add_generic_rpc_handlers(
-                (grpc.method_handlers_generic_handler(service, {method: handler}),)
+                (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
             )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
@@ -94,9 +93,7 @@ class FakeModelServer:
 def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
     server = FakeModelServer(streamed)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(
-        Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0
-    )
+    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
     try:
         x = np.arange(5000, dtype=np.float32)
         for _ in range(2):
