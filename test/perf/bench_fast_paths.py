@@ -52,9 +52,10 @@ sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whole_stack import RunningStack, running_stack  # noqa: E402
+from whole_stack import RunningStack, StackError, running_stack  # noqa: E402
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+START_ATTEMPTS = 3  # free ports are picked, then bound: other processes can take one between
 # 10 detector answers of 55 MB as JSON can take longer than gunicorn's default 30 s
 # scenario 2's path that asks for one of the detector's three outputs
 DETECTOR_FILTER = ",tfs-output-filter=output_0"
@@ -155,10 +156,21 @@ def stack_for(
             (model_dir / name).symlink_to(models_root / name, target_is_directory=True)
         if example:
             shutil.copytree(EXAMPLES / example / "code", model_dir / "code")
-        work_dir = temp / "work"
-        work_dir.mkdir()
-        with running_stack(model_dir, work_dir, env=env) as stack:
+        for attempt in itertools.count(1):
+            work_dir = temp / f"work{attempt}"
+            work_dir.mkdir()
+            try:
+                context = running_stack(model_dir, work_dir, env=env)
+                stack = context.__enter__()
+                break
+            except StackError as error:  # e.g. a free port taken by another process meanwhile
+                if attempt == START_ATTEMPTS:
+                    raise
+                print(f"stack did not start, trying again: {str(error)[-200:]}", file=sys.stderr)
+        try:
             yield stack
+        finally:
+            context.__exit__(None, None, None)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
