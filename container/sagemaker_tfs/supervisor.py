@@ -723,10 +723,23 @@ def write_file(path: str, text: str) -> None:
     Path(path).write_text(text, encoding="utf-8")
 
 
+# glibc gives every allocation above 32 MB fresh pages from mmap and returns them on free, so
+# each tensor of tens of MB is page-faulted in anew on every request: joining 53 MB took
+# 110-160 ms that way and 11-25 ms in reused heap memory (docs/performance.md). Children keep
+# freed memory up to this size instead; the user's own MALLOC_* settings win.
+MALLOC_REUSE_BYTES = str(256 << 20)
+MALLOC_DEFAULTS = {
+    "MALLOC_MMAP_THRESHOLD_": MALLOC_REUSE_BYTES,
+    "MALLOC_TRIM_THRESHOLD_": MALLOC_REUSE_BYTES,
+}
+
+
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = config.omp_num_threads
     env["PYTHONUNBUFFERED"] = "1"
+    for name, value in MALLOC_DEFAULTS.items():
+        env.setdefault(name, value)
     return env
 
 

@@ -50,11 +50,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "test" / "examples"
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whole_stack import RunningStack, running_stack  # noqa: E402
+from whole_stack import RunningStack, StackError, running_stack  # noqa: E402
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
+START_ATTEMPTS = 3  # free ports are picked, then bound: other processes can take one between
 # 10 detector answers of 55 MB as JSON can take longer than gunicorn's default 30 s
+# scenario 2's path that asks for one of the detector's three outputs
+DETECTOR_FILTER = ",tfs-output-filter=output_0"
 SLOW_ANSWERS = {"SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "300"}
 
 
@@ -89,30 +93,25 @@ def decode_rgb(data: bytes, size: int) -> np.ndarray:
     return np.asarray(image, dtype=np.float32)
 
 
-def timed(call: Callable[[], object], count: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        call()
-    latencies = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        latencies.append(time.perf_counter() - start)
-    return latencies
-
-
 def interleaved(calls: dict[str, Callable[[], object]], count: int, warmup: int) -> dict:
     """Latency summaries of several paths timed in turn, request by request, so that all see
-    the same machine (these machines drift by 10-20% within minutes). A path that fails is
-    reported with its error and left out of the following rounds."""
+    the same machine (these machines drift by 10-20% within minutes). The order rotates every
+    round, so that each path follows each other path equally often: a call right after an
+    in-process run is 2-4 ms slower here (TensorFlow's threads in this process are still
+    spinning on one of the two cores), and a fixed order charged that to whichever path came
+    second. A path that fails is reported with its error and left out of the following rounds.
+    Each summary keeps its latencies (``samples_ms``) for the charts."""
     latencies: dict[str, list[float]] = {label: [] for label in calls}
     failed: dict[str, dict] = {}
+    labels = list(calls)
     for index in range(warmup + count):
-        for label, call in calls.items():
+        shift = index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
             if label in failed:
                 continue
             start = time.perf_counter()
             try:
-                call()
+                calls[label]()
             except RuntimeError as error:
                 print(f"path {label} failed: {error}", file=sys.stderr)
                 failed[label] = {"error": str(error)[:300]}
@@ -120,27 +119,22 @@ def interleaved(calls: dict[str, Callable[[], object]], count: int, warmup: int)
             if index >= warmup:
                 latencies[label].append(time.perf_counter() - start)
     return {
-        label: failed.get(label) or latency_summary(values) for label, values in latencies.items()
+        label: failed.get(label) or latency_summary(values, keep=True)
+        for label, values in latencies.items()
     }
 
 
-def latency_summary(latencies: list[float]) -> dict[str, float]:
+def latency_summary(latencies: list[float], keep: bool = False) -> dict:
     values = np.array(latencies) * 1e3
-    return {
+    summary: dict = {
         "p50_ms": round(float(np.percentile(values, 50)), 2),
         "p95_ms": round(float(np.percentile(values, 95)), 2),
         "mean_ms": round(float(values.mean()), 2),
         "n": len(latencies),
     }
-
-
-def measured(call: Callable[[], object], count: int, warmup: int) -> dict:
-    """Latency summary of a path, or its error if the path does not work (it is reported)."""
-    try:
-        return latency_summary(timed(call, count, warmup))
-    except RuntimeError as error:
-        print(f"path failed: {error}", file=sys.stderr)
-        return {"error": str(error)[:300]}
+    if keep:
+        summary["samples_ms"] = [round(float(value), 2) for value in values]
+    return summary
 
 
 def ratio(figures: dict, numerator: str, denominator: str, key: str = "p50_ms") -> float | None:
@@ -162,10 +156,21 @@ def stack_for(
             (model_dir / name).symlink_to(models_root / name, target_is_directory=True)
         if example:
             shutil.copytree(EXAMPLES / example / "code", model_dir / "code")
-        work_dir = temp / "work"
-        work_dir.mkdir()
-        with running_stack(model_dir, work_dir, env=env) as stack:
+        for attempt in itertools.count(1):
+            work_dir = temp / f"work{attempt}"
+            work_dir.mkdir()
+            try:
+                context = running_stack(model_dir, work_dir, env=env)
+                stack = context.__enter__()
+                break
+            except StackError as error:  # e.g. a free port taken by another process meanwhile
+                if attempt == START_ATTEMPTS:
+                    raise
+                print(f"stack did not start, trying again: {str(error)[-200:]}", file=sys.stderr)
+        try:
             yield stack
+        finally:
+            context.__exit__(None, None, None)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
@@ -173,10 +178,11 @@ def stack_for(
 class Poster:
     """POSTs to a stack with a kept-alive session, checking every answer is 200."""
 
-    def __init__(self, stack: RunningStack, content_type: str, accept: str, model: str) -> None:
+    def __init__(self, stack: RunningStack, content_type: str, accept: str, model: str,
+                 attributes: str = "") -> None:  # fmt: skip
         self.url = stack.url + "/invocations"
         self.headers = {"Content-Type": content_type, "Accept": accept, CUSTOM_ATTRIBUTES:
-                        f"tfs-model-name={model}"}  # fmt: skip
+                        f"tfs-model-name={model}{attributes}"}  # fmt: skip
         self._local = threading.local()
 
     def __call__(self, body: bytes) -> bytes:
@@ -218,8 +224,8 @@ def built_in_calls(
 
 
 def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict:
+    """Scenario 1; the seed handlers' stacks run beside the built-in one, all interleaved."""
     image = photo_like_jpeg(224, seed=1)
-    count, warmup = args.requests, args.warmup
     servable = in_process_servable(models_root, "mobilenet_v2")
 
     def in_process() -> object:
@@ -227,14 +233,16 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
         return servable.predict("serving_default", {"input_1": batch})
 
     accepts = {"builtin_json": "application/json", "builtin_npy": "application/x-npy"}
-    with stack_for(models_root, ["mobilenet_v2"]) as stack:
-        calls = built_in_calls(stack, "mobilenet_v2", "image/jpeg", image, accepts)
-        figures = interleaved({"in_process": in_process, **calls}, count, warmup)
+    with contextlib.ExitStack() as stacks:
+        stack = stacks.enter_context(stack_for(models_root, ["mobilenet_v2"]))
+        calls = {"in_process": in_process}
+        calls.update(built_in_calls(stack, "mobilenet_v2", "image/jpeg", image, accepts))
+        for example in ("seed001_grpc", "seed001_rest"):
+            seed_stack = stacks.enter_context(stack_for(models_root, ["mobilenet_v2"], example))
+            post = Poster(seed_stack, "application/x-image", "application/json", "mobilenet_v2")
+            calls[example] = functools.partial(post, image)
+        figures = interleaved(calls, args.requests, args.warmup)
     servable.close()
-    for label, example in (("seed001_rest", "seed001_rest"), ("seed001_grpc", "seed001_grpc")):
-        with stack_for(models_root, ["mobilenet_v2"], example) as stack:
-            post = Poster(stack, "application/x-image", "application/json", "mobilenet_v2")
-            figures[label] = measured(functools.partial(post, image), count, warmup)
     figures["builtin_json_over_in_process_p50"] = ratio(figures, "builtin_json", "in_process")
     figures["builtin_npy_over_in_process_p50"] = ratio(figures, "builtin_npy", "in_process")
     figures["seed001_rest_over_builtin_json_p50"] = ratio(figures, "seed001_rest", "builtin_json")
@@ -243,9 +251,10 @@ def scenario_classification(args: argparse.Namespace, models_root: Path) -> dict
 
 
 def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
+    """Scenario 2; seed 000's handler runs in its own stack beside, all interleaved. The
+    ``builtin_npz_filtered`` path asks for one output (``tfs-output-filter``)."""
     images = [photo_like_jpeg(512, seed=10 + i) for i in range(10)]
     body = image_stream(images)
-    count, warmup = args.stream_requests, max(2, args.warmup // 2)
     servable = in_process_servable(models_root, "detector")
 
     def in_process() -> object:
@@ -253,15 +262,25 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
         return servable.predict("serving_default", {"images": batch})
 
     accepts = {"builtin_npz": "application/x-npz", "builtin_json": "application/json"}
-    with stack_for(models_root, ["detector"], env=SLOW_ANSWERS) as stack:
-        calls = built_in_calls(stack, "detector", "application/x-image-stream", body, accepts)
-        figures = interleaved({"in_process": in_process, **calls}, count, warmup)
+    stream = "application/x-image-stream"
+    with contextlib.ExitStack() as stacks:
+        stack = stacks.enter_context(stack_for(models_root, ["detector"], env=SLOW_ANSWERS))
+        calls = {"in_process": in_process}
+        calls.update(built_in_calls(stack, "detector", stream, body, accepts))
+        filtered = Poster(stack, stream, "application/x-npz", "detector", DETECTOR_FILTER)
+        calls["builtin_npz_filtered"] = functools.partial(filtered, body)
+        seed_stack = stacks.enter_context(
+            stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS)
+        )
+        post = Poster(seed_stack, "application/octet-stream", "application/x-npy", "detector")
+        calls["seed000_handler"] = functools.partial(post, body)
+        figures = interleaved(calls, args.stream_requests, max(2, args.warmup // 2))
     servable.close()
-    with stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS) as stack:
-        post = Poster(stack, "application/octet-stream", "application/x-npy", "detector")
-        figures["seed000_handler"] = measured(functools.partial(post, body), count, warmup)
     figures["json_over_npz_p50"] = ratio(figures, "builtin_json", "builtin_npz")
     figures["npz_over_in_process_p50"] = ratio(figures, "builtin_npz", "in_process")
+    figures["filtered_npz_over_in_process_p50"] = ratio(
+        figures, "builtin_npz_filtered", "in_process"
+    )
     figures["seed000_over_npz_p50"] = ratio(figures, "seed000_handler", "builtin_npz")
     return figures
 
@@ -283,12 +302,15 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
 
 def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> dict:
     """In-process batched inference and the stack with batching off and on, in alternating
-    rounds (both stacks run side by side, idle when not measured); medians of the rounds."""
+    rounds (both stacks run side by side, idle when not measured); medians of the rounds.
+    The headline figures are those of the largest client count of ``--clients``; ``curve``
+    has images/s for each count (the chart)."""
     images = [photo_like_jpeg(224, seed=20 + i) for i in range(16)]
     batch_size = args.max_batch_size
+    client_counts = sorted(int(count) for count in args.clients.split(","))
     servable = in_process_servable(models_root, model)
     batch = np.array([images[i % len(images)] for i in range(batch_size)], dtype=object)
-    per_round = max(args.clients, args.throughput_requests // args.rounds)
+    per_round = max(client_counts[-1], args.throughput_requests // args.rounds)
     batches = max(1, per_round // batch_size)
 
     def in_process_rate() -> float:
@@ -298,8 +320,8 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
         return batches * batch_size / (time.perf_counter() - start)
 
     servable.predict("serving_default", {"image_bytes": batch})
-    labels = ("in_process_batched", "batching_off", "batching_on")
-    rates: dict[str, list[float]] = {label: [] for label in labels}
+    in_process: list[float] = []
+    rates: dict[tuple[str, int], list[float]] = {}
     with contextlib.ExitStack() as stacks:
         posts = {}
         for label, batching in (("batching_off", "false"), ("batching_on", "true")):
@@ -312,19 +334,28 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
             stack = stacks.enter_context(stack_for(models_root, [model], env=env))
             posts[label] = cycling(Poster(stack, "image/jpeg", "application/json", model), images)
         for _ in range(args.rounds):
-            rates["in_process_batched"].append(in_process_rate())
-            for label, send in posts.items():
-                rates[label].append(run_concurrently(send, per_round, args.clients))
+            in_process.append(in_process_rate())
+            for clients in client_counts:
+                for label, send in posts.items():
+                    rate = run_concurrently(send, per_round, clients)
+                    rates.setdefault((label, clients), []).append(rate)
     servable.close()
+    median = {key: round(float(np.median(values)), 1) for key, values in rates.items()}
+    most = client_counts[-1]
     figures: dict = {
-        f"{label}_images_per_s": round(float(np.median(values)), 1)
-        for label, values in rates.items()
+        "in_process_batched_images_per_s": round(float(np.median(in_process)), 1),
+        "batching_off_images_per_s": median[("batching_off", most)],
+        "batching_on_images_per_s": median[("batching_on", most)],
     }
     figures["batching_on_over_in_process"] = round(
         figures["batching_on_images_per_s"] / figures["in_process_batched_images_per_s"], 3
     )
-    figures["clients"] = args.clients
+    figures["clients"] = most
     figures["rounds"] = args.rounds
+    figures["curve"] = {
+        label: {str(clients): median[(label, clients)] for clients in client_counts}
+        for label in posts
+    }
     return figures
 
 
@@ -408,7 +439,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10, help="warm-up requests per path")
     parser.add_argument("--stream-requests", type=int, default=30, help="scenario 2 requests")
     parser.add_argument("--throughput-requests", type=int, default=3000, help="scenario 3 total")
-    parser.add_argument("--clients", type=int, default=64, help="scenario 3 concurrent clients")
+    parser.add_argument(
+        "--clients", default="64", help="scenario 3: concurrent clients, comma-separated counts"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="scenario 3 alternating rounds")
     parser.add_argument("--max-batch-size", type=int, default=32, help="scenario 3 batching")
     parser.add_argument(
@@ -420,6 +453,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="gunicorn workers (gevent)")
     parser.add_argument("--memory-requests", type=int, default=5000, help="scenario 4 requests")
     parser.add_argument("--memory-warmup", type=int, default=500)
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        help="write fast_paths.json and PNG charts (matplotlib: the perf extra) here",
+    )
     return parser.parse_args(argv)
 
 
@@ -433,8 +471,39 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running scenario {key.strip()}: {name}", file=sys.stderr, flush=True)
         results[name] = run(args, models_root)
     print_table(results)
-    print(json.dumps({"bench": "fast_paths", "args": vars(args), "results": results}))
+    document = {"bench": "fast_paths", "args": vars(args), "results": results}
+    print(json.dumps(document, default=str))
+    if args.out_dir:
+        write_results(document, args.out_dir)
     return 0
+
+
+CHARTS = {
+    "classification": ("latency", "Scenario 1: MobileNetV2, one 224x224 JPEG per request"),
+    "detector": ("latency", "Scenario 2: detector, 10 JPEGs of 512x512, 55 MB of outputs"),
+    "throughput": ("throughput", "Scenario 3: JPEG bytes -> model, batching off and on"),
+}
+
+
+def write_results(document: dict, out_dir: Path) -> None:
+    """``fast_paths.json`` and one PNG per scenario that has a chart, in ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "fast_paths.json").write_text(json.dumps(document, indent=1, default=str) + "\n")
+    try:
+        import charts  # test/perf, beside this script; needs matplotlib
+    except ImportError as error:
+        print(f"no charts ({error}): pip install -e '.[perf]'", file=sys.stderr)
+        return
+    for scenario, figures in document["results"].items():
+        if scenario not in CHARTS:
+            continue
+        kind, title = CHARTS[scenario]
+        path = out_dir / f"fast_paths_{scenario}.png"
+        if kind == "latency":
+            charts.latency_chart(figures, title, path)
+        else:
+            charts.throughput_chart(figures, title, path)
+        print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

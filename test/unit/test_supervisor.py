@@ -31,7 +31,13 @@ from sagemaker_tfs.model_processes import (
     resolve_model_url,
     validate_model_name,
 )
-from sagemaker_tfs.supervisor import Child, Supervisor, gunicorn_command, parse_args
+from sagemaker_tfs.supervisor import (
+    Child,
+    Supervisor,
+    child_environment,
+    gunicorn_command,
+    parse_args,
+)
 
 
 def make_model(base: Path, version: str = "1") -> Path:
@@ -171,6 +177,16 @@ def test_gunicorn_command(tmp_path: Path) -> None:
     ):
         assert flag in argv
     assert argv[-1] == "sagemaker_tfs.service.app:create_app()"
+
+
+def test_children_reuse_large_allocations_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000")
+    env = child_environment(stack_config(tmp_path))
+    assert env["MALLOC_MMAP_THRESHOLD_"] == str(256 << 20)
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "1000"  # the user's setting wins
 
 
 def test_write_configs(tmp_path: Path) -> None:

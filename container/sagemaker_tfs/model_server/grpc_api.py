@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import grpc
@@ -137,13 +137,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
 
+    def PredictStreamed(self, request: bytes, context) -> Iterator[bytes]:  # noqa: N802
+        """Predict whose serialized answer is sent in pieces (``predict_wire.STREAMED_PREDICT``)."""
+        chunks = _handle(context, lambda: self._predict_chunks(request), "Predict")
+        yield from predict_wire.pieces(chunks)
+
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
+        return b"".join(self._predict_chunks(request))
+
+    def _predict_chunks(self, request: bytes) -> list[bytes | memoryview]:
         spec, inputs, output_filter = decode_predict_request(request)
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
-        return predict_wire.encode_predict_response(_model_spec(servable, signature_name), outputs)
+        return predict_wire.predict_response_chunks(_model_spec(servable, signature_name), outputs)
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")
@@ -275,6 +283,13 @@ def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
 
 
+def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
+    """The project's own ``predict_wire.STREAMED_PREDICT`` (not part of TF Serving's API)."""
+    streamed_service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
+    handler = grpc.unary_stream_rpc_method_handler(service.PredictStreamed)
+    return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
+
+
 def serve(
     manager: ModelManager, port: int, max_message_bytes: int, max_workers: int = 64
 ) -> grpc.Server:
@@ -288,7 +303,10 @@ def serve(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=options,
     )
-    server.add_generic_rpc_handlers((prediction_handlers(PredictionService(manager)),))
+    prediction = PredictionService(manager)
+    server.add_generic_rpc_handlers(
+        (prediction_handlers(prediction), streamed_prediction_handlers(prediction))
+    )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")

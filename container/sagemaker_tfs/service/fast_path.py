@@ -4,6 +4,10 @@ The request body is decoded by :mod:`sagemaker_tfs.payloads` into the inputs the
 signature wants (metadata fetched once per model/version and cached), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. gRPC errors become the HTTP statuses TF Serving's REST API would give.
+
+``tfs-output-filter=NAME;NAME`` in ``X-Amzn-SageMaker-Custom-Attributes`` asks for some of the
+signature's outputs only (Predict's ``output_filter``): the model server then neither computes
+nor sends the others, which matters when outputs are megabytes.
 """
 
 from __future__ import annotations
@@ -12,14 +16,19 @@ import logging
 from typing import Any
 
 import grpc
+import numpy as np
 
-from sagemaker_tfs import client, payloads
+from sagemaker_tfs import client, payloads, tensors
 from sagemaker_tfs.payloads import PayloadError
 from sagemaker_tfs.tensors import TensorConversionError
 
 __all__ = ["PayloadError", "invoke", "http_status"]
 
 logger = logging.getLogger(__name__)
+
+OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
+# Answers expected to be this large are streamed from the model server (client.predict).
+STREAM_ANSWER_BYTES = 4 << 20
 
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
@@ -57,8 +66,39 @@ def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
     inputs = payloads.decode_inputs(
         body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
     )
-    outputs = _predict(context, inputs)
+    names = output_filter(context.custom_attributes)
+    stream = expected_answer_bytes(signature, inputs, names) >= STREAM_ANSWER_BYTES
+    outputs = _predict(context, inputs, names, stream)
     return payloads.encode_outputs(outputs, output_type)
+
+
+def expected_answer_bytes(
+    signature: client.Signature, inputs: dict[str, Any], names: list[str]
+) -> int:
+    """The size of the outputs from the signature's shapes, the batch size taken from the
+    inputs (0 when a shape or dtype is not fixed: such answers are not streamed)."""
+    batch = max((len(array) for array in inputs.values() if np.ndim(array) > 0), default=1)
+    total = 0
+    for name, spec in signature.outputs.items():
+        if names and name not in names:
+            continue
+        if spec.shape is None or spec.is_string or any(dim < 0 for dim in spec.shape[1:]):
+            return 0
+        try:
+            itemsize = tensors.numpy_dtype(spec.dtype).itemsize
+        except TensorConversionError:
+            return 0
+        total += batch * int(np.prod(spec.shape[1:], dtype=np.int64)) * itemsize
+    return total
+
+
+def output_filter(custom_attributes: str | None) -> list[str]:
+    """The output names of ``tfs-output-filter=a;b`` in the custom attributes (none: all)."""
+    for pair in (custom_attributes or "").split(","):
+        key, sep, value = pair.partition("=")
+        if sep and key.strip() == OUTPUT_FILTER_ATTRIBUTE:
+            return [name.strip() for name in value.split(";") if name.strip()]
+    return []
 
 
 def _signature(context: Any) -> client.Signature:
@@ -72,9 +112,9 @@ def _signature(context: Any) -> client.Signature:
         raise PayloadError(400, str(error)) from None
 
 
-def _predict(context: Any, inputs: dict) -> dict:
+def _predict(context: Any, inputs: dict, names: list[str], stream: bool) -> dict:
     try:
-        return client.predict(context, inputs)
+        return client.predict(context, inputs, output_filter=names, stream_answer=stream)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context.model_name, context.model_version)

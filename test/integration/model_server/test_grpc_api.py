@@ -91,6 +91,27 @@ def test_predict_tf2_half_plus_two_with_tensor_content(stub) -> None:
     np.testing.assert_array_equal(output_array(response.outputs["y"]), array * 0.5 + 2)
 
 
+def test_streamed_predict_sends_the_same_answer_in_pieces(server: ServerHandle) -> None:
+    from sagemaker_tfs import client, predict_wire
+    from sagemaker_tfs.model_server.grpc_api import PREDICTION_SERVICE
+
+    array = np.arange(600_000, dtype=np.float32).reshape(-1, 1)  # 2.4 MB: three pieces
+    request = predict_request("half_plus_two_tf2", {"x": float_tensor(array)})
+    channel = grpc.insecure_channel(server.grpc_target, options=client.CHANNEL_OPTIONS)
+    whole = channel.unary_unary(f"/{PREDICTION_SERVICE}/Predict")(request.SerializeToString())
+    pieces = list(channel.unary_stream(predict_wire.STREAMED_PREDICT)(request.SerializeToString()))
+    assert [len(piece) for piece in pieces[:-1]] == [predict_wire.STREAM_PIECE_BYTES] * 2
+    assert b"".join(pieces) == whole
+    outputs = predict_wire.decode_predict_response(b"".join(pieces))
+    np.testing.assert_array_equal(outputs["y"], array * 0.5 + 2)
+
+    missing = predict_request("no_such_model", {"x": float_tensor([1.0])})
+    with pytest.raises(grpc.RpcError) as error:
+        list(channel.unary_stream(predict_wire.STREAMED_PREDICT)(missing.SerializeToString()))
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    channel.close()
+
+
 def test_large_tensor_round_trip(stub) -> None:
     import tensorflow as tf
 

@@ -150,6 +150,25 @@ def test_image_stream_to_detector_npz_and_json(stack: RunningStack, in_process) 
     np.testing.assert_allclose(np.array(rows[2]["output_1"]), served["output_1"][2], rtol=1e-6)
 
 
+def test_output_filter_sends_only_the_outputs_asked_for(stack: RunningStack) -> None:
+    images = [jpeg(512, 512, seed=30 + i) for i in range(2)]
+    body = image_stream(images)
+    whole = npz(invoke(stack, "detector", body, "application/x-image-stream", "application/x-npz"))
+    attributes = "tfs-model-name=detector,tfs-output-filter=output_0; output_1"
+    headers = {"Accept": "application/x-npz", "X-Amzn-SageMaker-Custom-Attributes": attributes}
+    response = stack.post(body, "application/x-image-stream", **headers)
+    assert response.status_code == 200, response.text
+    served = npz(response)
+    assert sorted(served) == ["output_0", "output_1"]
+    for name, value in served.items():
+        np.testing.assert_array_equal(value, whole[name])
+
+    headers["X-Amzn-SageMaker-Custom-Attributes"] = "tfs-model-name=detector,tfs-output-filter=x"
+    unknown = stack.post(body, "application/x-image-stream", **headers)
+    assert unknown.status_code == 400
+    assert "output tensor alias not found in signature: x" in unknown.json()["error"]
+
+
 def test_jpeg_bytes_model_gets_the_bytes(stack: RunningStack, in_process) -> None:
     images = [jpeg(100 + 20 * i, 90, seed=20 + i) for i in range(3)]
     response = invoke(

@@ -1,0 +1,109 @@
+"""The fast path's output filter, when it streams an answer, and ``client.predict``'s streamed
+answer against a real gRPC server in this process: one that offers the project's streamed
+Predict, and one that lacks it as TF Serving's binary does (the client falls back)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator
+
+import grpc
+import numpy as np
+import pytest
+from sagemaker_tfs import client, predict_wire, protos
+from sagemaker_tfs.payloads import InputSpec
+from sagemaker_tfs.service import fast_path
+from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.routing import Route
+
+PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
+DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
+
+
+@pytest.mark.parametrize(
+    ("attributes", "names"),
+    [
+        ("", []),
+        ("tfs-model-name=m", []),
+        ("tfs-model-name=m,tfs-output-filter=boxes", ["boxes"]),
+        ("tfs-output-filter= boxes ; scores ;,tfs-method=predict", ["boxes", "scores"]),
+        ("tfs-output-filter=", []),
+    ],
+)
+def test_output_filter_from_custom_attributes(attributes: str, names: list[str]) -> None:
+    assert fast_path.output_filter(attributes) == names
+
+
+def signature(**outputs: tuple[int, ...] | None) -> client.Signature:
+    specs = {name: InputSpec(name, DT_FLOAT, shape) for name, shape in outputs.items()}
+    return client.Signature("serving_default", "", {}, specs)
+
+
+def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:
+    inputs = {"images": np.zeros((10, 8, 8, 3), np.float32)}
+    detector = signature(small=(-1, 16, 16, 255), large=(-1, 64, 64, 255))
+    small, large = 10 * 16 * 16 * 255 * 4, 10 * 64 * 64 * 255 * 4
+    assert fast_path.expected_answer_bytes(detector, inputs, []) == small + large
+    assert fast_path.expected_answer_bytes(detector, inputs, ["small"]) == small
+    assert large >= fast_path.STREAM_ANSWER_BYTES > small
+    assert fast_path.expected_answer_bytes(signature(y=(-1, -1)), inputs, []) == 0
+    assert fast_path.expected_answer_bytes(signature(y=None), inputs, []) == 0
+
+
+def test_pieces_cut_and_join_chunks() -> None:
+    chunks = [b"ab", memoryview(b"cdefg"), b"", np.arange(3, dtype=np.uint8).data]
+    pieces = list(predict_wire.pieces(chunks, size=4))
+    assert pieces == [b"abcd", b"efg\x00", b"\x01\x02"]
+    assert list(predict_wire.pieces([], size=4)) == []
+
+
+class FakeModelServer:
+    """A gRPC server answering Predict with ``y = 2 * x``, with or without the streamed
+    Predict; it counts the calls of each."""
+
+    def __init__(self, streamed: bool) -> None:
+        self.calls = {"unary": 0, "streamed": 0}
+        handlers = {"Predict": grpc.unary_unary_rpc_method_handler(self._unary)}
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
+        service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
+        self.server.add_generic_rpc_handlers((service,))
+        if streamed:
+            streamed_service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
+            handler = grpc.unary_stream_rpc_method_handler(self._streamed)
+            self.server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
+            )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _answer(self, request: bytes) -> list:
+        spec, inputs, _ = predict_wire.decode_predict_request(request)
+        return predict_wire.predict_response_chunks(spec, {"y": inputs["x"] * 2})
+
+    def _unary(self, request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
+        self.calls["unary"] += 1
+        return b"".join(self._answer(request))
+
+    def _streamed(self, request: bytes, context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+        self.calls["streamed"] += 1
+        yield from predict_wire.pieces(self._answer(request), size=1000)
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
+    server = FakeModelServer(streamed)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    try:
+        x = np.arange(5000, dtype=np.float32)
+        for _ in range(2):
+            outputs = client.predict(context, {"x": x}, stream_answer=True)
+            np.testing.assert_array_equal(outputs["y"], x * 2)
+        np.testing.assert_array_equal(client.predict(context, {"x": x})["y"], x * 2)
+    finally:
+        channel.close()
+        server.server.stop(None)
+    if streamed:
+        assert server.calls == {"unary": 1, "streamed": 2}
+    else:  # asked once, found unimplemented, then not asked again on this channel
+        assert server.calls == {"unary": 3, "streamed": 0}
