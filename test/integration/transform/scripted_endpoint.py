@@ -2,7 +2,7 @@
 whole stack are ``test_transform_stack.py``). It answers ``/ping``, ``/execution-parameters`` and
 ``/invocations``: the body upper-cased, after a delay that shrinks with the record number (so
 answers arrive out of order), 500 for bodies with ``poison``, 500 on the first two tries of
-``flaky``, 400 for ``bad``, and ``sleep`` waits 3 s. It records what it saw."""
+``flaky``, 400 for ``bad``, and ``sleep`` waits 12 s. It records what it saw."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
             digits = "".join(c for c in body.decode(errors="replace") if c.isdigit())[:4]
             time.sleep(max(0.0, 0.02 - int(digits or 0) * 0.0002))
             if b"sleep" in body:
-                time.sleep(3)
+                time.sleep(12)
             if b"poison" in body or (b"flaky" in body and attempt <= 2):
                 self._send(500, b'{"error": "model server crashed"}')
             elif b"bad" in body:

@@ -28,7 +28,7 @@ def run(
         progress="none",
         **fields,
     )  # type: ignore[arg-type]
-    invoker = Invoker(endpoint.url, job.content_type, None, 1, job.invocations_max_retries)
+    invoker = Invoker(endpoint.url, job.content_type, None, 4, job.invocations_max_retries)
     resolved = resolve(job, invoker.execution_parameters())
     try:
         return Runner(resolved, invoker).run()
@@ -98,7 +98,7 @@ def test_5xx_is_retried(endpoint: ScriptedEndpoint, tmp_path: Path) -> None:
     [
         ("poison57", 1, 2, 'HTTP 500: {"error": "model server crashed"} after 2 attempts'),
         ("bad57", 3, 1, 'HTTP 400: {"error": "bad record"}'),  # a 4xx is not retried
-        ("sleep57", 0, 1, "no answer within 1s"),
+        ("sleep57", 0, 1, "no answer within 4s"),
     ],
 )
 def test_a_failing_record_fails_the_job_naming_file_and_record(
