@@ -1,9 +1,9 @@
-"""Generate ``container/sagemaker_tfs/protos/tfs_descriptors.pb`` from the installed packages.
+"""Generate ``container/sagemaker_tfs/wire/protos/tfs_descriptors.pb`` from the installed packages.
 
 The Python service must not import TensorFlow, yet it needs TF Serving's messages. This script
 (run where tensorflow and tensorflow-serving-api are installed) collects the file descriptors of
 TF Serving's prediction and model services and everything they import, and writes them as one
-serialized ``FileDescriptorSet`` (dependencies first). ``sagemaker_tfs.protos`` loads that file.
+serialized ``FileDescriptorSet`` (dependencies first), which ``sagemaker_tfs.wire.protos`` loads.
 
 Usage: ``python scripts/make_protos.py [--check]``; ``--check`` exits 1 if the file is stale.
 """
@@ -18,7 +18,8 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import FileDescriptor
 
 OUTPUT = (
-    Path(__file__).resolve().parent.parent / "container/sagemaker_tfs/protos/tfs_descriptors.pb"
+    Path(__file__).resolve().parent.parent
+    / "container/sagemaker_tfs/wire/protos/tfs_descriptors.pb"
 )
 
 

@@ -19,7 +19,7 @@ commands:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    from sagemaker_tfs import supervisor
+    from sagemaker_tfs.supervisor import stack as supervisor
 
     return supervisor.main(argv)
 

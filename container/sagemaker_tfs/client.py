@@ -11,13 +11,13 @@ Example ``code/inference.py``::
         return outputs["predictions"].tobytes(), "application/octet-stream"
 
 ``predict(..., stream_answer=True)`` has the project's model server send the answer in pieces
-(``predict_wire.STREAMED_PREDICT``): several times faster for answers of tens of MB; TF
+(``predict_messages.STREAMED_PREDICT``): several times faster for answers of tens of MB; TF
 Serving's own binary lacks the method, and ``predict`` then falls back to the usual Predict.
 ``predict`` reuses ``context.channel`` (or opens one to ``context.grpc_port`` with no message
 size limits), takes the model name and version from the context, sends tensors as raw
-``tensor_content`` and reads the answer in place (:mod:`sagemaker_tfs.predict_wire`). Output
-arrays are read-only views of the response; ``.copy()`` them to modify in place. gRPC failures raise
-``grpc.RpcError`` as usual. TensorFlow is not imported.
+``tensor_content`` and reads the answer in place (:mod:`sagemaker_tfs.wire.predict_messages`).
+Output arrays are read-only views of the response; ``.copy()`` them to modify in place. gRPC
+failures raise ``grpc.RpcError`` as usual. TensorFlow is not imported.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ import grpc
 import numpy as np
 from google.protobuf.message import Message
 
-from sagemaker_tfs import predict_wire, protos
-from sagemaker_tfs.payloads import InputSpec
+from sagemaker_tfs.service.payloads import InputSpec
+from sagemaker_tfs.wire import predict_messages, protos
 
 DEFAULT_SIGNATURE = "serving_default"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -95,7 +95,7 @@ def prediction_stub(channel: grpc.Channel) -> protos.PredictionServiceStub:
 
 
 def _raw_predict(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
-    """Predict taking and returning serialized messages (see ``predict_wire``)."""
+    """Predict taking and returning serialized messages (see ``predict_messages``)."""
     callable_ = _raw_predicts.get(id(channel))
     if callable_ is None or callable_[0] is not channel:
         method = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
@@ -107,7 +107,7 @@ def _streamed_predict(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable | 
     """The streamed Predict of the project's model server; None once found unimplemented."""
     callable_ = _streamed_predicts.get(id(channel))
     if callable_ is None or callable_[0] is not channel:
-        method = channel.unary_stream(predict_wire.STREAMED_PREDICT)
+        method = channel.unary_stream(predict_messages.STREAMED_PREDICT)
         callable_ = _streamed_predicts[id(channel)] = (channel, method)
     return callable_[1]
 
@@ -182,9 +182,9 @@ def predict(
     answer in pieces (worth it from a few MB on; a small answer costs ~1 ms more).
     """
     spec = model_spec(context, signature_name, model_name, model_version)
-    request = predict_wire.encode_predict_request(spec, inputs, output_filter)
+    request = predict_messages.encode_predict_request(spec, inputs, output_filter)
     response = _predict_answer(channel_of(context), request, timeout, stream_answer)
-    return predict_wire.decode_predict_response(response)
+    return predict_messages.decode_predict_response(response)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

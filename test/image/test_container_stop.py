@@ -61,6 +61,6 @@ def test_stop_lets_the_request_in_flight_finish_and_exits_0(
     assert stop_seconds < 10, f"stop.sh took {stop_seconds:.1f}s"
     assert "received SIGTERM" in log_text
     assert "stopping the stack" in log_text
-    assert "sagemaker_tfs.supervisor: stopped" in log_text
+    assert "sagemaker_tfs.supervisor.stack: stopped" in log_text
     assert not podman_succeeds("container", "exists", image_under_test.container_name)
     print(f"stop.sh with a request in flight: {stop_seconds:.1f}s")

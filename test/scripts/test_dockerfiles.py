@@ -130,7 +130,7 @@ def test_venv_stage_builds_the_project_wheel_with_pinned_dependencies(
 
 @pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
 def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, arch: str):
-    from sagemaker_tfs.nginx_config import NJS_MODULE_CANDIDATES
+    from sagemaker_tfs.supervisor.nginx_config import NJS_MODULE_CANDIDATES
 
     _, final_base, python = expected_bases(arch, cuda)
     final = parse_dockerfile(dockerfile(full, arch))[-1]
@@ -272,7 +272,9 @@ def test_dockerignore_keeps_the_context_small_but_complete() -> None:
     patterns = dockerignore_patterns()
     for needed in ("setup.py", "pyproject.toml", "docker/requirements.lock", EI_ARTIFACT):
         assert dockerignore_includes(needed, patterns), needed
-    assert dockerignore_includes("container/sagemaker_tfs/templates/nginx.conf.template", patterns)
+    assert dockerignore_includes(
+        "container/sagemaker_tfs/supervisor/templates/nginx.conf.template", patterns
+    )
     for excluded in (".venv/bin/python", ".git/HEAD", "test/resources/models/x", "README.md"):
         assert not dockerignore_includes(excluded, patterns), excluded
     assert not dockerignore_includes("container/sagemaker_tfs/__pycache__/x.pyc", patterns)
@@ -294,11 +296,11 @@ def test_wheel_built_from_the_build_context_holds_the_stack(tmp_path: Path) -> N
     names = zipfile.ZipFile(wheel).namelist()
     for needed in (
         "sagemaker_tfs/cli.py",
-        "sagemaker_tfs/templates/nginx.conf.template",
-        "sagemaker_tfs/templates/tensorflow_serving.js",
+        "sagemaker_tfs/supervisor/templates/nginx.conf.template",
+        "sagemaker_tfs/supervisor/templates/tensorflow_serving.js",
     ):
         assert needed in names, f"{needed} missing from the wheel"
-    assert any(re.match(r"sagemaker_tfs/protos/.*\.pb$", name) for name in names)
+    assert any(re.match(r"sagemaker_tfs/wire/protos/.*\.pb$", name) for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert re.search(r"^serve\s*=", zipfile.ZipFile(wheel).read(entry_points).decode(), re.M)
 

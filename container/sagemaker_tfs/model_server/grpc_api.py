@@ -1,10 +1,10 @@
 """gRPC front end: TF Serving's PredictionService and ModelService on top of the manager.
 
 Tensors cross the wire as TensorProto, converted by the project's one codec
-(``sagemaker_tfs.tensors``): requests are read from ``tensor_content`` or the typed
+(``sagemaker_tfs.wire.tensors``): requests are read from ``tensor_content`` or the typed
 ``*_val`` fields; responses use the typed ``*_val`` fields as TF Serving does, encoded as
 packed fields straight from the NumPy buffers (no per-element Python loop). Predict, where
-tensors are large, takes and returns serialized messages: ``sagemaker_tfs.predict_wire``
+tensors are large, takes and returns serialized messages: ``sagemaker_tfs.wire.predict_messages``
 reads the inputs in place and writes the answer in one copy. Errors become gRPC statuses
 with TF Serving's codes and messages (cut at 1024 characters, as TF Serving does).
 """
@@ -32,7 +32,6 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from sagemaker_tfs import predict_wire, tensors
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import (
@@ -41,6 +40,7 @@ from sagemaker_tfs.model_server.servable import (
     REGRESS_METHOD,
     Servable,
 )
+from sagemaker_tfs.wire import predict_messages, tensors
 
 LOG = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
@@ -65,8 +65,8 @@ def decode_predict_request(data: bytes) -> tuple[Message, dict[str, np.ndarray],
     it cannot parse; a tensor that contradicts its shape is INVALID_ARGUMENT.
     """
     try:
-        return predict_wire.decode_predict_request(data)
-    except predict_wire.DecodeError:
+        return predict_messages.decode_predict_request(data)
+    except predict_messages.DecodeError:
         raise ServingError(Code.INTERNAL, "Failed to parse PredictRequest") from None
     except tensors.TensorConversionError as error:
         raise invalid_argument(str(error)) from None
@@ -138,9 +138,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return _handle(context, lambda: self._predict(request), "Predict")
 
     def PredictStreamed(self, request: bytes, context) -> Iterator[bytes]:  # noqa: N802
-        """Predict whose serialized answer is sent in pieces (``predict_wire.STREAMED_PREDICT``)."""
+        """Predict answered in pieces (``predict_messages.STREAMED_PREDICT``)."""
         chunks = _handle(context, lambda: self._predict_chunks(request), "Predict")
-        yield from predict_wire.pieces(chunks)
+        yield from predict_messages.pieces(chunks)
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
@@ -151,7 +151,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
-        return predict_wire.predict_response_chunks(_model_spec(servable, signature_name), outputs)
+        return predict_messages.predict_response_chunks(
+            _model_spec(servable, signature_name), outputs
+        )
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")
@@ -250,7 +252,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
-    """PredictionService's methods; Predict's messages stay serialized (``predict_wire``)."""
+    """PredictionService's methods; Predict's messages stay serialized (``predict_messages``)."""
 
     def typed(method, request_type, response_type):  # type: ignore[no-untyped-def]
         return grpc.unary_unary_rpc_method_handler(
@@ -284,8 +286,8 @@ def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
 
 
 def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
-    """The project's own ``predict_wire.STREAMED_PREDICT`` (not part of TF Serving's API)."""
-    streamed_service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
+    """The project's own ``predict_messages.STREAMED_PREDICT`` (not part of TF Serving's API)."""
+    streamed_service, method = predict_messages.STREAMED_PREDICT.strip("/").split("/")
     handler = grpc.unary_stream_rpc_method_handler(service.PredictStreamed)
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
 

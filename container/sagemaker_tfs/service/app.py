@@ -17,11 +17,11 @@ import requests
 
 from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.service import errors
+from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.model_servers import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.multi_model import ControlClient, LoadedModel, ModelDirectory
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,

@@ -1,6 +1,6 @@
 """Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
 
-The request body is decoded by :mod:`sagemaker_tfs.payloads` into the inputs the model's
+The request body is decoded by :mod:`sagemaker_tfs.service.payloads` into the inputs the model's
 signature wants (metadata fetched once per model/version and cached), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. gRPC errors become the HTTP statuses TF Serving's REST API would give.
@@ -18,9 +18,11 @@ from typing import Any
 import grpc
 import numpy as np
 
-from sagemaker_tfs import client, payloads, tensors
-from sagemaker_tfs.payloads import PayloadError
-from sagemaker_tfs.tensors import TensorConversionError
+from sagemaker_tfs import client
+from sagemaker_tfs.service import payloads
+from sagemaker_tfs.service.payloads import PayloadError
+from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire.tensors import TensorConversionError
 
 __all__ = ["PayloadError", "invoke", "http_status"]
 

@@ -92,22 +92,25 @@ def test_predict_tf2_half_plus_two_with_tensor_content(stub) -> None:
 
 
 def test_streamed_predict_sends_the_same_answer_in_pieces(server: ServerHandle) -> None:
-    from sagemaker_tfs import client, predict_wire
+    from sagemaker_tfs import client
     from sagemaker_tfs.model_server.grpc_api import PREDICTION_SERVICE
+    from sagemaker_tfs.wire import predict_messages
 
     array = np.arange(600_000, dtype=np.float32).reshape(-1, 1)  # 2.4 MB: three pieces
     request = predict_request("half_plus_two_tf2", {"x": float_tensor(array)})
     channel = grpc.insecure_channel(server.grpc_target, options=client.CHANNEL_OPTIONS)
     whole = channel.unary_unary(f"/{PREDICTION_SERVICE}/Predict")(request.SerializeToString())
-    pieces = list(channel.unary_stream(predict_wire.STREAMED_PREDICT)(request.SerializeToString()))
-    assert [len(piece) for piece in pieces[:-1]] == [predict_wire.STREAM_PIECE_BYTES] * 2
+    pieces = list(
+        channel.unary_stream(predict_messages.STREAMED_PREDICT)(request.SerializeToString())
+    )
+    assert [len(piece) for piece in pieces[:-1]] == [predict_messages.STREAM_PIECE_BYTES] * 2
     assert b"".join(pieces) == whole
-    outputs = predict_wire.decode_predict_response(b"".join(pieces))
+    outputs = predict_messages.decode_predict_response(b"".join(pieces))
     np.testing.assert_array_equal(outputs["y"], array * 0.5 + 2)
 
     missing = predict_request("no_such_model", {"x": float_tensor([1.0])})
     with pytest.raises(grpc.RpcError) as error:
-        list(channel.unary_stream(predict_wire.STREAMED_PREDICT)(missing.SerializeToString()))
+        list(channel.unary_stream(predict_messages.STREAMED_PREDICT)(missing.SerializeToString()))
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
     channel.close()
 
@@ -168,7 +171,7 @@ def test_invalid_requests_and_server_keeps_serving(stub) -> None:
 
 
 def test_unparsable_and_inconsistent_predict_requests(server: ServerHandle, stub) -> None:
-    """Predict reads its request in place (predict_wire): bad bytes still get a status."""
+    """Predict reads its request in place (predict_messages): bad bytes still get a status."""
     channel = grpc.insecure_channel(server.grpc_target)
     raw_predict = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
     error = _rpc_error(raw_predict, b"\x0a\xff\xff")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import requests
 from local_ports import free_port
-from sagemaker_tfs import nginx_config
 from sagemaker_tfs.config import Instance, StackConfig, load_config
+from sagemaker_tfs.supervisor import nginx_config
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"

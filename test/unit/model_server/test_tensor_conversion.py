@@ -1,4 +1,4 @@
-"""The model server's TensorProto <-> NumPy conversion (``sagemaker_tfs.tensors`` used with
+"""The model server's TensorProto <-> NumPy conversion (``sagemaker_tfs.wire.tensors`` used with
 TensorFlow's message classes), checked against TensorFlow's own converters."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ tf = pytest.importorskip("tensorflow")
 
 from sagemaker_tfs.model_server.errors import ServingError  # noqa: E402
 from sagemaker_tfs.model_server.grpc_api import tensor_to_array  # noqa: E402
-from sagemaker_tfs.tensors import tensor_bytes  # noqa: E402
+from sagemaker_tfs.wire.tensors import tensor_bytes  # noqa: E402
 
 
 def array_to_tensor(array: np.ndarray):

@@ -10,11 +10,12 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 import pytest
-from sagemaker_tfs import client, predict_wire, protos
-from sagemaker_tfs.payloads import InputSpec
+from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path
 from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.payloads import InputSpec
 from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.wire import predict_messages, protos
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
@@ -52,9 +53,9 @@ def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:
 
 def test_pieces_cut_and_join_chunks() -> None:
     chunks = [b"ab", memoryview(b"cdefg"), b"", np.arange(3, dtype=np.uint8).data]
-    pieces = list(predict_wire.pieces(chunks, size=4))
+    pieces = list(predict_messages.pieces(chunks, size=4))
     assert pieces == [b"abcd", b"efg\x00", b"\x01\x02"]
-    assert list(predict_wire.pieces([], size=4)) == []
+    assert list(predict_messages.pieces([], size=4)) == []
 
 
 class FakeModelServer:
@@ -68,7 +69,7 @@ class FakeModelServer:
         service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
         self.server.add_generic_rpc_handlers((service,))
         if streamed:
-            streamed_service, method = predict_wire.STREAMED_PREDICT.strip("/").split("/")
+            streamed_service, method = predict_messages.STREAMED_PREDICT.strip("/").split("/")
             handler = grpc.unary_stream_rpc_method_handler(self._streamed)
             self.server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
@@ -77,8 +78,8 @@ class FakeModelServer:
         self.server.start()
 
     def _answer(self, request: bytes) -> list:
-        spec, inputs, _ = predict_wire.decode_predict_request(request)
-        return predict_wire.predict_response_chunks(spec, {"y": inputs["x"] * 2})
+        spec, inputs, _ = predict_messages.decode_predict_request(request)
+        return predict_messages.predict_response_chunks(spec, {"y": inputs["x"] * 2})
 
     def _unary(self, request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
         self.calls["unary"] += 1
@@ -86,7 +87,7 @@ class FakeModelServer:
 
     def _streamed(self, request: bytes, context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
         self.calls["streamed"] += 1
-        yield from predict_wire.pieces(self._answer(request), size=1000)
+        yield from predict_messages.pieces(self._answer(request), size=1000)
 
 
 @pytest.mark.parametrize("streamed", [True, False])

@@ -4,7 +4,7 @@ import json
 
 import grpc
 import numpy as np
-from sagemaker_tfs import protos
+from sagemaker_tfs.wire import protos
 
 
 def _predict(channel, context, values):

@@ -1,4 +1,4 @@
-"""sagemaker_tfs.payloads: request decoding and response encoding, with real files."""
+"""sagemaker_tfs.service.payloads: request decoding and response encoding, with real files."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import zipfile
 import numpy as np
 import pytest
 from PIL import Image
-from sagemaker_tfs import payloads
-from sagemaker_tfs.payloads import ImageOptions, InputSpec, PayloadError
+from sagemaker_tfs.service import payloads
+from sagemaker_tfs.service.payloads import ImageOptions, InputSpec, PayloadError
 
 DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
 IMAGE_INPUT = {"images": InputSpec("images", DT_FLOAT, (-1, 8, 6, 3))}

@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 from PIL import Image, UnidentifiedImageError
 
-from sagemaker_tfs import tensors
+from sagemaker_tfs.wire import tensors
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"

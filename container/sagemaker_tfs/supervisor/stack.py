@@ -32,9 +32,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tfs.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
-from sagemaker_tfs.model_processes import (
+from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
+from sagemaker_tfs.supervisor.model_servers import (
     ControlError,
     ControlServer,
     ModelLoadError,
@@ -47,7 +47,7 @@ from sagemaker_tfs.model_processes import (
     wait_until_available,
 )
 
-log = logging.getLogger("sagemaker_tfs.supervisor")
+log = logging.getLogger("sagemaker_tfs.supervisor.stack")
 
 POLL_SECONDS = 0.1
 READY_POLL_SECONDS = 0.1
@@ -493,7 +493,7 @@ class Supervisor:
             time.sleep(POLL_SECONDS)
 
     def _start_nginx(self) -> None:
-        from sagemaker_tfs import nginx_config
+        from sagemaker_tfs.supervisor import nginx_config
 
         try:
             text = nginx_config.render(self.config)

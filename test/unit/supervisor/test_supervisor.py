@@ -19,7 +19,7 @@ from sagemaker_tfs.config import (
     load_config,
     model_spec,
 )
-from sagemaker_tfs.model_processes import (
+from sagemaker_tfs.supervisor.model_servers import (
     ControlError,
     ModelRegistry,
     PortPool,
@@ -31,7 +31,7 @@ from sagemaker_tfs.model_processes import (
     resolve_model_url,
     validate_model_name,
 )
-from sagemaker_tfs.supervisor import (
+from sagemaker_tfs.supervisor.stack import (
     Child,
     Supervisor,
     child_environment,
@@ -353,7 +353,7 @@ def test_registry_refuses_with_507_when_memory_is_low(tmp_path: Path) -> None:
 def test_control_api_never_reads_a_body_as_the_next_request(tmp_path: Path, method: str) -> None:
     import socket
 
-    from sagemaker_tfs.model_processes import ControlServer
+    from sagemaker_tfs.supervisor.model_servers import ControlServer
 
     make_model(tmp_path / "models" / "m")
     config = load_config(
@@ -399,7 +399,7 @@ def _control_exchange(path: str, request: bytes) -> bytes:
 
 @pytest.fixture
 def control_socket(tmp_path: Path) -> Iterator[str]:
-    from sagemaker_tfs.model_processes import ControlServer
+    from sagemaker_tfs.supervisor.model_servers import ControlServer
 
     make_model(tmp_path / "models" / "m")
     config = load_config(

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping
 import numpy as np
 from google.protobuf.message import DecodeError, Message
 
-from sagemaker_tfs import protos, tensors
-from sagemaker_tfs.tensors import TensorConversionError
+from sagemaker_tfs.wire import protos, tensors
+from sagemaker_tfs.wire.tensors import TensorConversionError
 
 __all__ = [
     "STREAMED_PREDICT",

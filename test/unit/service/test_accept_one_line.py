@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs import nginx_config
 from sagemaker_tfs.service.conversion import one_line_json_type
+from sagemaker_tfs.supervisor import nginx_config
 
 CASES: list[tuple[str | None, str | None]] = [
     (None, None),

@@ -45,7 +45,7 @@ class NginxConfigError(ValueError):
 
 
 def templates_dir() -> Path:
-    return Path(str(resources.files("sagemaker_tfs") / "templates"))
+    return Path(str(resources.files("sagemaker_tfs.supervisor") / "templates"))
 
 
 def njs_module_path() -> str:

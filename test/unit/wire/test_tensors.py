@@ -1,4 +1,4 @@
-"""sagemaker_tfs.tensors against TensorFlow's own make_tensor_proto / make_ndarray."""
+"""sagemaker_tfs.wire.tensors against TensorFlow's own make_tensor_proto / make_ndarray."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
-from sagemaker_tfs import protos, tensors
+from sagemaker_tfs.wire import protos, tensors
 
 NUMERIC = [
     np.float16,

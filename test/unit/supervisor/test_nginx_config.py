@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs import nginx_config
 from sagemaker_tfs.config import Instance, ModelSpec, StackConfig, load_config
+from sagemaker_tfs.supervisor import nginx_config
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"
 
 

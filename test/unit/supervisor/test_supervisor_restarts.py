@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs import supervisor
-from sagemaker_tfs.supervisor import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+from sagemaker_tfs.supervisor import stack as supervisor
+from sagemaker_tfs.supervisor.stack import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -53,7 +53,7 @@ def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCapture
             old_pid = child.pid
             os.kill(old_pid, signal.SIGKILL)
             child.process.wait()
-            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor"):
+            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.stack"):
                 child.check(now)
             # Restarted within the same check, no delay, however many kills came before.
             assert child.pid != old_pid and child.running()
@@ -73,7 +73,7 @@ def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureF
     child.start()
     now = time.monotonic()
     delays = []
-    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor"):
+    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.stack"):
         for _ in range(7):
             child.process.wait()
             child.check(now)
@@ -152,7 +152,7 @@ def test_a_stopped_child_is_not_restarted() -> None:
 
 PARENT_SCRIPT = textwrap.dedent("""
     import signal, sys, threading, time
-    from sagemaker_tfs.supervisor import Child
+    from sagemaker_tfs.supervisor.stack import Child
 
     env = {"PATH": "/usr/bin:/bin"}
     children = []

@@ -1,4 +1,4 @@
-"""sagemaker_tfs.protos: built from the committed descriptor set, without TensorFlow."""
+"""sagemaker_tfs.wire.protos: built from the committed descriptor set, without TensorFlow."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SERVICE_MODULES = [
-    "sagemaker_tfs.protos",
-    "sagemaker_tfs.tensors",
-    "sagemaker_tfs.payloads",
+    "sagemaker_tfs.wire.protos",
+    "sagemaker_tfs.wire.tensors",
+    "sagemaker_tfs.service.payloads",
     "sagemaker_tfs.client",
     "sagemaker_tfs.service.fast_path",
 ]
@@ -48,7 +48,7 @@ def test_descriptor_file_is_up_to_date_with_installed_packages() -> None:
 
 
 def test_messages_are_wire_compatible_with_tensorflow_serving_apis() -> None:
-    from sagemaker_tfs import protos
+    from sagemaker_tfs.wire import protos
     from tensorflow_serving.apis import predict_pb2
 
     ours = protos.PredictRequest()
@@ -64,7 +64,7 @@ def test_messages_are_wire_compatible_with_tensorflow_serving_apis() -> None:
 
 def test_stubs_expose_every_service_method() -> None:
     import grpc
-    from sagemaker_tfs import protos
+    from sagemaker_tfs.wire import protos
 
     channel = grpc.insecure_channel("localhost:1")
     try:

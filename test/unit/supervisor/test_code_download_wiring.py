@@ -13,7 +13,7 @@ from sagemaker_tfs.service.multi_model import (
     LoadedModel,
     ModelDirectory,
 )
-from sagemaker_tfs.supervisor import StartupError, Supervisor
+from sagemaker_tfs.supervisor.stack import StartupError, Supervisor
 
 BOTH = {
     "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs import nginx_config
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.supervisor import nginx_config
 
 RUNNER = """
 import tfs from './tensorflow_serving.mjs';

@@ -1,9 +1,9 @@
 """TensorProto <-> NumPy conversion without TensorFlow and without per-element Python loops.
 
 One codec for the whole project: the Python service (with the messages of
-``sagemaker_tfs.protos``) and the model server (with ``tensorflow_serving.apis``'
+``sagemaker_tfs.wire.protos``) and the model server (with ``tensorflow_serving.apis``'
 messages) both use it. Reading only touches fields, so it works on either message class;
-writing returns a message of ``sagemaker_tfs.protos`` or its serialized bytes, which any
+writing returns a message of ``sagemaker_tfs.wire.protos`` or its serialized bytes, which any
 TensorProto class can parse.
 
 Requests are written as ``tensor_content`` (raw little-endian bytes) and read with
@@ -12,7 +12,7 @@ those are read with one ``np.asarray`` over the repeated field, and written
 (``tensor_chunks``) as packed fields built from the NumPy buffer. DT_STRING has no raw form
 and travels as ``string_val``, the one inherent per-element case. Whole Predict messages
 are written and read in place, without TensorProto messages, by
-:mod:`sagemaker_tfs.predict_wire`.
+:mod:`sagemaker_tfs.wire.predict_messages`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import Message
 
-from sagemaker_tfs import protos
+from sagemaker_tfs.wire import protos
 
 try:  # ml_dtypes ships with TensorFlow's wheels but does not import TensorFlow
     from ml_dtypes import bfloat16 as _BFLOAT16

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-log = logging.getLogger("sagemaker_tfs.code_download")
+log = logging.getLogger("sagemaker_tfs.supervisor.code_download")
 
 COPY_BUFFER_BYTES = 1 << 20
 

@@ -1,0 +1,1 @@
+"""The supervisor process: configs from the environment, the child processes, the model registry."""

@@ -1,0 +1,2 @@
+"""Wire code shared by the service, the model server and ``sagemaker_tfs.client``:
+protos, tensors, Predict messages."""
