@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 
+from sagemaker_tfs.wire.errors import http_status_of_grpc_code
+
 
 class Code(enum.Enum):
     """Canonical status codes, named as TF Serving 2.x prints them."""
@@ -32,26 +34,6 @@ class Code(enum.Enum):
     UNAUTHENTICATED = 16
 
 
-_HTTP_STATUS = {
-    Code.OK: 200,
-    Code.INVALID_ARGUMENT: 400,
-    Code.FAILED_PRECONDITION: 400,
-    Code.OUT_OF_RANGE: 400,
-    Code.NOT_FOUND: 404,
-    Code.ALREADY_EXISTS: 409,
-    Code.ABORTED: 409,
-    Code.RESOURCE_EXHAUSTED: 429,
-    Code.UNAVAILABLE: 503,
-    Code.DEADLINE_EXCEEDED: 504,
-    Code.UNIMPLEMENTED: 501,
-}
-
-
-def http_status(code: Code) -> int:
-    """The HTTP status TF Serving's REST API answers for ``code``."""
-    return _HTTP_STATUS.get(code, 500)
-
-
 class ServingError(Exception):
     """A request failed with a TF Serving status code and message."""
 
@@ -62,7 +44,7 @@ class ServingError(Exception):
 
     @property
     def http_status(self) -> int:
-        return http_status(self.code)
+        return http_status_of_grpc_code(self.code.name)
 
     def with_prefix(self) -> str:
         """The message as TF Serving 2.x nests it in another error: ``CODE: message``."""

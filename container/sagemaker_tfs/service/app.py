@@ -183,7 +183,7 @@ def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Rep
 
     try:
         return with_failover(attempt, 1)
-    except errors.ServiceError as error:
+    except errors.HttpError as error:
         if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
             raise
         directory.forget(name)
@@ -206,7 +206,7 @@ class Invocations:
             return
         name = req.get_header(TARGET_MODEL_HEADER)
         if not name:
-            raise errors.ServiceError(
+            raise errors.HttpError(
                 400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
             )
         _send(resp, invoke_loaded_model(self._service, req, name.strip()))

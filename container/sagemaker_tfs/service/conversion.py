@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.wire.errors import HttpError
 
 JSON_TYPES = ("application/json",)
 JSON_LINES_TYPES = ("application/jsonlines", "application/jsons", "application/x-jsonlines")
@@ -36,17 +36,17 @@ def split_json_lines(text: str) -> list[str]:
             index += 1
             continue
         if text[index] not in "{[":
-            raise ServiceError(
+            raise HttpError(
                 400, f"Invalid JSON lines: expected an object or a list at offset {index}"
             )
         try:
             _, end = decoder.raw_decode(text, index)
         except (ValueError, RecursionError) as error:
-            raise ServiceError(400, f"Invalid JSON lines: {str(error)[:200]}") from None
+            raise HttpError(400, f"Invalid JSON lines: {str(error)[:200]}") from None
         values.append(text[index:end])
         index = end
     if not values:
-        raise ServiceError(400, "Empty request body")
+        raise HttpError(400, "Empty request body")
     return values
 
 
@@ -54,7 +54,7 @@ def _json_lines_or_none(text: str) -> list[str]:
     """JSON lines when the text is such, else [] (the caller reports its own JSON error)."""
     try:
         return split_json_lines(text)
-    except ServiceError:
+    except HttpError:
         return []
 
 
@@ -68,13 +68,13 @@ def _is_list_of_lists(value: object) -> bool:
 
 def convert_json(text: str) -> str:
     if not text.strip():
-        raise ServiceError(400, "Empty request body")
+        raise HttpError(400, "Empty request body")
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
         lines = _json_lines_or_none(text)
         if len(lines) < 2:
-            raise ServiceError(400, f"Invalid JSON: {str(error)[:200]}") from None
+            raise HttpError(400, f"Invalid JSON: {str(error)[:200]}") from None
         return _instances(lines)
     if _is_tfs_request(value):
         return text
@@ -97,13 +97,13 @@ def _csv_field(field: str) -> str:
 def convert_csv(text: str) -> str:
     rows = [line.rstrip("\r") for line in text.split("\n") if line.strip()]
     if not rows:
-        raise ServiceError(400, "Empty request body")
+        raise HttpError(400, "Empty request body")
     width = len(rows[0].split(","))
     instances = []
     for number, row in enumerate(rows, start=1):
         fields = row.split(",")
         if len(fields) != width:
-            raise ServiceError(
+            raise HttpError(
                 400, f"Invalid CSV: row {number} has {len(fields)} fields, expected {width}"
             )
         values = [_csv_field(field) for field in fields]
@@ -130,11 +130,11 @@ def convert(content_type: str, body: bytes) -> str:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ServiceError(400, f"The request body is not UTF-8: {error}") from None
+        raise HttpError(400, f"The request body is not UTF-8: {error}") from None
     if content_type in JSON_TYPES:
         return convert_json(text)
     if content_type in JSON_LINES_TYPES:
         return _instances(split_json_lines(text))
     if content_type in CSV_TYPES:
         return convert_csv(text)
-    raise ServiceError(415, f"Unsupported Media Type: {content_type}")
+    raise HttpError(415, f"Unsupported Media Type: {content_type}")

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import falcon
 
+from sagemaker_tfs.wire.errors import HttpError, error_body
+
 logger = logging.getLogger(__name__)
 
 
-class ServiceError(Exception):
-    """A request that cannot be served; ``status`` is the HTTP status code to answer with."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-EXCERPT_CHARS = 80
-
-
-def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """A short, printable quote of client input for an error message (``repr``, cut)."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        text = repr(bytes(value[: limit + 1]))
-    else:
-        text = repr(value if not isinstance(value, str) else value[: limit + 1])
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-class ModelServerUnavailable(ServiceError):
+class ModelServerUnavailable(HttpError):
     """The model server could not be reached or dropped the connection: another one (or the
     same one once restarted) can serve the request again, since predictions are idempotent."""
 
@@ -42,11 +22,11 @@ class ModelServerUnavailable(ServiceError):
 def json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = json.dumps({"error": message})
+    resp.data = error_body(message)
 
 
-def handle_service_error(
-    req: falcon.Request, resp: falcon.Response, error: ServiceError, params: dict
+def handle_error(
+    req: falcon.Request, resp: falcon.Response, error: HttpError, params: dict
 ) -> None:
     json_error(resp, error.status, error.message)
 
@@ -72,4 +52,4 @@ def install(app: falcon.App) -> None:
     """Error handlers, most generic first (falcon picks the most specific match)."""
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(falcon.HTTPError, handle_http_error)
-    app.add_error_handler(ServiceError, handle_service_error)
+    app.add_error_handler(HttpError, handle_error)

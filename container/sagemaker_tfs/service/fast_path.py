@@ -20,11 +20,10 @@ import numpy as np
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import payloads
-from sagemaker_tfs.service.payloads import PayloadError
+from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
 from sagemaker_tfs.wire.tensors import TensorConversionError
-
-__all__ = ["PayloadError", "invoke", "http_status"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,36 +33,18 @@ STREAM_ANSWER_BYTES = 4 << 20
 
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
-_HTTP_STATUS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.FAILED_PRECONDITION: 400,
-    grpc.StatusCode.OUT_OF_RANGE: 400,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.ALREADY_EXISTS: 409,
-    grpc.StatusCode.ABORTED: 409,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
-    grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
-    grpc.StatusCode.UNIMPLEMENTED: 501,
-}
-
-
-def http_status(code: grpc.StatusCode | None) -> int:
-    """The HTTP status TF Serving's REST API gives for a gRPC status code."""
-    return _HTTP_STATUS.get(code, 500) if code is not None else 500
-
 
 def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
     """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
-        raise PayloadError(
+        raise HttpError(
             400,
             f"tfs-method={context.method} is not supported for "
             f"{context.request_content_type}; use application/json",
         )
     output_type = payloads.choose_output_type(context.accept_header)
     if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
-        raise PayloadError(415, f"Unsupported Media Type: {context.request_content_type}")
+        raise HttpError(415, f"Unsupported Media Type: {context.request_content_type}")
     signature = _signature(context)
     inputs = payloads.decode_inputs(
         body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
@@ -109,9 +90,9 @@ def _signature(context: Any) -> client.Signature:
     except grpc.RpcError as error:
         raise _rpc_failure(error) from None
     except KeyError as error:
-        raise PayloadError(400, error.args[0]) from None
+        raise HttpError(400, error.args[0]) from None
     except ValueError as error:  # a model version that is not an int64
-        raise PayloadError(400, str(error)) from None
+        raise HttpError(400, str(error)) from None
 
 
 def _predict(context: Any, inputs: dict, names: list[str], stream: bool) -> dict:
@@ -122,13 +103,15 @@ def _predict(context: Any, inputs: dict, names: list[str], stream: bool) -> dict
         client.forget_signatures(context.model_name, context.model_version)
         raise _rpc_failure(error) from None
     except TensorConversionError as error:
-        raise PayloadError(400, str(error)) from None
+        raise HttpError(400, str(error)) from None
 
 
-def _rpc_failure(error: grpc.RpcError) -> PayloadError:
+def _rpc_failure(error: grpc.RpcError) -> HttpError:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
-    status = http_status(code)
+    status = http_status_of_grpc_code(code.name if code is not None else None)
+    if status == 503:  # the model server is down or restarting: another may answer
+        return ModelServerUnavailable(details or str(code))
     if status >= 500:
         logger.warning("model server call failed: %s %s", code, details)
-    return PayloadError(status, details or str(code))
+    return HttpError(status, details or str(code))

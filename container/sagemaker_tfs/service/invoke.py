@@ -11,15 +11,11 @@ from typing import Any, NamedTuple
 import grpc
 import requests
 
-from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
-from sagemaker_tfs.service.errors import ModelServerUnavailable, ServiceError
+from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
-
-try:
-    from sagemaker_tfs.service import fast_path
-except ImportError:  # the binary content types are another module's; absent means 415
-    fast_path = None  # type: ignore[assignment]
+from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +25,6 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # ValueError with this text).
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
-MESSAGE_CHARS = 500
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
@@ -63,12 +58,12 @@ def _handler_result(result: Any, context: Context) -> Reply:
     return Reply(200, _as_bytes(result), context.accept_header)
 
 
-def _handler_error(error: Exception) -> ServiceError:
+def _handler_error(error: Exception) -> HttpError:
     caused_by_request = isinstance(error, REQUEST_ERRORS) or (
         isinstance(error, ValueError) and _INT_DIGITS_LIMIT in str(error)
     )
     message = str(error) or type(error).__name__
-    return ServiceError(400 if caused_by_request else 500, message[:MESSAGE_CHARS])
+    return HttpError(400 if caused_by_request else 500, message)
 
 
 def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requests.Response:
@@ -91,7 +86,7 @@ def call_user_code(
         request_body = user_code.input_handler(io.BytesIO(body), context)
         response = post_to_model_server(session, context.rest_uri, _as_bytes(request_body))
         return _handler_result(user_code.output_handler(response, context), context)
-    except ServiceError:
+    except HttpError:
         raise
     except Exception as error:
         if model_server_unreachable(error):  # retried on another instance: no warning yet
@@ -128,16 +123,7 @@ def _convert_and_predict(
 
 
 def _fast_path(body: bytes, context: Context) -> Reply:
-    if fast_path is None:
-        raise ServiceError(415, f"Unsupported Media Type: {context.request_content_type}")
-    try:
-        chunks, content_type = fast_path.invoke(body, context)
-    except fast_path.PayloadError as error:
-        status = getattr(error, "status", 400)
-        message = getattr(error, "message", str(error))
-        if status == 503:  # gRPC UNAVAILABLE: the model server is down or restarting
-            raise ModelServerUnavailable(message) from None
-        raise ServiceError(status, message) from None
+    chunks, content_type = fast_path.invoke(body, context)
     return Reply(200, chunks, content_type)
 
 

@@ -17,8 +17,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from sagemaker_tfs.service.errors import ServiceError
 from sagemaker_tfs.service.handlers import UserCode, add_import_paths, load_script, script_path
+from sagemaker_tfs.wire.errors import HttpError
 
 LOOKUP_TTL_SECONDS = 1.0
 CONTROL_TIMEOUT_SECONDS = 10.0
@@ -47,8 +47,8 @@ class LoadedModel:
     rest_port: int
 
 
-def not_loaded(name: str) -> ServiceError:
-    return ServiceError(404, f"Model {name} is not loaded yet.")
+def not_loaded(name: str) -> HttpError:
+    return HttpError(404, f"Model {name} is not loaded yet.")
 
 
 class ControlClient:
@@ -65,13 +65,13 @@ class ControlClient:
             response = connection.getresponse()
             body = response.read()
         except OSError as error:
-            raise ServiceError(503, f"The model registry is not available: {error}") from None
+            raise HttpError(503, f"The model registry is not available: {error}") from None
         finally:
             connection.close()
         if response.status == 404:
             return None
         if response.status != 200:
-            raise ServiceError(502, f"The model registry answered {response.status}: {body!r}")
+            raise HttpError(502, f"The model registry answered {response.status}: {body!r}")
         return json.loads(body)
 
 

@@ -9,7 +9,7 @@ header asks for a binary answer (otherwise nginx sends them to TF Serving's REST
 Outputs: ``application/json`` (TF Serving's ``{"predictions": ...}``), ``application/jsonlines``
 (the same on one line), ``application/x-npy``, ``application/x-npz``, ``text/csv``.
 
-Every problem with the request raises :class:`PayloadError` with an HTTP status and a message
+Every problem with the request raises :class:`HttpError` with an HTTP status and a message
 that says what is wrong.
 """
 
@@ -32,6 +32,7 @@ import orjson
 from PIL import Image, UnidentifiedImageError
 
 from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire.errors import HttpError
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -53,7 +54,6 @@ _CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
 # headers, zip members, image dimensions) before anything is allocated.
 MAX_DECODED_BYTES = 1 << 30
 MAX_IMAGE_PIXELS = 64 * 1024 * 1024
-MESSAGE_CHARS = 300
 # What NumPy, zipfile and Pillow raise on corrupted input (a header that does not parse, a zip
 # of an unknown version, truncated data...): all of them mean a bad request body.
 _DECODE_ERRORS = (
@@ -74,17 +74,6 @@ _DECODE_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
 )
-
-
-class PayloadError(Exception):
-    """A request the fast path cannot serve: ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, status: int, message: str) -> None:
-        if len(message) > MESSAGE_CHARS:  # messages may quote bad input: keep them short
-            message = message[:MESSAGE_CHARS] + "..."
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -150,7 +139,7 @@ def choose_output_type(accept: str | None) -> str:
             return entry
         if entry in ("*/*", "application/*"):
             return JSON
-    raise PayloadError(406, f"Not Acceptable: {accept}; supported: {', '.join(OUTPUT_TYPES)}")
+    raise HttpError(406, f"Not Acceptable: {accept}; supported: {', '.join(OUTPUT_TYPES)}")
 
 
 # ---------------------------------------------------------------- inputs
@@ -162,9 +151,9 @@ def decode_inputs(
     """Decode a request body into arrays keyed by input alias, converted to the signature."""
     kind = media_type(content_type)
     if kind not in INPUT_TYPES:
-        raise PayloadError(415, f"Unsupported Media Type: {content_type or 'none'}")
+        raise HttpError(415, f"Unsupported Media Type: {content_type or 'none'}")
     if not body:
-        raise PayloadError(400, f"Empty request body for {kind}")
+        raise HttpError(400, f"Empty request body for {kind}")
     if kind == NPY:
         spec = _single_input(inputs, kind)
         return {spec.name: conform_array(decode_npy(body), spec)}
@@ -185,7 +174,7 @@ def _single_input(inputs: Mapping[str, InputSpec], kind: str) -> InputSpec:
         return next(iter(inputs.values()))
     names = ", ".join(sorted(inputs)) or "none"
     hint = f"; send {NPZ} with one array per input" if kind != NPZ else ""
-    raise PayloadError(
+    raise HttpError(
         400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
     )
 
@@ -193,16 +182,16 @@ def _single_input(inputs: Mapping[str, InputSpec], kind: str) -> InputSpec:
 def decode_npy(body: bytes) -> np.ndarray:
     """Load one .npy array; object (pickled) arrays are refused."""
     if body.startswith(_NPZ_MAGIC):
-        raise PayloadError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
+        raise HttpError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
     if not body.startswith(_NPY_MAGIC):
-        raise PayloadError(400, "Invalid .npy payload: it does not start with the .npy magic")
+        raise HttpError(400, "Invalid .npy payload: it does not start with the .npy magic")
     stream = io.BytesIO(body)
     check_npy_header(stream, len(body), ".npy payload")
     stream.seek(0)
     try:
         return np.load(stream, allow_pickle=False)
     except _DECODE_ERRORS as error:
-        raise PayloadError(400, f"Invalid .npy payload: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid .npy payload: {_describe(error)}") from None
 
 
 def _describe(error: BaseException) -> str:
@@ -222,13 +211,13 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
         else:
             raise ValueError(f"unsupported .npy format version {version}")
     except _DECODE_ERRORS as error:
-        raise PayloadError(400, f"Invalid {what}: bad header: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid {what}: bad header: {_describe(error)}") from None
     if dtype.hasobject:
-        raise PayloadError(400, f"Pickled object arrays are not accepted in {what}")
+        raise HttpError(400, f"Pickled object arrays are not accepted in {what}")
     declared = math.prod(shape) * dtype.itemsize
     present = size - stream.tell()
     if declared != present:
-        raise PayloadError(
+        raise HttpError(
             400,
             f"Invalid {what}: its header declares shape {list(shape)} of {dtype} "
             f"({declared} bytes) but {present} bytes of data follow",
@@ -237,24 +226,22 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
 
 def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str, np.ndarray]]:
     if body.startswith(_NPY_MAGIC):
-        raise PayloadError(
-            400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}"
-        )
+        raise HttpError(400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}")
     try:
         with zipfile.ZipFile(io.BytesIO(body)) as archive:
             members = _npz_members(archive)
             unknown = sorted(set(members) - set(inputs))
             if unknown:
-                raise PayloadError(
+                raise HttpError(
                     400,
                     f".npz has arrays {unknown} that are not inputs of the signature "
                     f"(inputs: {', '.join(sorted(inputs))})",
                 )
             return [(name, _npz_array(archive, info)) for name, info in members.items()]
-    except PayloadError:
+    except HttpError:
         raise
     except _DECODE_ERRORS as error:
-        raise PayloadError(400, f"Invalid .npz payload: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid .npz payload: {_describe(error)}") from None
 
 
 def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -266,20 +253,20 @@ def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
             continue
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise PayloadError(
+            raise HttpError(
                 400, f"Invalid .npz payload: member {name!r} uses compression method "
                 f"{info.compress_type}; only stored and deflated members are read"
             )  # fmt: skip
         total += info.file_size
         if total > MAX_DECODED_BYTES:
-            raise PayloadError(
+            raise HttpError(
                 413, f".npz members declare more than {MAX_DECODED_BYTES} bytes uncompressed"
             )
         if name in members:
-            raise PayloadError(400, f"Invalid .npz payload: member {name!r} appears twice")
+            raise HttpError(400, f"Invalid .npz payload: member {name!r} appears twice")
         members[name] = info
     if not members:
-        raise PayloadError(400, "Invalid .npz payload: the archive holds no arrays")
+        raise HttpError(400, "Invalid .npz payload: the archive holds no arrays")
     return members
 
 
@@ -287,7 +274,7 @@ def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
     what = f".npz member {info.filename!r}"
     with archive.open(info) as stream:
         if stream.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-            raise PayloadError(400, f"Invalid {what}: it is not an .npy array")
+            raise HttpError(400, f"Invalid {what}: it is not an .npy array")
     with archive.open(info) as stream:
         check_npy_header(stream, info.file_size, what)
     with archive.open(info) as stream:
@@ -298,16 +285,16 @@ def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
     """Check an array against an input: same-kind dtype casts are allowed, others refused."""
     if spec.is_string:
         if array.dtype.kind not in "SUO":
-            raise PayloadError(
+            raise HttpError(
                 400, f"Input {spec.name} expects DT_STRING, got an array of {array.dtype}"
             )
         return array
     try:
         target = tensors.numpy_dtype(spec.dtype)
     except tensors.TensorConversionError as error:
-        raise PayloadError(400, f"Input {spec.name}: {error}") from None
+        raise HttpError(400, f"Input {spec.name}: {error}") from None
     if array.dtype != target and not np.can_cast(array.dtype, target, casting="same_kind"):
-        raise PayloadError(
+        raise HttpError(
             400,
             f"Input {spec.name} expects {tensors.dtype_name(spec.dtype)}, "
             f"got an array of {array.dtype}",
@@ -325,7 +312,7 @@ def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
     )
     if not fits:
         wanted = [None if dim < 0 else dim for dim in expected]
-        raise PayloadError(
+        raise HttpError(
             400, f"Input {spec.name} expects shape {wanted}, got an array of shape {list(shape)}"
         )
 
@@ -360,20 +347,20 @@ def _json_document(body: bytes, kind: str) -> object:
             return json.loads(body)
         return [json.loads(line) for line in body.splitlines() if line.strip()]
     except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
-        raise PayloadError(400, f"Invalid JSON payload: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid JSON payload: {_describe(error)}") from None
 
 
 def _csv_rows(body: bytes) -> np.ndarray:
     try:
         return np.loadtxt(io.BytesIO(body), delimiter=",", ndmin=2)
     except (ValueError, IndexError, OverflowError) as error:
-        raise PayloadError(400, f"Invalid CSV payload: {error}") from None
+        raise HttpError(400, f"Invalid CSV payload: {error}") from None
 
 
 def _check_names(named: Mapping[str, object], inputs: Mapping[str, InputSpec]) -> None:
     unknown = sorted(set(named) - set(inputs))
     if unknown:
-        raise PayloadError(
+        raise HttpError(
             400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
         )
 
@@ -382,7 +369,7 @@ def _as_array(value: object, name: str) -> np.ndarray:
     try:
         return np.asarray(value)
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
-        raise PayloadError(400, f"Input {name} is not a rectangular array: {error}") from None
+        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None
 
 
 def split_image_stream(body: bytes) -> list[bytes]:
@@ -392,7 +379,7 @@ def split_image_stream(body: bytes) -> list[bytes]:
     position = 0
     while position < len(view):
         if position + _RECORD_HEADER > len(view):
-            raise PayloadError(
+            raise HttpError(
                 400, f"Truncated image stream: partial length header at byte {position}"
             )
         length = int.from_bytes(view[position : position + _RECORD_HEADER], "big")
@@ -400,7 +387,7 @@ def split_image_stream(body: bytes) -> list[bytes]:
         if length == 0:
             break
         if position + length > len(view):
-            raise PayloadError(
+            raise HttpError(
                 400,
                 f"Truncated image stream: record {len(images)} declares {length} bytes, "
                 f"{len(view) - position} remain",
@@ -408,7 +395,7 @@ def split_image_stream(body: bytes) -> list[bytes]:
         images.append(bytes(view[position : position + length]))
         position += length
     if not images:
-        raise PayloadError(400, "Empty image stream: no records")
+        raise HttpError(400, "Empty image stream: no records")
     return images
 
 
@@ -423,7 +410,7 @@ def images_to_batch(images: list[bytes], spec: InputSpec, options: ImageOptions)
     pixels = [decode_image(data, index, target) for index, data in enumerate(images)]
     sizes = {image.shape for image in pixels}
     if len(sizes) > 1:
-        raise PayloadError(
+        raise HttpError(
             400,
             f"Images in one batch must have the same size when the model does not fix it, "
             f"got {sorted(sizes)}",
@@ -443,7 +430,7 @@ def _image_geometry(spec: InputSpec) -> _Geometry:
     if spec.shape is None:
         return _Geometry(None, None, 3)
     if len(spec.shape) != 4:
-        raise PayloadError(
+        raise HttpError(
             400,
             f"Input {spec.name} of shape {list(spec.shape)} is not an NHWC image batch; "
             f"send {NPY} instead",
@@ -451,7 +438,7 @@ def _image_geometry(spec: InputSpec) -> _Geometry:
     _, height, width, channels = spec.shape
     channels = 3 if channels < 0 else channels
     if channels not in _CHANNELS_TO_MODE:
-        raise PayloadError(400, f"Input {spec.name} wants {channels} channels per pixel")
+        raise HttpError(400, f"Input {spec.name} wants {channels} channels per pixel")
     return _Geometry(height if height > 0 else None, width if width > 0 else None, channels)
 
 
@@ -472,24 +459,22 @@ def _check_image_sizes(images: list[bytes], target: _Geometry, itemsize: int) ->
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
         except Image.DecompressionBombError as error:
-            raise PayloadError(413, f"Image {index} is too large: {error}") from None
+            raise HttpError(413, f"Image {index} is too large: {error}") from None
         except UnidentifiedImageError:
-            raise PayloadError(
+            raise HttpError(
                 400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
             ) from None
         except _DECODE_ERRORS as error:
-            raise PayloadError(
-                400, f"Image {index} cannot be decoded: {_describe(error)}"
-            ) from None
+            raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
         if width * height > MAX_IMAGE_PIXELS:
-            raise PayloadError(
+            raise HttpError(
                 413,
                 f"Image {index} declares {width} x {height} pixels; at most "
                 f"{MAX_IMAGE_PIXELS} pixels are decoded",
             )
         total += (target.width or width) * (target.height or height) * target.channels * itemsize
         if total > MAX_DECODED_BYTES:
-            raise PayloadError(
+            raise HttpError(
                 413, f"The images decode to more than {MAX_DECODED_BYTES} bytes of input"
             )
 
@@ -504,11 +489,11 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
                 image = image.resize(size, Image.Resampling.BILINEAR)
             pixels = np.asarray(image)
     except UnidentifiedImageError:
-        raise PayloadError(
+        raise HttpError(
             400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
         ) from None
     except (*_DECODE_ERRORS, Image.DecompressionBombError) as error:
-        raise PayloadError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+        raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, np.newaxis]
     return pixels
@@ -525,7 +510,7 @@ def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -
         return scaled.astype(target, copy=False)
     if target.kind in "iu":
         return batch.astype(target, copy=False)
-    raise PayloadError(
+    raise HttpError(
         400, f"Input {spec.name} of type {tensors.dtype_name(spec.dtype)} cannot take images"
     )
 
@@ -554,7 +539,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
 def _only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndarray:
     if len(outputs) == 1:
         return next(iter(outputs.values()))
-    raise PayloadError(
+    raise HttpError(
         406,
         f"The model returns {len(outputs)} outputs ({', '.join(sorted(outputs))}); "
         f"{output_type} holds one: ask for {NPZ} or {JSON}",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from sagemaker_tfs.config import Instance
-from sagemaker_tfs.service.errors import ServiceError, excerpt
+from sagemaker_tfs.wire.errors import HttpError, excerpt
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
@@ -44,7 +44,7 @@ def valid_version(text: str) -> bool:
 
 def check_model_name(name: str) -> str:
     if not MODEL_NAME.fullmatch(name):
-        raise ServiceError(400, f"Invalid model name: {excerpt(name)}")
+        raise HttpError(400, f"Invalid model name: {excerpt(name)}")
     return name
 
 
@@ -53,13 +53,13 @@ def route(custom_attributes: str | None, default_model: str | None) -> Route:
     attributes = parse_custom_attributes(custom_attributes)
     name = attributes.get("tfs-model-name") or default_model
     if not name:
-        raise ServiceError(400, f"No model name: set tfs-model-name in {CUSTOM_ATTRIBUTES_HEADER}")
+        raise HttpError(400, f"No model name: set tfs-model-name in {CUSTOM_ATTRIBUTES_HEADER}")
     version = attributes.get("tfs-model-version")
     if version is not None and not valid_version(version):
-        raise ServiceError(400, f"Invalid model version: {excerpt(version)}")
+        raise HttpError(400, f"Invalid model version: {excerpt(version)}")
     method = attributes.get("tfs-method") or "predict"
     if method not in METHODS:
-        raise ServiceError(
+        raise HttpError(
             400, f"Invalid method: {excerpt(method)} (expected predict, classify or regress)"
         )
     return Route(check_model_name(name), version, method)

@@ -40,6 +40,7 @@ from sagemaker_tfs.config import (
     model_spec,
     version_dirs,
 )
+from sagemaker_tfs.wire.errors import HttpError, shorten
 
 log = logging.getLogger(__name__)
 
@@ -249,15 +250,6 @@ def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
 # --- the multi-model registry -------------------------------------------------------------
 
 
-class ControlError(Exception):
-    """A control API request failed; ``status`` is the HTTP status to answer."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class Launcher(Protocol):
     """What the registry needs from the supervisor to run per-model processes."""
 
@@ -291,10 +283,10 @@ class LoadedModel:
 
 def validate_model_name(name: object) -> str:
     if not isinstance(name, str) or not MODEL_NAME_PATTERN.fullmatch(name):
-        raise ControlError(
+        raise HttpError(
             400,
             "model_name must be 1-128 characters of letters, digits, '_', '-' or '.', "
-            f"starting with a letter or digit, got {name!r}"[:300],
+            f"starting with a letter or digit, got {name!r}",
         )
     return name
 
@@ -302,13 +294,13 @@ def validate_model_name(name: object) -> str:
 def resolve_model_url(url: object, models_root: str, name: str) -> str:
     """The model's base path: ``url`` resolved, refused if it leaves the models root."""
     if not isinstance(url, str) or not url or "\x00" in url or len(url) > 4096:
-        raise ControlError(400, f"url must be a non-empty path, got {url!r}"[:300])
+        raise HttpError(400, f"url must be a non-empty path, got {url!r}")
     root = os.path.realpath(models_root)
     resolved = os.path.realpath(os.path.join(root, url))
     if os.path.commonpath([root, resolved]) != root or resolved == root:
-        raise ControlError(403, f"url {url} is outside the models directory {models_root}")
+        raise HttpError(403, f"url {url} is outside the models directory {models_root}")
     if not version_dirs(resolved):
-        raise ControlError(404, f"Could not find valid base path {url} for servable {name}")
+        raise HttpError(404, f"Could not find valid base path {url} for servable {name}")
     return resolved
 
 
@@ -343,7 +335,7 @@ class ModelRegistry:
         with self._lock:
             model = self._models.get(name)
             if model is None:
-                raise ControlError(404, f"Model {name} is not loaded yet")
+                raise HttpError(404, f"Model {name} is not loaded yet")
             return model.describe()
 
     def load(self, name: object, url: object) -> dict[str, Any]:
@@ -361,13 +353,13 @@ class ModelRegistry:
             )
         except ModelLoadError as error:
             self._forget(name)
-            raise ControlError(500, f"Model {name} failed to load from {url}: {error}") from None
+            raise HttpError(500, f"Model {name} failed to load from {url}: {error}") from None
         except BaseException:
             self._forget(name)
             raise
         if not available:
             self._forget(name)
-            raise ControlError(500, f"Model {name} failed to load from {url}")
+            raise HttpError(500, f"Model {name} failed to load from {url}")
         with self._lock:
             model.state = "AVAILABLE"
         log.info("loaded model %s from %s on ports %s", name, base_path, model.instance)
@@ -377,7 +369,7 @@ class ModelRegistry:
         with self._lock:
             model = self._models.get(name)
             if model is None or model.state != "AVAILABLE":
-                raise ControlError(404, f"Model {name} is not loaded yet")
+                raise HttpError(404, f"Model {name} is not loaded yet")
             model.state = "UNLOADING"
         self._forget(name)
         log.info("unloaded model %s", name)
@@ -392,15 +384,15 @@ class ModelRegistry:
     def _reserve(self, name: str, url: str, base_path: str) -> LoadedModel:
         with self._lock:
             if name in self._models:
-                raise ControlError(409, f"Model {name} is already loaded")
+                raise HttpError(409, f"Model {name} is already loaded")
             free = self._available_memory()
             if free is not None and free < self._memory_margin:
-                raise ControlError(
+                raise HttpError(
                     507, f"Not enough memory to load model {name}: {free} bytes available"
                 )
             instance = self._ports.take_pair()
             if instance is None:
-                raise ControlError(507, f"No free ports left to load model {name}")
+                raise HttpError(507, f"No free ports left to load model {name}")
             model = LoadedModel(name, url, base_path, instance, "LOADING")
             self._models[name] = model
             return model
@@ -461,43 +453,43 @@ class _ControlHandler(BaseHTTPRequestHandler):
     def _not_allowed(self, parts: list[str]) -> dict[str, Any]:
         allowed = self._allowed_methods(parts)
         if allowed is None:
-            raise ControlError(404, f"no such resource: {self.path[:200]}")
+            raise HttpError(404, f"no such resource: {self.path}")
         self._allow = allowed
-        raise ControlError(405, f"Method {self.command} is not allowed here; use {allowed}")
+        raise HttpError(405, f"Method {self.command} is not allowed here; use {allowed}")
 
     def _get(self, parts: list[str]) -> dict[str, Any]:
         if parts == ["models"]:
             return {"models": self.server.registry.list()}
         if len(parts) == 2 and parts[0] == "models":
             return self.server.registry.get(parts[1])
-        raise ControlError(404, f"no such resource: {self.path}")
+        raise HttpError(404, f"no such resource: {self.path}")
 
     def _post(self, parts: list[str]) -> dict[str, Any]:
         if parts != ["models"]:
-            raise ControlError(404, f"no such resource: {self.path}")
+            raise HttpError(404, f"no such resource: {self.path}")
         body = self._read_json()
         return self.server.registry.load(body.get("model_name"), body.get("url"))
 
     def _delete(self, parts: list[str]) -> dict[str, Any]:
         if len(parts) == 2 and parts[0] == "models":
             return self.server.registry.unload(parts[1])
-        raise ControlError(404, f"no such resource: {self.path}")
+        raise HttpError(404, f"no such resource: {self.path}")
 
     def _read_json(self) -> dict[str, Any]:
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
-            raise ControlError(400, "invalid Content-Length") from None
+            raise HttpError(400, "invalid Content-Length") from None
         if length <= 0 or length > self.MAX_BODY:
-            raise ControlError(400, "expected a JSON body of at most 64 KiB")
+            raise HttpError(400, "expected a JSON body of at most 64 KiB")
         data = self.rfile.read(length)
         self._body_read = True
         try:
             body = json.loads(data)
         except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
-            raise ControlError(400, f"invalid JSON body: {str(error)[:200]}") from None
+            raise HttpError(400, f"invalid JSON body: {error}") from None
         if not isinstance(body, dict):
-            raise ControlError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
+            raise HttpError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
         return body
 
     def _unread_body(self) -> bool:
@@ -512,7 +504,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         parts = [p for p in urllib.request.unquote(self.path.split("?")[0]).split("/") if p]
         try:
             status, payload = 200, action(parts)
-        except ControlError as error:
+        except HttpError as error:
             status, payload = error.status, {"error": error.message}
         except Exception as error:  # a bug must not take the control API down
             log.exception("control API %s %s failed", self.command, self.path)
@@ -542,7 +534,7 @@ class _ControlHandler(BaseHTTPRequestHandler):
         except ValueError:
             phrase = str(code)
         text = message if message and message != phrase else phrase
-        self._send_json(code, {"error": text[:200]}, close=True)
+        self._send_json(code, {"error": shorten(text)}, close=True)
 
     def address_string(self) -> str:
         return "control-socket"

@@ -35,7 +35,6 @@ from typing import Any
 from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.model_servers import (
-    ControlError,
     ControlServer,
     ModelLoadError,
     ModelRegistry,
@@ -46,6 +45,7 @@ from sagemaker_tfs.supervisor.model_servers import (
     render_model_config,
     wait_until_available,
 )
+from sagemaker_tfs.wire.errors import HttpError
 
 log = logging.getLogger("sagemaker_tfs.supervisor.stack")
 
@@ -374,7 +374,7 @@ class Supervisor:
         )
         with self._lock:
             if self._closing:
-                raise ControlError(503, "the stack is shutting down")
+                raise HttpError(503, "the stack is shutting down")
             self.model_servers[key] = child
             child.start()
 

@@ -14,10 +14,11 @@ import time
 import requests
 from requests.adapters import HTTPAdapter
 
+from sagemaker_tfs.wire.errors import MESSAGE_CHARS, shorten
+
 log = logging.getLogger("sagemaker_tfs.transform")
 
 RETRY_BACKOFF_SECONDS = 0.2
-ERROR_PREVIEW_CHARS = 300
 
 
 class InvocationError(RuntimeError):
@@ -108,5 +109,5 @@ class Invoker:
             return None, f"request failed: {error}", True
         if response.status_code == 200:
             return response.content, "", False
-        text = response.content[:ERROR_PREVIEW_CHARS].decode("utf-8", "replace").strip()
+        text = shorten(response.content[: MESSAGE_CHARS + 1].decode("utf-8", "replace").strip())
         return None, f"HTTP {response.status_code}: {text}", response.status_code >= 500

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.errors import ServiceError
+from sagemaker_tfs.wire.errors import HttpError
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_csv_numbers_keep_their_spelling() -> None:
     ],
 )
 def test_bad_input(content_type: str, body: bytes, status: int, text: str) -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         convert(content_type, body)
     assert raised.value.status == status
     assert text in raised.value.message
@@ -85,7 +85,7 @@ def test_bad_input(content_type: str, body: bytes, status: int, text: str) -> No
     "body", [b"[" + b"1" * 5000 + b"]", b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe"]
 )
 def test_hostile_json_is_400_not_500(body: bytes) -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         convert("application/json", body)
     assert raised.value.status == 400
     assert len(raised.value.message) < 300

@@ -21,9 +21,3 @@ def test_wrong_method_is_405_json_with_allow() -> None:
     assert result.headers["content-type"] == "application/json"
     assert "POST" in result.headers["allow"]
     assert isinstance(result.json["error"], str)
-
-
-def test_excerpt_is_short_and_printable() -> None:
-    text = errors.excerpt("a\n" * 100)
-    assert len(text) <= errors.EXCERPT_CHARS + 3 and "\n" not in text
-    assert errors.excerpt(b"\xff\x00") == "b'\\xff\\x00'"

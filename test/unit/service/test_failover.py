@@ -10,9 +10,10 @@ import pytest
 import requests
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service import app
-from sagemaker_tfs.service.errors import ModelServerUnavailable, ServiceError
+from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
 from sagemaker_tfs.service.routing import InstancePicker
+from sagemaker_tfs.wire.errors import HttpError
 
 
 class Unavailable(grpc.RpcError):
@@ -51,9 +52,9 @@ def test_other_errors_are_not_retried() -> None:
 
     def attempt(index: int) -> Reply:
         tried.append(index)
-        raise ServiceError(400, "bad input")
+        raise HttpError(400, "bad input")
 
-    with pytest.raises(ServiceError):
+    with pytest.raises(HttpError):
         app.with_failover(attempt, 2)
     assert tried == [0]
 

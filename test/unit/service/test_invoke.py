@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import requests
 from sagemaker_tfs.service.context import build_context
-from sagemaker_tfs.service.errors import ServiceError
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.invoke import Reply, call_user_code, first_accept
 from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.wire.errors import HttpError
 
 CONTEXT = build_context(
     Route("m", None, "predict"), 9000, 8501, None, "", "text/csv", "text/csv", 3
@@ -46,7 +46,7 @@ def test_handler_results(result: Any, body: bytes, content_type: str) -> None:
 
 
 def test_exception_text_is_the_error() -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         run(ValueError("bad things"))
     assert (raised.value.status, raised.value.message) == (500, "bad things")
 
@@ -56,14 +56,14 @@ def test_request_parsing_errors_are_400() -> None:
         json.loads("{")
     except json.JSONDecodeError as error:
         decode_error = error
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         run(decode_error)
     assert raised.value.status == 400
     assert "Expecting property name" in raised.value.message
 
 
 def test_exception_without_text_uses_its_type() -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         run(KeyError())
     assert raised.value.message == "KeyError"
 
@@ -89,6 +89,6 @@ def test_handlers_parsing_hostile_json_give_400(body: str) -> None:
         json.loads(body)
     except (RecursionError, ValueError) as error:
         parse_error = error
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         run(parse_error)
     assert raised.value.status == 400

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 from sagemaker_tfs.service import payloads
-from sagemaker_tfs.service.payloads import ImageOptions, InputSpec, PayloadError
+from sagemaker_tfs.service.payloads import ImageOptions, InputSpec
+from sagemaker_tfs.wire import errors
+from sagemaker_tfs.wire.errors import HttpError
 
 DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
 IMAGE_INPUT = {"images": InputSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
@@ -88,7 +90,7 @@ def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
     ],
 )
 def test_bad_image_streams(body: bytes, match: str) -> None:
-    with pytest.raises(PayloadError, match=match) as raised:
+    with pytest.raises(HttpError, match=match) as raised:
         payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == 400
 
@@ -96,7 +98,7 @@ def test_bad_image_streams(body: bytes, match: str) -> None:
 def test_varying_sizes_need_a_fixed_model_size() -> None:
     free = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     body = stream(encoded_image(4, 4), encoded_image(5, 4))
-    with pytest.raises(PayloadError, match="same size"):
+    with pytest.raises(HttpError, match="same size"):
         payloads.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
 
 
@@ -126,7 +128,7 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
     ],
 )
 def test_wrong_arrays_are_refused(array: np.ndarray, spec: InputSpec, match: str) -> None:
-    with pytest.raises(PayloadError, match=match) as raised:
+    with pytest.raises(HttpError, match=match) as raised:
         payloads.decode_inputs(npy(array), "application/x-npy", {"x": spec}, NO_SCALING)
     assert raised.value.status == 400
 
@@ -138,7 +140,7 @@ def test_pickled_npy_is_refused_without_unpickling() -> None:
 
     body = npy(np.array([Boom()], dtype=object))
     assert b"pytest" in body and pickle  # the payload really carries a pickle
-    with pytest.raises(PayloadError, match="Pickled object arrays are not accepted"):
+    with pytest.raises(HttpError, match="Pickled object arrays are not accepted"):
         payloads.decode_inputs(
             body, "application/x-npy", {"x": InputSpec("x", DT_FLOAT, None)}, NO_SCALING
         )
@@ -150,11 +152,11 @@ def test_npz_named_inputs() -> None:
     inputs = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
     decoded = payloads.decode_inputs(buffer.getvalue(), "application/x-npz", inputs, NO_SCALING)
     assert sorted(decoded) == ["a", "b"] and decoded["b"].tolist() == [0, 1, 2]
-    with pytest.raises(PayloadError, match=r"not inputs of the signature"):
+    with pytest.raises(HttpError, match=r"not inputs of the signature"):
         payloads.decode_inputs(
             buffer.getvalue(), "application/x-npz", {"a": inputs["a"]}, NO_SCALING
         )
-    with pytest.raises(PayloadError, match=r"signature has 2 \(a, b\); send application/x-npz"):
+    with pytest.raises(HttpError, match=r"signature has 2 \(a, b\); send application/x-npz"):
         payloads.decode_inputs(npy(np.ones(2)), "application/x-npy", inputs, NO_SCALING)
 
 
@@ -169,7 +171,7 @@ def test_npz_named_inputs() -> None:
     ],
 )
 def test_bad_bodies(body: bytes, content_type: str, status: int, match: str) -> None:
-    with pytest.raises(PayloadError, match=match) as raised:
+    with pytest.raises(HttpError, match=match) as raised:
         payloads.decode_inputs(body, content_type, IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == status
 
@@ -178,7 +180,7 @@ def test_accept_negotiation() -> None:
     assert payloads.choose_output_type(None) == "application/json"
     assert payloads.choose_output_type("*/*") == "application/json"
     assert payloads.choose_output_type("text/html, application/x-npy;q=0.9") == "application/x-npy"
-    with pytest.raises(PayloadError, match="Not Acceptable: text/html") as raised:
+    with pytest.raises(HttpError, match="Not Acceptable: text/html") as raised:
         payloads.choose_output_type("text/html")
     assert raised.value.status == 406
 
@@ -216,7 +218,7 @@ def test_npy_npz_csv_outputs() -> None:
         np.testing.assert_array_equal(archive["scores"], OUTPUTS["scores"])
     body, content_type = encoded({"s": OUTPUTS["scores"]}, "text/csv")
     assert (body, content_type) == (b"0.5,1.25\n3,-1\n", "text/csv")
-    with pytest.raises(PayloadError, match="returns 2 outputs") as raised:
+    with pytest.raises(HttpError, match="returns 2 outputs") as raised:
         encoded(OUTPUTS, "application/x-npy")
     assert raised.value.status == 406
 
@@ -256,11 +258,11 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
     rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
     decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
     assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
-    with pytest.raises(PayloadError, match="Invalid JSON payload"):
+    with pytest.raises(HttpError, match="Invalid JSON payload"):
         payloads.decode_inputs(b"{", "application/json", spec, NO_SCALING)
-    with pytest.raises(PayloadError, match="not a rectangular array"):
+    with pytest.raises(HttpError, match="not a rectangular array"):
         payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
-    with pytest.raises(PayloadError, match=r"Inputs \['c'\] are not in the signature"):
+    with pytest.raises(HttpError, match=r"Inputs \['c'\] are not in the signature"):
         payloads.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
 
 
@@ -279,7 +281,7 @@ def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
         decoded = payloads.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
         assert decoded.shape == (3, 1), shape
     scalar = {"x": InputSpec("x", DT_FLOAT, ())}
-    with pytest.raises(PayloadError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
+    with pytest.raises(HttpError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
         payloads.decode_inputs(body, "text/csv", scalar, NO_SCALING)
 
 
@@ -354,25 +356,25 @@ def _version_11_3(archive: bytes) -> bytes:
     ],
 )
 def test_corrupted_binary_bodies_are_400(kind: str, body: bytes, status: int, text: str) -> None:
-    with pytest.raises(PayloadError) as caught:
+    with pytest.raises(HttpError) as caught:
         payloads.decode_inputs(body, kind, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == status
     assert text in caught.value.message
-    assert len(caught.value.message) <= payloads.MESSAGE_CHARS + 3
+    assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
 
 
 def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() -> None:
     header = GOOD_NPY.replace(b"(2, 3)", b"(100000000, 3)")[:128]
     bomb = _zip({"x.npy": header + bytes(100_000_000 * 12)}, zipfile.ZIP_DEFLATED)
     assert len(bomb) < 2_000_000
-    with pytest.raises(PayloadError) as caught:
+    with pytest.raises(HttpError) as caught:
         payloads.decode_inputs(bomb, payloads.NPZ, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == 413
 
 
 def test_an_npy_member_declaring_more_than_its_bytes_is_refused() -> None:
     member = GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)")
-    with pytest.raises(PayloadError) as caught:
+    with pytest.raises(HttpError) as caught:
         payloads.decode_inputs(_zip({"x.npy": member}), payloads.NPZ, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == 400
     assert "40000000000 bytes" in caught.value.message
@@ -387,7 +389,7 @@ def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> 
         ("image/png", encoded.getvalue()),
         (payloads.IMAGE_STREAM, len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()),
     ):
-        with pytest.raises(PayloadError) as caught:
+        with pytest.raises(HttpError) as caught:
             payloads.decode_inputs(body, kind, spec, ImageOptions())
         assert caught.value.status == 413, caught.value.message
 
@@ -397,15 +399,15 @@ def test_an_image_stream_whose_images_add_up_to_too_much_is_413() -> None:
     Image.new("RGB", (4000, 4000)).save(encoded, "PNG")
     record = len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()
     spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
-    with pytest.raises(PayloadError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
+    with pytest.raises(HttpError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
         payloads.decode_inputs(record * 6, payloads.IMAGE_STREAM, spec, ImageOptions())
     assert caught.value.status == 413
     assert "more than" in caught.value.message
 
 
 def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
-    with pytest.raises(PayloadError) as caught:
+    with pytest.raises(HttpError) as caught:
         payloads.decode_inputs(bytes(range(256)) * 20, payloads.CSV, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == 400
     json.loads(json.dumps({"error": caught.value.message}).encode("utf-8"))
-    assert len(caught.value.message) <= payloads.MESSAGE_CHARS + 3
+    assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service.context import Context, build_context
-from sagemaker_tfs.service.errors import ServiceError
 from sagemaker_tfs.service.routing import (
     InstancePicker,
     Route,
@@ -13,6 +12,7 @@ from sagemaker_tfs.service.routing import (
     rest_uri,
     route,
 )
+from sagemaker_tfs.wire.errors import HttpError
 
 
 def test_defaults_to_the_default_model_and_predict() -> None:
@@ -36,7 +36,7 @@ def test_custom_attributes_pick_model_version_and_method() -> None:
     ],
 )
 def test_bad_attributes_are_400(header: str | None, default: str | None, message: str) -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         route(header, default)
     assert raised.value.status == 400
     assert message in raised.value.message
@@ -97,7 +97,7 @@ def test_context_keeps_given_types() -> None:
     ],
 )
 def test_out_of_range_versions_and_bad_names_are_400(attributes: str) -> None:
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         route(attributes, "m")
     assert raised.value.status == 400
 
@@ -105,7 +105,7 @@ def test_out_of_range_versions_and_bad_names_are_400(attributes: str) -> None:
 @pytest.mark.parametrize("name", ["nl\n", "m\n", "m\r\n"])
 def test_names_with_a_trailing_newline_are_refused(name: str) -> None:
     """``$`` matches before a final newline: the patterns must match the whole name."""
-    with pytest.raises(ServiceError) as raised:
+    with pytest.raises(HttpError) as raised:
         check_model_name(name)
     assert raised.value.status == 400
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.errors import ServiceError
 from sagemaker_tfs.supervisor import nginx_config
+from sagemaker_tfs.wire.errors import HttpError
 
 RUNNER = """
 import tfs from './tensorflow_serving.mjs';
@@ -82,7 +82,7 @@ def run_njs(tmp_path: Path) -> list[dict]:
 def run_python(content_type: str, body: str) -> dict:
     try:
         return {"body": convert(content_type, body.encode())}
-    except ServiceError as error:
+    except HttpError as error:
         return {"status": error.status, "message": error.message}
 
 

@@ -20,7 +20,6 @@ from sagemaker_tfs.config import (
     model_spec,
 )
 from sagemaker_tfs.supervisor.model_servers import (
-    ControlError,
     ModelRegistry,
     PortPool,
     available_memory_bytes,
@@ -38,6 +37,7 @@ from sagemaker_tfs.supervisor.stack import (
     gunicorn_command,
     parse_args,
 )
+from sagemaker_tfs.wire.errors import HttpError
 
 
 def make_model(base: Path, version: str = "1") -> Path:
@@ -208,7 +208,7 @@ def test_parse_args() -> None:
 
 @pytest.mark.parametrize("name", ["", "a" * 129, "../x", "a b", 'a"b', "-x", ".hidden", 5, None])
 def test_invalid_model_names(name: object) -> None:
-    with pytest.raises(ControlError) as error:
+    with pytest.raises(HttpError) as error:
         validate_model_name(name)
     assert error.value.status == 400
 
@@ -226,11 +226,11 @@ def test_model_url_must_stay_inside_the_root(tmp_path: Path) -> None:
     assert resolve_model_url("good", str(root), "g") == str(root / "good")
     assert resolve_model_url(str(root / "good"), str(root), "g") == str(root / "good")
     for url in ("../outside", str(tmp_path / "outside"), "link", "/etc", ".", "good/../.."):
-        with pytest.raises(ControlError) as error:
+        with pytest.raises(HttpError) as error:
             resolve_model_url(url, str(root), "x")
         assert error.value.status == 403, url
     for url in ("", None, 3, "a\x00b"):
-        with pytest.raises(ControlError) as error:
+        with pytest.raises(HttpError) as error:
             resolve_model_url(url, str(root), "x")
         assert error.value.status == 400
 
@@ -238,7 +238,7 @@ def test_model_url_must_stay_inside_the_root(tmp_path: Path) -> None:
 def test_model_url_without_version_dir_is_404(tmp_path: Path) -> None:
     root = tmp_path / "models"
     (root / "empty" / "abc").mkdir(parents=True)
-    with pytest.raises(ControlError) as error:
+    with pytest.raises(HttpError) as error:
         resolve_model_url("empty", str(root), "e")
     assert error.value.status == 404
     assert error.value.message == "Could not find valid base path empty for servable e"
@@ -342,7 +342,7 @@ def test_registry_refuses_with_507_when_memory_is_low(tmp_path: Path) -> None:
     )
     launcher = RecordingLauncher()
     registry = ModelRegistry(config, launcher, memory_margin=10**9, available_memory=lambda: 10)
-    with pytest.raises(ControlError) as error:
+    with pytest.raises(HttpError) as error:
         registry.load("m", "m")
     assert error.value.status == 507
     assert error.value.message == "Not enough memory to load model m: 10 bytes available"
@@ -511,7 +511,7 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
     launcher = StuckLauncher()
     registry = ModelRegistry(config, launcher)
     started = time.monotonic()
-    with pytest.raises(ControlError) as error:
+    with pytest.raises(HttpError) as error:
         registry.load("m", "m")
     assert time.monotonic() - started < 1 + 5  # the wait, plus one status poll's timeout
     assert "failed to load" in error.value.message
