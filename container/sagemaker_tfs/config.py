@@ -28,6 +28,11 @@ UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
+# The variable that tells the service's processes where the supervisor wrote the StackConfig.
+STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
+# A model name, wherever one is checked (full match): URL routes, Target-Model, the control API,
+# names written into the nginx configuration. The njs has its copy, tested against this one.
+MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 

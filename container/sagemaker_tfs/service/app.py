@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import falcon
 import requests
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service import errors
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.context import Context, build_context
@@ -32,7 +32,6 @@ from sagemaker_tfs.service.routing import (
     route,
 )
 
-STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 logger = logging.getLogger(__name__)
 
 

@@ -16,13 +16,9 @@ import os
 import signal
 from typing import Any
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.handlers import ensure_requirements
 from sagemaker_tfs.service.logs import configure_logging
-
-# Same as ``app.STACK_CONFIG_ENV``; importing app here would import requests before gevent
-# patches the workers' sockets.
-STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 
 
 def on_starting(server: Any) -> None:

@@ -9,13 +9,12 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.config import MODEL_NAME_PATTERN, Instance
 from sagemaker_tfs.wire.errors import HttpError, excerpt
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 METHODS = ("predict", "classify", "regress")
-MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VERSION = re.compile(r"[0-9]{1,19}")
 MAX_VERSION = 2**63 - 1
 
@@ -43,7 +42,7 @@ def valid_version(text: str) -> bool:
 
 
 def check_model_name(name: str) -> str:
-    if not MODEL_NAME.fullmatch(name):
+    if not MODEL_NAME_PATTERN.fullmatch(name):
         raise HttpError(400, f"Invalid model name: {excerpt(name)}")
     return name
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import socket
 import socketserver
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sagemaker_tfs.config import (
+    MODEL_NAME_PATTERN,
     BatchingConfig,
     Instance,
     ModelSpec,
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 TFS_BINARY = "tensorflow_model_server"
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
-MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+MAX_MODEL_NAME_CHARS = 128
 
 
 # --- command lines and config files -------------------------------------------------------
@@ -282,7 +282,11 @@ class LoadedModel:
 
 
 def validate_model_name(name: object) -> str:
-    if not isinstance(name, str) or not MODEL_NAME_PATTERN.fullmatch(name):
+    if (
+        not isinstance(name, str)
+        or len(name) > MAX_MODEL_NAME_CHARS
+        or not MODEL_NAME_PATTERN.fullmatch(name)
+    ):
         raise HttpError(
             400,
             "model_name must be 1-128 characters of letters, digits, '_', '-' or '.', "

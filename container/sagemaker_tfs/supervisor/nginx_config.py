@@ -18,7 +18,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.config import MODEL_NAME_PATTERN, StackConfig
 
 NJS_MODULE_CANDIDATES = (
     "/usr/lib/nginx/modules/ngx_http_js_module.so",
@@ -35,7 +35,6 @@ CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
 PING_TIMEOUT_SECONDS = 1
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 _INDENT = "            "
 
@@ -83,7 +82,7 @@ def has_inference_script(config: StackConfig) -> bool:
 
 def _checked_name(name: str) -> str:
     """Model names end up inside the configuration: refuse anything that could inject."""
-    if not _SAFE_NAME.fullmatch(name):
+    if not MODEL_NAME_PATTERN.fullmatch(name):
         raise NginxConfigError(f"model name {name!r} is not allowed in the nginx configuration")
     return name
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tfs.config import ConfigError, Instance, StackConfig, load_config
+from sagemaker_tfs.config import STACK_CONFIG_ENV, ConfigError, Instance, StackConfig, load_config
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.model_servers import (
     ControlServer,
@@ -463,7 +463,7 @@ class Supervisor:
 
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()
-        env = dict(self.env, SAGEMAKER_TFS_STACK_CONFIG=self.config.stack_config_path)
+        env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
         self.gunicorn = Child(
             "gunicorn",
             gunicorn_command(self.config, fd),
