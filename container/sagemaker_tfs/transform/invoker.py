@@ -16,7 +16,7 @@ from requests.adapters import HTTPAdapter
 
 from sagemaker_tfs.wire.errors import MESSAGE_CHARS, shorten
 
-log = logging.getLogger("sagemaker_tfs.transform")
+logger = logging.getLogger(__name__)
 
 RETRY_BACKOFF_SECONDS = 0.2
 
@@ -68,15 +68,17 @@ class Invoker:
         try:
             response = self.session.get(self.endpoint + "/execution-parameters", timeout=10)
         except requests.RequestException as error:
-            log.warning("GET /execution-parameters failed (%s); using defaults", error)
+            logger.warning("GET /execution-parameters failed (%s); using defaults", error)
             return None
         if response.status_code != 200:
-            log.info("GET /execution-parameters answered %d; using defaults", response.status_code)
+            logger.info(
+                "GET /execution-parameters answered %d; using defaults", response.status_code
+            )
             return None
         try:
             values = response.json()
         except json.JSONDecodeError:
-            log.warning("GET /execution-parameters is not JSON; using defaults")
+            logger.warning("GET /execution-parameters is not JSON; using defaults")
             return None
         return values if isinstance(values, dict) else None
 

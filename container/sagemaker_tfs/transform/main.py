@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from sagemaker_tfs.transform.job import JobConfigError, TransformJob, parse_args, resolve
 
-log = logging.getLogger("sagemaker_tfs.transform")
+logger = logging.getLogger(__name__)
 
 STACK_START_TIMEOUT_SECONDS = 300.0
 MISSING_EXTRA = (
@@ -38,11 +38,11 @@ def _endpoint(job: TransformJob) -> Iterator[str]:
     from sagemaker_tfs.transform.local_stack import running_stack
 
     assert job.model_dir is not None
-    log.info("starting the stack on %s", job.model_dir)
+    logger.info("starting the stack on %s", job.model_dir)
     with running_stack(
         job.model_dir, job.container_environment(), STACK_START_TIMEOUT_SECONDS
     ) as url:
-        log.info("stack ready at %s", url)
+        logger.info("stack ready at %s", url)
         yield url
 
 
@@ -73,8 +73,8 @@ def run_job(job: TransformJob) -> int:
             parameters = probe.execution_parameters()
             probe.close()
             resolved = resolve(job, parameters)
-            log.info("execution-parameters: %s", parameters)
-            log.info("job: %s", _describe(resolved))
+            logger.info("execution-parameters: %s", parameters)
+            logger.info("job: %s", _describe(resolved))
             invoker = Invoker(
                 url,
                 resolved.content_type,
@@ -88,9 +88,9 @@ def run_job(job: TransformJob) -> int:
             finally:
                 invoker.close()
     except (JobFailed, InvocationError, StackStartError, StorageError) as error:
-        log.error("job failed: %s", error)
+        logger.error("job failed: %s", error)
         return 1
-    log.info("job done: %s", summary.line())
+    logger.info("job done: %s", summary.line())
     return 0
 
 
@@ -102,9 +102,9 @@ def _submit(job: TransformJob) -> int:
     try:
         arn = submit(job)
     except (BotoCoreError, ClientError) as error:
-        log.error("submitting to SageMaker failed: %s", error)
+        logger.error("submitting to SageMaker failed: %s", error)
         return 1
-    log.info("submitted %s", arn)
+    logger.info("submitted %s", arn)
     return 0
 
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("sagemaker_tfs.transform")
+logger = logging.getLogger(__name__)
 
 LOG_INTERVAL_SECONDS = 10.0
 
@@ -84,7 +84,7 @@ class Progress:
                 )
             elif self.mode == "log" and time.monotonic() - self._last_log >= LOG_INTERVAL_SECONDS:
                 self._last_log = time.monotonic()
-                log.info("progress: %s", s.line())
+                logger.info("progress: %s", s.line())
 
     def file_done(self) -> None:
         with self._lock:

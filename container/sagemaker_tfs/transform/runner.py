@@ -28,7 +28,7 @@ from sagemaker_tfs.transform.job import TransformJob
 from sagemaker_tfs.transform.progress import Progress, Summary
 from sagemaker_tfs.transform.storage import InputObject, OutputSink, StorageError, list_inputs
 
-log = logging.getLogger("sagemaker_tfs.transform")
+logger = logging.getLogger(__name__)
 
 WINDOW_PER_WORKER = 4  # queued work keeps the threads busy while the head is slow
 WINDOW_BYTES = 256 << 20
@@ -81,7 +81,7 @@ class Runner:
         sizes = [i.size for i in inputs]
         total = None if None in sizes or self.job.compression == "Gzip" else sum(sizes)  # type: ignore[arg-type]
         progress = Progress(self.job.progress, total, len(inputs))
-        log.info("%d input objects%s", len(inputs), f", {total} bytes" if total else "")
+        logger.info("%d input objects%s", len(inputs), f", {total} bytes" if total else "")
         failed = True
         try:
             self._run(inputs, progress)
@@ -159,7 +159,7 @@ class Runner:
         if pending.future is None:
             state.sink.commit()
             progress.file_done()
-            log.debug("wrote %s", state.sink.location)
+            logger.debug("wrote %s", state.sink.location)
             return
         try:
             done = pending.future.result()
