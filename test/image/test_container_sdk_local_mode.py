@@ -3,7 +3,7 @@ deployed with ``instance_type="local"``, called and deleted; and a local Batch T
 a folder of CSV files (``MultiRecord``, ``Line``). The SDK runs ``docker`` and
 ``docker-compose``: here podman (with the ``context inspect`` answer of
 ``stand_in/docker-for-sdk``) and podman-compose, both real. No AWS is reached: region, dummy
-credentials and telemetry off (``test/sdk/sdk_offline.py``), ``logs=False``.
+credentials and telemetry off (``test/sdk_offline.py``), ``logs=False``.
 
 podman-compose leaves the containers running when the SDK ends it, so every container the SDK
 starts carries a label unique to this run and is removed by it afterwards.
@@ -25,9 +25,7 @@ import pytest
 from engine import CONTAINERS_CONF, podman
 from image_scripts import REPO_ROOT, Image, start_container, tail
 from local_ports import free_port
-
-sys.path.insert(0, str(REPO_ROOT / "test" / "sdk"))
-from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env  # noqa: E402
+from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "test" / "image" / "sdk_local_mode.py"

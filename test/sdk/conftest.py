@@ -4,7 +4,8 @@ server; ``test/integration/stack/whole_stack.py``), run by ``tox -e sdk``.
 Nothing is mocked: the SDK's ``Predictor`` / ``TensorFlowPredictor`` and its serializers call
 the stack over HTTP through the SDK's local-mode runtime client (what ``instance_type="local"``
 endpoints use; the boto3 ``sagemaker-runtime`` client would need AWS). No AWS is reached
-(``sdk_offline.py``): the only stand-in is the ``docker`` the SDK asks for the engine's address.
+(``test/sdk_offline.py``): the only stand-in is the ``docker`` the SDK asks for the engine's
+address.
 """
 
 from __future__ import annotations

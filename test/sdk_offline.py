@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CONTEXT_ONLY_DOCKER = REPO_ROOT / "test" / "image" / "stand_in" / "docker-for-sdk"
 TELEMETRY_OPT_OUT = """\
 SchemaVersion: '1.0'
