@@ -1,5 +1,10 @@
-"""What the SageMaker Python SDK needs to run with no AWS behind it, shared by the SDK suite
-(``test/sdk``) and the local-mode tests of the container suite.
+"""The SageMaker Python SDK with no AWS behind it, for the suites that use it as the client:
+the SDK suite (``test/sdk``), the container suite (``test/image``) and the host stack's tests
+(``test/integration/stack``). The SDK runs in virtualenvs of its own (it pins protobuf and
+packaging below what the project uses; v2 and v3 are both the ``sagemaker`` package), so the
+clients are scripts run with that virtualenv's Python (``sdk_client_answers``).
+
+What the SDK needs to run offline:
 
 - a region and dummy credentials (boto3 wants them to build clients; nothing calls AWS),
 - telemetry off (``TelemetryOptOut`` in an SDK config file named by
@@ -11,7 +16,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -43,3 +51,35 @@ def offline_sdk_env(config_dir: Path, bin_dir: Path | None = None) -> dict[str, 
     if bin_dir is not None:
         env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     return env
+
+
+def sdk_bin_dir(directory: Path) -> Path:
+    """``directory`` (made if needed) holding the stand-in ``docker`` the SDK asks for the
+    engine's address (``CONTEXT_ONLY_DOCKER``), to put first on the SDK's ``PATH``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONTEXT_ONLY_DOCKER, directory / "docker")
+    return directory
+
+
+def sdk_client_answers(python: Path, script: Path, *args: str, scratch: Path) -> dict:
+    """Runs the client ``script ARGS...`` with ``python`` (an SDK virtualenv's) offline and
+    returns its answers, the JSON object it prints last; fails with the end of its stderr if it
+    exits non-zero. Its environment is ``HOME``, ``offline_sdk_env`` and a ``PATH`` of the
+    stand-in ``docker`` and the system's directories, nothing else of this process's (no
+    ``PYTHONPATH`` pointing at the project's packages); ``scratch`` holds its files."""
+    bin_dir = sdk_bin_dir(scratch / "bin")
+    env = {
+        "HOME": os.environ.get("HOME", "/root"),
+        **offline_sdk_env(scratch / "sdk_config"),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+    }
+    result = subprocess.run(
+        [str(python), str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -25,7 +24,7 @@ import pytest
 from engine import CONTAINERS_CONF, podman
 from image_scripts import REPO_ROOT, Image, start_container, tail
 from local_ports import free_port
-from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env
+from sdk_offline import offline_sdk_env, sdk_bin_dir
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "test" / "image" / "sdk_local_mode.py"
@@ -65,8 +64,7 @@ def run_label() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def sdk_env(sdk_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    bin_dir = tmp_path_factory.mktemp("sdk_local_bin")
-    shutil.copy(CONTEXT_ONLY_DOCKER, bin_dir / "docker")
+    bin_dir = sdk_bin_dir(tmp_path_factory.mktemp("sdk_local_bin"))
     (bin_dir / "docker-compose").symlink_to(sdk_python.parent / "podman-compose")
     env = {
         "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
