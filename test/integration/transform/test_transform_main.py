@@ -32,6 +32,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 NOTEBOOK_CODE = Path(__file__).resolve().parent / "notebook_code"
 MODEL = "jpeg_classifier"
 CONCURRENCY = "64"  # the notebook's max_concurrent_transforms
+# The notebook's job over JSON lines (one base64 image each): one prediction per line, in order.
+JSON_LINES_JOB = {
+    "content_type": "application/jsonlines",
+    "accept": "application/jsonlines",
+    "split_type": "Line",
+    "batch_strategy": "MultiRecord",
+    "assemble_with": "Line",
+}
 
 
 def b64_line(data: bytes) -> str:
@@ -109,14 +117,7 @@ def test_json_lines_of_base64_images_multi_record(stack: RunningStack, tmp_path:
         (tmp_path / "in" / name).write_text("\n".join(records[name]) + "\n")
     assert (tmp_path / "in" / "batch-0.jsonl").stat().st_size > 2 << 20  # 3 mini-batches of 1 MB
     code = transform(
-        endpoint=stack.url,
-        input=tmp_path / "in",
-        output=tmp_path / "out",
-        content_type="application/jsonlines",
-        accept="application/jsonlines",
-        split_type="Line",
-        batch_strategy="MultiRecord",
-        assemble_with="Line",
+        endpoint=stack.url, input=tmp_path / "in", output=tmp_path / "out", **JSON_LINES_JOB
     )
     assert code == 0
     for name, lines in records.items():
@@ -211,13 +212,9 @@ def test_model_dir_mode_s3_manifest_gzip(stack: RunningStack, tmp_path: Path, te
             model_dir=model_dir,
             manifest="s3://notebook-data/job.manifest",
             output="s3://notebook-data/out",
-            content_type="application/jsonlines",
-            accept="application/jsonlines",
-            split_type="Line",
             compression="Gzip",
-            batch_strategy="MultiRecord",
             max_concurrent_transforms=CONCURRENCY,
-            assemble_with="Line",
+            **JSON_LINES_JOB,
         )
         result = subprocess.run(
             [sys.executable, "-m", "sagemaker_tfs.cli", "transform", *flags],
