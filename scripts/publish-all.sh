@@ -8,8 +8,4 @@ USAGE="$(basename "$0") [--region REGION] [--repository NAME]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
 
-for version in $(known_versions); do
-  for arch in cpu gpu; do
-    "$REPO_ROOT/scripts/publish.sh" --version "$version" --arch "$arch" "$@"
-  done
-done
+for_every_image publish.sh "$@"

@@ -35,6 +35,18 @@ known_versions() {
   awk '{ sub(/#.*/, "") } NF { print $1 }' "$VERSIONS_FILE"
 }
 
+# for_every_image SCRIPT ARGS...: scripts/SCRIPT --version V --arch A ARGS for every version in
+# docker/versions.txt (newest first) and the cpu and gpu arches (build-all.sh, publish-all.sh).
+for_every_image() {
+  local script=$1 version arch
+  shift
+  for version in $(known_versions); do
+    for arch in cpu gpu; do
+      "$REPO_ROOT/scripts/$script" --version "$version" --arch "$arch" "$@"
+    done
+  done
+}
+
 short_of() {
   echo "${1%.*}"
 }

@@ -3,7 +3,7 @@ deployed with ``instance_type="local"``, called and deleted; and a local Batch T
 a folder of CSV files (``MultiRecord``, ``Line``). The SDK runs ``docker`` and
 ``docker-compose``: here podman (with the ``context inspect`` answer of
 ``stand_in/docker-for-sdk``) and podman-compose, both real. No AWS is reached: region, dummy
-credentials and telemetry off (``test/sdk/sdk_offline.py``), ``logs=False``.
+credentials and telemetry off (``test/sdk_offline.py``), ``logs=False``.
 
 podman-compose leaves the containers running when the SDK ends it, so every container the SDK
 starts carries a label unique to this run and is removed by it afterwards.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -25,9 +24,7 @@ import pytest
 from engine import CONTAINERS_CONF, podman
 from image_scripts import REPO_ROOT, Image, start_container, tail
 from local_ports import free_port
-
-sys.path.insert(0, str(REPO_ROOT / "test" / "sdk"))
-from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env  # noqa: E402
+from sdk_offline import offline_sdk_env, sdk_bin_dir
 
 pytestmark = pytest.mark.slow
 CLIENT = REPO_ROOT / "test" / "image" / "sdk_local_mode.py"
@@ -67,8 +64,7 @@ def run_label() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def sdk_env(sdk_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    bin_dir = tmp_path_factory.mktemp("sdk_local_bin")
-    shutil.copy(CONTEXT_ONLY_DOCKER, bin_dir / "docker")
+    bin_dir = sdk_bin_dir(tmp_path_factory.mktemp("sdk_local_bin"))
     (bin_dir / "docker-compose").symlink_to(sdk_python.parent / "podman-compose")
     env = {
         "PATH": f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",

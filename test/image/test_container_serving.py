@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +16,7 @@ import requests
 from image_scripts import REPO_ROOT, Container, Image, run_script, start_container
 from local_ports import free_port
 from PIL import Image as PILImage
+from sdk_offline import sdk_client_answers
 
 pytestmark = pytest.mark.slow
 ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
@@ -142,27 +140,9 @@ def test_sagemaker_sdk_predictor_and_serializers(
 ) -> None:
     """The SDK's Predictor over its local-mode runtime client, as users call an endpoint. Only
     the SDK's probe of `docker` for the engine's address is answered by a stand-in (see
-    stand_in/docker-for-sdk); the serializers, the HTTP calls and the container are real."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(REPO_ROOT / "test/image/stand_in/docker-for-sdk", bin_dir / "docker")
-    env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/root"),
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
-    }
+    test/sdk_offline.py); the serializers, the HTTP calls and the container are real."""
     client = REPO_ROOT / "test/image/sdk_client.py"
-    result = subprocess.run(
-        [str(sdk_python), str(client), str(container.port)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    answers = json.loads(result.stdout.strip().splitlines()[-1])
+    answers = sdk_client_answers(sdk_python, client, str(container.port), scratch=tmp_path)
     assert answers == {
         "json": {"predictions": [3.5, 4.0, 5.5]},
         "json_list": {"predictions": [[3.5], [4.0]]},

@@ -21,7 +21,7 @@ Usage: ``.venv/bin/python test/perf/bench_transform.py [--lines 10000] [--images
 from __future__ import annotations
 
 import argparse
-import io
+import contextlib
 import json
 import os
 import re
@@ -29,19 +29,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import requests
-from PIL import Image
 from requests.adapters import HTTPAdapter
 
 TEST_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TEST_DIR / "integration" / "stack"))
+sys.path.insert(0, str(TEST_DIR / "integration" / "transform"))
 sys.path.insert(0, str(TEST_DIR))
 from conftest import TestModels  # noqa: E402
-from whole_stack import running_stack  # noqa: E402
+from transform_jobs import job_flags, random_jpeg  # noqa: E402
+from whole_stack import RunningStack, running_stack  # noqa: E402
 
 # Runs the command and reports its peak RSS (VmHWM: ru_maxrss would include this forked
 # benchmark's own, TensorFlow-sized, peak, which Linux keeps across exec).
@@ -75,24 +76,11 @@ def plain_client(url: str, bodies: list[bytes], content_type: str, workers: int)
 
 
 def driver(
-    url: str, input_dir: Path, output: Path, records: int, *options: str
+    url: str, input_dir: Path, output: Path, records: int, options: list[str]
 ) -> tuple[float, int]:
     """(records/s from the job's own summary, peak RSS in KiB) of one transform run."""
-    command = [
-        sys.executable,
-        "-c",
-        DRIVER,
-        "transform",
-        "--endpoint",
-        url,
-        "--input",
-        str(input_dir),
-        "--output",
-        str(output),
-        "--progress",
-        "log",
-        *options,
-    ]
+    flags = job_flags(endpoint=url, input=input_dir, output=output, progress="log")
+    command = [sys.executable, "-c", DRIVER, "transform", *flags, *options]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"transform failed:\n{result.stderr[-3000:]}")
@@ -103,13 +91,6 @@ def driver(
     return records / float(done.group(2)), int(rss.group(1))
 
 
-def jpeg(seed: int, size: int) -> bytes:
-    pixels = np.random.default_rng(seed).integers(0, 255, (size, size, 3), dtype=np.uint8)
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
-    return buffer.getvalue()
-
-
 def compare(
     rounds: int,
     name: str,
@@ -118,16 +99,16 @@ def compare(
     content_type: str,
     workers: int,
     root: Path,
-    *options: str,
+    options: list[str],
 ) -> None:
     """Interleaved runs over ``root/full`` (every body) and one over ``root/small`` (a quarter)."""
     small, full, small_count = root / "small", root / "full", len(bodies) // 4
     client_rates, driver_rates = [], []
     for round_ in range(rounds):
         client_rates.append(plain_client(url, bodies, content_type, workers))
-        rate, full_rss = driver(url, full, root / f"out-{round_}", len(bodies), *options)
+        rate, full_rss = driver(url, full, root / f"out-{round_}", len(bodies), options)
         driver_rates.append(rate)
-    _, small_rss = driver(url, small, root / "out-small", small_count, *options)
+    _, small_rss = driver(url, small, root / "out-small", small_count, options)
     client, transform = sum(client_rates) / rounds, sum(driver_rates) / rounds
     print(
         f"{name}: client "
@@ -148,62 +129,40 @@ def json_workload(models: TestModels, root: Path, lines: int, workers: int, roun
     for name, count in (("small", lines // 4), ("full", lines)):
         (root / name).mkdir()
         (root / name / "data.jsonl").write_text("\n".join(records[:count]) + "\n")
-    model_dir = root / "model"
-    model_dir.mkdir()
-    (model_dir / "half_plus_three").symlink_to(models("half_plus_three"))
-    env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
-    with running_stack(model_dir, _work(root), env) as stack:
-        compare(
-            rounds,
-            "json",
-            stack.url,
-            [r.encode() + b"\n" for r in records],
-            "application/json",
-            workers,
-            root,
-            "--content-type",
-            "application/json",
-            "--split-type",
-            "Line",
-            "--batch-strategy",
-            "SingleRecord",
-            "--assemble-with",
-            "Line",
-            "--max-concurrent-transforms",
-            str(workers),
-        )
+    options = job_flags(
+        content_type="application/json",
+        split_type="Line",
+        batch_strategy="SingleRecord",
+        assemble_with="Line",
+        max_concurrent_transforms=workers,
+    )
+    bodies = [r.encode() + b"\n" for r in records]
+    with batch_stack(models, "half_plus_three", root, workers) as stack:
+        compare(rounds, "json", stack.url, bodies, "application/json", workers, root, options)
 
 
 def jpeg_workload(models: TestModels, root: Path, images: int, workers: int, rounds: int) -> None:
-    bodies = [jpeg(i, 160 + i % 96) for i in range(images)]
+    bodies = [random_jpeg(i, 160 + i % 96) for i in range(images)]
     for name, count in (("small", images // 4), ("full", images)):
         (root / name).mkdir()
         for index in range(count):
             (root / name / f"{index:05d}.jpg").write_bytes(bodies[index])
+    options = job_flags(content_type="application/x-image", max_concurrent_transforms=workers)
+    with batch_stack(models, "jpeg_mobilenet_v2", root, workers) as stack:
+        compare(rounds, "jpeg", stack.url, bodies, "application/x-image", workers, root, options)
+
+
+@contextlib.contextmanager
+def batch_stack(models: TestModels, model: str, root: Path, workers: int) -> Iterator[RunningStack]:
+    """A whole stack serving ``model`` as SageMaker starts one for a Batch Transform job with
+    ``workers`` concurrent transforms (``root/model`` and ``root/work`` its directories)."""
     model_dir = root / "model"
     model_dir.mkdir()
-    (model_dir / "jpeg_mobilenet_v2").symlink_to(models("jpeg_mobilenet_v2"))
+    (model_dir / model).symlink_to(models(model))
+    (root / "work").mkdir()
     env = {"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(workers)}
-    with running_stack(model_dir, _work(root), env) as stack:
-        compare(
-            rounds,
-            "jpeg",
-            stack.url,
-            bodies,
-            "application/x-image",
-            workers,
-            root,
-            "--content-type",
-            "application/x-image",
-            "--max-concurrent-transforms",
-            str(workers),
-        )
-
-
-def _work(root: Path) -> Path:
-    path = root / "work"
-    path.mkdir()
-    return path
+    with running_stack(model_dir, root / "work", env) as stack:
+        yield stack
 
 
 def main() -> None:

@@ -4,12 +4,12 @@ server; ``test/integration/stack/whole_stack.py``), run by ``tox -e sdk``.
 Nothing is mocked: the SDK's ``Predictor`` / ``TensorFlowPredictor`` and its serializers call
 the stack over HTTP through the SDK's local-mode runtime client (what ``instance_type="local"``
 endpoints use; the boto3 ``sagemaker-runtime`` client would need AWS). No AWS is reached
-(``sdk_offline.py``): the only stand-in is the ``docker`` the SDK asks for the engine's address.
+(``test/sdk_offline.py``): the only stand-in is the ``docker`` the SDK asks for the engine's
+address.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +20,7 @@ pytest.importorskip("sagemaker", reason="the SDK suite runs in tox -e sdk")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "stack"))
 
-from sdk_offline import CONTEXT_ONLY_DOCKER, offline_sdk_env  # noqa: E402
+from sdk_offline import offline_sdk_env, sdk_bin_dir  # noqa: E402
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -28,8 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_sdk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    bin_dir = tmp_path_factory.mktemp("sdk_bin")
-    shutil.copy(CONTEXT_ONLY_DOCKER, bin_dir / "docker")
+    bin_dir = sdk_bin_dir(tmp_path_factory.mktemp("sdk_bin"))
     with pytest.MonkeyPatch.context() as patch:
         for name, value in offline_sdk_env(tmp_path_factory.mktemp("sdk_config"), bin_dir).items():
             patch.setenv(name, value)

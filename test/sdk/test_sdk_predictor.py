@@ -37,6 +37,10 @@ def predictor(session, serializer, deserializer, **kwargs) -> TensorFlowPredicto
     )
 
 
+def json_predictor(session, **kwargs) -> TensorFlowPredictor:
+    return predictor(session, JSONSerializer(), JSONDeserializer(), **kwargs)
+
+
 def jpeg(seed: int, width: int = 12, height: int = 8) -> bytes:
     pixels = np.random.default_rng(seed).integers(0, 255, (height, width, 3), dtype=np.uint8)
     buffer = io.BytesIO()
@@ -136,51 +140,29 @@ def test_jpeg_bytes(session) -> None:
 
 
 def test_model_name_and_version(session) -> None:
-    latest = predictor(session, JSONSerializer(), JSONDeserializer(), model_name="half_plus_three")
+    latest = json_predictor(session, model_name="half_plus_three")
     assert latest.predict([1.0]) == {"predictions": [[4.5]]}  # 124: 0.5x + 4
-    pinned = predictor(
-        session,
-        JSONSerializer(),
-        JSONDeserializer(),
-        model_name="half_plus_three",
-        model_version="124",
-    )
+    pinned = json_predictor(session, model_name="half_plus_three", model_version="124")
     assert pinned.predict([1.0]) == {"predictions": [[4.5]]}
-    missing = predictor(
-        session,
-        JSONSerializer(),
-        JSONDeserializer(),
-        model_name="half_plus_three",
-        model_version="7",
-    )
+    missing = json_predictor(session, model_name="half_plus_three", model_version="7")
     assert missing.predict([1.0]) == {
         "error": "Servable not found for request: Specific(half_plus_three, 7)"
     }
 
 
 def test_older_model_version(session) -> None:
-    pinned = predictor(
-        session,
-        JSONSerializer(),
-        JSONDeserializer(),
-        model_name="half_plus_three",
-        model_version="123",
-    )
+    pinned = json_predictor(session, model_name="half_plus_three", model_version="123")
     assert pinned.predict([1.0]) == {"predictions": [[3.5]]}
 
 
 def test_regress_and_classify(session) -> None:
-    half_plus_two = predictor(
-        session, JSONSerializer(), JSONDeserializer(), model_name="half_plus_two"
-    )
+    half_plus_two = json_predictor(session, model_name="half_plus_two")
     examples = [{"x": 1.0}, {"x": 2.0}]
     regressed = half_plus_two.regress({"signature_name": "regress_x_to_y", "examples": examples})
     assert regressed == {"results": [2.5, 3.0]}  # y = 0.5 x + 2
     classified = half_plus_two.classify({"signature_name": "classify_x_to_y", "examples": examples})
     assert classified == {"results": [[["", 2.5]], [["", 3.0]]]}
-    old = predictor(
-        session, JSONSerializer(), JSONDeserializer(), model_name="half_plus_two", model_version=124
-    )
+    old = json_predictor(session, model_name="half_plus_two", model_version=124)
     assert old.regress({"signature_name": "regress_x_to_y", "examples": examples}) == regressed
 
 

@@ -5,7 +5,6 @@ its own, kept between runs like the container suite's."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sdk_offline import CONTEXT_ONLY_DOCKER
+from sdk_offline import sdk_client_answers
 from whole_stack import RunningStack
 
 SAGEMAKER_V3 = "sagemaker==3.27.0"
@@ -44,21 +43,7 @@ def v3_python() -> Path:
 def test_v3_serializers_over_the_local_runtime_client(
     stack: RunningStack, v3_python: Path, tmp_path: Path
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(CONTEXT_ONLY_DOCKER, bin_dir / "docker")
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run(
-        [str(v3_python), str(CLIENT), str(stack.port)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    answers = json.loads(result.stdout.strip().splitlines()[-1])
+    answers = sdk_client_answers(v3_python, CLIENT, str(stack.port), scratch=tmp_path)
     assert answers == {
         "json": {"predictions": [4.5, 5.0]},
         "csv": {"predictions": [[4.5, 5.0]]},

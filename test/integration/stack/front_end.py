@@ -25,6 +25,7 @@ import requests
 from local_ports import free_port
 from sagemaker_tfs.config import Instance, StackConfig, load_config
 from sagemaker_tfs.supervisor import nginx_config
+from whole_stack import http_post
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"
@@ -129,10 +130,7 @@ class FrontEnd:
 
     def post(self, body: bytes | str, content_type: str | None = "application/json",
              path: str = "/invocations", **headers: str) -> requests.Response:  # fmt: skip
-        all_headers = dict(headers)
-        if content_type is not None:
-            all_headers["Content-Type"] = content_type
-        return requests.post(self.url + path, data=body, headers=all_headers, timeout=30)
+        return http_post(self.url + path, body, content_type, headers, timeout=30)
 
     def stop(self) -> None:
         for process in self.processes.values():

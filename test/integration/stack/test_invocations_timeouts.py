@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from whole_stack import cmdline, descendant_pids, running_stack
+from whole_stack import RunningStack, cmdline, descendant_pids, running_stack
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,18 +23,31 @@ def gunicorn_command_lines(supervisor_pid: int) -> list[str]:
     return [line for line in lines if "gunicorn" in line and "sagemaker_tfs.service.app" in line]
 
 
-def test_timeouts_from_env(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def stack_with_timeouts(
+    tmp_path: Path, *, nginx_seconds: str, gunicorn_seconds: str, code: Path | None = None
+) -> Iterator[RunningStack]:
+    """half_plus_three (with ``code`` as its code/ if given) served with
+    ``SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS`` and ``SAGEMAKER_GUNICORN_TIMEOUT_SECONDS``."""
     model_dir = tmp_path / "model"
     shutil.copytree(MODEL, model_dir / "half_plus_three")
-    shutil.copytree(SLOW_CODE, model_dir / "code")
+    if code is not None:
+        shutil.copytree(code, model_dir / "code")
     work_dir = tmp_path / "work"
     work_dir.mkdir()
     env = {
-        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "2",
-        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "1",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": nginx_seconds,
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": gunicorn_seconds,
     }
     with running_stack(model_dir, work_dir, env) as stack:
-        assert "proxy_read_timeout 2s;" in (work_dir / "nginx.conf").read_text()
+        yield stack
+
+
+def test_timeouts_from_env(tmp_path: Path) -> None:
+    with stack_with_timeouts(
+        tmp_path, nginx_seconds="2", gunicorn_seconds="1", code=SLOW_CODE
+    ) as stack:
+        assert "proxy_read_timeout 2s;" in (stack.work_dir / "nginx.conf").read_text()
         ours = gunicorn_command_lines(stack.process.pid)
         assert ours and all("--timeout=1" in line for line in ours)
 
@@ -45,13 +60,5 @@ def test_timeouts_from_env(tmp_path: Path) -> None:
 
 
 def test_nginx_timeout_is_raised_to_the_gunicorn_timeout(tmp_path: Path) -> None:
-    model_dir = tmp_path / "model"
-    shutil.copytree(MODEL, model_dir / "half_plus_three")
-    work_dir = tmp_path / "work"
-    work_dir.mkdir()
-    env = {
-        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "5",
-        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "45",
-    }
-    with running_stack(model_dir, work_dir, env):
-        assert "proxy_read_timeout 45s;" in (work_dir / "nginx.conf").read_text()
+    with stack_with_timeouts(tmp_path, nginx_seconds="5", gunicorn_seconds="45") as stack:
+        assert "proxy_read_timeout 45s;" in (stack.work_dir / "nginx.conf").read_text()

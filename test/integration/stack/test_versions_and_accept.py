@@ -13,17 +13,17 @@ answered on one line with the first listed type, on the njs and on the Python pa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import requests
+from sdk_offline import sdk_client_answers
 from whole_stack import RunningStack, running_stack
 
 pytestmark = pytest.mark.timeout(300)
@@ -82,25 +82,32 @@ def check_one_line(
     assert one_line.text == pretty.text.replace("\n", "")
 
 
+@contextlib.contextmanager
+def versioned_model_stack(  # type: ignore[no-untyped-def]
+    root: Path, test_models, code: str | None = None
+) -> Iterator[RunningStack]:
+    """A stack serving the versioned half_plus_three, with ``CODE / code`` as its code/ if given."""
+    copy_versioned_model(test_models, root / "model" / "half_plus_three")
+    if code is not None:
+        shutil.copytree(CODE / code, root / "model" / "code")
+    (root / "work").mkdir()
+    with running_stack(root / "model", root / "work") as running:
+        yield running
+
+
 # One stack per class (class scope: each is stopped before the next class starts).
 
 
 @pytest.fixture(scope="class")
 def plain_stack(tmp_path_factory, test_models) -> Iterator[RunningStack]:  # type: ignore[no-untyped-def]
-    root = tmp_path_factory.mktemp("versions")
-    copy_versioned_model(test_models, root / "model" / "half_plus_three")
-    (root / "work").mkdir()
-    with running_stack(root / "model", root / "work") as running:
+    with versioned_model_stack(tmp_path_factory.mktemp("versions"), test_models) as running:
         yield running
 
 
 @pytest.fixture(scope="class")
 def code_stack(tmp_path_factory, test_models) -> Iterator[RunningStack]:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("versions-code")
-    copy_versioned_model(test_models, root / "model" / "half_plus_three")
-    shutil.copytree(CODE / "version_echo", root / "model" / "code")
-    (root / "work").mkdir()
-    with running_stack(root / "model", root / "work") as running:
+    with versioned_model_stack(root, test_models, code="version_echo") as running:
         yield running
 
 
@@ -180,22 +187,10 @@ class TestSingleModel:
     ) -> None:
         """The SDK's TensorFlowPredictor(model_version=...) over its local-mode runtime client.
         Only the SDK's probe of `docker` for the engine's address is answered by a stand-in
-        (test/image/stand_in/docker-for-sdk); the SDK's requests and the stack are real."""
-        (tmp_path / "bin").mkdir()
-        shutil.copy(REPO_ROOT / "test/image/stand_in/docker-for-sdk", tmp_path / "bin/docker")
-        env = {
-            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
-            "HOME": os.environ.get("HOME", "/root"),
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "SAGEMAKER_SUPPRESS_V2_WARNING": "1",
-        }
+        (test/sdk_offline.py); the SDK's requests and the stack are real."""
         script = HERE / "sdk_model_versions.py"
-        command = [str(sdk_python), str(script), str(plain_stack.port), "half_plus_three"]
-        result = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=300, check=False
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        answers = json.loads(result.stdout.strip().splitlines()[-1])
+        port = str(plain_stack.port)
+        answers = sdk_client_answers(sdk_python, script, port, "half_plus_three", scratch=tmp_path)
         expected = {}
         for version in VERSIONS:
             expected[f"predict {version}"] = {"predictions": EXPECTED[version]}

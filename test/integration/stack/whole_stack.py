@@ -94,6 +94,16 @@ def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.
     return condition()
 
 
+def http_post(
+    url: str, body: bytes | str, content_type: str | None, headers: dict[str, str], timeout: float
+) -> requests.Response:
+    """POST ``body`` with ``headers`` and ``content_type`` as its Content-Type (``None``: no
+    Content-Type header at all, to see what the stack does without one)."""
+    if content_type is not None:
+        headers = {**headers, "Content-Type": content_type}
+    return requests.post(url, data=body, headers=headers, timeout=timeout)
+
+
 @dataclass
 class Stack:
     """A running ``sagemaker-tfs serve``."""
@@ -110,10 +120,7 @@ class Stack:
 
     def post(self, body: bytes | str, content_type: str | None = "application/json",
              path: str = "/invocations", **headers: str) -> requests.Response:  # fmt: skip
-        all_headers = dict(headers)
-        if content_type is not None:
-            all_headers["Content-Type"] = content_type
-        return requests.post(self.url + path, data=body, headers=all_headers, timeout=60)
+        return http_post(self.url + path, body, content_type, headers, timeout=60)
 
     def get(self, path: str) -> requests.Response:
         return requests.get(self.url + path, timeout=30)

@@ -1,5 +1,5 @@
 """A scripted model endpoint on a real socket, for the driver's own logic (the tests with the
-whole stack are ``test_transform_stack.py``). It answers ``/ping``, ``/execution-parameters`` and
+whole stack are ``test_transform_main.py``). It answers ``/ping``, ``/execution-parameters`` and
 ``/invocations``: the body upper-cased, after a delay that shrinks with the record number (so
 answers arrive out of order), 500 for bodies with ``poison``, 500 on the first two tries of
 ``flaky``, 400 for ``bad``, and ``sleep`` waits 12 s. It records what it saw."""
