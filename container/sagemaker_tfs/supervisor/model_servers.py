@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import socketserver
 import sys
 import threading
@@ -40,6 +39,7 @@ from sagemaker_tfs.config import (
     model_spec,
     version_dirs,
 )
+from sagemaker_tfs.supervisor.sockets import port_is_free
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
 log = logging.getLogger(__name__)
@@ -197,16 +197,6 @@ def wait_until_available(
 
 
 # --- ports and memory -----------------------------------------------------------------------
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class PortPool:

@@ -19,6 +19,8 @@ from sagemaker_tfs.config import (
     load_config,
     model_spec,
 )
+from sagemaker_tfs.supervisor.children import Child
+from sagemaker_tfs.supervisor.main import parse_args
 from sagemaker_tfs.supervisor.model_servers import (
     ModelRegistry,
     PortPool,
@@ -30,13 +32,7 @@ from sagemaker_tfs.supervisor.model_servers import (
     resolve_model_url,
     validate_model_name,
 )
-from sagemaker_tfs.supervisor.stack import (
-    Child,
-    Supervisor,
-    child_environment,
-    gunicorn_command,
-    parse_args,
-)
+from sagemaker_tfs.supervisor.stack import Supervisor, child_environment, gunicorn_command
 from sagemaker_tfs.wire.errors import HttpError
 
 

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.supervisor import stack as supervisor
-from sagemaker_tfs.supervisor.stack import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+from sagemaker_tfs.supervisor import children
+from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+from sagemaker_tfs.supervisor.sockets import HeldSocket
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -53,7 +54,7 @@ def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCapture
             old_pid = child.pid
             os.kill(old_pid, signal.SIGKILL)
             child.process.wait()
-            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.stack"):
+            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.children"):
                 child.check(now)
             # Restarted within the same check, no delay, however many kills came before.
             assert child.pid != old_pid and child.running()
@@ -73,7 +74,7 @@ def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureF
     child.start()
     now = time.monotonic()
     delays = []
-    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.stack"):
+    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.children"):
         for _ in range(7):
             child.process.wait()
             child.check(now)
@@ -122,7 +123,7 @@ def test_without_a_check_a_child_is_ready_after_running_a_while() -> None:
     try:
         child.check(child.started_at + 0.5)
         assert not child.ready
-        child.check(child.started_at + supervisor.READY_AFTER_SECONDS + 0.1)
+        child.check(child.started_at + children.READY_AFTER_SECONDS + 0.1)
         assert child.ready
     finally:
         child.stop()
@@ -152,7 +153,7 @@ def test_a_stopped_child_is_not_restarted() -> None:
 
 PARENT_SCRIPT = textwrap.dedent("""
     import signal, sys, threading, time
-    from sagemaker_tfs.supervisor.stack import Child
+    from sagemaker_tfs.supervisor.children import Child
 
     env = {"PATH": "/usr/bin:/bin"}
     children = []
@@ -204,7 +205,7 @@ def test_spawn_uses_one_long_lived_thread() -> None:
         names.add(threading.current_thread().name)
 
     for _ in range(3):
-        supervisor._SPAWNER.submit(record).result()
+        children._SPAWNER.submit(record).result()
     assert len(names) == 1 and next(iter(names)).startswith("spawner")
 
 
@@ -214,7 +215,7 @@ def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
     import socket
 
     path = tmp_path / "service.sock"
-    held = supervisor.HeldSocket(str(path))
+    held = HeldSocket(str(path))
     fd = held.ensure()
     try:
         assert held.ensure() == fd and path.exists()
