@@ -213,6 +213,71 @@ class Child:
             os.killpg(self.process.pid, sig)
 
 
+class TierStopping(RuntimeError):
+    """A child was to start in a tier of a ``ChildGroup`` that is already stopping."""
+
+
+class ChildGroup:
+    """The children of one stack, by tier: tiers start in the order given, stop in reverse.
+
+    The children of one tier are independent of each other (the model servers) and stop
+    together: each gets its stop signal, then each is waited for (its own stop timeout).
+    Once a tier has begun to stop it starts no new child, so a model load racing the
+    shutdown cannot leave a process behind.
+    """
+
+    def __init__(self, tiers: Sequence[str]) -> None:
+        self._tiers: dict[str, dict[str, Child]] = {tier: {} for tier in tiers}
+        self._stopping: set[str] = set()
+        self._lock = threading.Lock()
+
+    def start(self, tier: str, child: Child) -> None:
+        """Start ``child`` as a member of ``tier``; TierStopping once that tier stops."""
+        with self._lock:
+            if tier in self._stopping:
+                raise TierStopping(f"{child.name} not started: the {tier} are stopping")
+            self._tiers[tier][child.name] = child
+            child.start()
+
+    def get(self, name: str) -> Child | None:
+        with self._lock:
+            for children in self._tiers.values():
+                if name in children:
+                    return children[name]
+        return None
+
+    def stop_child(self, name: str) -> None:
+        """Stop ``name`` and forget it (nothing happens for an unknown name)."""
+        with self._lock:
+            child = None
+            for children in self._tiers.values():
+                child = children.pop(name, child)
+        if child is not None:
+            child.stop()
+
+    def children(self) -> list[Child]:
+        """Every child, the last tier first (the order they are stopped in)."""
+        with self._lock:
+            return [child for tier in reversed(self._tiers.values()) for child in tier.values()]
+
+    def check(self, now: float) -> None:
+        """One round of ``Child.check``: exits noticed, restarts done, readiness noticed."""
+        for child in self.children():
+            child.check(now)
+
+    def stop(self) -> None:
+        """Stop the tiers in reverse order, the children of each tier together."""
+        for tier in reversed(list(self._tiers)):
+            with self._lock:
+                self._stopping.add(tier)
+                children = list(self._tiers[tier].values())
+                self._tiers[tier].clear()
+            for child in children:
+                child.request_stop()
+            for child in children:
+                child.wait_stopped()
+
+
 def wait_group_gone(pgid: int, timeout: float) -> bool:
     """Until no process of group ``pgid`` is left (reaping those that are our children, as
     orphaned workers of a subreaper are); False after ``timeout``."""

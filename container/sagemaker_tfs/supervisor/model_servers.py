@@ -19,7 +19,6 @@ import shutil
 import socketserver
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from sagemaker_tfs.config import (
     model_spec,
     version_dirs,
 )
+from sagemaker_tfs.supervisor.polling import poll_until
 from sagemaker_tfs.supervisor.sockets import port_is_free
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
@@ -182,18 +182,13 @@ def wait_until_available(
     Raises ModelLoadError as soon as the model server reports a model as failed, rather
     than waiting for the timeout.
     """
-    deadline = time.monotonic() + timeout
     pending = list(names)
-    while pending:
-        if not still_running():
-            return False
-        pending = [name for name in pending if not model_is_available(rest_port, name)]
-        if not pending:
-            break
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-    return True
+
+    def all_available() -> bool:
+        pending[:] = [name for name in pending if not model_is_available(rest_port, name)]
+        return not pending
+
+    return poll_until(all_available, timeout, interval, still_running)
 
 
 # --- ports and memory -----------------------------------------------------------------------

@@ -17,10 +17,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.config import STACK_CONFIG_ENV, Instance, StackConfig
-from sagemaker_tfs.supervisor.children import Child, reap_orphans
+from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.model_servers import (
     ControlServer,
@@ -33,6 +34,7 @@ from sagemaker_tfs.supervisor.model_servers import (
     render_model_config,
     wait_until_available,
 )
+from sagemaker_tfs.supervisor.polling import poll_until
 from sagemaker_tfs.supervisor.sockets import (
     HeldSocket,
     port_accepts_connections,
@@ -49,6 +51,9 @@ READY_PING_TIMEOUT_SECONDS = 0.3
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
+# The children's tiers, in start order: they stop in reverse (nginx first).
+MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
+TIERS = (MODEL_SERVERS, SERVICE, FRONT)
 
 
 class StartupError(RuntimeError):
@@ -66,15 +71,11 @@ class Supervisor:
         self.config = config
         self.work_dir = Path(config.work_dir)
         self.env = child_environment(config)
-        self.model_servers: dict[str, Child] = {}
-        self.gunicorn: Child | None = None
-        self.nginx: Child | None = None
+        self.children = ChildGroup(TIERS)
         self.registry: ModelRegistry | None = None
         self.control: ControlServer | None = None
         self.stop_requested = threading.Event()
         self.service_socket = HeldSocket(config.service_socket)
-        self._lock = threading.Lock()
-        self._closing = False
 
     # --- the Launcher protocol used by the registry ---
 
@@ -91,21 +92,16 @@ class Supervisor:
             stop_timeout=MODEL_SERVER_STOP_SECONDS,
             ready_check=models_available_check(key, instance, model_names),
         )
-        with self._lock:
-            if self._closing:
-                raise HttpError(503, "the stack is shutting down")
-            self.model_servers[key] = child
-            child.start()
+        try:
+            self.children.start(MODEL_SERVERS, child)
+        except TierStopping:
+            raise HttpError(503, "the stack is shutting down") from None
 
     def stop_model_server(self, key: str) -> None:
-        with self._lock:
-            child = self.model_servers.pop(key, None)
-        if child is not None:
-            child.stop()
+        self.children.stop_child(key)
 
     def model_server_running(self, key: str) -> bool:
-        with self._lock:
-            child = self.model_servers.get(key)
+        child = self.children.get(key)
         return child is not None and child.running()
 
     # --- start-up ---
@@ -142,18 +138,18 @@ class Supervisor:
             self._wait_for_models(key, instance, names)
 
     def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
-        child = self.model_servers[key]
+        child = self.children.get(key)
+        assert child is not None
         try:
             ready = wait_until_available(
                 instance.rest_port,
                 names,
                 self.config.wait_time_seconds,
-                lambda: child.running() and not self.stop_requested.is_set(),
+                self._starting(child),
             )
         except ModelLoadError as error:
             raise StartupError(f"{key}: {error}") from None
-        if self.stop_requested.is_set():
-            raise StopRequested()
+        self._raise_if_stop_requested()
         if not ready:
             why = "exited" if not child.running() else "timed out"
             raise StartupError(
@@ -183,7 +179,7 @@ class Supervisor:
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()
         env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
-        self.gunicorn = Child(
+        gunicorn = Child(
             "gunicorn",
             gunicorn_command(self.config, fd),
             env,
@@ -194,22 +190,20 @@ class Supervisor:
             before_start=self.service_socket.ensure,
             pass_fds=(fd,),
         )
-        self.gunicorn.start()
-        self._wait_for_service(self.gunicorn)
-        self.gunicorn.mark_ready()
+        self.children.start(SERVICE, gunicorn)
+        self._wait_for_service(gunicorn)
+        gunicorn.mark_ready()
 
     def _wait_for_service(self, gunicorn: Child) -> None:
         """Until a worker answers /ping on the socket (requirements are installed first)."""
         budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
-        deadline = time.monotonic() + budget
-        while not service_answers_ping(self.config.service_socket):
-            if self.stop_requested.is_set():
-                raise StopRequested()
-            if not gunicorn.running():
-                raise StartupError("gunicorn exited during start-up (see its log above)")
-            if time.monotonic() > deadline:
-                raise StartupError(f"the Python service did not answer /ping within {budget}s")
-            time.sleep(POLL_SECONDS)
+        answers = partial(service_answers_ping, self.config.service_socket)
+        if poll_until(answers, budget, POLL_SECONDS, self._starting(gunicorn)):
+            return
+        self._raise_if_stop_requested()
+        if not gunicorn.running():
+            raise StartupError("gunicorn exited during start-up (see its log above)")
+        raise StartupError(f"the Python service did not answer /ping within {budget}s")
 
     def _start_nginx(self) -> None:
         from sagemaker_tfs.supervisor import nginx_config
@@ -224,20 +218,20 @@ class Supervisor:
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
         argv = [nginx, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
         (self.work_dir / "nginx.pid").unlink(missing_ok=True)
-        self.nginx = Child(
+        nginx = Child(
             "nginx",
             argv,
             self.env,
             stop_signal=signal.SIGQUIT,
             stop_timeout=self.config.nginx_proxy_read_timeout + 5,
-            ready_check=lambda: self.nginx is not None and self._nginx_listens(self.nginx),
+            ready_check=lambda: self._nginx_listens(nginx),
             # SIGTERM, not SIGKILL: the master then stops its workers, which have no
             # parent-death signal of their own, before it exits.
             death_signal=signal.SIGTERM,
         )
-        self.nginx.start()
-        self._wait_for_public_port(self.nginx)
-        self.nginx.mark_ready()
+        self.children.start(FRONT, nginx)
+        self._wait_for_public_port(nginx)
+        nginx.mark_ready()
 
     def _nginx_listens(self, nginx: Child) -> bool:
         return read_pid(self.work_dir / "nginx.pid") == nginx.pid and port_accepts_connections(
@@ -250,31 +244,30 @@ class Supervisor:
         nginx writes its pid file only after it has bound its sockets; checking the port
         alone could be fooled by another process listening there.
         """
-        deadline = time.monotonic() + NGINX_START_SECONDS
-        while not self._nginx_listens(nginx):
-            if self.stop_requested.is_set():
-                raise StopRequested()
-            if not nginx.running():
-                raise StartupError(
-                    f"nginx exited during start-up (is port {self.config.port} in use? "
-                    "see its log above)"
-                )
-            if time.monotonic() > deadline:
-                raise StartupError(f"nginx did not listen on port {self.config.port} in time")
-            time.sleep(POLL_SECONDS)
+        listens = partial(self._nginx_listens, nginx)
+        if poll_until(listens, NGINX_START_SECONDS, POLL_SECONDS, self._starting(nginx)):
+            return
+        self._raise_if_stop_requested()
+        if not nginx.running():
+            raise StartupError(
+                f"nginx exited during start-up (is port {self.config.port} in use? "
+                "see its log above)"
+            )
+        raise StartupError(f"nginx did not listen on port {self.config.port} in time")
+
+    def _starting(self, child: Child) -> Callable[[], bool]:
+        """Whether a start-up wait for ``child`` goes on: it runs and no stop was asked."""
+        return lambda: child.running() and not self.stop_requested.is_set()
+
+    def _raise_if_stop_requested(self) -> None:
+        if self.stop_requested.is_set():
+            raise StopRequested()
 
     # --- watching and stopping ---
 
-    def children(self) -> list[Child]:
-        with self._lock:
-            servers = list(self.model_servers.values())
-        return [c for c in (self.nginx, self.gunicorn) if c is not None] + servers
-
     def watch(self) -> None:
         while not self.stop_requested.wait(POLL_SECONDS):
-            now = time.monotonic()
-            for child in self.children():
-                child.check(now)
+            self.children.check(time.monotonic())
             reap_orphans()
 
     def shutdown(self) -> None:
@@ -283,17 +276,7 @@ class Supervisor:
         if self.control is not None:
             self.control.shutdown()
             self.control.server_close()
-        for child in (self.nginx, self.gunicorn):
-            if child is not None:
-                child.stop()
-        with self._lock:
-            self._closing = True
-            servers = list(self.model_servers.values())
-            self.model_servers.clear()
-        for child in servers:  # independent of each other: stop them all at once
-            child.request_stop()
-        for child in servers:
-            child.wait_stopped()
+        self.children.stop()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)

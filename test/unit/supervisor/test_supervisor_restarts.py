@@ -233,3 +233,30 @@ def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
     finally:
         held.close()
     assert held.fd is None
+
+
+def test_a_child_group_stops_its_tiers_in_reverse_order(caplog: pytest.LogCaptureFixture) -> None:
+    group = children.ChildGroup(("first", "second", "third"))
+    for tier, name in (("first", "a"), ("first", "b"), ("second", "c"), ("third", "d")):
+        group.start(tier, Child(name, ["sleep", "60"], ENV, stop_timeout=5))
+    assert [c.name for c in group.children()] == ["d", "c", "a", "b"]
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.children"):
+        group.stop()
+    stopped = [r.getMessage().split()[1] for r in caplog.records if "stopping" in r.getMessage()]
+    assert stopped == ["d", "c", "a", "b"]
+    assert group.children() == []
+    with pytest.raises(children.TierStopping):
+        group.start("first", Child("late", ["sleep", "60"], ENV))
+
+
+def test_a_child_group_stops_one_child_by_name() -> None:
+    group = children.ChildGroup(("only",))
+    group.start("only", Child("a", ["sleep", "60"], ENV, stop_timeout=5))
+    group.start("only", Child("b", ["sleep", "60"], ENV, stop_timeout=5))
+    first = group.get("a")
+    assert first is not None and first.running()
+    group.stop_child("a")
+    group.stop_child("unknown")
+    assert group.get("a") is None and not first.running()
+    assert [c.name for c in group.children()] == ["b"]
+    group.stop()
