@@ -23,18 +23,18 @@ from pathlib import Path
 from sagemaker_tfs.config import STACK_CONFIG_ENV, Instance, StackConfig
 from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
-from sagemaker_tfs.supervisor.model_servers import (
-    ControlServer,
+from sagemaker_tfs.supervisor.control_api import ControlServer
+from sagemaker_tfs.supervisor.model_server_processes import (
     ModelLoadError,
-    ModelRegistry,
-    model_is_available,
     model_server_args,
     model_server_command,
+    models_available_check,
     render_batching_config,
     render_model_config,
     wait_until_available,
 )
 from sagemaker_tfs.supervisor.polling import poll_until
+from sagemaker_tfs.supervisor.registry import ModelRegistry
 from sagemaker_tfs.supervisor.sockets import (
     HeldSocket,
     port_accepts_connections,
@@ -289,24 +289,6 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
-
-
-def models_available_check(
-    key: str, instance: Instance, names: Sequence[str]
-) -> Callable[[], bool]:
-    """A model server's readiness check: every model AVAILABLE (a failed load logged once)."""
-    reported: set[str] = set()
-
-    def check() -> bool:
-        try:
-            return all(model_is_available(instance.rest_port, name) for name in names)
-        except ModelLoadError as error:
-            if str(error) not in reported:
-                reported.add(str(error))
-                logger.error("%s: %s", key, error)
-            return False
-
-    return check
 
 
 def read_pid(path: Path) -> int | None:

@@ -21,14 +21,16 @@ from sagemaker_tfs.config import (
 )
 from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.main import parse_args
-from sagemaker_tfs.supervisor.model_servers import (
-    ModelRegistry,
-    PortPool,
-    available_memory_bytes,
+from sagemaker_tfs.supervisor.model_server_processes import (
     model_server_args,
     quote_text_proto,
     render_batching_config,
     render_model_config,
+)
+from sagemaker_tfs.supervisor.registry import (
+    ModelRegistry,
+    PortPool,
+    available_memory_bytes,
     resolve_model_url,
     validate_model_name,
 )
@@ -349,7 +351,7 @@ def test_registry_refuses_with_507_when_memory_is_low(tmp_path: Path) -> None:
 def test_control_api_never_reads_a_body_as_the_next_request(tmp_path: Path, method: str) -> None:
     import socket
 
-    from sagemaker_tfs.supervisor.model_servers import ControlServer
+    from sagemaker_tfs.supervisor.control_api import ControlServer
 
     make_model(tmp_path / "models" / "m")
     config = load_config(
@@ -395,7 +397,7 @@ def _control_exchange(path: str, request: bytes) -> bytes:
 
 @pytest.fixture
 def control_socket(tmp_path: Path) -> Iterator[str]:
-    from sagemaker_tfs.supervisor.model_servers import ControlServer
+    from sagemaker_tfs.supervisor.control_api import ControlServer
 
     make_model(tmp_path / "models" / "m")
     config = load_config(
