@@ -182,3 +182,26 @@ def test_ping_status_checks_have_a_short_timeout(tmp_path: Path) -> None:
     assert "internal;" in block
     assert f"proxy_read_timeout {nginx_config.PING_TIMEOUT_SECONDS}s;" in block
     assert nginx_config.PING_TIMEOUT_SECONDS < 2
+
+
+def test_routes_live_in_the_templates_not_in_python() -> None:
+    templates = nginx_config.templates_dir()
+    text = "".join(path.read_text() for path in sorted(templates.glob("*.conf*")))
+    for route in (
+        "= /ping",
+        "= /invocations",
+        "/tfs/",
+        "/tfs-status/",
+        "/models",
+        "@python_service",
+    ):
+        assert f"location {route} {{" in text, route
+    source = Path(nginx_config.__file__).read_text()
+    assert "location " not in source and "proxy_pass" not in source
+
+
+@pytest.mark.parametrize("env", [{}, {"SAGEMAKER_MULTI_MODEL": "true"}])
+def test_every_part_of_the_mode_is_a_template_file(tmp_path: Path, env: dict[str, str]) -> None:
+    parts = nginx_config.template_parts(make_config(tmp_path, env))
+    for name in parts.values():
+        assert (nginx_config.templates_dir() / name).is_file(), name
