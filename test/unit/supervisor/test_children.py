@@ -1,4 +1,5 @@
-"""The supervisor's restart policy and parent-death signal, on real processes.
+"""Supervised children: the restart policy, the parent-death signal and the ordered stop of a
+ChildGroup, on real processes.
 
 A child that was ready and then died is restarted at once, however often; a child that
 cannot start backs off (doubling) and each failure is one log line; every child dies with
@@ -21,7 +22,6 @@ from pathlib import Path
 import pytest
 from sagemaker_tfs.supervisor import children
 from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
-from sagemaker_tfs.supervisor.sockets import HeldSocket
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -209,32 +209,6 @@ def test_spawn_uses_one_long_lived_thread() -> None:
     assert len(names) == 1 and next(iter(names)).startswith("spawner")
 
 
-def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
-    tmp_path: Path,
-) -> None:
-    import socket
-
-    path = tmp_path / "service.sock"
-    held = HeldSocket(str(path))
-    fd = held.ensure()
-    try:
-        assert held.ensure() == fd and path.exists()
-        # Nobody accepts yet: a client's connection waits in the backlog instead of failing.
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(str(path))
-        path.unlink()  # as a gunicorn that stops on its own does
-        assert held.ensure() == fd and path.exists()
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(str(path))
-            listener = socket.socket(fileno=os.dup(fd))
-            conn, _ = listener.accept()
-            conn.close()
-            listener.close()
-    finally:
-        held.close()
-    assert held.fd is None
-
-
 def test_a_child_group_stops_its_tiers_in_reverse_order(caplog: pytest.LogCaptureFixture) -> None:
     group = children.ChildGroup(("first", "second", "third"))
     for tier, name in (("first", "a"), ("first", "b"), ("second", "c"), ("third", "d")):
@@ -260,3 +234,53 @@ def test_a_child_group_stops_one_child_by_name() -> None:
     assert group.get("a") is None and not first.running()
     assert [c.name for c in group.children()] == ["b"]
     group.stop()
+
+
+def test_child_is_restarted_after_it_dies(tmp_path: Path) -> None:
+    child = Child("sleeper", ["sleep", "30"], {"PATH": "/usr/bin:/bin"}, stop_timeout=5)
+    child.start()
+    first_pid = child.pid
+    child.process.send_signal(signal.SIGKILL)
+    child.process.wait()
+    deadline = time.monotonic() + 10
+    while child.pid == first_pid and time.monotonic() < deadline:
+        child.check(time.monotonic())
+        time.sleep(0.05)
+    assert child.pid != first_pid and child.running() and child.restarts == 1
+    child.stop()
+    assert not child.running()
+
+
+def test_child_backoff_grows() -> None:
+    child = Child("false", ["false"], {"PATH": "/usr/bin:/bin"})
+    child.start()
+    child.process.wait()
+    now = time.monotonic()
+    child.check(now)
+    assert child.restart_at == pytest.approx(now + 0.5)
+    child.check(now + 0.6)
+    child.process.wait()
+    child.check(now + 0.7)
+    assert child.restart_at == pytest.approx(now + 1.7)
+    child.stop()
+
+
+def test_child_stop_kills_the_whole_group(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild.pid"
+    script = f"sleep 60 & echo $! > {marker}; trap '' TERM; wait"
+    child = Child("group", ["bash", "-c", script], {"PATH": "/usr/bin:/bin"}, stop_timeout=1)
+    child.start()
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(marker.read_text())
+    child.stop()
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return "gone"
