@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.config import STACK_CONFIG_ENV, Instance, StackConfig
+from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
@@ -206,8 +207,6 @@ class Supervisor:
         raise StartupError(f"the Python service did not answer /ping within {budget}s")
 
     def _start_nginx(self) -> None:
-        from sagemaker_tfs.supervisor import nginx_config
-
         try:
             text = nginx_config.render(self.config)
         except nginx_config.NginxConfigError as error:
@@ -215,8 +214,8 @@ class Supervisor:
         path = self.work_dir / "nginx.conf"
         write_file(str(path), text)
         logger.info("nginx config %s:\n%s", path, text.rstrip())
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        argv = [nginx, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        argv = [binary, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
         (self.work_dir / "nginx.pid").unlink(missing_ok=True)
         nginx = Child(
             "nginx",
