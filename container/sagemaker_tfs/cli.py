@@ -19,9 +19,9 @@ commands:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    from sagemaker_tfs.supervisor import stack as supervisor
+    from sagemaker_tfs.supervisor import main as supervisor_main
 
-    return supervisor.main(argv)
+    return supervisor_main.main(argv)
 
 
 def _model_server(argv: Sequence[str]) -> int:

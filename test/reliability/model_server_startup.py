@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from local_ports import free_port  # noqa: E402
 from sagemaker_tfs.config import ModelSpec  # noqa: E402
-from sagemaker_tfs.supervisor.model_servers import (  # noqa: E402
+from sagemaker_tfs.supervisor.model_server_processes import (  # noqa: E402
     model_is_available,
     model_server_command,
     render_model_config,

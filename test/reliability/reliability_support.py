@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.supervisor.model_servers import port_is_free
+from sagemaker_tfs.supervisor.sockets import port_is_free
 from whole_stack import Stack, StackError, launch
 
 LONG = os.environ.get("SAGEMAKER_TFS_RELIABILITY", "").strip().lower() == "long"

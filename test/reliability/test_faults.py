@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pytest
 from reliability_support import BUDGET, LONG, Stacks, report
-from sagemaker_tfs.supervisor.model_servers import port_is_free
+from sagemaker_tfs.supervisor.sockets import port_is_free
 from traffic import (
     KINDS,
     PLAIN_PATHS,
@@ -40,7 +40,7 @@ LIMIT_SECONDS = GOAL_SECONDS if LONG else 15.0
 MODEL_SERVER_LIMIT_SECONDS = 30.0
 RECOVERY_TIMEOUT_SECONDS = 120.0
 _LOG_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor: (.*)$"
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor\.\w+: (.*)$"
 )
 _SUPERVISED = {
     "nginx master": "nginx",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from stack_configs import StackConfigBuilder
 
 _CREDENTIAL_VARIABLES = (
     "AWS_ACCESS_KEY_ID",
@@ -25,3 +26,9 @@ def no_aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture
+def stack_config(tmp_path: Path) -> StackConfigBuilder:
+    """``stack_config(env, **options)``: a StackConfig; see ``StackConfigBuilder``."""
+    return StackConfigBuilder(tmp_path)

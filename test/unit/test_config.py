@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,30 +16,12 @@ from sagemaker_tfs.config import (
     discover_models,
     load_config,
 )
+from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
 
 
-def make_model(base: Path, *versions: str) -> Path:
-    for version in versions:
-        (base / version).mkdir(parents=True)
-        (base / version / "saved_model.pb").write_bytes(b"")
-    return base
-
-
-@pytest.fixture
-def model_dir(tmp_path: Path) -> Path:
-    root = tmp_path / "model"
-    make_model(root / "half_plus_three", "00000123")
-    return root
-
-
-def config(model_dir: Path, env: dict[str, str] | None = None, **kwargs) -> StackConfig:
-    kwargs.setdefault("cpu_count", 4)
-    kwargs.setdefault("has_gpu", lambda: False)
-    return load_config(env or {}, model_dir=str(model_dir), **kwargs)
-
-
-def test_defaults(model_dir: Path) -> None:
-    cfg = config(model_dir)
+def test_defaults(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config(work_dir=None)
+    model_dir = stack_config.model_dir
     assert cfg.port == 8080
     assert cfg.work_dir == "/tmp/sagemaker-tfs"
     assert not cfg.multi_model
@@ -74,37 +57,16 @@ def test_image_default_model_dirs() -> None:
         load_config({"SAGEMAKER_MULTI_MODEL": "true"})
 
 
-def test_overrides(model_dir: Path, tmp_path: Path) -> None:
-    cfg = config(model_dir, {"SAGEMAKER_BIND_TO_PORT": "9999"}, work_dir=str(tmp_path / "w"))
+def test_overrides(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
+    cfg = stack_config({"SAGEMAKER_BIND_TO_PORT": "9999"}, work_dir=str(tmp_path / "w"))
     assert cfg.port == 9999
     assert cfg.work_dir == str(tmp_path / "w")
     assert cfg.service_socket == str(tmp_path / "w" / "gunicorn.sock")
-    assert config(model_dir, {"SAGEMAKER_BIND_TO_PORT": "9999"}, port=7000).port == 7000
+    assert stack_config({"SAGEMAKER_BIND_TO_PORT": "9999"}, port=7000).port == 7000
 
 
-def test_every_variable(model_dir: Path) -> None:
-    env = {
-        "SAGEMAKER_SAFE_PORT_RANGE": "20000-20010",
-        "SAGEMAKER_TFS_INSTANCE_COUNT": "2",
-        "SAGEMAKER_TFS_NGINX_LOGLEVEL": "info",
-        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "120",
-        "SAGEMAKER_GUNICORN_WORKERS": "3",
-        "SAGEMAKER_GUNICORN_THREADS": "4",
-        "SAGEMAKER_GUNICORN_WORKER_CLASS": "gthread",
-        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "45",
-        "SAGEMAKER_GUNICORN_LOGLEVEL": "debug",
-        "SAGEMAKER_TFS_INTER_OP_PARALLELISM": "2",
-        "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "3",
-        "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "10",
-        "SAGEMAKER_BATCH": "true",
-        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "5",
-        "SAGEMAKER_BATCH_STRATEGY": "SingleRecord",
-        "SAGEMAKER_MAX_PAYLOAD_IN_MB": "0",
-        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
-        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "prefix/",
-        "OMP_NUM_THREADS": "4",
-    }
-    cfg = config(model_dir, env)
+def test_every_variable(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config(EVERY_VARIABLE)
     assert cfg.safe_port_range == PortRange(20000, 20010)
     assert cfg.instances == (Instance(20000, 20001), Instance(20002, 20003))
     assert cfg.nginx_log_level == "info"
@@ -123,39 +85,39 @@ def test_every_variable(model_dir: Path) -> None:
     assert cfg.omp_num_threads == "4"
 
 
-def test_default_ports_step_by_two_per_instance(model_dir: Path) -> None:
-    cfg = config(model_dir, {"SAGEMAKER_TFS_INSTANCE_COUNT": "3"})
+def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config({"SAGEMAKER_TFS_INSTANCE_COUNT": "3"})
     assert cfg.instances == (Instance(9000, 8501), Instance(9002, 8503), Instance(9004, 8505))
 
 
-def test_port_range_skips_the_public_port(model_dir: Path) -> None:
-    cfg = config(model_dir, {"SAGEMAKER_SAFE_PORT_RANGE": "7000-7002"}, port=7000)
+def test_port_range_skips_the_public_port(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config({"SAGEMAKER_SAFE_PORT_RANGE": "7000-7002"}, port=7000)
     assert cfg.instances == (Instance(7001, 7002),)
 
 
-def test_port_range_too_small(model_dir: Path) -> None:
+def test_port_range_too_small(stack_config: StackConfigBuilder) -> None:
     env = {"SAGEMAKER_SAFE_PORT_RANGE": "7000-7002", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
     with pytest.raises(ConfigError, match="room for 1 model server.*asks for 2"):
-        config(model_dir, env)
+        stack_config(env)
 
 
-def test_proxy_read_timeout_raised_to_gunicorn_timeout(model_dir: Path) -> None:
+def test_proxy_read_timeout_raised_to_gunicorn_timeout(stack_config: StackConfigBuilder) -> None:
     env = {
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "10",
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "90",
     }
-    assert config(model_dir, env).nginx_proxy_read_timeout == 90
+    assert stack_config(env).nginx_proxy_read_timeout == 90
 
 
-def test_batching_defaults(model_dir: Path) -> None:
-    cfg = config(model_dir, {"SAGEMAKER_TFS_ENABLE_BATCHING": "true"}, cpu_count=6)
+def test_batching_defaults(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "true"}, cpu_count=6)
     assert cfg.batching == BatchingConfig(8, 1000, 6, 6)
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "TRUE", "SAGEMAKER_BATCH": "true"}
-    assert config(model_dir, env, cpu_count=6).batching == BatchingConfig(8, 1000, 6, 100000000)
-    assert config(model_dir, {"SAGEMAKER_TFS_ENABLE_BATCHING": "false"}).batching is None
+    assert stack_config(env, cpu_count=6).batching == BatchingConfig(8, 1000, 6, 100000000)
+    assert stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "false"}).batching is None
 
 
-def test_batching_values(model_dir: Path) -> None:
+def test_batching_values(stack_config: StackConfigBuilder) -> None:
     env = {
         "SAGEMAKER_TFS_ENABLE_BATCHING": "true",
         "SAGEMAKER_TFS_MAX_BATCH_SIZE": "32",
@@ -163,17 +125,19 @@ def test_batching_values(model_dir: Path) -> None:
         "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2",
         "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "77",
     }
-    assert config(model_dir, env).batching == BatchingConfig(32, 0, 2, 77)
+    assert stack_config(env).batching == BatchingConfig(32, 0, 2, 77)
 
 
-def test_gpu_fraction_only_with_several_instances_on_a_gpu(model_dir: Path) -> None:
+def test_gpu_fraction_only_with_several_instances_on_a_gpu(
+    stack_config: StackConfigBuilder,
+) -> None:
     env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2", "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN": "0.4"}
-    assert config(model_dir, env, has_gpu=lambda: True).gpu_memory_fraction == 0.3
-    assert config(model_dir, env, has_gpu=lambda: False).gpu_memory_fraction is None
+    assert stack_config(env, has_gpu=lambda: True).gpu_memory_fraction == 0.3
+    assert stack_config(env, has_gpu=lambda: False).gpu_memory_fraction is None
     one = {"SAGEMAKER_TFS_INSTANCE_COUNT": "1"}
-    assert config(model_dir, one, has_gpu=lambda: True).gpu_memory_fraction is None
+    assert stack_config(one, has_gpu=lambda: True).gpu_memory_fraction is None
     two = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
-    assert config(model_dir, two, has_gpu=lambda: True).gpu_memory_fraction == 0.4
+    assert stack_config(two, has_gpu=lambda: True).gpu_memory_fraction == 0.4
 
 
 @pytest.mark.parametrize(
@@ -210,10 +174,10 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(model_dir: Path) -> N
     ],
 )
 def test_errors_name_the_variable_and_value(
-    model_dir: Path, name: str, value: str, message: str
+    stack_config: StackConfigBuilder, name: str, value: str, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=name) as error:
-        config(model_dir, {name: value})
+        stack_config({name: value})
     assert message in str(error.value)
 
 
@@ -225,23 +189,24 @@ def test_errors_name_the_variable_and_value(
         "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES",
     ],
 )
-def test_batching_integers_must_be_positive(model_dir: Path, name: str) -> None:
+def test_batching_integers_must_be_positive(stack_config: StackConfigBuilder, name: str) -> None:
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", name: "0"}
     with pytest.raises(ConfigError, match=f"{name} must be a positive integer, got '0'"):
-        config(model_dir, env)
+        stack_config(env)
     with pytest.raises(ConfigError, match="SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS"):
-        config(
-            model_dir,
+        stack_config(
             {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": "-5"},
         )
 
 
-def test_port_override_is_validated(model_dir: Path) -> None:
+def test_port_override_is_validated(stack_config: StackConfigBuilder) -> None:
     with pytest.raises(ConfigError, match="--port must be a port number between"):
-        config(model_dir, port=0)
+        stack_config(port=0)
 
 
-def test_discovery_several_models_side_by_side(tmp_path: Path) -> None:
+def test_discovery_several_models_side_by_side(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     make_model(tmp_path / "b_model", "1", "2")
     make_model(tmp_path / "a_model", "00000123")
     make_model(tmp_path / ".hidden", "1")
@@ -250,37 +215,52 @@ def test_discovery_several_models_side_by_side(tmp_path: Path) -> None:
     (tmp_path / "no_pb" / "1").mkdir(parents=True)
     assert [m.name for m in discover_models(str(tmp_path))] == ["a_model", "b_model"]
     assert [m.versions for m in discover_models(str(tmp_path))] == [(123,), (1, 2)]
-    cfg = config(tmp_path)
+    cfg = stack_config(model_dir=tmp_path)
     assert cfg.default_model == "a_model"
-    chosen = config(tmp_path, {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "b_model"})
+    chosen = stack_config(model_dir=tmp_path, env={"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "b_model"})
     assert chosen.default_model == "b_model"
 
 
-def test_discovery_bare_version_dir_takes_the_dir_name(tmp_path: Path) -> None:
+def test_discovery_bare_version_dir_takes_the_dir_name(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     root = make_model(tmp_path / "my_model", "123")
     (root / "code").mkdir()
-    cfg = config(root)
+    cfg = stack_config(model_dir=root)
     assert cfg.models == (ModelSpec("my_model", str(root), (123,)),)
     assert cfg.code_dir == str(root / "code")
 
 
-def test_discovery_ignores_hidden_and_non_numeric_versions(tmp_path: Path) -> None:
+def test_discovery_ignores_hidden_and_non_numeric_versions(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     make_model(tmp_path / "m", ".1", "v2")
     with pytest.raises(ConfigError, match="no model found in"):
-        config(tmp_path)
+        stack_config(model_dir=tmp_path)
 
 
-def test_multi_model_starts_with_no_models(tmp_path: Path) -> None:
+def test_multi_model_starts_with_no_models(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     make_model(tmp_path / "ignored", "1")
-    cfg = config(tmp_path, {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"})
+    cfg = stack_config(
+        model_dir=tmp_path,
+        env={"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"},
+    )
     assert cfg.multi_model
     assert cfg.models == () and cfg.instances == () and cfg.default_model is None
 
 
-def test_json_round_trip(model_dir: Path, tmp_path: Path) -> None:
+def test_json_round_trip(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", "SAGEMAKER_SAFE_PORT_RANGE": "9100-9200"}
-    cfg = config(model_dir, env, work_dir=str(tmp_path))
+    cfg = stack_config(env, work_dir=str(tmp_path))
     path = tmp_path / "stack.json"
     path.write_text(cfg.to_json())
     assert StackConfig.load(path) == cfg
     assert cfg.stack_config_path == str(path)
+
+
+def test_stack_config_keeps_model_versions(stack_config: StackConfigBuilder) -> None:
+    config = stack_config()
+    assert config.models[0].versions == (123,)
+    assert StackConfig.from_dict(json.loads(config.to_json())) == config

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-log = logging.getLogger("sagemaker_tfs.supervisor.code_download")
+logger = logging.getLogger(__name__)
 
 COPY_BUFFER_BYTES = 1 << 20
 
@@ -155,7 +155,7 @@ def download_code(
         reason = " ".join(str(error).split()) or type(error).__name__
         raise CodeDownloadError(f"downloading {uri} failed: {reason}") from None
     level = logging.INFO if result.files else logging.WARNING
-    log.log(
+    logger.log(
         level,
         "downloaded %d files (%d bytes) from %s into %s",
         result.files,

@@ -1,13 +1,15 @@
 """The nginx configuration: ``render(config)`` fills ``templates/nginx.conf.template``.
 
-Rendering is pure (no file system writes, no process starts) so that it can be unit
-tested; ``write(config)`` puts the result and nothing else into ``work_dir``.
+Every route and directive is in ``templates/``; this module computes only the values and
+picks the files of the mode (``template_parts``). Rendering is pure (no file system writes,
+no process starts) so that it can be unit tested; the supervisor writes the result.
 
-Single-model mode: ``/invocations`` runs the njs conversions of ``tensorflow_serving.js``
-(JSON, JSON lines, CSV straight to the model servers' REST API, no Python in the path)
-unless ``code/inference.py`` exists, in which case every request goes to the Python
-service. Multi-model mode: ``/models`` CRUD goes straight to the supervisor's control API
-(unix socket), ``/models/NAME/invoke`` and ``/invocations`` to the Python service.
+Single-model mode (``single_model_*.conf``): ``/invocations`` runs the njs conversions of
+``tensorflow_serving.js`` (JSON, JSON lines, CSV straight to the model servers' REST API, no
+Python in the path) unless ``code/inference.py`` exists, in which case every request goes to
+the Python service. Multi-model mode (``multi_model_*.conf``): ``/models`` CRUD goes straight
+to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/invocations`` to
+the Python service.
 """
 
 from __future__ import annotations
@@ -35,8 +37,6 @@ CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
 PING_TIMEOUT_SECONDS = 1
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-
-_INDENT = "            "
 
 
 class NginxConfigError(ValueError):
@@ -87,119 +87,39 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def _model_server_upstream(config: StackConfig) -> str:
-    if config.multi_model:
-        return (
-            f"    upstream control_api {{\n        server unix:{config.control_socket};\n    }}\n"
-        )
-    if not config.instances:
-        return ""
-    # Predictions: a model server that refused or dropped one is skipped for a second only,
-    # so a restarted one is back in the rotation soon after it listens (once its models are
-    # loaded). /ping's status calls have an upstream of their own that never marks a server
-    # down: their 1 s timeouts (a model server starved of CPU while another one restarts)
-    # must not take a live server out of the predictions' rotation.
-    predict_servers = "".join(
-        f"        server 127.0.0.1:{instance.rest_port} max_fails=1 fail_timeout=1s;\n"
+# Parameters of the model servers in the upstreams of templates/single_model_upstreams.conf.
+PREDICTION_SERVER_PARAMETERS = "max_fails=1 fail_timeout=1s"
+STATUS_SERVER_PARAMETERS = "max_fails=0"
+
+
+def _upstream_servers(config: StackConfig, parameters: str) -> str:
+    """One ``server`` line per model server (its REST port), for an upstream block."""
+    return "\n".join(
+        f"        server 127.0.0.1:{instance.rest_port} {parameters};"
         for instance in config.instances
     )
-    status_servers = "".join(
-        f"        server 127.0.0.1:{instance.rest_port} max_fails=0;\n"
-        for instance in config.instances
-    )
-    return (
-        "    upstream model_servers {\n"
-        "        least_conn;\n"
-        f"{predict_servers}"
-        "        keepalive 32;\n"
-        "    }\n"
-        "    upstream model_servers_status {\n"
-        f"{status_servers}"
-        "        keepalive 4;\n"
-        "    }\n"
-    )
 
 
-# The request headers the Python service reads; no other header is passed on.
-SERVICE_HEADERS = (
-    "Content-Type",
-    "Accept",
-    "X-Amzn-SageMaker-Custom-Attributes",
-    "X-Amzn-SageMaker-Target-Model",
-)
+def template_parts(config: StackConfig) -> dict[str, str]:
+    """Which file of templates/ fills each part placeholder, for this config's mode."""
+    mode = "multi_model" if config.multi_model else "single_model"
+    to_service = config.multi_model or has_inference_script(config)
+    return {
+        "UPSTREAMS": f"{mode}_upstreams.conf",
+        "LOCATIONS": f"{mode}_locations.conf",
+        "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
+        "PROXY_TO_SERVICE": "proxy_to_service.conf",
+    }
 
 
-def _proxy_to_service() -> str:
-    forwarded = "".join(
-        f"{_INDENT}proxy_set_header {name} $http_{name.lower().replace('-', '_')};\n"
-        for name in SERVICE_HEADERS
-    )
-    return (
-        f"{_INDENT}if ($tfs_bad_header) {{\n"
-        f"{_INDENT}    return 400 '{{\"error\": \"Bad Request: {', '.join(SERVICE_HEADERS)} "
-        f"must not contain control characters\"}}';\n"
-        f"{_INDENT}}}\n"
-        f"{_INDENT}proxy_pass_request_headers off;\n"
-        f"{forwarded}"
-        f"{_INDENT}proxy_set_header Host $host;\n"
-        f'{_INDENT}proxy_set_header Connection "";\n'
-        f"{_INDENT}proxy_pass http://python_service;"
-    )
+def _fill(template: str, values: dict[str, str], parts: dict[str, str]) -> str:
+    """Replace each ``@@KEY@@`` by its value, or by the filled template file of a part."""
 
-
-def _ping(config: StackConfig) -> str:
-    if config.multi_model:
-        return f"{_INDENT}return 200 '{{}}';"
-    return f"{_INDENT}js_content tfs.ping;"
-
-
-def _invocations(config: StackConfig) -> str:
-    if config.multi_model or has_inference_script(config):
-        return _proxy_to_service()
-    return f"{_INDENT}js_content tfs.invocations;"
-
-
-def _mode_locations(config: StackConfig) -> str:
-    if config.multi_model:
-        # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
-        load_timeout = config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS
-        return (
-            "        location ~ ^/models/[^/]+/invoke$ {\n"
-            f"{_proxy_to_service()}\n"
-            "        }\n"
-            "        location /models {\n"
-            f"            proxy_read_timeout {load_timeout}s;\n"
-            '            proxy_set_header Connection "";\n'
-            "            proxy_pass http://control_api;\n"
-            "        }\n"
-        )
-    return (
-        "        location /tfs/ {\n"
-        "            internal;\n"
-        # A prediction the model server refused goes to the next one; one whose connection
-        # broke after it was sent is sent again by tensorflow_serving.js. Not on timeouts: a
-        # slow model would be run twice.
-        "            proxy_next_upstream error http_502 http_503;\n"
-        "            proxy_pass_request_headers off;\n"
-        "            proxy_set_header Content-Type application/json;\n"
-        "            proxy_set_header Accept application/json;\n"
-        '            proxy_set_header Connection "";\n'
-        "            proxy_pass http://model_servers/;\n"
-        "        }\n"
-        "        location /tfs-status/ {\n"
-        "            internal;\n"
-        f"            proxy_connect_timeout {PING_TIMEOUT_SECONDS}s;\n"
-        f"            proxy_read_timeout {PING_TIMEOUT_SECONDS}s;\n"
-        "            proxy_pass_request_headers off;\n"
-        '            proxy_set_header Connection "";\n'
-        "            proxy_pass http://model_servers_status/;\n"
-        "        }\n"
-    )
-
-
-def _fill(template: str, values: dict[str, str]) -> str:
     def replace(match: re.Match[str]) -> str:
         key = match.group(1)
+        if key in parts:
+            part = (templates_dir() / parts[key]).read_text(encoding="utf-8")
+            return _fill(part.removesuffix("\n"), values, parts)
         if key not in values:
             raise NginxConfigError(f"the nginx template uses an unknown placeholder @@{key}@@")
         return values[key]
@@ -233,24 +153,16 @@ def render(
         "BODY_LIMIT_MB": str(body_limit_mb(config)),
         "RESPONSE_LIMIT_MB": str(RESPONSE_LIMIT_MB),
         "PROXY_READ_TIMEOUT": str(config.nginx_proxy_read_timeout),
-        "MODEL_SERVER_UPSTREAM": _model_server_upstream(config),
         "SERVICE_SOCKET": config.service_socket,
+        "CONTROL_SOCKET": config.control_socket,
         "PORT": str(config.port),
         "DEFAULT_MODEL": default_model,
         "MODEL_NAMES": ",".join(model_names),
-        "PING": _ping(config),
-        "INVOCATIONS": _invocations(config),
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
-        "MODE_LOCATIONS": _mode_locations(config),
-        "PROXY_TO_SERVICE": _proxy_to_service(),
+        "PREDICTION_SERVERS": _upstream_servers(config, PREDICTION_SERVER_PARAMETERS),
+        "STATUS_SERVERS": _upstream_servers(config, STATUS_SERVER_PARAMETERS),
+        "PING_TIMEOUT": str(PING_TIMEOUT_SECONDS),
+        # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
+        "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
     }
-    return _fill(template, values)
-
-
-def write(config: StackConfig) -> str:
-    """Render into ``WORK_DIR/nginx.conf`` and return its path."""
-    path = os.path.join(config.work_dir, "nginx.conf")
-    os.makedirs(config.work_dir, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as stream:
-        stream.write(render(config))
-    return path
+    return _fill(template, values, template_parts(config))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from sagemaker_tfs.supervisor.model_servers import port_is_free
+from sagemaker_tfs.supervisor.sockets import port_is_free
 
 STARTUP_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 60.0

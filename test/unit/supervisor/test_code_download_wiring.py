@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import StackConfig, load_config
+from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.service.multi_model import (
     UNIVERSAL_CODE_DIR,
     ControlClient,
@@ -14,6 +14,7 @@ from sagemaker_tfs.service.multi_model import (
     ModelDirectory,
 )
 from sagemaker_tfs.supervisor.stack import StartupError, Supervisor
+from stack_configs import StackConfigBuilder
 
 BOTH = {
     "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
@@ -21,13 +22,10 @@ BOTH = {
 }
 
 
-def config(tmp_path: Path, **env: str) -> StackConfig:
-    (tmp_path / "models").mkdir(exist_ok=True)
-    return load_config(env, str(tmp_path / "models"), str(tmp_path / "work"), 8080, 2)
-
-
-def test_multi_model_with_both_variables_downloads_into_the_work_dir(tmp_path: Path) -> None:
-    loaded = config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH)
+def test_multi_model_with_both_variables_downloads_into_the_work_dir(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    loaded = stack_config({"SAGEMAKER_MULTI_MODEL": "true", **BOTH})
     assert loaded.universal_code_dir == str(tmp_path / "work" / "universal_code")
     assert (loaded.universal_bucket, loaded.universal_prefix) == ("bucket", "shared/code")
     assert loaded.shared_code_dir == loaded.universal_code_dir
@@ -42,15 +40,19 @@ def test_multi_model_with_both_variables_downloads_into_the_work_dir(tmp_path: P
         {"SAGEMAKER_MULTI_MODEL": "false", **BOTH},
     ],
 )
-def test_nothing_is_downloaded_otherwise(tmp_path: Path, env: dict[str, str]) -> None:
+def test_nothing_is_downloaded_otherwise(
+    stack_config: StackConfigBuilder, tmp_path: Path, env: dict[str, str]
+) -> None:
     (tmp_path / "models" / "m" / "1").mkdir(parents=True)
     (tmp_path / "models" / "m" / "1" / "saved_model.pb").write_bytes(b"")
-    assert config(tmp_path, **env).universal_code_dir is None
+    assert stack_config(env).universal_code_dir is None
 
 
-def test_the_models_code_dir_wins_for_requirements(tmp_path: Path) -> None:
+def test_the_models_code_dir_wins_for_requirements(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     (tmp_path / "models" / "code").mkdir(parents=True)
-    loaded = config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH)
+    loaded = stack_config({"SAGEMAKER_MULTI_MODEL": "true", **BOTH})
     assert loaded.shared_code_dir == str(tmp_path / "models" / "code")
 
 
@@ -70,10 +72,10 @@ def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path
 
 
 def test_supervisor_turns_a_failed_download_into_a_start_up_error(
-    tmp_path: Path, no_aws_credentials: None
+    stack_config: StackConfigBuilder, no_aws_credentials: None
 ) -> None:
     """Real boto3 with no credentials anywhere (nothing reaches the network)."""
-    supervisor = Supervisor(config(tmp_path, SAGEMAKER_MULTI_MODEL="true", **BOTH))
+    supervisor = Supervisor(stack_config({"SAGEMAKER_MULTI_MODEL": "true", **BOTH}))
     with pytest.raises(StartupError) as raised:
         supervisor._download_universal_code()
     assert str(raised.value) == (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -10,25 +9,17 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import Instance, ModelSpec, StackConfig, load_config
+from sagemaker_tfs.config import Instance, ModelSpec
 from sagemaker_tfs.supervisor import nginx_config
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
-EXAMPLE_MODELS = REPO_ROOT / "test" / "resources" / "models"
+from stack_configs import StackConfigBuilder
 
 
-def make_config(tmp_path: Path, env: dict[str, str] | None = None, **changes) -> StackConfig:
-    config = load_config(
-        env or {}, model_dir=str(EXAMPLE_MODELS), work_dir=str(tmp_path), port=18080
-    )
-    return dataclasses.replace(config, **changes)
-
-
-def nginx_test(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "nginx.conf"
+def nginx_test(work_dir: Path, text: str) -> subprocess.CompletedProcess[str]:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    path = work_dir / "nginx.conf"
     path.write_text(text)
     return subprocess.run(
-        ["nginx", "-t", "-p", str(tmp_path) + "/", "-c", str(path)],
+        ["nginx", "-t", "-p", str(work_dir) + "/", "-c", str(path)],
         capture_output=True,
         text=True,
         check=False,
@@ -41,46 +32,52 @@ def location_block(text: str, location: str) -> str:
     return match.group(1)
 
 
-def test_single_model_config_is_valid_nginx(tmp_path: Path) -> None:
-    text = nginx_config.render(make_config(tmp_path))
+def test_single_model_config_is_valid_nginx(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    text = nginx_config.render(stack_config())
     assert "@@" not in text
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed")
-    result = nginx_test(tmp_path, text)
+    result = nginx_test(tmp_path / "work", text)
     assert result.returncode == 0, result.stderr
 
 
-def test_multi_model_config_is_valid_nginx(tmp_path: Path) -> None:
-    text = nginx_config.render(make_config(tmp_path, {"SAGEMAKER_MULTI_MODEL": "true"}))
-    assert "unix:" + str(tmp_path / "supervisor.sock") in text
+def test_multi_model_config_is_valid_nginx(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
+    assert "unix:" + str(tmp_path / "work" / "supervisor.sock") in text
     assert "js_content tfs.invocations" not in text
     assert "return 200" in location_block(text, "= /ping")
-    result = nginx_test(tmp_path, text)
+    result = nginx_test(tmp_path / "work", text)
     assert result.returncode == 0, result.stderr
 
 
-def test_uses_js_import_and_the_njs_module(tmp_path: Path) -> None:
-    text = nginx_config.render(make_config(tmp_path))
+def test_uses_js_import_and_the_njs_module(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    text = nginx_config.render(stack_config())
     assert "js_import tfs from tensorflow_serving.js;" in text
     assert "js_include" not in text
     assert text.startswith("# Generated") and "load_module " in text
-    assert f"pid {tmp_path}/nginx.pid;" in text
+    assert f"pid {tmp_path}/work/nginx.pid;" in text
 
 
-def test_port_log_level_and_timeout_come_from_the_config(tmp_path: Path) -> None:
+def test_port_log_level_and_timeout_come_from_the_config(stack_config: StackConfigBuilder) -> None:
     env = {
         "SAGEMAKER_TFS_NGINX_LOGLEVEL": "info",
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "123",
     }
-    text = nginx_config.render(make_config(tmp_path, env, port=18111))
+    text = nginx_config.render(stack_config(env, port=18111))
     assert "listen 18111;" in text
     assert "error_log stderr info;" in text
     assert "proxy_read_timeout 123s;" in text
 
 
-def test_model_server_instances_are_spread(tmp_path: Path) -> None:
+def test_model_server_instances_are_spread(stack_config: StackConfigBuilder) -> None:
     instances = (Instance(9000, 8501), Instance(9002, 8503), Instance(9004, 8505))
-    text = nginx_config.render(make_config(tmp_path, instances=instances))
+    text = nginx_config.render(stack_config(instances=instances))
     upstream = re.search(r"upstream model_servers \{(.*?)\}", text, re.S)
     assert upstream
     assert "least_conn;" in upstream.group(1)
@@ -88,8 +85,10 @@ def test_model_server_instances_are_spread(tmp_path: Path) -> None:
         assert f"server 127.0.0.1:{port} max_fails=1 fail_timeout=1s;" in upstream.group(1)
 
 
-def test_a_prediction_whose_model_server_died_goes_to_the_next_one(tmp_path: Path) -> None:
-    text = nginx_config.render(make_config(tmp_path, code_dir=None))
+def test_a_prediction_whose_model_server_died_goes_to_the_next_one(
+    stack_config: StackConfigBuilder,
+) -> None:
+    text = nginx_config.render(stack_config(code_dir=None))
     retry = "proxy_next_upstream error http_502 http_503;"
     assert retry in location_block(text, "/tfs/")
     assert "timeout" not in retry  # a slow model must not run twice
@@ -97,17 +96,19 @@ def test_a_prediction_whose_model_server_died_goes_to_the_next_one(tmp_path: Pat
     assert "proxy_pass http://model_servers_status/;" in location_block(text, "/tfs-status/")
 
 
-def test_njs_handles_invocations_without_inference_script(tmp_path: Path) -> None:
-    text = nginx_config.render(make_config(tmp_path, code_dir=None))
+def test_njs_handles_invocations_without_inference_script(stack_config: StackConfigBuilder) -> None:
+    text = nginx_config.render(stack_config(code_dir=None))
     assert "js_content tfs.invocations;" in location_block(text, "= /invocations")
     assert "js_content tfs.ping;" in location_block(text, "= /ping")
 
 
-def test_inference_script_sends_invocations_to_the_service(tmp_path: Path) -> None:
+def test_inference_script_sends_invocations_to_the_service(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
     code = tmp_path / "code"
     code.mkdir()
     (code / "inference.py").write_text("def handler(data, context):\n    return b'', 'x'\n")
-    text = nginx_config.render(make_config(tmp_path, code_dir=str(code)))
+    text = nginx_config.render(stack_config(code_dir=str(code)))
     block = location_block(text, "= /invocations")
     assert "proxy_pass http://python_service;" in block
     assert "js_content" not in block
@@ -123,20 +124,22 @@ def test_inference_script_sends_invocations_to_the_service(tmp_path: Path) -> No
         ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "500"}, 100),
     ],
 )
-def test_body_limit(tmp_path: Path, env: dict[str, str], limit: int) -> None:
-    text = nginx_config.render(make_config(tmp_path, env))
+def test_body_limit(stack_config: StackConfigBuilder, env: dict[str, str], limit: int) -> None:
+    text = nginx_config.render(stack_config(env))
     assert f"client_max_body_size {limit}m;" in text
     assert f"client_body_buffer_size {limit}m;" in text
 
 
-def test_execution_parameters_come_from_the_batch_variables(tmp_path: Path) -> None:
+def test_execution_parameters_come_from_the_batch_variables(
+    stack_config: StackConfigBuilder,
+) -> None:
     env = {
         "SAGEMAKER_BATCH": "true",
         "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "7",
         "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "12",
     }
-    text = nginx_config.render(make_config(tmp_path, env))
+    text = nginx_config.render(stack_config(env))
     body = re.search(r"return 200 '(.*)';", location_block(text, "= /execution-parameters"))
     assert body
     assert json.loads(body.group(1)) == {
@@ -146,39 +149,66 @@ def test_execution_parameters_come_from_the_batch_variables(tmp_path: Path) -> N
     }
 
 
-def test_execution_parameters_defaults(tmp_path: Path) -> None:
-    params = nginx_config.execution_parameters(make_config(tmp_path))
+def test_execution_parameters_defaults(stack_config: StackConfigBuilder) -> None:
+    params = nginx_config.execution_parameters(stack_config())
     assert params["BatchStrategy"] == "MULTI_RECORD"
     assert params["MaxPayloadInMB"] == 6
     assert params["MaxConcurrentTransforms"] >= 1
 
 
 @pytest.mark.parametrize("name", ['bad"; evil', "a b", "x\n}", "../up", ""])
-def test_model_names_that_could_inject_are_refused(tmp_path: Path, name: str) -> None:
-    config = make_config(tmp_path, models=(ModelSpec(name, "/tmp"),))
+def test_model_names_that_could_inject_are_refused(
+    stack_config: StackConfigBuilder, name: str
+) -> None:
+    config = stack_config(models=(ModelSpec(name, "/tmp"),))
     with pytest.raises(nginx_config.NginxConfigError):
         nginx_config.render(config)
 
 
-def test_unknown_placeholder_is_an_error(tmp_path: Path) -> None:
+def test_unknown_placeholder_is_an_error(stack_config: StackConfigBuilder) -> None:
     with pytest.raises(nginx_config.NginxConfigError, match="@@NOPE@@"):
-        nginx_config.render(make_config(tmp_path), template="x @@NOPE@@")
+        nginx_config.render(stack_config(), template="x @@NOPE@@")
 
 
-def test_default_model_and_model_names_reach_njs(tmp_path: Path) -> None:
+def test_default_model_and_model_names_reach_njs(stack_config: StackConfigBuilder) -> None:
     models = (ModelSpec("a", "/m/a"), ModelSpec("b", "/m/b"))
-    text = nginx_config.render(make_config(tmp_path, models=models, default_model="b"))
+    text = nginx_config.render(stack_config(models=models, default_model="b"))
     assert 'set $tfs_default_model "b";' in text
     assert 'set $tfs_models "a,b";' in text
 
 
-def test_workers_run_as_the_stack_user(tmp_path: Path) -> None:
-    assert "user root;" in nginx_config.render(make_config(tmp_path), euid=0)
-    assert "user " not in nginx_config.render(make_config(tmp_path), euid=1000)
+def test_workers_run_as_the_stack_user(stack_config: StackConfigBuilder) -> None:
+    assert "user root;" in nginx_config.render(stack_config(), euid=0)
+    assert "user " not in nginx_config.render(stack_config(), euid=1000)
 
 
-def test_ping_status_checks_have_a_short_timeout(tmp_path: Path) -> None:
-    block = location_block(nginx_config.render(make_config(tmp_path)), "/tfs-status/")
+def test_ping_status_checks_have_a_short_timeout(stack_config: StackConfigBuilder) -> None:
+    block = location_block(nginx_config.render(stack_config()), "/tfs-status/")
     assert "internal;" in block
     assert f"proxy_read_timeout {nginx_config.PING_TIMEOUT_SECONDS}s;" in block
     assert nginx_config.PING_TIMEOUT_SECONDS < 2
+
+
+def test_routes_live_in_the_templates_not_in_python() -> None:
+    templates = nginx_config.templates_dir()
+    text = "".join(path.read_text() for path in sorted(templates.glob("*.conf*")))
+    for route in (
+        "= /ping",
+        "= /invocations",
+        "/tfs/",
+        "/tfs-status/",
+        "/models",
+        "@python_service",
+    ):
+        assert f"location {route} {{" in text, route
+    source = Path(nginx_config.__file__).read_text()
+    assert "location " not in source and "proxy_pass" not in source
+
+
+@pytest.mark.parametrize("env", [{}, {"SAGEMAKER_MULTI_MODEL": "true"}])
+def test_every_part_of_the_mode_is_a_template_file(
+    stack_config: StackConfigBuilder, env: dict[str, str]
+) -> None:
+    parts = nginx_config.template_parts(stack_config(env))
+    for name in parts.values():
+        assert (nginx_config.templates_dir() / name).is_file(), name

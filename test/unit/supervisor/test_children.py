@@ -1,4 +1,5 @@
-"""The supervisor's restart policy and parent-death signal, on real processes.
+"""Supervised children: the restart policy, the parent-death signal and the ordered stop of a
+ChildGroup, on real processes.
 
 A child that was ready and then died is restarted at once, however often; a child that
 cannot start backs off (doubling) and each failure is one log line; every child dies with
@@ -19,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.supervisor import stack as supervisor
-from sagemaker_tfs.supervisor.stack import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+from sagemaker_tfs.supervisor import children
+from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -53,7 +54,7 @@ def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCapture
             old_pid = child.pid
             os.kill(old_pid, signal.SIGKILL)
             child.process.wait()
-            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.stack"):
+            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.children"):
                 child.check(now)
             # Restarted within the same check, no delay, however many kills came before.
             assert child.pid != old_pid and child.running()
@@ -73,7 +74,7 @@ def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureF
     child.start()
     now = time.monotonic()
     delays = []
-    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.stack"):
+    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.children"):
         for _ in range(7):
             child.process.wait()
             child.check(now)
@@ -122,7 +123,7 @@ def test_without_a_check_a_child_is_ready_after_running_a_while() -> None:
     try:
         child.check(child.started_at + 0.5)
         assert not child.ready
-        child.check(child.started_at + supervisor.READY_AFTER_SECONDS + 0.1)
+        child.check(child.started_at + children.READY_AFTER_SECONDS + 0.1)
         assert child.ready
     finally:
         child.stop()
@@ -152,7 +153,7 @@ def test_a_stopped_child_is_not_restarted() -> None:
 
 PARENT_SCRIPT = textwrap.dedent("""
     import signal, sys, threading, time
-    from sagemaker_tfs.supervisor.stack import Child
+    from sagemaker_tfs.supervisor.children import Child
 
     env = {"PATH": "/usr/bin:/bin"}
     children = []
@@ -204,31 +205,82 @@ def test_spawn_uses_one_long_lived_thread() -> None:
         names.add(threading.current_thread().name)
 
     for _ in range(3):
-        supervisor._SPAWNER.submit(record).result()
+        children._SPAWNER.submit(record).result()
     assert len(names) == 1 and next(iter(names)).startswith("spawner")
 
 
-def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(
-    tmp_path: Path,
-) -> None:
-    import socket
+def test_a_child_group_stops_its_tiers_in_reverse_order(caplog: pytest.LogCaptureFixture) -> None:
+    group = children.ChildGroup(("first", "second", "third"))
+    for tier, name in (("first", "a"), ("first", "b"), ("second", "c"), ("third", "d")):
+        group.start(tier, Child(name, ["sleep", "60"], ENV, stop_timeout=5))
+    assert [c.name for c in group.children()] == ["d", "c", "a", "b"]
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.children"):
+        group.stop()
+    stopped = [r.getMessage().split()[1] for r in caplog.records if "stopping" in r.getMessage()]
+    assert stopped == ["d", "c", "a", "b"]
+    assert group.children() == []
+    with pytest.raises(children.TierStopping):
+        group.start("first", Child("late", ["sleep", "60"], ENV))
 
-    path = tmp_path / "service.sock"
-    held = supervisor.HeldSocket(str(path))
-    fd = held.ensure()
+
+def test_a_child_group_stops_one_child_by_name() -> None:
+    group = children.ChildGroup(("only",))
+    group.start("only", Child("a", ["sleep", "60"], ENV, stop_timeout=5))
+    group.start("only", Child("b", ["sleep", "60"], ENV, stop_timeout=5))
+    first = group.get("a")
+    assert first is not None and first.running()
+    group.stop_child("a")
+    group.stop_child("unknown")
+    assert group.get("a") is None and not first.running()
+    assert [c.name for c in group.children()] == ["b"]
+    group.stop()
+
+
+def test_child_is_restarted_after_it_dies(tmp_path: Path) -> None:
+    child = Child("sleeper", ["sleep", "30"], {"PATH": "/usr/bin:/bin"}, stop_timeout=5)
+    child.start()
+    first_pid = child.pid
+    child.process.send_signal(signal.SIGKILL)
+    child.process.wait()
+    deadline = time.monotonic() + 10
+    while child.pid == first_pid and time.monotonic() < deadline:
+        child.check(time.monotonic())
+        time.sleep(0.05)
+    assert child.pid != first_pid and child.running() and child.restarts == 1
+    child.stop()
+    assert not child.running()
+
+
+def test_child_backoff_grows() -> None:
+    child = Child("false", ["false"], {"PATH": "/usr/bin:/bin"})
+    child.start()
+    child.process.wait()
+    now = time.monotonic()
+    child.check(now)
+    assert child.restart_at == pytest.approx(now + 0.5)
+    child.check(now + 0.6)
+    child.process.wait()
+    child.check(now + 0.7)
+    assert child.restart_at == pytest.approx(now + 1.7)
+    child.stop()
+
+
+def test_child_stop_kills_the_whole_group(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild.pid"
+    script = f"sleep 60 & echo $! > {marker}; trap '' TERM; wait"
+    child = Child("group", ["bash", "-c", script], {"PATH": "/usr/bin:/bin"}, stop_timeout=1)
+    child.start()
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(marker.read_text())
+    child.stop()
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild)
+
+
+def _state(pid: int) -> str:
     try:
-        assert held.ensure() == fd and path.exists()
-        # Nobody accepts yet: a client's connection waits in the backlog instead of failing.
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(str(path))
-        path.unlink()  # as a gunicorn that stops on its own does
-        assert held.ensure() == fd and path.exists()
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(str(path))
-            listener = socket.socket(fileno=os.dup(fd))
-            conn, _ = listener.accept()
-            conn.close()
-            listener.close()
-    finally:
-        held.close()
-    assert held.fd is None
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return "gone"

@@ -1,0 +1,80 @@
+"""``sagemaker-tfs serve``: arguments, logging, the configuration, then the stack until a
+stop signal (exit 0), a start-up failure (exit 1) or a bad configuration (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from sagemaker_tfs.config import ConfigError, StackConfig, load_config
+from sagemaker_tfs.supervisor.children import become_subreaper
+from sagemaker_tfs.supervisor.stack import StartupError, StopRequested, Supervisor
+
+logger = logging.getLogger(__name__)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="sagemaker-tfs serve",
+        description="Run the serving stack: model servers, the Python service, nginx.",
+    )
+    parser.add_argument("--model-dir", help="models directory (default /opt/ml/model[s])")
+    parser.add_argument("--work-dir", help="generated configs, sockets, pid files")
+    parser.add_argument(
+        "--port", type=int, help="public port (default SAGEMAKER_BIND_TO_PORT or 8080)"
+    )
+    return parser.parse_args(list(argv))
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def log_config(config: StackConfig) -> None:
+    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    logger.info("configuration in effect: %s", text)
+
+
+def main(argv: Sequence[str]) -> int:
+    configure_logging()
+    become_subreaper()
+    args = parse_args(argv)
+    try:
+        config = load_config(os.environ, args.model_dir, args.work_dir, args.port)
+    except ConfigError as error:
+        logger.error("invalid configuration: %s", error)
+        return 2
+    log_config(config)
+    supervisor = Supervisor(config)
+
+    def request_stop(signum: int, _frame: object) -> None:
+        logger.info("received %s", signal.Signals(signum).name)
+        supervisor.stop_requested.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        supervisor.start()
+    except StartupError as error:
+        logger.error("start-up failed: %s", error)
+        supervisor.shutdown()
+        return 1
+    except StopRequested:
+        supervisor.shutdown()
+        return 0
+    except BaseException:
+        supervisor.shutdown()
+        raise
+    supervisor.watch()
+    supervisor.shutdown()
+    return 0

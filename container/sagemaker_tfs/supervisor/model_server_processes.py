@@ -1,0 +1,181 @@
+"""Model server processes: their command lines and config files, and whether their models
+are AVAILABLE.
+
+The model server is the real ``tensorflow_model_server`` when it is on PATH, otherwise
+``sagemaker-tfs model-server``, which takes the same flags.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import urllib.request
+from collections.abc import Callable, Sequence
+
+from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, StackConfig
+from sagemaker_tfs.supervisor.polling import poll_until
+
+logger = logging.getLogger(__name__)
+
+TFS_BINARY = "tensorflow_model_server"
+
+
+# --- command lines and config files -------------------------------------------------------
+
+
+def model_server_command() -> list[str]:
+    """The real TF Serving binary if installed, else our compatible Python server."""
+    binary = shutil.which(TFS_BINARY)
+    if binary:
+        return [binary]
+    return [sys.executable, "-m", "sagemaker_tfs.cli", "model-server"]
+
+
+def quote_text_proto(value: str) -> str:
+    """A protobuf text-format string literal: nothing in ``value`` can end the string."""
+    escaped = []
+    for char in value:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif char == "\n":
+            escaped.append("\\n")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\{ord(char):03o}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def render_version_policy(versions: Sequence[int]) -> str:
+    """``model_version_policy`` serving exactly ``versions`` ('' for none: TF Serving's
+    default, the newest version only)."""
+    if not versions:
+        return ""
+    lines = "".join(f"        versions: {int(version)}\n" for version in versions)
+    return "    model_version_policy: {\n      specific: {\n" + lines + "      }\n    }\n"
+
+
+def render_model_config(models: Sequence[ModelSpec]) -> str:
+    """TF Serving's text ``ModelServerConfig`` serving ``models``, each with every version
+    found on disk (a ``specific`` version policy, as the reference container writes it), so
+    requests can pin any of them with ``tfs-model-version``."""
+    entries = []
+    for model in models:
+        entries.append(
+            "  config: {\n"
+            f"    name: {quote_text_proto(model.name)}\n"
+            f"    base_path: {quote_text_proto(model.base_path)}\n"
+            '    model_platform: "tensorflow"\n'
+            f"{render_version_policy(model.versions)}"
+            "  }"
+        )
+    return "model_config_list: {\n" + ",\n".join(entries) + "\n}\n"
+
+
+def render_batching_config(batching: BatchingConfig) -> str:
+    """TF Serving's batching parameters file, one parameter per line."""
+    return (
+        f"max_batch_size {{ value: {batching.max_batch_size} }}\n"
+        f"batch_timeout_micros {{ value: {batching.batch_timeout_micros} }}\n"
+        f"num_batch_threads {{ value: {batching.num_batch_threads} }}\n"
+        f"max_enqueued_batches {{ value: {batching.max_enqueued_batches} }}\n"
+    )
+
+
+def model_server_args(
+    instance: Instance,
+    model_config_file: str,
+    config: StackConfig,
+    batching_file: str | None,
+) -> list[str]:
+    """The flags of one model server process (same for the real binary and ours)."""
+    args = [
+        f"--port={instance.grpc_port}",
+        f"--rest_api_port={instance.rest_port}",
+        f"--model_config_file={model_config_file}",
+        "--max_num_load_retries=0",
+    ]
+    if batching_file is not None:
+        args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
+    if config.inter_op_parallelism:
+        args.append(f"--tensorflow_inter_op_parallelism={config.inter_op_parallelism}")
+    if config.intra_op_parallelism:
+        args.append(f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}")
+    if config.gpu_memory_fraction is not None:
+        args.append(f"--per_process_gpu_memory_fraction={config.gpu_memory_fraction}")
+    return args
+
+
+# --- readiness -------------------------------------------------------------------------------
+
+
+class ModelLoadError(Exception):
+    """The model server reports that a model failed to load (every version ended)."""
+
+
+def model_version_statuses(rest_port: int, name: str, timeout: float = 2.0) -> list[dict]:
+    """``model_version_status`` of TF Serving's REST status call; empty when unanswered."""
+    url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.request.quote(name, safe='')}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status = json.load(response)
+    except (OSError, ValueError):
+        return []
+    versions = status.get("model_version_status", []) if isinstance(status, dict) else []
+    return [v for v in versions if isinstance(v, dict)]
+
+
+def model_is_available(rest_port: int, name: str) -> bool:
+    """True when a version of ``name`` is AVAILABLE; raises ModelLoadError if all failed."""
+    versions = model_version_statuses(rest_port, name)
+    if any(v.get("state") == "AVAILABLE" for v in versions):
+        return True
+    errors = [
+        str(v.get("status", {}).get("error_message") or v.get("status", {}).get("error_code"))
+        for v in versions
+        if v.get("state") == "END" and v.get("status", {}).get("error_code", "OK") != "OK"
+    ]
+    if versions and len(errors) == len(versions):
+        raise ModelLoadError(f"model {name} failed to load: {'; '.join(errors)}")
+    return False
+
+
+def wait_until_available(
+    rest_port: int,
+    names: Sequence[str],
+    timeout: float,
+    still_running: Callable[[], bool],
+    interval: float = 0.2,
+) -> bool:
+    """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit.
+
+    Raises ModelLoadError as soon as the model server reports a model as failed, rather
+    than waiting for the timeout.
+    """
+    pending = list(names)
+
+    def all_available() -> bool:
+        pending[:] = [name for name in pending if not model_is_available(rest_port, name)]
+        return not pending
+
+    return poll_until(all_available, timeout, interval, still_running)
+
+
+def models_available_check(
+    key: str, instance: Instance, names: Sequence[str]
+) -> Callable[[], bool]:
+    """A model server's readiness check: every model AVAILABLE (a failed load logged once)."""
+    reported: set[str] = set()
+
+    def check() -> bool:
+        try:
+            return all(model_is_available(instance.rest_port, name) for name in names)
+        except ModelLoadError as error:
+            if str(error) not in reported:
+                reported.add(str(error))
+                logger.error("%s: %s", key, error)
+            return False
+
+    return check

@@ -1,0 +1,100 @@
+"""Model server processes: their text-proto config files and command lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, model_spec
+from sagemaker_tfs.supervisor.model_server_processes import (
+    model_server_args,
+    quote_text_proto,
+    render_batching_config,
+    render_model_config,
+)
+from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
+
+
+def test_model_config_text() -> None:
+    text = render_model_config([ModelSpec("a", "/m/a"), ModelSpec("b", "/m/b")])
+    assert text == (
+        "model_config_list: {\n"
+        '  config: {\n    name: "a"\n    base_path: "/m/a"\n    model_platform: "tensorflow"\n'
+        "  },\n"
+        '  config: {\n    name: "b"\n    base_path: "/m/b"\n    model_platform: "tensorflow"\n'
+        "  }\n}\n"
+    )
+
+
+def test_model_config_serves_every_version_found(tmp_path: Path) -> None:
+    base = make_model(make_model(tmp_path / "m", "00000123"), "124")
+    (base / "125").mkdir()  # no SavedModel in it: not a version
+    (base / "notes").mkdir()
+    text = render_model_config([model_spec("m", base), ModelSpec("n", "/m/n", (7,))])
+    assert text == (
+        "model_config_list: {\n"
+        f'  config: {{\n    name: "m"\n    base_path: "{base}"\n    model_platform: "tensorflow"\n'
+        "    model_version_policy: {\n      specific: {\n"
+        "        versions: 123\n        versions: 124\n      }\n    }\n"
+        "  },\n"
+        '  config: {\n    name: "n"\n    base_path: "/m/n"\n    model_platform: "tensorflow"\n'
+        "    model_version_policy: {\n      specific: {\n        versions: 7\n      }\n    }\n"
+        "  }\n}\n"
+    )
+
+
+def test_model_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
+    """The text parses as TF Serving's ModelServerConfig proto (what the real binary reads)
+    into a specific version policy, and our model server reads the same policy from it."""
+    text_format = pytest.importorskip("google.protobuf.text_format")
+    config_pb2 = pytest.importorskip("tensorflow_serving.config.model_server_config_pb2")
+    from sagemaker_tfs.model_server.model_config import model_specs
+
+    base = make_model(make_model(tmp_path / "m", "00000123"), "00000124")
+    config = text_format.Parse(render_model_config([model_spec("m", base)]),
+                               config_pb2.ModelServerConfig())  # fmt: skip
+    (model,) = config.model_config_list.config
+    assert model.model_version_policy.WhichOneof("policy_choice") == "specific"
+    assert list(model.model_version_policy.specific.versions) == [123, 124]
+    (spec,) = model_specs(config)
+    assert spec.policy.select([122, 123, 124, 125]) == [124, 123]
+
+
+def test_model_config_quotes_untrusted_text() -> None:
+    evil = 'x"\n  base_path: "/etc\\'
+    text = render_model_config([ModelSpec(evil, "/m/\x01")])
+    assert 'name: "x\\"\\n  base_path: \\"/etc\\\\"' in text
+    assert 'base_path: "/m/\\001"' in text
+    assert text.count("\n") == 7  # no line was injected
+    assert quote_text_proto("plain") == '"plain"'
+
+
+def test_batching_file_text() -> None:
+    assert render_batching_config(BatchingConfig(8, 1000, 4, 100)) == (
+        "max_batch_size { value: 8 }\n"
+        "batch_timeout_micros { value: 1000 }\n"
+        "num_batch_threads { value: 4 }\n"
+        "max_enqueued_batches { value: 100 }\n"
+    )
+
+
+def test_model_server_args(stack_config: StackConfigBuilder) -> None:
+    config = stack_config()
+    assert model_server_args(Instance(9000, 8501), "/w/models.config", config, None) == [
+        "--port=9000",
+        "--rest_api_port=8501",
+        "--model_config_file=/w/models.config",
+        "--max_num_load_retries=0",
+    ]
+
+
+def test_model_server_args_batching_parallelism_gpu(stack_config: StackConfigBuilder) -> None:
+    config = stack_config(EVERY_VARIABLE, has_gpu=lambda: True)
+    args = model_server_args(Instance(1, 2), "/c", config, "/w/batching.config")
+    assert args[4:] == [
+        "--enable_batching=true",
+        "--batching_parameters_file=/w/batching.config",
+        "--tensorflow_inter_op_parallelism=2",
+        "--tensorflow_intra_op_parallelism=3",
+        "--per_process_gpu_memory_fraction=0.4",
+    ]
