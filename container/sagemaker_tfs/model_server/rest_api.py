@@ -23,7 +23,7 @@ from typing import Any
 
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
-from sagemaker_tfs.model_server import json_codec
+from sagemaker_tfs.model_server import json_writer as json_codec
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 
 LOG = logging.getLogger(__name__)

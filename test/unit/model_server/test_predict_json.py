@@ -8,7 +8,7 @@ import struct
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server import json_codec as jc
+from sagemaker_tfs.model_server import json_writer as jc
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.servable import Signature, TensorSpec
 from tensorflow.core.framework import types_pb2
