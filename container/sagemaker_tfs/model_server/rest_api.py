@@ -23,8 +23,15 @@ from typing import Any
 
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
-from sagemaker_tfs.model_server import json_writer as json_codec
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.examples_json import (
+    format_classify_response,
+    format_regress_response,
+    parse_examples_request,
+)
+from sagemaker_tfs.model_server.json_reader import parse_json_object
+from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
+from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
 
 LOG = logging.getLogger(__name__)
 JSON_CONTENT_TYPE = "application/json"
@@ -102,7 +109,7 @@ class RestApi:
                 return 200, self._metadata(target)
             return 200, self._inference(target, body)
         except ServingError as error:
-            return error.http_status, json_codec.format_error(error.message)
+            return error.http_status, format_error(error.message)
 
     def _servable(self, target: Target) -> Any:
         return self._manager.get_servable(target.model, target.version, target.label)
@@ -111,23 +118,23 @@ class RestApi:
         """Predict looks the model up before reading inputs (it needs the signature's types);
         classify and regress read the whole request first, as TF Serving does."""
         with _cyclic_gc_paused():
-            document = json_codec.parse_json_object(body)
-        signature_name = json_codec.parse_signature_name(document)
+            document = parse_json_object(body)
+        signature_name = _signature_name(document)
         if target.action == "predict":
             servable = self._servable(target)
             signature = servable.signature(signature_name)
             with _cyclic_gc_paused():
-                inputs, columnar = json_codec.parse_predict_request(document, signature)
+                inputs, columnar = parse_predict_request(document, signature)
             del document
             outputs = servable.predict(signature_name, inputs)
-            return json_codec.format_predict_response(outputs, columnar)
-        request_input = json_codec.parse_examples_request(document)
+            return format_predict_response(outputs, columnar)
+        request_input = parse_examples_request(document)
         servable = self._servable(target)
         if target.action == "classify":
             result = servable.classify(signature_name, request_input)
-            return json_codec.format_classify_response(result)
+            return format_classify_response(result)
         result = servable.regress(signature_name, request_input)
-        return json_codec.format_regress_response(result)
+        return format_regress_response(result)
 
     def _model_spec(self, target: Target) -> model_pb2.ModelSpec:
         spec = model_pb2.ModelSpec(name=target.model)
@@ -141,7 +148,7 @@ class RestApi:
         request = get_model_status_pb2.GetModelStatusRequest()
         request.model_spec.CopyFrom(self._model_spec(target))
         response = self._manager.get_model_status(request)
-        return json_codec.format_proto_document(json_codec.proto_json(response))
+        return format_proto_document(proto_json(response))
 
     def _metadata(self, target: Target) -> bytes:
         servable = self._servable(target)
@@ -151,9 +158,17 @@ class RestApi:
                 "signature_name": "",
                 "version": str(servable.version),
             },
-            "metadata": {"signature_def": json_codec.proto_json(servable.signature_def_map())},
+            "metadata": {"signature_def": proto_json(servable.signature_def_map())},
         }
-        return json_codec.format_proto_document(document)
+        return format_proto_document(document)
+
+
+def _signature_name(document: dict[str, Any]) -> str:
+    """The request's ``signature_name`` ("" if absent)."""
+    name = document.get("signature_name", "")
+    if not isinstance(name, str):
+        raise invalid_argument("'signature_name' key must be a string value.")
+    return name
 
 
 _gc_pause_lock = threading.Lock()
@@ -218,11 +233,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._read_body()
         except ValueError as error:
             self.close_connection = True
-            self._reply(400, json_codec.format_error(str(error)))
+            self._reply(400, format_error(str(error)))
             return
         path = self.path.split("?", 1)[0]
         if not path.lower().startswith("/v1/"):
-            self._reply(404, json_codec.format_error(f"Not found: {self.command} {path}"))
+            self._reply(404, format_error(f"Not found: {self.command} {path}"))
             return
         status, payload = self._run(path, body)
         self._reply(status, payload)
@@ -231,12 +246,12 @@ class _Handler(BaseHTTPRequestHandler):
         slots = self.server.slots
         if not slots.acquire(timeout=self.server.timeout_seconds):
             message = "Timed out waiting for a free REST API thread"
-            return 503, json_codec.format_error(message)
+            return 503, format_error(message)
         try:
             return self.server.api.handle(self.command, path, body)
         except Exception as error:  # a handler bug must not take the server down
             LOG.exception("REST request %s %s failed", self.command, path)
-            return 500, json_codec.format_error(f"{Code.INTERNAL.name}: {error}")
+            return 500, format_error(f"{Code.INTERNAL.name}: {error}")
         finally:
             slots.release()
 
@@ -283,7 +298,7 @@ class _Handler(BaseHTTPRequestHandler):
             phrase = message or HTTPStatus(code).phrase
         except ValueError:
             phrase = message or "Error"
-        self._reply(code, json_codec.format_error(phrase))
+        self._reply(code, format_error(phrase))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
         LOG.debug("%s " + format, self.address_string(), *args)
