@@ -32,7 +32,7 @@ import numpy as np
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
 from sagemaker_tfs.model_server.servable import RunFunction
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 QUEUE_FULL = "The batch scheduling queue to which this task was submitted is full"
 
@@ -348,7 +348,7 @@ class BatchScheduler:
         with self._condition:
             self.batches_run += 1
             self.tasks_run += len(batch.tasks)
-        LOG.debug(
+        logger.debug(
             "Ran batch: tasks=%d size=%d padded=%d key=%s",
             len(batch.tasks),
             batch.size,

@@ -42,7 +42,7 @@ from sagemaker_tfs.model_server.servable import (
 )
 from sagemaker_tfs.wire import predict_messages, tensors
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
 SIGNATURE_DEF_FIELD = "signature_def"
 
@@ -102,10 +102,10 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
     try:
         return call()
     except ServingError as error:
-        LOG.debug("%s failed: %s", what, error.message)
+        logger.debug("%s failed: %s", what, error.message)
         _abort(context, error)
     except Exception as error:  # noqa: BLE001 - any bug becomes INTERNAL, server keeps going
-        LOG.exception("%s failed", what)
+        logger.exception("%s failed", what)
         _abort(context, ServingError(Code.INTERNAL, f"{type(error).__name__}: {error}"))
     raise AssertionError("unreachable: context.abort raises")
 
@@ -244,7 +244,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def _reload(
         self, request: model_management_pb2.ReloadConfigRequest
     ) -> model_management_pb2.ReloadConfigResponse:
-        LOG.info(
+        logger.info(
             "Reloading model config: %d model(s)", len(request.config.model_config_list.config)
         )
         self._manager.reload_config(request.config)

@@ -16,6 +16,7 @@ from tensorflow.core.framework import types_pb2
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 from sagemaker_tfs.model_server.json_reader import decode_b64, is_b64_object
 from sagemaker_tfs.model_server.json_writer import B64_KEY, debug_string
+from sagemaker_tfs.model_server.servable import short_dtype_name
 
 try:  # ships with TensorFlow; bfloat16 tensors need it
     from ml_dtypes import bfloat16 as _BFLOAT16
@@ -78,8 +79,7 @@ def build_tensor(value: Any, dtype: int) -> np.ndarray:
     Type errors raise ``ElementTypeError`` for the caller to wrap.
     """
     if dtype not in _NUMPY_TYPES:
-        name = types_pb2.DataType.Name(dtype)[3:].lower()
-        raise invalid_argument(f"Type {name} is not supported in JSON requests")
+        raise invalid_argument(f"Type {short_dtype_name(dtype)} is not supported in JSON requests")
     fast = _numeric_fast_path(value, dtype)
     if fast is not None:
         return fast
@@ -199,9 +199,11 @@ def _int_fits(value: Any, dtype: int) -> bool:
 
 
 def _type_error_message(value: Any, dtype: int) -> str:
-    name = types_pb2.DataType.Name(dtype)[3:].lower()
     kind = _json_type(value)
-    return f"JSON Value: {debug_string(value)} Type: {kind} is not of expected type: {name}"
+    return (
+        f"JSON Value: {debug_string(value)} Type: {kind} is not of expected type: "
+        f"{short_dtype_name(dtype)}"
+    )
 
 
 def _json_type(value: Any) -> str:

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-LOG = logging.getLogger("sagemaker_tfs.model_server")
+logger = logging.getLogger(__name__)
 LOG_LEVEL_ENV = "SAGEMAKER_TFS_LOG_LEVEL"
 
 
@@ -69,7 +69,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         return _run(options, stop)
     except Exception as error:  # noqa: BLE001 - report start-up failures on one line
-        LOG.error("Model server failed to start: %s", error)
+        logger.error("Model server failed to start: %s", error)
         return 1
 
 
@@ -87,20 +87,20 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
         config = model_config.from_options(options)
         model_config.model_specs(config)
     except ServingError as error:
-        LOG.error("Invalid model config: %s", error.message)
+        logger.error("Invalid model config: %s", error.message)
         return 1
-    LOG.info("Model config: %s", model_config.to_text(config))
+    logger.info("Model config: %s", model_config.to_text(config))
     scheduler = None
     if options.enable_batching:
         try:
             parameters = batching.load_batching_parameters(options.batching_parameters_file)
         except (OSError, ValueError) as error:
-            LOG.error("Invalid batching parameters: %s", error)
+            logger.error("Invalid batching parameters: %s", error)
             return 1
-        LOG.info("Batching enabled: %s", parameters.describe())
+        logger.info("Batching enabled: %s", parameters.describe())
         scheduler = batching.BatchScheduler(parameters)
     else:
-        LOG.info("Batching disabled")
+        logger.info("Batching disabled")
 
     tf_config = session_config(
         options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism
@@ -130,7 +130,7 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
     try:
         manager.reload_config(config)
     except ServingError as error:
-        LOG.error("%s", error.message)
+        logger.error("%s", error.message)
         manager.shutdown()
         return 1
     manager.start_polling()
@@ -143,7 +143,7 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
         _announce("NET_LOG: Entering the event loop ...")
         while not stop.wait(1.0):
             pass
-        LOG.info("Shutting down")
+        logger.info("Shutting down")
     finally:
         if rest_server is not None:
             rest_server.shutdown()
@@ -162,7 +162,7 @@ def _start_rest(manager, options):  # type: ignore[no-untyped-def]
     try:
         from sagemaker_tfs.model_server import rest_api
     except ImportError as error:
-        LOG.warning("REST API not available (%s); serving gRPC only", error)
+        logger.warning("REST API not available (%s); serving gRPC only", error)
         return None
     server = rest_api.serve(
         manager, options.rest_api_port, options.rest_api_num_threads, options.rest_api_timeout_in_ms

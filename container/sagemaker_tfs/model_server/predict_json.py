@@ -25,7 +25,7 @@ from sagemaker_tfs.model_server.json_writer import (
     render_document,
     render_object,
 )
-from sagemaker_tfs.model_server.servable import Signature
+from sagemaker_tfs.model_server.servable import ServableSignature
 
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"
@@ -35,7 +35,7 @@ BYTES_SUFFIX = "_bytes"
 
 
 def parse_predict_request(
-    document: Mapping[str, Any], signature: Signature
+    document: Mapping[str, Any], signature: ServableSignature
 ) -> tuple[dict[str, np.ndarray], bool]:
     """Inputs of a predict request as arrays, and whether the request was columnar."""
     has_instances = INSTANCES_KEY in document
@@ -55,7 +55,9 @@ def _is_named_object(value: Any) -> bool:
     return isinstance(value, dict) and not is_b64_object(value)
 
 
-def _parse_instances(document: Mapping[str, Any], signature: Signature) -> dict[str, np.ndarray]:
+def _parse_instances(
+    document: Mapping[str, Any], signature: ServableSignature
+) -> dict[str, np.ndarray]:
     instances = document[INSTANCES_KEY]
     if not isinstance(instances, list):
         raise json_value_error(document, "Expecting 'instances' to be an list/array")
@@ -80,7 +82,9 @@ def _parse_instances(document: Mapping[str, Any], signature: Signature) -> dict[
         ) from None
 
 
-def _parse_named_instances(instances: list[Any], signature: Signature) -> dict[str, np.ndarray]:
+def _parse_named_instances(
+    instances: list[Any], signature: ServableSignature
+) -> dict[str, np.ndarray]:
     columns: dict[str, list[Any]] = {alias: [] for alias in signature.inputs}
     for index, instance in enumerate(instances):
         if not _is_named_object(instance):
@@ -109,7 +113,7 @@ def _parse_named_instances(instances: list[Any], signature: Signature) -> dict[s
     return tensors
 
 
-def _parse_inputs(value: Any, signature: Signature) -> dict[str, np.ndarray]:
+def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndarray]:
     if not signature.inputs:
         return {}
     if _is_named_object(value):

@@ -33,7 +33,7 @@ from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 JSON_CONTENT_TYPE = "application/json"
 MAX_BODY_BYTES = 2**31 - 1
 
@@ -250,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             return self.server.api.handle(self.command, path, body)
         except Exception as error:  # a handler bug must not take the server down
-            LOG.exception("REST request %s %s failed", self.command, path)
+            logger.exception("REST request %s %s failed", self.command, path)
             return 500, format_error(f"{Code.INTERNAL.name}: {error}")
         finally:
             slots.release()
@@ -301,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(code, format_error(phrase))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        LOG.debug("%s " + format, self.address_string(), *args)
+        logger.debug("%s " + format, self.address_string(), *args)
 
 
 class RestServer(ThreadingHTTPServer):
@@ -335,7 +335,7 @@ def serve(manager: Any, port: int, num_threads: int, timeout_ms: int) -> RestSer
         num_threads = 4 * (os.cpu_count() or 1)
     server = RestServer(port, RestApi(manager), num_threads, timeout_ms)
     server.start()
-    LOG.info(
+    logger.info(
         "REST API on port %d: %d request threads, timeout %d ms", port, num_threads, timeout_ms
     )
     return server

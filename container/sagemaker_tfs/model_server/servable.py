@@ -41,16 +41,10 @@ REGRESS_OUTPUT = "outputs"
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 
 
-def dtype_name(dtype: int) -> str:
-    """TF's short dtype name as TF Serving prints it: DT_FLOAT -> ``float``."""
+def short_dtype_name(dtype: int) -> str:
+    """TF's short dtype name as TF Serving prints it in messages: DT_FLOAT -> ``float``
+    (``sagemaker_tfs.wire.tensors.dtype_name`` gives the enum name, ``DT_FLOAT``)."""
     return types_pb2.DataType.Name(dtype)[3:].lower()
-
-
-def numpy_dtype(dtype: int) -> np.dtype:
-    """The NumPy dtype holding values of TF dtype ``dtype`` (object for DT_STRING)."""
-    if dtype == types_pb2.DT_STRING:
-        return np.dtype(object)
-    return np.dtype(tf.dtypes.as_dtype(dtype).as_numpy_dtype)
 
 
 def datatype_of(array: np.ndarray) -> int:
@@ -68,14 +62,11 @@ class TensorSpec:
     dtype: int
     shape: tuple[int, ...] | None
 
-    @property
-    def numpy_dtype(self) -> np.dtype:
-        return numpy_dtype(self.dtype)
-
 
 @dataclasses.dataclass(frozen=True)
-class Signature:
-    """A SignatureDef in typed form, aliases sorted as TF Serving iterates its maps."""
+class ServableSignature:
+    """A loaded model's SignatureDef in typed form, aliases sorted as TF Serving iterates its
+    maps (the service's view of a signature is ``sagemaker_tfs.client.Signature``)."""
 
     name: str
     method_name: str
@@ -90,8 +81,8 @@ def _tensor_spec(info: meta_graph_pb2.TensorInfo) -> TensorSpec:
     return TensorSpec(info.name, info.dtype, shape)
 
 
-def _signature(name: str, proto: meta_graph_pb2.SignatureDef) -> Signature:
-    return Signature(
+def _typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSignature:
+    return ServableSignature(
         name=name,
         method_name=proto.method_name,
         inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
@@ -122,7 +113,7 @@ class Servable:
         self._session = session
         self._signature_defs = dict(meta_graph.signature_def)
         self._signatures = {
-            key: _signature(key, proto) for key, proto in self._signature_defs.items()
+            key: _typed_signature(key, proto) for key, proto in self._signature_defs.items()
         }
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
         self._callables_lock = threading.Lock()
@@ -178,7 +169,7 @@ class Servable:
     def signature_names(self) -> list[str]:
         return sorted(self._signatures)
 
-    def signature(self, name: str) -> Signature:
+    def signature(self, name: str) -> ServableSignature:
         """The signature called ``name`` ("" means serving_default)."""
         key = name or DEFAULT_SIGNATURE
         signature = self._signatures.get(key)
@@ -194,7 +185,9 @@ class Servable:
 
     # ----- running -----
 
-    def _callable(self, signature: Signature, inputs: tuple[str, ...], outputs: tuple[str, ...]):
+    def _callable(
+        self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
+    ):
         key = (signature.name, inputs, outputs)
         runner = self._callables.get(key)
         if runner is not None:
@@ -216,7 +209,7 @@ class Servable:
         return runner
 
     def _run(
-        self, signature: Signature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
+        self, signature: ServableSignature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
@@ -341,7 +334,7 @@ class BatchSubmitter(Protocol):
 # ----- validation -----
 
 
-def _check_method(signature: Signature, expected: str, kind: str) -> None:
+def _check_method(signature: ServableSignature, expected: str, kind: str) -> None:
     if kind == "predict":
         # TF Serving's Predict runs any signature; classify/regress check the method name.
         return
@@ -352,7 +345,7 @@ def _check_method(signature: Signature, expected: str, kind: str) -> None:
         )
 
 
-def _check_inputs(signature: Signature, inputs: dict[str, np.ndarray]) -> None:
+def _check_inputs(signature: ServableSignature, inputs: dict[str, np.ndarray]) -> None:
     sent = set(inputs)
     expected = set(signature.inputs)
     if sent != expected:
@@ -367,12 +360,12 @@ def _check_inputs(signature: Signature, inputs: dict[str, np.ndarray]) -> None:
         given = datatype_of(inputs[alias])
         if given != spec.dtype:
             raise invalid_argument(
-                f"Expects arg[{index}] to be {dtype_name(spec.dtype)} but "
-                f"{dtype_name(given)} is provided"
+                f"Expects arg[{index}] to be {short_dtype_name(spec.dtype)} but "
+                f"{short_dtype_name(given)} is provided"
             )
 
 
-def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple[str, ...]:
+def _output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
     if not output_filter:
         return tuple(signature.outputs)
     seen: set[str] = set()
@@ -388,7 +381,7 @@ def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple
     return tuple(output_filter)
 
 
-def _example_input_alias(signature: Signature) -> str:
+def _example_input_alias(signature: ServableSignature) -> str:
     """The one input that takes serialized tf.Examples (TF Serving does not check its alias)."""
     if len(signature.inputs) != 1:
         raise invalid_argument("Expected one input Tensor.")
@@ -434,14 +427,13 @@ def _classification_result(
     scores = outputs.get(CLASSIFY_SCORES)
     if classes is not None:
         if classes.dtype.kind not in ("O", "S", "U"):
-            raise invalid_argument(
-                f"Expected classes Tensor of DT_STRING. Got: {dtype_name(datatype_of(classes))}"
-            )
+            got = short_dtype_name(datatype_of(classes))
+            raise invalid_argument(f"Expected classes Tensor of DT_STRING. Got: {got}")
         classes = _batch_rows(CLASSIFY_CLASSES, classes, num_examples)
     if scores is not None:
         if scores.dtype != np.float32:
             raise invalid_argument(
-                f"Expected scores Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(scores))}"
+                f"Expected scores Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(scores))}"
             )
         scores = _batch_rows(CLASSIFY_SCORES, scores, num_examples)
     if classes is not None and scores is not None and classes.shape != scores.shape:
@@ -470,7 +462,7 @@ def _as_text(value: object) -> str:
 def _regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
     if values.dtype != np.float32:
         raise invalid_argument(
-            f"Expected output Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(values))}"
+            f"Expected output Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(values))}"
         )
     if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
         raise invalid_argument(

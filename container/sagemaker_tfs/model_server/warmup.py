@@ -16,7 +16,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 from sagemaker_tfs.model_server.grpc_api import tensor_to_array
 from sagemaker_tfs.model_server.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MAX_WARMUP_RECORDS = 1000
@@ -60,7 +60,7 @@ def run_warmup(servable: Servable, version_dir: str) -> int:
                 f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
             )
         _replay(servable, prediction_log_pb2.PredictionLog.FromString(record))
-    LOG.info(
+    logger.info(
         "Finished reading warmup data for model at %s. Number of warmup records read: %d.",
         path,
         count,

@@ -9,15 +9,15 @@ import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
-from sagemaker_tfs.model_server.servable import Signature, TensorSpec
+from sagemaker_tfs.model_server.servable import ServableSignature, TensorSpec
 from tensorflow.core.framework import types_pb2
 
 
-def signature(inputs: dict[str, int], outputs: dict[str, int] | None = None) -> Signature:
+def signature(inputs: dict[str, int], outputs: dict[str, int] | None = None) -> ServableSignature:
     def specs(aliases: dict[str, int]) -> dict[str, TensorSpec]:
         return {alias: TensorSpec(f"{alias}:0", dtype, None) for alias, dtype in aliases.items()}
 
-    return Signature(
+    return ServableSignature(
         "serving_default", "tensorflow/serving/predict", specs(inputs), specs(outputs or {})
     )
 
@@ -28,11 +28,11 @@ B64_OBJECT = '{\n    "b64": "AA=="\n}'
 FLOAT_X = signature({"x": types_pb2.DT_FLOAT}, {"y": types_pb2.DT_FLOAT})
 
 
-def parse(body: str, sig: Signature = FLOAT_X) -> tuple[dict[str, np.ndarray], bool]:
+def parse(body: str, sig: ServableSignature = FLOAT_X) -> tuple[dict[str, np.ndarray], bool]:
     return parse_predict_request(parse_json_object(body.encode()), sig)
 
 
-def error_message(body: str, sig: Signature = FLOAT_X) -> str:
+def error_message(body: str, sig: ServableSignature = FLOAT_X) -> str:
     with pytest.raises(ServingError) as caught:
         parse(body, sig)
     assert caught.value.code == Code.INVALID_ARGUMENT
