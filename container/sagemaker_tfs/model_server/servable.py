@@ -30,7 +30,6 @@ from tensorflow_serving.apis import (
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
-PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 CLASSIFY_CLASSES = "classes"
@@ -232,19 +231,30 @@ class Servable:
         output_filter: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
         """Run a predict signature; returns output alias -> array (filter order kept)."""
-        signature = self.signature(signature_name)
-        _check_method(signature, PREDICT_METHOD, "predict")
+        signature = self.signature(signature_name)  # TF Serving's Predict runs any method
         _check_inputs(signature, inputs)
         outputs = _output_aliases(signature, output_filter)
         results = self._run(signature, inputs, outputs)
         return dict(zip(outputs, results, strict=True))
 
+    def _examples_signature(
+        self, signature_name: str, method: str, kind: str
+    ) -> tuple[ServableSignature, str]:
+        """A classify or regress signature, checked, and its one input (serialized Examples)."""
+        signature = self.signature(signature_name)
+        if signature.method_name != method:
+            raise invalid_argument(
+                f"Expected {kind} signature method_name to be {method}. "
+                f"Was: {signature.method_name}"
+            )
+        return signature, _example_input_alias(signature)
+
     def classify(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> classification_pb2.ClassificationResult:
-        signature = self.signature(signature_name)
-        _check_method(signature, CLASSIFY_METHOD, "classification")
-        input_spec = _example_input_alias(signature)
+        signature, input_alias = self._examples_signature(
+            signature_name, CLASSIFY_METHOD, "classification"
+        )
         outputs = tuple(
             alias for alias in (CLASSIFY_CLASSES, CLASSIFY_SCORES) if alias in signature.outputs
         )
@@ -254,22 +264,22 @@ class Servable:
                 f"{CLASSIFY_CLASSES}, {CLASSIFY_SCORES}"
             )
         examples = serialized_examples(request_input)
-        values = self._run(signature, {input_spec: examples}, outputs)
+        values = self._run(signature, {input_alias: examples}, outputs)
         results = dict(zip(outputs, values, strict=True))
         return _classification_result(len(examples), results)
 
     def regress(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> regression_pb2.RegressionResult:
-        signature = self.signature(signature_name)
-        _check_method(signature, REGRESS_METHOD, "regression")
-        input_spec = _example_input_alias(signature)
+        signature, input_alias = self._examples_signature(
+            signature_name, REGRESS_METHOD, "regression"
+        )
         if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
             raise invalid_argument(
                 f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
             )
         examples = serialized_examples(request_input)
-        (values,) = self._run(signature, {input_spec: examples}, (REGRESS_OUTPUT,))
+        (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,))
         return _regression_result(len(examples), values)
 
 
@@ -332,17 +342,6 @@ class BatchSubmitter(Protocol):
 
 
 # ----- validation -----
-
-
-def _check_method(signature: ServableSignature, expected: str, kind: str) -> None:
-    if kind == "predict":
-        # TF Serving's Predict runs any signature; classify/regress check the method name.
-        return
-    if signature.method_name != expected:
-        raise invalid_argument(
-            f"Expected {kind} signature method_name to be {expected}. "
-            f"Was: {signature.method_name}"
-        )
 
 
 def _check_inputs(signature: ServableSignature, inputs: dict[str, np.ndarray]) -> None:
