@@ -156,15 +156,15 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
 
 
 def _start_rest(manager, options):  # type: ignore[no-untyped-def]
-    """The REST server from ``rest_api`` when the port is set (0 turns REST off)."""
+    """The REST server from ``rest_server`` when the port is set (0 turns REST off)."""
     if not options.rest_api_port:
         return None
     try:
-        from sagemaker_tfs.model_server import rest_api
+        from sagemaker_tfs.model_server import rest_server
     except ImportError as error:
         logger.warning("REST API not available (%s); serving gRPC only", error)
         return None
-    server = rest_api.serve(
+    server = rest_server.serve(
         manager, options.rest_api_port, options.rest_api_num_threads, options.rest_api_timeout_in_ms
     )
     _announce(f"Exporting HTTP/REST API at:localhost:{options.rest_api_port} ...")
