@@ -32,14 +32,11 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
+from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.manager import ModelManager
-from sagemaker_tfs.model_server.servable import (
-    CLASSIFY_METHOD,
-    DEFAULT_SIGNATURE,
-    REGRESS_METHOD,
-    Servable,
-)
+from sagemaker_tfs.model_server.servable import Servable
+from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import predict_messages, tensors
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from sagemaker_tfs.model_server.json_writer import (
     render_document,
     render_object,
 )
-from sagemaker_tfs.model_server.servable import ServableSignature
+from sagemaker_tfs.model_server.signatures import ServableSignature
 
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"

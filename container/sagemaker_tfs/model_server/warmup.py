@@ -13,8 +13,9 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
+from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.grpc_api import tensor_to_array
-from sagemaker_tfs.model_server.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
+from sagemaker_tfs.model_server.servable import Servable
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
-from sagemaker_tfs.model_server.servable import ServableSignature, TensorSpec
+from sagemaker_tfs.model_server.signatures import ServableSignature, TensorSpec
 from tensorflow.core.framework import types_pb2
 
 
