@@ -24,6 +24,7 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     inference_pb2,
+    input_pb2,
     model_management_pb2,
     model_pb2,
     model_service_pb2_grpc,
@@ -110,13 +111,14 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
 def _on_examples(
     manager: ModelManager,
     request: classification_pb2.ClassificationRequest | regression_pb2.RegressionRequest,
-    method: str,
+    run: Callable[[Servable, str, input_pb2.Input], Message],
     response_type: type[Response],
 ) -> Response:
-    """Classify or Regress: run ``servable.<method>`` on the request's tf.Example input."""
+    """Classify or Regress: ``run`` (``Servable.classify`` or ``.regress``) on the request's
+    tf.Example input, answered as ``response_type``."""
     servable = resolve(manager, request.model_spec)
     signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-    result = getattr(servable, method)(signature_name, request.input)
+    result = run(servable, signature_name, request.input)
     response = response_type(result=result)
     response.model_spec.CopyFrom(_model_spec(servable, signature_name))
     return response
@@ -159,7 +161,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         return _on_examples(
-            self._manager, request, "classify", classification_pb2.ClassificationResponse
+            self._manager, request, Servable.classify, classification_pb2.ClassificationResponse
         )
 
     def Regress(self, request, context):  # noqa: N802
@@ -168,7 +170,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _regress(
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
-        return _on_examples(self._manager, request, "regress", regression_pb2.RegressionResponse)
+        return _on_examples(
+            self._manager, request, Servable.regress, regression_pb2.RegressionResponse
+        )
 
     def MultiInference(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._multi_inference(request), "MultiInference")

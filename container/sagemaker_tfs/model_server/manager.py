@@ -22,7 +22,7 @@ from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
-from sagemaker_tfs.model_server.model_config import ModelSpec, model_specs
+from sagemaker_tfs.model_server.model_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.servable import Servable
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ def list_versions(base_path: str) -> dict[int, str]:
 class Model:
     """All versions of one model and its labels."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ConfiguredModel) -> None:
         self.spec = spec
         self.versions: dict[int, VersionState] = {}
         # Applied only once every label points at an available version (see reload_config).
@@ -126,7 +126,7 @@ class ModelManager:
         self.wait_for_loads()
         self._apply_labels(list(specs.values()))
 
-    def _apply_labels(self, specs: list[ModelSpec]) -> None:
+    def _apply_labels(self, specs: list[ConfiguredModel]) -> None:
         """Take the config's labels, or none of them if one names an unavailable version."""
         with self._lock:
             for spec in specs:

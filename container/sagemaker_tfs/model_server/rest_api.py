@@ -13,7 +13,7 @@ import gc
 import re
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
@@ -26,6 +26,10 @@ from sagemaker_tfs.model_server.examples_json import (
 from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
+
+if TYPE_CHECKING:
+    from sagemaker_tfs.model_server.manager import ModelManager
+    from sagemaker_tfs.model_server.servable import Servable
 
 _PREDICTION_ROUTE = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/(\d+))?(?:/labels/([^/:]+))?:(classify|regress|predict)",
@@ -87,7 +91,7 @@ def _parse_version(text: str | None) -> int | None:
 class RestApi:
     """The ``/v1`` request handlers over a model manager; returns (HTTP status, body)."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
@@ -101,7 +105,7 @@ class RestApi:
         except ServingError as error:
             return error.http_status, format_error(error.message)
 
-    def _servable(self, target: Target) -> Any:
+    def _servable(self, target: Target) -> Servable:
         return self._manager.get_servable(target.model, target.version, target.label)
 
     def _inference(self, target: Target, body: bytes) -> bytes:

@@ -15,11 +15,14 @@ import os
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.json_writer import format_error
 from sagemaker_tfs.model_server.rest_api import RestApi
+
+if TYPE_CHECKING:
+    from sagemaker_tfs.model_server.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 JSON_CONTENT_TYPE = "application/json"
@@ -152,7 +155,7 @@ class RestServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def serve(manager: Any, port: int, num_threads: int, timeout_ms: int) -> RestServer:
+def serve(manager: ModelManager, port: int, num_threads: int, timeout_ms: int) -> RestServer:
     """Start the REST API on ``0.0.0.0:port`` in background threads and return at once.
 
     ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU).
