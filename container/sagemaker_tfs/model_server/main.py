@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
-    from sagemaker_tfs.model_server.batching import BatchScheduler
+    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
     from sagemaker_tfs.model_server.flags import ServerOptions
     from sagemaker_tfs.model_server.manager import ModelManager, ServableLoader
     from sagemaker_tfs.model_server.model_config import ModelServerConfig
@@ -137,17 +137,17 @@ def _model_server_config(options: ServerOptions) -> ModelServerConfig:
 
 def _batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
     """The one batch scheduler every servable shares, or None when batching is off."""
-    from sagemaker_tfs.model_server import batching
+    from sagemaker_tfs.model_server import batch_scheduler
 
     if not options.enable_batching:
         logger.info("Batching disabled")
         return None
     try:
-        parameters = batching.load_batching_parameters(options.batching_parameters_file)
+        parameters = batch_scheduler.load_batching_parameters(options.batching_parameters_file)
     except (OSError, ValueError) as error:
         raise _StartError(f"Invalid batching parameters: {error}") from None
     logger.info("Batching enabled: %s", parameters.describe())
-    return batching.BatchScheduler(parameters)
+    return batch_scheduler.BatchScheduler(parameters)
 
 
 def _servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) -> ServableLoader:

@@ -97,7 +97,7 @@ class Servable:
         return cls(name, version, session, meta_graph)
 
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
-        """Route every run through ``batcher`` (see ``batching.BatchScheduler``)."""
+        """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
         self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
@@ -263,7 +263,7 @@ def _check_variables_restored(
 
 
 class BatchSubmitter(Protocol):
-    """What ``Servable`` needs from the batch scheduler (implemented in ``batching``)."""
+    """What ``Servable`` needs from the batch scheduler (implemented in ``batch_scheduler``)."""
 
     def submit(
         self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction

@@ -6,7 +6,7 @@ import concurrent.futures
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server.batching import (
+from sagemaker_tfs.model_server.batch_scheduler import (
     QUEUE_FULL,
     BatchingParameters,
     BatchScheduler,
