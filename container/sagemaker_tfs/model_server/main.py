@@ -137,17 +137,18 @@ def _model_server_config(options: ServerOptions) -> ModelServerConfig:
 
 def _batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
     """The one batch scheduler every servable shares, or None when batching is off."""
-    from sagemaker_tfs.model_server import batch_scheduler
+    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
+    from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
 
     if not options.enable_batching:
         logger.info("Batching disabled")
         return None
     try:
-        parameters = batch_scheduler.load_batching_parameters(options.batching_parameters_file)
+        parameters = load_batching_parameters(options.batching_parameters_file)
     except (OSError, ValueError) as error:
         raise _StartError(f"Invalid batching parameters: {error}") from None
     logger.info("Batching enabled: %s", parameters.describe())
-    return batch_scheduler.BatchScheduler(parameters)
+    return BatchScheduler(parameters)
 
 
 def _servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) -> ServableLoader:
