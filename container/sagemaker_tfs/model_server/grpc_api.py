@@ -24,6 +24,7 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     inference_pb2,
+    input_pb2,
     model_management_pb2,
     model_pb2,
     model_service_pb2_grpc,
@@ -32,17 +33,14 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
+from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.manager import ModelManager
-from sagemaker_tfs.model_server.servable import (
-    CLASSIFY_METHOD,
-    DEFAULT_SIGNATURE,
-    REGRESS_METHOD,
-    Servable,
-)
+from sagemaker_tfs.model_server.servable import Servable
+from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import predict_messages, tensors
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
 SIGNATURE_DEF_FIELD = "signature_def"
 
@@ -102,10 +100,10 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
     try:
         return call()
     except ServingError as error:
-        LOG.debug("%s failed: %s", what, error.message)
+        logger.debug("%s failed: %s", what, error.message)
         _abort(context, error)
     except Exception as error:  # noqa: BLE001 - any bug becomes INTERNAL, server keeps going
-        LOG.exception("%s failed", what)
+        logger.exception("%s failed", what)
         _abort(context, ServingError(Code.INTERNAL, f"{type(error).__name__}: {error}"))
     raise AssertionError("unreachable: context.abort raises")
 
@@ -113,13 +111,14 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
 def _on_examples(
     manager: ModelManager,
     request: classification_pb2.ClassificationRequest | regression_pb2.RegressionRequest,
-    method: str,
+    run: Callable[[Servable, str, input_pb2.Input], Message],
     response_type: type[Response],
 ) -> Response:
-    """Classify or Regress: run ``servable.<method>`` on the request's tf.Example input."""
+    """Classify or Regress: ``run`` (``Servable.classify`` or ``.regress``) on the request's
+    tf.Example input, answered as ``response_type``."""
     servable = resolve(manager, request.model_spec)
     signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-    result = getattr(servable, method)(signature_name, request.input)
+    result = run(servable, signature_name, request.input)
     response = response_type(result=result)
     response.model_spec.CopyFrom(_model_spec(servable, signature_name))
     return response
@@ -162,7 +161,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         return _on_examples(
-            self._manager, request, "classify", classification_pb2.ClassificationResponse
+            self._manager, request, Servable.classify, classification_pb2.ClassificationResponse
         )
 
     def Regress(self, request, context):  # noqa: N802
@@ -171,7 +170,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _regress(
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
-        return _on_examples(self._manager, request, "regress", regression_pb2.RegressionResponse)
+        return _on_examples(
+            self._manager, request, Servable.regress, regression_pb2.RegressionResponse
+        )
 
     def MultiInference(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._multi_inference(request), "MultiInference")
@@ -244,7 +245,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def _reload(
         self, request: model_management_pb2.ReloadConfigRequest
     ) -> model_management_pb2.ReloadConfigResponse:
-        LOG.info(
+        logger.info(
             "Reloading model config: %d model(s)", len(request.config.model_config_list.config)
         )
         self._manager.reload_config(request.config)

@@ -13,8 +13,16 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-LOG = logging.getLogger("sagemaker_tfs.model_server")
+if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
+    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
+    from sagemaker_tfs.model_server.flags import ServerOptions
+    from sagemaker_tfs.model_server.manager import ModelManager, ServableLoader
+    from sagemaker_tfs.model_server.model_config import ModelServerConfig
+    from sagemaker_tfs.model_server.rest_server import RestServer
+
+logger = logging.getLogger(__name__)
 LOG_LEVEL_ENV = "SAGEMAKER_TFS_LOG_LEVEL"
 
 
@@ -69,38 +77,84 @@ def main(argv: Sequence[str]) -> int:
     try:
         return _run(options, stop)
     except Exception as error:  # noqa: BLE001 - report start-up failures on one line
-        LOG.error("Model server failed to start: %s", error)
+        logger.error("Model server failed to start: %s", error)
         return 1
 
 
-def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
+class _StartError(Exception):
+    """Start-up cannot go on; the message is the one line logged about it."""
+
+
+def _run(options: ServerOptions, stop: threading.Event) -> int:
     _import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import batching, grpc_api, model_config, warmup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.manager import ModelManager
-    from sagemaker_tfs.model_server.servable import Servable, session_config
 
     tf.get_logger().setLevel(logging.ERROR)
+    try:
+        config = _model_server_config(options)
+        scheduler = _batch_scheduler(options)
+    except _StartError as error:
+        logger.error("%s", error)
+        return 1
+    manager = ModelManager(
+        _servable_loader(options, scheduler),
+        max_num_load_retries=options.max_num_load_retries,
+        load_retry_interval_seconds=options.load_retry_interval_micros / 1e6,
+        poll_wait_seconds=options.file_system_poll_wait_seconds,
+    )
+    try:
+        manager.reload_config(config)
+    except ServingError as error:
+        logger.error("%s", error.message)
+        manager.shutdown()
+        return 1
+    manager.start_polling()
+    try:
+        _serve_until_stopped(manager, options, stop)
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown()
+        manager.shutdown()
+    return 0
+
+
+def _model_server_config(options: ServerOptions) -> ModelServerConfig:
+    """The validated ModelServerConfig of the flags (a file, or one model)."""
+    from sagemaker_tfs.model_server import model_config
+    from sagemaker_tfs.model_server.errors import ServingError
+
     try:
         config = model_config.from_options(options)
         model_config.model_specs(config)
     except ServingError as error:
-        LOG.error("Invalid model config: %s", error.message)
-        return 1
-    LOG.info("Model config: %s", model_config.to_text(config))
-    scheduler = None
-    if options.enable_batching:
-        try:
-            parameters = batching.load_batching_parameters(options.batching_parameters_file)
-        except (OSError, ValueError) as error:
-            LOG.error("Invalid batching parameters: %s", error)
-            return 1
-        LOG.info("Batching enabled: %s", parameters.describe())
-        scheduler = batching.BatchScheduler(parameters)
-    else:
-        LOG.info("Batching disabled")
+        raise _StartError(f"Invalid model config: {error.message}") from None
+    logger.info("Model config: %s", model_config.to_text(config))
+    return config
+
+
+def _batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
+    """The one batch scheduler every servable shares, or None when batching is off."""
+    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
+    from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
+
+    if not options.enable_batching:
+        logger.info("Batching disabled")
+        return None
+    try:
+        parameters = load_batching_parameters(options.batching_parameters_file)
+    except (OSError, ValueError) as error:
+        raise _StartError(f"Invalid batching parameters: {error}") from None
+    logger.info("Batching enabled: %s", parameters.describe())
+    return BatchScheduler(parameters)
+
+
+def _servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) -> ServableLoader:
+    """What the manager calls to load a version: a session, the batcher, then warm-up."""
+    from sagemaker_tfs.model_server import warmup
+    from sagemaker_tfs.model_server.servable import Servable, session_config
 
     tf_config = session_config(
         options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism
@@ -121,19 +175,15 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
                 raise
         return servable
 
-    manager = ModelManager(
-        load,
-        max_num_load_retries=options.max_num_load_retries,
-        load_retry_interval_seconds=options.load_retry_interval_micros / 1e6,
-        poll_wait_seconds=options.file_system_poll_wait_seconds,
-    )
-    try:
-        manager.reload_config(config)
-    except ServingError as error:
-        LOG.error("%s", error.message)
-        manager.shutdown()
-        return 1
-    manager.start_polling()
+    return load
+
+
+def _serve_until_stopped(
+    manager: ModelManager, options: ServerOptions, stop: threading.Event
+) -> None:
+    """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
+    from sagemaker_tfs.model_server import grpc_api
+
     grpc_server = None
     rest_server = None
     try:
@@ -143,28 +193,24 @@ def _run(options, stop: threading.Event) -> int:  # type: ignore[no-untyped-def]
         _announce("NET_LOG: Entering the event loop ...")
         while not stop.wait(1.0):
             pass
-        LOG.info("Shutting down")
+        logger.info("Shutting down")
     finally:
         if rest_server is not None:
             rest_server.shutdown()
         if grpc_server is not None:
             grpc_server.stop(grace=1.0).wait(3.0)
-        if scheduler is not None:
-            scheduler.shutdown()
-        manager.shutdown()
-    return 0
 
 
-def _start_rest(manager, options):  # type: ignore[no-untyped-def]
-    """The REST server from ``rest_api`` when the port is set (0 turns REST off)."""
+def _start_rest(manager: ModelManager, options: ServerOptions) -> RestServer | None:
+    """The REST server from ``rest_server`` when the port is set (0 turns REST off)."""
     if not options.rest_api_port:
         return None
     try:
-        from sagemaker_tfs.model_server import rest_api
+        from sagemaker_tfs.model_server import rest_server
     except ImportError as error:
-        LOG.warning("REST API not available (%s); serving gRPC only", error)
+        logger.warning("REST API not available (%s); serving gRPC only", error)
         return None
-    server = rest_api.serve(
+    server = rest_server.serve(
         manager, options.rest_api_port, options.rest_api_num_threads, options.rest_api_timeout_in_ms
     )
     _announce(f"Exporting HTTP/REST API at:localhost:{options.rest_api_port} ...")

@@ -22,10 +22,10 @@ from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
-from sagemaker_tfs.model_server.model_config import ModelSpec, model_specs
+from sagemaker_tfs.model_server.model_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.servable import Servable
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 State = get_model_status_pb2.ModelVersionStatus.State
 ServableLoader = Callable[[str, int, str], Servable]
@@ -59,7 +59,7 @@ def list_versions(base_path: str) -> dict[int, str]:
 class Model:
     """All versions of one model and its labels."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ConfiguredModel) -> None:
         self.spec = spec
         self.versions: dict[int, VersionState] = {}
         # Applied only once every label points at an available version (see reload_config).
@@ -105,7 +105,7 @@ class ModelManager:
         with self._lock:
             for name in list(self._models):
                 if name not in specs:
-                    LOG.info("Removing model %s", name)
+                    logger.info("Removing model %s", name)
                     self._remove_model(self._models.pop(name))
             for name, spec in specs.items():
                 model = self._models.get(name)
@@ -113,7 +113,7 @@ class ModelManager:
                     self._remove_model(self._models.pop(name))
                     model = None
                 if model is None:
-                    LOG.info(
+                    logger.info(
                         "Adding model %s from %s (version policy %s)",
                         name,
                         spec.base_path,
@@ -126,7 +126,7 @@ class ModelManager:
         self.wait_for_loads()
         self._apply_labels(list(specs.values()))
 
-    def _apply_labels(self, specs: list[ModelSpec]) -> None:
+    def _apply_labels(self, specs: list[ConfiguredModel]) -> None:
         """Take the config's labels, or none of them if one names an unavailable version."""
         with self._lock:
             for spec in specs:
@@ -215,7 +215,7 @@ class ModelManager:
         name = model.spec.name
         with self._lock:
             state.state = State.LOADING
-        LOG.info(
+        logger.info(
             "Loading servable: {name: %s version: %d} from %s", name, state.version, state.path
         )
         attempt = 0
@@ -228,7 +228,7 @@ class ModelManager:
                 if attempt > self._max_retries or self._stopping.is_set():
                     self._fail(model, state, error)
                     return
-                LOG.warning(
+                logger.warning(
                     "Loading %s version %d failed, retrying: %s", name, state.version, error
                 )
                 if self._stopping.wait(self._retry_interval):
@@ -239,7 +239,7 @@ class ModelManager:
                 return
             state.servable = servable
             state.state = State.AVAILABLE
-            LOG.info(
+            logger.info(
                 "Successfully loaded servable version {name: %s version: %d}", name, state.version
             )
             self._scan(model)
@@ -249,14 +249,14 @@ class ModelManager:
             f"Loading servable: {{name: {model.spec.name} version: {state.version}}} failed: "
             f"{type(error).__name__}: {error}"
         )
-        LOG.error("%s", message)
+        logger.error("%s", message)
         with self._lock:
             state.state = State.END
             state.error = ServingError(Code.UNKNOWN, message)
             self._scan(model)
 
     def _unload(self, model: Model, state: VersionState) -> None:
-        LOG.info(
+        logger.info(
             "Unloading servable version {name: %s version: %d}", model.spec.name, state.version
         )
         state.state = State.UNLOADING

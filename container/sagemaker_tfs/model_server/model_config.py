@@ -45,8 +45,9 @@ class VersionPolicy:
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """One model of the config: where it lives, which versions, which labels."""
+class ConfiguredModel:
+    """One model of the config: where it lives, which versions, which labels (not to be
+    confused with a request's ``ModelSpec`` nor the supervisor's ``config.ModelSpec``)."""
 
     name: str
     base_path: str
@@ -102,11 +103,11 @@ def _policy(model: ModelConfig) -> VersionPolicy:
     return VersionPolicy("latest", num_versions=max(num_versions, 1))
 
 
-def model_specs(config: ModelServerConfig) -> list[ModelSpec]:
-    """Validate ``config`` and return one ``ModelSpec`` per model."""
+def model_specs(config: ModelServerConfig) -> list[ConfiguredModel]:
+    """Validate ``config`` and return one ``ConfiguredModel`` per model."""
     if config.WhichOneof("config") == "custom_model_config":
         raise ServingError(Code.UNIMPLEMENTED, "custom_model_config is not supported")
-    specs: list[ModelSpec] = []
+    specs: list[ConfiguredModel] = []
     seen: set[str] = set()
     for model in config.model_config_list.config:
         if not model.name:
@@ -125,7 +126,7 @@ def model_specs(config: ModelServerConfig) -> list[ModelSpec]:
                 f"Model {model.name}: unsupported model_platform {model.model_platform!r}",
             )
         specs.append(
-            ModelSpec(model.name, model.base_path, _policy(model), dict(model.version_labels))
+            ConfiguredModel(model.name, model.base_path, _policy(model), dict(model.version_labels))
         )
     return specs
 

@@ -1,10 +1,8 @@
-"""TF Serving's HTTP/REST API: ``/v1/models/...`` routing over an HTTP/1.1 keep-alive server.
+"""TF Serving's HTTP/REST API: what a ``/v1/models/...`` request means and what it answers.
 
-The server is ``http.server.ThreadingHTTPServer`` (one thread per connection, so idle
-keep-alive connections never block others) with a semaphore of ``num_threads`` slots around
-request processing, which bounds how many requests run at once as
-``--rest_api_num_threads`` does in TF Serving. Model work happens in the servable (and its
-batcher), which releases the GIL while TensorFlow runs.
+``route`` maps a method and path to a ``Target``; ``RestApi.handle`` runs it against the
+model manager and returns the HTTP status and the JSON body, errors included. The HTTP/1.1
+server in front of it is ``rest_server``.
 """
 
 from __future__ import annotations
@@ -12,23 +10,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import logging
-import os
 import re
 import threading
 from collections.abc import Iterator
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
-from sagemaker_tfs.model_server import json_codec
-from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
+from sagemaker_tfs.model_server.examples_json import (
+    format_classify_response,
+    format_regress_response,
+    parse_examples_request,
+)
+from sagemaker_tfs.model_server.json_reader import parse_json_object
+from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
+from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
 
-LOG = logging.getLogger(__name__)
-JSON_CONTENT_TYPE = "application/json"
-MAX_BODY_BYTES = 2**31 - 1
+if TYPE_CHECKING:
+    from sagemaker_tfs.model_server.manager import ModelManager
+    from sagemaker_tfs.model_server.servable import Servable
 
 _PREDICTION_ROUTE = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/(\d+))?(?:/labels/([^/:]+))?:(classify|regress|predict)",
@@ -90,7 +91,7 @@ def _parse_version(text: str | None) -> int | None:
 class RestApi:
     """The ``/v1`` request handlers over a model manager; returns (HTTP status, body)."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
@@ -102,32 +103,32 @@ class RestApi:
                 return 200, self._metadata(target)
             return 200, self._inference(target, body)
         except ServingError as error:
-            return error.http_status, json_codec.format_error(error.message)
+            return error.http_status, format_error(error.message)
 
-    def _servable(self, target: Target) -> Any:
+    def _servable(self, target: Target) -> Servable:
         return self._manager.get_servable(target.model, target.version, target.label)
 
     def _inference(self, target: Target, body: bytes) -> bytes:
         """Predict looks the model up before reading inputs (it needs the signature's types);
         classify and regress read the whole request first, as TF Serving does."""
         with _cyclic_gc_paused():
-            document = json_codec.parse_json_object(body)
-        signature_name = json_codec.parse_signature_name(document)
+            document = parse_json_object(body)
+        signature_name = _signature_name(document)
         if target.action == "predict":
             servable = self._servable(target)
             signature = servable.signature(signature_name)
             with _cyclic_gc_paused():
-                inputs, columnar = json_codec.parse_predict_request(document, signature)
+                inputs, columnar = parse_predict_request(document, signature)
             del document
             outputs = servable.predict(signature_name, inputs)
-            return json_codec.format_predict_response(outputs, columnar)
-        request_input = json_codec.parse_examples_request(document)
+            return format_predict_response(outputs, columnar)
+        request_input = parse_examples_request(document)
         servable = self._servable(target)
         if target.action == "classify":
             result = servable.classify(signature_name, request_input)
-            return json_codec.format_classify_response(result)
+            return format_classify_response(result)
         result = servable.regress(signature_name, request_input)
-        return json_codec.format_regress_response(result)
+        return format_regress_response(result)
 
     def _model_spec(self, target: Target) -> model_pb2.ModelSpec:
         spec = model_pb2.ModelSpec(name=target.model)
@@ -141,7 +142,7 @@ class RestApi:
         request = get_model_status_pb2.GetModelStatusRequest()
         request.model_spec.CopyFrom(self._model_spec(target))
         response = self._manager.get_model_status(request)
-        return json_codec.format_proto_document(json_codec.proto_json(response))
+        return format_proto_document(proto_json(response))
 
     def _metadata(self, target: Target) -> bytes:
         servable = self._servable(target)
@@ -151,9 +152,17 @@ class RestApi:
                 "signature_name": "",
                 "version": str(servable.version),
             },
-            "metadata": {"signature_def": json_codec.proto_json(servable.signature_def_map())},
+            "metadata": {"signature_def": proto_json(servable.signature_def_map())},
         }
-        return json_codec.format_proto_document(document)
+        return format_proto_document(document)
+
+
+def _signature_name(document: dict[str, Any]) -> str:
+    """The request's ``signature_name`` ("" if absent)."""
+    name = document.get("signature_name", "")
+    if not isinstance(name, str):
+        raise invalid_argument("'signature_name' key must be a string value.")
+    return name
 
 
 _gc_pause_lock = threading.Lock()
@@ -183,144 +192,3 @@ def _cyclic_gc_paused() -> Iterator[None]:
             _gc_pause_count -= 1
             if _gc_pause_count == 0 and _gc_was_enabled:
                 gc.enable()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 keep-alive handler; every ``/v1`` answer is JSON, even on internal errors."""
-
-    protocol_version = "HTTP/1.1"
-    # Headers and body leave in one write (flushed after each request) with Nagle off: two
-    # small writes on a keep-alive connection would otherwise wait for a delayed ACK (~40 ms).
-    wbufsize = 1 << 16
-    disable_nagle_algorithm = True
-    server: RestServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._dispatch()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def handle_expect_100(self) -> bool:
-        """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
-        accepted = super().handle_expect_100()
-        self.wfile.flush()
-        return accepted
-
-    def _dispatch(self) -> None:
-        try:
-            body = self._read_body()
-        except ValueError as error:
-            self.close_connection = True
-            self._reply(400, json_codec.format_error(str(error)))
-            return
-        path = self.path.split("?", 1)[0]
-        if not path.lower().startswith("/v1/"):
-            self._reply(404, json_codec.format_error(f"Not found: {self.command} {path}"))
-            return
-        status, payload = self._run(path, body)
-        self._reply(status, payload)
-
-    def _run(self, path: str, body: bytes) -> tuple[int, bytes]:
-        slots = self.server.slots
-        if not slots.acquire(timeout=self.server.timeout_seconds):
-            message = "Timed out waiting for a free REST API thread"
-            return 503, json_codec.format_error(message)
-        try:
-            return self.server.api.handle(self.command, path, body)
-        except Exception as error:  # a handler bug must not take the server down
-            LOG.exception("REST request %s %s failed", self.command, path)
-            return 500, json_codec.format_error(f"{Code.INTERNAL.name}: {error}")
-        finally:
-            slots.release()
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return self._read_chunked()
-        length_text = self.headers.get("Content-Length", "0") or "0"
-        try:
-            length = int(length_text)
-        except ValueError:
-            raise ValueError(f"Invalid Content-Length: {length_text}") from None
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"Invalid Content-Length: {length_text}")
-        return self.rfile.read(length) if length else b""
-
-    def _read_chunked(self) -> bytes:
-        chunks = []
-        while True:
-            size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
-                raise ValueError("Invalid chunked encoding") from None
-            if size == 0:
-                while self.rfile.readline(1024).strip():
-                    pass
-                return b"".join(chunks)
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline(1024)
-
-    def _reply(self, status: int, payload: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", JSON_CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Protocol errors (bad request line, unsupported method) also answer in JSON."""
-        self.close_connection = True
-        if self.request_version == "HTTP/0.9":  # unparsable request line: answer in HTTP/1.1
-            self.request_version = self.protocol_version
-        try:
-            phrase = message or HTTPStatus(code).phrase
-        except ValueError:
-            phrase = message or "Error"
-        self._reply(code, json_codec.format_error(phrase))
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
-        LOG.debug("%s " + format, self.address_string(), *args)
-
-
-class RestServer(ThreadingHTTPServer):
-    """The running REST server; ``shutdown()`` stops it and closes the socket."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, port: int, api: RestApi, num_threads: int, timeout_ms: int) -> None:
-        super().__init__(("0.0.0.0", port), _Handler)
-        self.api = api
-        self.slots = threading.BoundedSemaphore(max(1, num_threads))
-        self.timeout_seconds = timeout_ms / 1000.0 if timeout_ms > 0 else None
-        self._thread = threading.Thread(target=self.serve_forever, name="rest-api", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def shutdown(self) -> None:
-        super().shutdown()
-        self.server_close()
-
-
-def serve(manager: Any, port: int, num_threads: int, timeout_ms: int) -> RestServer:
-    """Start the REST API on ``0.0.0.0:port`` in background threads and return at once.
-
-    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU).
-    """
-    if num_threads <= 0:
-        num_threads = 4 * (os.cpu_count() or 1)
-    server = RestServer(port, RestApi(manager), num_threads, timeout_ms)
-    server.start()
-    LOG.info(
-        "REST API on port %d: %d request threads, timeout %d ms", port, num_threads, timeout_ms
-    )
-    return server

@@ -11,14 +11,12 @@ When batching is on, every run goes through the batch scheduler instead of the c
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
@@ -27,76 +25,28 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from sagemaker_tfs.model_server.classify_regress import (
+    CLASSIFY_METHOD,
+    REGRESS_METHOD,
+    REGRESS_OUTPUT,
+    check_regression_outputs,
+    classification_outputs,
+    classification_result,
+    examples_input,
+    regression_result,
+    serialized_examples,
+)
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
-
-DEFAULT_SIGNATURE = "serving_default"
-PREDICT_METHOD = "tensorflow/serving/predict"
-CLASSIFY_METHOD = "tensorflow/serving/classify"
-REGRESS_METHOD = "tensorflow/serving/regress"
-CLASSIFY_CLASSES = "classes"
-CLASSIFY_SCORES = "scores"
-REGRESS_OUTPUT = "outputs"
+from sagemaker_tfs.model_server.signatures import (
+    DEFAULT_SIGNATURE,
+    ServableSignature,
+    datatype_of,
+    short_dtype_name,
+    typed_signature,
+)
 
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
-
-
-def dtype_name(dtype: int) -> str:
-    """TF's short dtype name as TF Serving prints it: DT_FLOAT -> ``float``."""
-    return types_pb2.DataType.Name(dtype)[3:].lower()
-
-
-def numpy_dtype(dtype: int) -> np.dtype:
-    """The NumPy dtype holding values of TF dtype ``dtype`` (object for DT_STRING)."""
-    if dtype == types_pb2.DT_STRING:
-        return np.dtype(object)
-    return np.dtype(tf.dtypes.as_dtype(dtype).as_numpy_dtype)
-
-
-def datatype_of(array: np.ndarray) -> int:
-    """The TF dtype enum of a NumPy array (bytes/str/object arrays are DT_STRING)."""
-    if array.dtype.kind in ("O", "S", "U"):
-        return types_pb2.DT_STRING
-    return tf.dtypes.as_dtype(array.dtype).as_datatype_enum
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorSpec:
-    """A signature input or output: graph tensor name, TF dtype enum, shape (None = unknown)."""
-
-    name: str
-    dtype: int
-    shape: tuple[int, ...] | None
-
-    @property
-    def numpy_dtype(self) -> np.dtype:
-        return numpy_dtype(self.dtype)
-
-
-@dataclasses.dataclass(frozen=True)
-class Signature:
-    """A SignatureDef in typed form, aliases sorted as TF Serving iterates its maps."""
-
-    name: str
-    method_name: str
-    inputs: dict[str, TensorSpec]
-    outputs: dict[str, TensorSpec]
-
-
-def _tensor_spec(info: meta_graph_pb2.TensorInfo) -> TensorSpec:
-    shape_proto = info.tensor_shape
-    known = info.HasField("tensor_shape") and not shape_proto.unknown_rank
-    shape = tuple(dim.size for dim in shape_proto.dim) if known else None
-    return TensorSpec(info.name, info.dtype, shape)
-
-
-def _signature(name: str, proto: meta_graph_pb2.SignatureDef) -> Signature:
-    return Signature(
-        name=name,
-        method_name=proto.method_name,
-        inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
-        outputs={alias: _tensor_spec(proto.outputs[alias]) for alias in sorted(proto.outputs)},
-    )
 
 
 def session_config(intra_op_threads: int, inter_op_threads: int) -> tf.compat.v1.ConfigProto:
@@ -122,7 +72,7 @@ class Servable:
         self._session = session
         self._signature_defs = dict(meta_graph.signature_def)
         self._signatures = {
-            key: _signature(key, proto) for key, proto in self._signature_defs.items()
+            key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
         }
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
         self._callables_lock = threading.Lock()
@@ -147,7 +97,7 @@ class Servable:
         return cls(name, version, session, meta_graph)
 
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
-        """Route every run through ``batcher`` (see ``batching.BatchScheduler``)."""
+        """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
         self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
@@ -174,11 +124,7 @@ class Servable:
 
     # ----- signatures -----
 
-    @property
-    def signature_names(self) -> list[str]:
-        return sorted(self._signatures)
-
-    def signature(self, name: str) -> Signature:
+    def signature(self, name: str) -> ServableSignature:
         """The signature called ``name`` ("" means serving_default)."""
         key = name or DEFAULT_SIGNATURE
         signature = self._signatures.get(key)
@@ -194,7 +140,9 @@ class Servable:
 
     # ----- running -----
 
-    def _callable(self, signature: Signature, inputs: tuple[str, ...], outputs: tuple[str, ...]):
+    def _callable(
+        self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
+    ):
         key = (signature.name, inputs, outputs)
         runner = self._callables.get(key)
         if runner is not None:
@@ -216,7 +164,7 @@ class Servable:
         return runner
 
     def _run(
-        self, signature: Signature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
+        self, signature: ServableSignature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
@@ -239,8 +187,7 @@ class Servable:
         output_filter: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
         """Run a predict signature; returns output alias -> array (filter order kept)."""
-        signature = self.signature(signature_name)
-        _check_method(signature, PREDICT_METHOD, "predict")
+        signature = self.signature(signature_name)  # TF Serving's Predict runs any method
         _check_inputs(signature, inputs)
         outputs = _output_aliases(signature, output_filter)
         results = self._run(signature, inputs, outputs)
@@ -250,34 +197,21 @@ class Servable:
         self, signature_name: str, request_input: input_pb2.Input
     ) -> classification_pb2.ClassificationResult:
         signature = self.signature(signature_name)
-        _check_method(signature, CLASSIFY_METHOD, "classification")
-        input_spec = _example_input_alias(signature)
-        outputs = tuple(
-            alias for alias in (CLASSIFY_CLASSES, CLASSIFY_SCORES) if alias in signature.outputs
-        )
-        if not outputs:
-            raise invalid_argument(
-                f"Expected classification signature outputs to contain at least one of: "
-                f"{CLASSIFY_CLASSES}, {CLASSIFY_SCORES}"
-            )
+        input_alias = examples_input(signature, CLASSIFY_METHOD, "classification")
+        outputs = classification_outputs(signature)
         examples = serialized_examples(request_input)
-        values = self._run(signature, {input_spec: examples}, outputs)
-        results = dict(zip(outputs, values, strict=True))
-        return _classification_result(len(examples), results)
+        values = self._run(signature, {input_alias: examples}, outputs)
+        return classification_result(len(examples), dict(zip(outputs, values, strict=True)))
 
     def regress(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> regression_pb2.RegressionResult:
         signature = self.signature(signature_name)
-        _check_method(signature, REGRESS_METHOD, "regression")
-        input_spec = _example_input_alias(signature)
-        if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
-            raise invalid_argument(
-                f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
-            )
+        input_alias = examples_input(signature, REGRESS_METHOD, "regression")
+        check_regression_outputs(signature)
         examples = serialized_examples(request_input)
-        (values,) = self._run(signature, {input_spec: examples}, (REGRESS_OUTPUT,))
-        return _regression_result(len(examples), values)
+        (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,))
+        return regression_result(len(examples), values)
 
 
 def _variables_feeding(graph: tf.Graph, tensor_names: list[str]) -> list[tf.Tensor]:
@@ -329,7 +263,7 @@ def _check_variables_restored(
 
 
 class BatchSubmitter(Protocol):
-    """What ``Servable`` needs from the batch scheduler (implemented in ``batching``)."""
+    """What ``Servable`` needs from the batch scheduler (implemented in ``batch_scheduler``)."""
 
     def submit(
         self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
@@ -338,21 +272,10 @@ class BatchSubmitter(Protocol):
         ...
 
 
-# ----- validation -----
+# ----- predict checks -----
 
 
-def _check_method(signature: Signature, expected: str, kind: str) -> None:
-    if kind == "predict":
-        # TF Serving's Predict runs any signature; classify/regress check the method name.
-        return
-    if signature.method_name != expected:
-        raise invalid_argument(
-            f"Expected {kind} signature method_name to be {expected}. "
-            f"Was: {signature.method_name}"
-        )
-
-
-def _check_inputs(signature: Signature, inputs: dict[str, np.ndarray]) -> None:
+def _check_inputs(signature: ServableSignature, inputs: dict[str, np.ndarray]) -> None:
     sent = set(inputs)
     expected = set(signature.inputs)
     if sent != expected:
@@ -367,12 +290,12 @@ def _check_inputs(signature: Signature, inputs: dict[str, np.ndarray]) -> None:
         given = datatype_of(inputs[alias])
         if given != spec.dtype:
             raise invalid_argument(
-                f"Expects arg[{index}] to be {dtype_name(spec.dtype)} but "
-                f"{dtype_name(given)} is provided"
+                f"Expects arg[{index}] to be {short_dtype_name(spec.dtype)} but "
+                f"{short_dtype_name(given)} is provided"
             )
 
 
-def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple[str, ...]:
+def _output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
     if not output_filter:
         return tuple(signature.outputs)
     seen: set[str] = set()
@@ -386,103 +309,3 @@ def _output_aliases(signature: Signature, output_filter: Sequence[str]) -> tuple
             raise invalid_argument(f"duplicate output tensor alias: {alias}")
         seen.add(alias)
     return tuple(output_filter)
-
-
-def _example_input_alias(signature: Signature) -> str:
-    """The one input that takes serialized tf.Examples (TF Serving does not check its alias)."""
-    if len(signature.inputs) != 1:
-        raise invalid_argument("Expected one input Tensor.")
-    (name,) = signature.inputs
-    return name
-
-
-def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
-    """The request's tf.Examples as a 1-D array of serialized protos.
-
-    With a context, each example is merged with the context the way TF Serving does it:
-    the context is serialized first and the example after it, so example features win.
-    """
-    kind = request_input.WhichOneof("kind")
-    if kind == "example_list":
-        examples = [example.SerializeToString() for example in request_input.example_list.examples]
-    elif kind == "example_list_with_context":
-        with_context = request_input.example_list_with_context
-        context = with_context.context.SerializeToString()
-        examples = [context + example.SerializeToString() for example in with_context.examples]
-    else:
-        raise invalid_argument("Input is empty.")
-    if not examples:
-        raise invalid_argument("Input is empty.")
-    result = np.empty(len(examples), dtype=object)
-    result[:] = examples
-    return result
-
-
-def _batch_rows(name: str, array: np.ndarray, num_examples: int) -> np.ndarray:
-    if array.ndim == 0 or array.shape[0] != num_examples:
-        raise invalid_argument(
-            f"Expected {name} output batch size of {num_examples}. "
-            f"Got: {array.shape[0] if array.ndim else 'a scalar'}"
-        )
-    return array.reshape(num_examples, -1)
-
-
-def _classification_result(
-    num_examples: int, outputs: dict[str, np.ndarray]
-) -> classification_pb2.ClassificationResult:
-    classes = outputs.get(CLASSIFY_CLASSES)
-    scores = outputs.get(CLASSIFY_SCORES)
-    if classes is not None:
-        if classes.dtype.kind not in ("O", "S", "U"):
-            raise invalid_argument(
-                f"Expected classes Tensor of DT_STRING. Got: {dtype_name(datatype_of(classes))}"
-            )
-        classes = _batch_rows(CLASSIFY_CLASSES, classes, num_examples)
-    if scores is not None:
-        if scores.dtype != np.float32:
-            raise invalid_argument(
-                f"Expected scores Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(scores))}"
-            )
-        scores = _batch_rows(CLASSIFY_SCORES, scores, num_examples)
-    if classes is not None and scores is not None and classes.shape != scores.shape:
-        raise invalid_argument(
-            f"Tensors class and score should match in dim_size(1). "
-            f"Got {classes.shape[1]} vs. {scores.shape[1]}"
-        )
-    result = classification_pb2.ClassificationResult()
-    num_classes = (classes if classes is not None else scores).shape[1]
-    score_rows = scores.tolist() if scores is not None else None
-    for row in range(num_examples):
-        classifications = result.classifications.add()
-        for column in range(num_classes):
-            entry = classifications.classes.add()
-            if classes is not None:
-                entry.label = _as_text(classes[row, column])
-            if score_rows is not None:
-                entry.score = score_rows[row][column]
-    return result
-
-
-def _as_text(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
-    if values.dtype != np.float32:
-        raise invalid_argument(
-            f"Expected output Tensor of DT_FLOAT. Got: {dtype_name(datatype_of(values))}"
-        )
-    if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
-        raise invalid_argument(
-            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
-            f"but got {list(values.shape)}"
-        )
-    if values.shape[0] != num_examples:
-        raise invalid_argument(
-            f"Input batch size did not match output batch size: {num_examples} vs. "
-            f"{values.shape[0]}"
-        )
-    result = regression_pb2.RegressionResult()
-    for value in values.reshape(-1).tolist():
-        result.regressions.add().value = value
-    return result

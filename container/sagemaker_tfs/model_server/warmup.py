@@ -13,10 +13,11 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
+from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.grpc_api import tensor_to_array
-from sagemaker_tfs.model_server.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
+from sagemaker_tfs.model_server.servable import Servable
 
-LOG = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MAX_WARMUP_RECORDS = 1000
@@ -60,7 +61,7 @@ def run_warmup(servable: Servable, version_dir: str) -> int:
                 f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
             )
         _replay(servable, prediction_log_pb2.PredictionLog.FromString(record))
-    LOG.info(
+    logger.info(
         "Finished reading warmup data for model at %s. Number of warmup records read: %d.",
         path,
         count,

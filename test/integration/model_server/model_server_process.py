@@ -1,6 +1,7 @@
 """Start a real ``sagemaker-tfs model-server`` process on free ports and wait for it.
 
-Used by the ``start_model_server`` fixture (conftest.py) and by module-scoped fixtures.
+Used by the ``start_model_server`` fixture (conftest.py) and by module-scoped fixtures
+(``start_server``, ``start_batching_server``).
 """
 
 from __future__ import annotations
@@ -118,3 +119,33 @@ def stop_server(handle: ServerHandle, timeout: float = 15.0) -> None:
         except subprocess.TimeoutExpired:
             handle.process.kill()
             handle.process.wait()
+
+
+def start_server(
+    args: list[str] | tuple[str, ...], log_path: Path, env: dict[str, str] | None = None
+) -> ServerHandle:
+    """Start the server with ``args`` on free ports and wait until it is ready."""
+    handle = launch_model_server(tuple(args), log_path, env)
+    try:
+        wait_until_ready(handle)
+    except BaseException:
+        stop_server(handle)
+        raise
+    return handle
+
+
+def start_batching_server(
+    work: Path, model_base_path: Path, parameters: str, env: dict[str, str] | None = None
+) -> ServerHandle:
+    """Serve ``half_plus_three`` from ``model_base_path`` with batching on, configured by
+    ``parameters`` (text-format BatchingParameters, written to ``work``)."""
+    parameters_file = work / "batching.config"
+    parameters_file.write_text(parameters)
+    args = (
+        "--model_name=half_plus_three",
+        f"--model_base_path={model_base_path}",
+        "--enable_batching",
+        f"--batching_parameters_file={parameters_file}",
+        "--max_num_load_retries=0",
+    )
+    return start_server(args, work / "server.log", env)

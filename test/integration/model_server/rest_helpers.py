@@ -1,26 +1,13 @@
-"""Helpers for the REST integration tests: a module-scoped real server and HTTP calls.
+"""Helpers for the REST integration tests: a model config for several models, and HTTP calls.
 
 Servers are started with ``model_server_process`` (the launcher every model server test uses).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import requests
-from model_server_process import ServerHandle, launch_model_server, stop_server, wait_until_ready
-
-
-def start_server(args: list[str], log_path: Path) -> ServerHandle:
-    """Start ``sagemaker-tfs model-server`` with ``args`` on free ports and wait until ready."""
-    handle = launch_model_server(tuple(args), log_path)
-    try:
-        wait_until_ready(handle)
-    except BaseException:
-        stop_server(handle)
-        raise
-    return handle
 
 
 def model_config(models: list[dict[str, Any]]) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 from grpc_helpers import float_tensor, output_array, predict_request, prediction_stub
-from model_server_process import ServerHandle, launch_model_server, wait_until_ready
+from model_server_process import ServerHandle, start_batching_server, stop_server
 
 BATCHING_PARAMETERS = """
 max_batch_size { value: 16 }
@@ -34,22 +34,14 @@ BATCH_LINE = re.compile(r"Ran batch: tasks=(\d+) size=(\d+) padded=(\d+)")
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, testdata_dir: Path) -> ServerHandle:
     work = tmp_path_factory.mktemp("batching")
-    parameters = work / "batching.config"
-    parameters.write_text(BATCHING_PARAMETERS)
-    handle = launch_model_server(
-        (
-            "--model_name=half_plus_three",
-            f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
-            "--enable_batching",
-            f"--batching_parameters_file={parameters}",
-            "--max_num_load_retries=0",
-        ),
-        work / "server.log",
+    handle = start_batching_server(
+        work,
+        testdata_dir / "saved_model_half_plus_three",
+        BATCHING_PARAMETERS,
         env={"SAGEMAKER_TFS_LOG_LEVEL": "DEBUG"},
     )
-    wait_until_ready(handle)
     yield handle
-    handle.stop()
+    stop_server(handle)
 
 
 def _batches(server: ServerHandle, since: int) -> list[tuple[int, int, int]]:

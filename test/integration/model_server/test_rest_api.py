@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_helpers import RestClient, model_config, start_server, stop_server
+from model_server_process import start_server, stop_server
+from rest_helpers import RestClient, model_config
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_helpers import RestClient, start_server, stop_server
+from model_server_process import start_batching_server, stop_server
+from rest_helpers import RestClient
 
 pytestmark = pytest.mark.slow
 
@@ -27,17 +28,7 @@ num_batch_threads { value: 1 }
 @pytest.fixture(scope="module")
 def batching_server(tmp_path_factory: pytest.TempPathFactory, testdata_dir: Path):
     tmp = tmp_path_factory.mktemp("rest_batching")
-    parameters = tmp / "batching.config"
-    parameters.write_text(BATCHING)
-    handle = start_server(
-        [
-            "--model_name=half_plus_three",
-            f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
-            "--enable_batching=true",
-            f"--batching_parameters_file={parameters}",
-        ],
-        tmp / "server.log",
-    )
+    handle = start_batching_server(tmp, testdata_dir / "saved_model_half_plus_three", BATCHING)
     yield handle
     stop_server(handle)
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from model_server_process import start_server, stop_server
 from PIL import Image
-from rest_helpers import RestClient, model_config, start_server, stop_server
+from rest_helpers import RestClient, model_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The HTTP layer of ``rest_api`` over real sockets, with a fault-injecting model manager.
+"""``rest_server`` (the REST API's HTTP layer) over real sockets, with a faulty model manager.
 
 The manager here is a test double on purpose: no real manager path raises a non-ServingError
 or blocks on demand, and these tests are about what the HTTP server does when that happens
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 from local_ports import free_port
-from sagemaker_tfs.model_server import rest_api
+from sagemaker_tfs.model_server import rest_server
 from sagemaker_tfs.model_server.errors import not_found
 
 
@@ -43,11 +43,11 @@ def manager() -> Iterator[FaultyManager]:
     faulty.release.set()
 
 
-def start(manager: FaultyManager, num_threads: int, timeout_ms: int) -> rest_api.RestServer:
-    return rest_api.serve(manager, free_port(), num_threads, timeout_ms)
+def start(manager: FaultyManager, num_threads: int, timeout_ms: int) -> rest_server.RestServer:
+    return rest_server.serve(manager, free_port(), num_threads, timeout_ms)
 
 
-def url(server: rest_api.RestServer, path: str) -> str:
+def url(server: rest_server.RestServer, path: str) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}{path}"
 
 

@@ -1,0 +1,155 @@
+"""Classify and Regress as TF Serving's classifier and regressor run them around a session.
+
+The signature must have the method's name and one input, which takes the request's
+tf.Examples serialized (context first, so example features win); the outputs must be
+``classes`` and/or ``scores`` (classify) or ``outputs`` (regress), one row per example,
+and become a ClassificationResult or RegressionResult.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+
+from sagemaker_tfs.model_server.errors import invalid_argument
+from sagemaker_tfs.model_server.signatures import (
+    ServableSignature,
+    datatype_of,
+    short_dtype_name,
+)
+
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+CLASSIFY_CLASSES = "classes"
+CLASSIFY_SCORES = "scores"
+REGRESS_OUTPUT = "outputs"
+
+
+def examples_input(signature: ServableSignature, method: str, kind: str) -> str:
+    """The alias of the one input of a classify/regress ``signature``, checked."""
+    if signature.method_name != method:
+        raise invalid_argument(
+            f"Expected {kind} signature method_name to be {method}. "
+            f"Was: {signature.method_name}"
+        )
+    return _example_input_alias(signature)
+
+
+def classification_outputs(signature: ServableSignature) -> tuple[str, ...]:
+    """The output aliases a classification reads: ``classes``, ``scores`` or both."""
+    outputs = tuple(
+        alias for alias in (CLASSIFY_CLASSES, CLASSIFY_SCORES) if alias in signature.outputs
+    )
+    if not outputs:
+        raise invalid_argument(
+            f"Expected classification signature outputs to contain at least one of: "
+            f"{CLASSIFY_CLASSES}, {CLASSIFY_SCORES}"
+        )
+    return outputs
+
+
+def check_regression_outputs(signature: ServableSignature) -> None:
+    """A regression signature has exactly one output, ``outputs``."""
+    if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
+        raise invalid_argument(
+            f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
+        )
+
+
+def _example_input_alias(signature: ServableSignature) -> str:
+    """The one input that takes serialized tf.Examples (TF Serving does not check its alias)."""
+    if len(signature.inputs) != 1:
+        raise invalid_argument("Expected one input Tensor.")
+    (name,) = signature.inputs
+    return name
+
+
+def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
+    """The request's tf.Examples as a 1-D array of serialized protos.
+
+    With a context, each example is merged with the context the way TF Serving does it:
+    the context is serialized first and the example after it, so example features win.
+    """
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = [example.SerializeToString() for example in request_input.example_list.examples]
+    elif kind == "example_list_with_context":
+        with_context = request_input.example_list_with_context
+        context = with_context.context.SerializeToString()
+        examples = [context + example.SerializeToString() for example in with_context.examples]
+    else:
+        raise invalid_argument("Input is empty.")
+    if not examples:
+        raise invalid_argument("Input is empty.")
+    result = np.empty(len(examples), dtype=object)
+    result[:] = examples
+    return result
+
+
+def _batch_rows(name: str, array: np.ndarray, num_examples: int) -> np.ndarray:
+    if array.ndim == 0 or array.shape[0] != num_examples:
+        raise invalid_argument(
+            f"Expected {name} output batch size of {num_examples}. "
+            f"Got: {array.shape[0] if array.ndim else 'a scalar'}"
+        )
+    return array.reshape(num_examples, -1)
+
+
+def classification_result(
+    num_examples: int, outputs: dict[str, np.ndarray]
+) -> classification_pb2.ClassificationResult:
+    classes = outputs.get(CLASSIFY_CLASSES)
+    scores = outputs.get(CLASSIFY_SCORES)
+    if classes is not None:
+        if classes.dtype.kind not in ("O", "S", "U"):
+            got = short_dtype_name(datatype_of(classes))
+            raise invalid_argument(f"Expected classes Tensor of DT_STRING. Got: {got}")
+        classes = _batch_rows(CLASSIFY_CLASSES, classes, num_examples)
+    if scores is not None:
+        if scores.dtype != np.float32:
+            raise invalid_argument(
+                f"Expected scores Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(scores))}"
+            )
+        scores = _batch_rows(CLASSIFY_SCORES, scores, num_examples)
+    if classes is not None and scores is not None and classes.shape != scores.shape:
+        raise invalid_argument(
+            f"Tensors class and score should match in dim_size(1). "
+            f"Got {classes.shape[1]} vs. {scores.shape[1]}"
+        )
+    result = classification_pb2.ClassificationResult()
+    num_classes = (classes if classes is not None else scores).shape[1]
+    score_rows = scores.tolist() if scores is not None else None
+    for row in range(num_examples):
+        classifications = result.classifications.add()
+        for column in range(num_classes):
+            entry = classifications.classes.add()
+            if classes is not None:
+                entry.label = _as_text(classes[row, column])
+            if score_rows is not None:
+                entry.score = score_rows[row][column]
+    return result
+
+
+def _as_text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
+    if values.dtype != np.float32:
+        raise invalid_argument(
+            f"Expected output Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(values))}"
+        )
+    if not (values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)):
+        raise invalid_argument(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] "
+            f"but got {list(values.shape)}"
+        )
+    if values.shape[0] != num_examples:
+        raise invalid_argument(
+            f"Input batch size did not match output batch size: {num_examples} vs. "
+            f"{values.shape[0]}"
+        )
+    result = regression_pb2.RegressionResult()
+    for value in values.reshape(-1).tolist():
+        result.regressions.add().value = value
+    return result

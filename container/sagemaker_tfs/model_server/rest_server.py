@@ -1,0 +1,170 @@
+"""The HTTP/1.1 keep-alive server in front of ``rest_api.RestApi``.
+
+The server is ``http.server.ThreadingHTTPServer`` (one thread per connection, so idle
+keep-alive connections never block others) with a semaphore of ``num_threads`` slots around
+request processing, which bounds how many requests run at once as
+``--rest_api_num_threads`` does in TF Serving. Model work happens in the servable (and its
+batcher), which releases the GIL while TensorFlow runs. Every answer is JSON, protocol
+errors and handler bugs included.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from sagemaker_tfs.model_server.errors import Code
+from sagemaker_tfs.model_server.json_writer import format_error
+from sagemaker_tfs.model_server.rest_api import RestApi
+
+if TYPE_CHECKING:
+    from sagemaker_tfs.model_server.manager import ModelManager
+
+logger = logging.getLogger(__name__)
+JSON_CONTENT_TYPE = "application/json"
+MAX_BODY_BYTES = 2**31 - 1
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive handler; every ``/v1`` answer is JSON, even on internal errors."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in one write (flushed after each request) with Nagle off: two
+    # small writes on a keep-alive connection would otherwise wait for a delayed ACK (~40 ms).
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
+    server: RestServer
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._dispatch()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def handle_expect_100(self) -> bool:
+        """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
+        accepted = super().handle_expect_100()
+        self.wfile.flush()
+        return accepted
+
+    def _dispatch(self) -> None:
+        try:
+            body = self._read_body()
+        except ValueError as error:
+            self.close_connection = True
+            self._reply(400, format_error(str(error)))
+            return
+        path = self.path.split("?", 1)[0]
+        if not path.lower().startswith("/v1/"):
+            self._reply(404, format_error(f"Not found: {self.command} {path}"))
+            return
+        status, payload = self._run(path, body)
+        self._reply(status, payload)
+
+    def _run(self, path: str, body: bytes) -> tuple[int, bytes]:
+        slots = self.server.slots
+        if not slots.acquire(timeout=self.server.timeout_seconds):
+            message = "Timed out waiting for a free REST API thread"
+            return 503, format_error(message)
+        try:
+            return self.server.api.handle(self.command, path, body)
+        except Exception as error:  # a handler bug must not take the server down
+            logger.exception("REST request %s %s failed", self.command, path)
+            return 500, format_error(f"{Code.INTERNAL.name}: {error}")
+        finally:
+            slots.release()
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
+        length_text = self.headers.get("Content-Length", "0") or "0"
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise ValueError(f"Invalid Content-Length: {length_text}") from None
+        if length < 0 or length > MAX_BODY_BYTES:
+            raise ValueError(f"Invalid Content-Length: {length_text}")
+        return self.rfile.read(length) if length else b""
+
+    def _read_chunked(self) -> bytes:
+        chunks = []
+        while True:
+            size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                raise ValueError("Invalid chunked encoding") from None
+            if size == 0:
+                while self.rfile.readline(1024).strip():
+                    pass
+                return b"".join(chunks)
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(1024)
+
+    def _reply(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", JSON_CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Protocol errors (bad request line, unsupported method) also answer in JSON."""
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":  # unparsable request line: answer in HTTP/1.1
+            self.request_version = self.protocol_version
+        try:
+            phrase = message or HTTPStatus(code).phrase
+        except ValueError:
+            phrase = message or "Error"
+        self._reply(code, format_error(phrase))
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        logger.debug("%s " + format, self.address_string(), *args)
+
+
+class RestServer(ThreadingHTTPServer):
+    """The running REST server; ``shutdown()`` stops it and closes the socket."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, port: int, api: RestApi, num_threads: int, timeout_ms: int) -> None:
+        super().__init__(("0.0.0.0", port), _Handler)
+        self.api = api
+        self.slots = threading.BoundedSemaphore(max(1, num_threads))
+        self.timeout_seconds = timeout_ms / 1000.0 if timeout_ms > 0 else None
+        self._thread = threading.Thread(target=self.serve_forever, name="rest-api", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self.server_close()
+
+
+def serve(manager: ModelManager, port: int, num_threads: int, timeout_ms: int) -> RestServer:
+    """Start the REST API on ``0.0.0.0:port`` in background threads and return at once.
+
+    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU).
+    """
+    if num_threads <= 0:
+        num_threads = 4 * (os.cpu_count() or 1)
+    server = RestServer(port, RestApi(manager), num_threads, timeout_ms)
+    server.start()
+    logger.info(
+        "REST API on port %d: %d request threads, timeout %d ms", port, num_threads, timeout_ms
+    )
+    return server
