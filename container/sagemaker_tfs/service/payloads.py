@@ -33,6 +33,7 @@ from PIL import Image, UnidentifiedImageError
 
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -74,19 +75,6 @@ _DECODE_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
 )
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One input of a signature: its alias, TensorFlow dtype enum and shape (-1 = any)."""
-
-    name: str
-    dtype: int
-    shape: tuple[int, ...] | None  # None: unknown rank
-
-    @property
-    def is_string(self) -> bool:
-        return self.dtype == tensors.DT_STRING
 
 
 @dataclass(frozen=True)
@@ -146,7 +134,7 @@ def choose_output_type(accept: str | None) -> str:
 
 
 def decode_inputs(
-    body: bytes, content_type: str, inputs: Mapping[str, InputSpec], options: ImageOptions
+    body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> dict[str, np.ndarray]:
     """Decode a request body into arrays keyed by input alias, converted to the signature."""
     kind = media_type(content_type)
@@ -169,7 +157,7 @@ def decode_inputs(
     return {spec.name: images_to_batch(images, spec, options)}
 
 
-def _single_input(inputs: Mapping[str, InputSpec], kind: str) -> InputSpec:
+def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
     if len(inputs) == 1:
         return next(iter(inputs.values()))
     names = ", ".join(sorted(inputs)) or "none"
@@ -224,7 +212,7 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
         )
 
 
-def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str, np.ndarray]]:
+def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str, np.ndarray]]:
     if body.startswith(_NPY_MAGIC):
         raise HttpError(400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}")
     try:
@@ -281,7 +269,7 @@ def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         return np.lib.format.read_array(stream, allow_pickle=False)
 
 
-def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
+def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
     """Check an array against an input: same-kind dtype casts are allowed, others refused."""
     if spec.is_string:
         if array.dtype.kind not in "SUO":
@@ -303,7 +291,7 @@ def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
     return array.astype(target, copy=False)
 
 
-def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
+def _check_shape(shape: tuple[int, ...], spec: TensorSpec) -> None:
     if spec.shape is None:
         return
     expected = spec.shape
@@ -318,7 +306,7 @@ def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
 
 
 def _text_inputs(
-    body: bytes, kind: str, inputs: Mapping[str, InputSpec]
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, object]]:
     """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists."""
     if kind == CSV:
@@ -357,7 +345,7 @@ def _csv_rows(body: bytes) -> np.ndarray:
         raise HttpError(400, f"Invalid CSV payload: {error}") from None
 
 
-def _check_names(named: Mapping[str, object], inputs: Mapping[str, InputSpec]) -> None:
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
     unknown = sorted(set(named) - set(inputs))
     if unknown:
         raise HttpError(
@@ -399,7 +387,7 @@ def split_image_stream(body: bytes) -> list[bytes]:
     return images
 
 
-def images_to_batch(images: list[bytes], spec: InputSpec, options: ImageOptions) -> np.ndarray:
+def images_to_batch(images: list[bytes], spec: TensorSpec, options: ImageOptions) -> np.ndarray:
     """One batch from encoded images: bytes for DT_STRING inputs, pixels otherwise."""
     if spec.is_string:
         batch = np.empty(len(images), dtype=object)
@@ -425,7 +413,7 @@ class _Geometry:
     channels: int
 
 
-def _image_geometry(spec: InputSpec) -> _Geometry:
+def _image_geometry(spec: TensorSpec) -> _Geometry:
     """Height, width and channels an NHWC image input wants (None = keep the image's)."""
     if spec.shape is None:
         return _Geometry(None, None, 3)
@@ -442,7 +430,7 @@ def _image_geometry(spec: InputSpec) -> _Geometry:
     return _Geometry(height if height > 0 else None, width if width > 0 else None, channels)
 
 
-def _itemsize(spec: InputSpec) -> int:
+def _itemsize(spec: TensorSpec) -> int:
     try:
         return tensors.numpy_dtype(spec.dtype).itemsize
     except tensors.TensorConversionError:
@@ -499,7 +487,7 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
     return pixels
 
 
-def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -> np.ndarray:
+def _to_input_dtype(batch: np.ndarray, spec: TensorSpec, options: ImageOptions) -> np.ndarray:
     target = tensors.numpy_dtype(spec.dtype)
     if target.kind == "f":
         scaled = batch.astype(np.float32)

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from PIL import Image
 from sagemaker_tfs.service import payloads
-from sagemaker_tfs.service.payloads import ImageOptions, InputSpec
+from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
-IMAGE_INPUT = {"images": InputSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
+IMAGE_INPUT = {"images": TensorSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
 NO_SCALING = ImageOptions()
 
 
@@ -49,7 +50,7 @@ def test_scaling_applies_to_float_inputs() -> None:
     )
     batch = payloads.decode_inputs(encoded_image(6, 8), "image/png", IMAGE_INPUT, options)
     np.testing.assert_allclose(batch["images"][0, 0, 0], [99, 4, 14])
-    uint8_input = {"x": InputSpec("x", DT_UINT8, (-1, -1, -1, 3))}
+    uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, -1, -1, 3))}
     raw = payloads.decode_inputs(encoded_image(5, 4), "image/png", uint8_input, options)["x"]
     assert raw.dtype == np.uint8 and raw.shape == (1, 4, 5, 3) and raw[0, 0, 0, 0] == 200
 
@@ -73,7 +74,7 @@ def test_seed_stream_terminated_by_zero_length_is_accepted() -> None:
 
 def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
     images = [encoded_image(4, 4, "JPEG"), encoded_image(5, 5, "JPEG")]
-    spec = {"image_bytes": InputSpec("image_bytes", DT_STRING, (-1,))}
+    spec = {"image_bytes": TensorSpec("image_bytes", DT_STRING, (-1,))}
     batch = payloads.decode_inputs(stream(*images), "application/x-image-stream", spec, NO_SCALING)
     assert batch["image_bytes"].tolist() == images
     single = payloads.decode_inputs(images[0], "application/x-image", spec, NO_SCALING)
@@ -96,14 +97,14 @@ def test_bad_image_streams(body: bytes, match: str) -> None:
 
 
 def test_varying_sizes_need_a_fixed_model_size() -> None:
-    free = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    free = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     body = stream(encoded_image(4, 4), encoded_image(5, 4))
     with pytest.raises(HttpError, match="same size"):
         payloads.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
 
 
 def test_npy_roundtrip_with_same_kind_cast() -> None:
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, 3))}
     decoded = payloads.decode_inputs(
         npy(np.ones((2, 3), np.int64)), "application/x-npy", spec, NO_SCALING
     )
@@ -115,19 +116,23 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
     [
         (
             np.ones((2, 3), np.float64),
-            InputSpec("x", DT_INT32, (-1, 3)),
+            TensorSpec("x", DT_INT32, (-1, 3)),
             "expects DT_INT32, got an array of float64",
         ),
-        (np.array(["a"]), InputSpec("x", DT_FLOAT, (-1,)), "expects DT_FLOAT, got an array of <U1"),
+        (
+            np.array(["a"]),
+            TensorSpec("x", DT_FLOAT, (-1,)),
+            "expects DT_FLOAT, got an array of <U1",
+        ),
         (
             np.ones((2, 4), np.float32),
-            InputSpec("x", DT_FLOAT, (-1, 3)),
+            TensorSpec("x", DT_FLOAT, (-1, 3)),
             r"expects shape \[None, 3\]",
         ),
-        (np.ones(2, np.float32), InputSpec("x", DT_STRING, (-1,)), "expects DT_STRING"),
+        (np.ones(2, np.float32), TensorSpec("x", DT_STRING, (-1,)), "expects DT_STRING"),
     ],
 )
-def test_wrong_arrays_are_refused(array: np.ndarray, spec: InputSpec, match: str) -> None:
+def test_wrong_arrays_are_refused(array: np.ndarray, spec: TensorSpec, match: str) -> None:
     with pytest.raises(HttpError, match=match) as raised:
         payloads.decode_inputs(npy(array), "application/x-npy", {"x": spec}, NO_SCALING)
     assert raised.value.status == 400
@@ -142,14 +147,14 @@ def test_pickled_npy_is_refused_without_unpickling() -> None:
     assert b"pytest" in body and pickle  # the payload really carries a pickle
     with pytest.raises(HttpError, match="Pickled object arrays are not accepted"):
         payloads.decode_inputs(
-            body, "application/x-npy", {"x": InputSpec("x", DT_FLOAT, None)}, NO_SCALING
+            body, "application/x-npy", {"x": TensorSpec("x", DT_FLOAT, None)}, NO_SCALING
         )
 
 
 def test_npz_named_inputs() -> None:
     buffer = io.BytesIO()
     np.savez(buffer, a=np.ones(2, np.float32), b=np.arange(3, dtype=np.int32))
-    inputs = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
+    inputs = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
     decoded = payloads.decode_inputs(buffer.getvalue(), "application/x-npz", inputs, NO_SCALING)
     assert sorted(decoded) == ["a", "b"] and decoded["b"].tolist() == [0, 1, 2]
     with pytest.raises(HttpError, match=r"not inputs of the signature"):
@@ -246,7 +251,7 @@ def test_numpy_answers_read_back_like_np_save_and_refer_to_the_outputs() -> None
 
 
 def test_json_and_csv_inputs_for_binary_answers() -> None:
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 2))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
     for body, kind in [
         (b'{"instances": [[1, 2], [3, 4]]}', "application/json"),
         (b"[1, 2]\n[3, 4]\n", "application/jsonlines"),
@@ -254,7 +259,7 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
     ]:
         decoded = payloads.decode_inputs(body, kind, spec, NO_SCALING)["x"]
         assert decoded.dtype == np.float32 and decoded.tolist() == [[1, 2], [3, 4]], kind
-    two = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
+    two = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
     rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
     decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
     assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
@@ -270,17 +275,17 @@ def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
     """As the njs path reads it (each one-value row an instance), so Batch Transform's CSV with
     a CSV Accept works on a rank-1 input; inputs of other ranks keep the (rows, 1) matrix."""
     body = b"1.0\n2.5\n5\n"
-    vector = {"x": InputSpec("x", DT_FLOAT, (-1,))}
+    vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
     assert payloads.decode_inputs(body, "text/csv", vector, NO_SCALING)["x"].tolist() == [
         1.0,
         2.5,
         5.0,
     ]
     for shape in [(-1, 1), None]:
-        column = {"x": InputSpec("x", DT_FLOAT, shape)}
+        column = {"x": TensorSpec("x", DT_FLOAT, shape)}
         decoded = payloads.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
         assert decoded.shape == (3, 1), shape
-    scalar = {"x": InputSpec("x", DT_FLOAT, ())}
+    scalar = {"x": TensorSpec("x", DT_FLOAT, ())}
     with pytest.raises(HttpError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
         payloads.decode_inputs(body, "text/csv", scalar, NO_SCALING)
 
@@ -307,7 +312,7 @@ def test_json_keeps_tf_serving_non_finite_literals() -> None:
 
 # ---------------------------------------------------------------- hostile bodies (issue 10)
 
-FLOAT_ROWS = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+FLOAT_ROWS = {"x": TensorSpec("x", DT_FLOAT, (-1, 3))}
 
 
 def _npy(array: np.ndarray) -> bytes:
@@ -384,7 +389,7 @@ def test_an_npy_member_declaring_more_than_its_bytes_is_refused() -> None:
 def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> None:
     encoded = io.BytesIO()
     Image.new("L", (side, side)).save(encoded, "PNG")  # a few hundred KB of zeros
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     for kind, body in (
         ("image/png", encoded.getvalue()),
         (payloads.IMAGE_STREAM, len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()),
@@ -398,7 +403,7 @@ def test_an_image_stream_whose_images_add_up_to_too_much_is_413() -> None:
     encoded = io.BytesIO()
     Image.new("RGB", (4000, 4000)).save(encoded, "PNG")
     record = len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     with pytest.raises(HttpError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
         payloads.decode_inputs(record * 6, payloads.IMAGE_STREAM, spec, ImageOptions())
     assert caught.value.status == 413
