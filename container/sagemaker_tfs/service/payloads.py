@@ -31,8 +31,9 @@ import numpy as np
 import orjson
 from PIL import Image, UnidentifiedImageError
 
+from sagemaker_tfs.service import conversion
 from sagemaker_tfs.wire import tensors
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.signatures import TensorSpec
 
 NPY = "application/x-npy"
@@ -42,7 +43,7 @@ JSONLINES = "application/jsonlines"
 CSV = "text/csv"
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "application/x-image"})
 IMAGE_STREAM = "application/x-image-stream"
-TEXT_TYPES = frozenset({JSON, JSONLINES, "application/jsons", CSV})
+TEXT_TYPES = frozenset(conversion.CONVERTIBLE_TYPES)
 INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES, *TEXT_TYPES})
 OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
 
@@ -179,11 +180,7 @@ def decode_npy(body: bytes) -> np.ndarray:
     try:
         return np.load(stream, allow_pickle=False)
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid .npy payload: {_describe(error)}") from None
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+        raise HttpError(400, f"Invalid .npy payload: {describe(error)}") from None
 
 
 def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> None:
@@ -199,7 +196,7 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
         else:
             raise ValueError(f"unsupported .npy format version {version}")
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid {what}: bad header: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid {what}: bad header: {describe(error)}") from None
     if dtype.hasobject:
         raise HttpError(400, f"Pickled object arrays are not accepted in {what}")
     declared = math.prod(shape) * dtype.itemsize
@@ -229,7 +226,7 @@ def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str
     except HttpError:
         raise
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid .npz payload: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid .npz payload: {describe(error)}") from None
 
 
 def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -308,41 +305,33 @@ def _check_shape(shape: tuple[int, ...], spec: TensorSpec) -> None:
 def _text_inputs(
     body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, object]]:
-    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists."""
-    if kind == CSV:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists: the
+    TF Serving request the njs path would send (:func:`conversion.parse`), read as TF Serving
+    reads its ``inputs`` (columns) or ``instances`` (rows)."""
+    if kind in conversion.CSV_TYPES:
         spec = _single_input(inputs, kind)
-        rows = _csv_rows(body)
-        if rows.shape[1] == 1 and spec.shape is not None and len(spec.shape) == 1:
-            rows = rows[:, 0]  # one value per row: a batch of scalars, as the njs path reads it
-        return [(spec.name, rows)]
-    document = _json_document(body, kind)
-    if isinstance(document, dict) and "inputs" in document:
-        value = document["inputs"]
+        return [(spec.name, _csv_instances(conversion.parse(kind, body)["instances"], spec))]
+    request = conversion.parse(kind, body)
+    if "inputs" in request:
+        value = request["inputs"]
         if isinstance(value, dict):
             _check_names(value, inputs)
             return list(value.items())
         return [(_single_input(inputs, kind).name, value)]
-    rows = document.get("instances") if isinstance(document, dict) else document
+    rows = request.get("instances")
     if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
         _check_names(rows[0], inputs)
         return [(name, [row.get(name) for row in rows]) for name in rows[0]]
     return [(_single_input(inputs, kind).name, rows)]
 
 
-def _json_document(body: bytes, kind: str) -> object:
-    try:
-        if kind == JSON:
-            return json.loads(body)
-        return [json.loads(line) for line in body.splitlines() if line.strip()]
-    except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
-        raise HttpError(400, f"Invalid JSON payload: {_describe(error)}") from None
-
-
-def _csv_rows(body: bytes) -> np.ndarray:
-    try:
-        return np.loadtxt(io.BytesIO(body), delimiter=",", ndmin=2)
-    except (ValueError, IndexError, OverflowError) as error:
-        raise HttpError(400, f"Invalid CSV payload: {error}") from None
+def _csv_instances(instances: list, spec: TensorSpec) -> list:
+    """One-value rows are instances of one value each (as the njs path sends them): a batch
+    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
+    one_column = bool(instances) and not isinstance(instances[0], list)
+    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
+        return [[value] for value in instances]
+    return instances
 
 
 def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
@@ -453,7 +442,7 @@ def _check_image_sizes(images: list[bytes], target: _Geometry, itemsize: int) ->
                 400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
             ) from None
         except _DECODE_ERRORS as error:
-            raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+            raise HttpError(400, f"Image {index} cannot be decoded: {describe(error)}") from None
         if width * height > MAX_IMAGE_PIXELS:
             raise HttpError(
                 413,
@@ -481,7 +470,7 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
             400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
         ) from None
     except (*_DECODE_ERRORS, Image.DecompressionBombError) as error:
-        raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+        raise HttpError(400, f"Image {index} cannot be decoded: {describe(error)}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, np.newaxis]
     return pixels

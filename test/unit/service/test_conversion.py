@@ -1,11 +1,18 @@
-"""CONTRACT.md's conversion table in Python (the multi-model and fallback path)."""
+"""CONTRACT.md's conversion table in Python (the multi-model and fallback path).
+
+Also the reference container's rule for Accept and the model server's JSON answer: when
+Accept lists application/json or a JSON lines type, the answer is the model server's JSON
+with its newlines removed and the first listed type as Content-Type. (The njs implements
+both too: test_nginx_config_njs_conversions.py runs it on the same cases.)
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from sagemaker_tfs.service.conversion import convert
+from conversion_cases import ACCEPT_CASES, CASES
+from sagemaker_tfs.service.conversion import convert, one_line_json_type, parse
 from sagemaker_tfs.wire.errors import HttpError
 
 
@@ -89,3 +96,21 @@ def test_hostile_json_is_400_not_500(body: bytes) -> None:
         convert("application/json", body)
     assert raised.value.status == 400
     assert len(raised.value.message) < 300
+
+
+@pytest.mark.parametrize(("content_type", "body"), CASES)
+def test_parse_reads_the_request_convert_writes(content_type: str, body: str) -> None:
+    """The fast path (``parse``) sees the request the njs and multi-model paths send."""
+    try:
+        expected = json.loads(convert(content_type, body.encode()))
+    except HttpError as error:
+        with pytest.raises(HttpError) as raised:
+            parse(content_type, body.encode())
+        assert raised.value.status == error.status
+        return
+    assert parse(content_type, body.encode()) == expected
+
+
+@pytest.mark.parametrize(("accept", "expected"), ACCEPT_CASES)
+def test_one_line_type(accept: str | None, expected: str | None) -> None:
+    assert one_line_json_type(accept) == expected

@@ -263,7 +263,7 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
     rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
     decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
     assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
-    with pytest.raises(HttpError, match="Invalid JSON payload"):
+    with pytest.raises(HttpError, match="Invalid JSON: "):
         payloads.decode_inputs(b"{", "application/json", spec, NO_SCALING)
     with pytest.raises(HttpError, match="not a rectangular array"):
         payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
@@ -416,3 +416,19 @@ def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
     assert caught.value.status == 400
     json.loads(json.dumps({"error": caught.value.message}).encode("utf-8"))
     assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
+
+
+def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() -> None:
+    """The same body means the same request whatever the Accept (conversion.parse)."""
+    pair = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
+    flat = payloads.decode_inputs(b"[1, 2]", payloads.JSON, pair, NO_SCALING)["x"]
+    assert flat.tolist() == [[1.0, 2.0]]  # one instance, as {"instances": [[1, 2]]}
+    lines = payloads.decode_inputs(b"[1, 2]\n[3, 4]", payloads.JSON, pair, NO_SCALING)["x"]
+    assert lines.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    with_bom = payloads.decode_inputs(b"\xef\xbb\xbf1,2\n", payloads.CSV, pair, NO_SCALING)["x"]
+    assert with_bom.tolist() == [[1.0, 2.0]]
+    text = {"s": TensorSpec("s", DT_STRING, (-1,))}
+    quoted = payloads.decode_inputs(b'"a ""b"""\nc\n', payloads.CSV, text, NO_SCALING)["s"]
+    assert quoted.tolist() == ['a "b"', "c"]
+    with pytest.raises(HttpError, match="Invalid CSV"):
+        payloads.decode_inputs(b"1" * 5000, payloads.CSV, pair, NO_SCALING)
