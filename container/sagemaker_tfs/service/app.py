@@ -22,7 +22,7 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.multi_model import ControlClient, LoadedModel, ModelDirectory
+from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -185,7 +185,7 @@ class MultiModelService(Service):
         check_model_name(name)
         target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
         body = _read_body(req)
-        used: list[LoadedModel] = []
+        used: list[ModelLocation] = []
 
         def attempt(index: int) -> Reply:
             if index:

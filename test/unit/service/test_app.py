@@ -1,15 +1,22 @@
-"""A prediction whose model server is unreachable is sent again: other instances first, then
-the same ones after a pause, within a bounded time; other errors are not retried."""
+"""sagemaker_tfs.service.app: failover and how answers are handed to falcon.
+
+A prediction whose model server is unreachable is sent again: other instances first, then
+the same ones after a pause, within a bounded time; other errors are not retried. Small
+answers are sent whole, large chunk lists in pieces.
+"""
 
 from __future__ import annotations
 
 import time
 
+import falcon
 import grpc
+import numpy as np
 import pytest
 import requests
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service import app
+from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
 from sagemaker_tfs.service.routing import InstancePicker
@@ -102,3 +109,21 @@ def test_an_unreachable_instance_is_tried_last_for_a_while() -> None:
     time.sleep(0.25)
     assert picker.rotation() in ((a, b), (b, a))
     assert {picker.rotation()[0], picker.rotation()[0]} == {a, b}  # round-robin again
+
+
+def test_small_chunk_lists_are_sent_whole() -> None:
+    resp = falcon.Response()
+    _send(resp, Reply(200, [b"head", memoryview(b"-tail")], "application/x-npy"))
+    assert resp.data == b"head-tail" and resp.stream is None
+    assert resp.content_type == "application/x-npy"
+
+
+def test_large_answers_stream_in_bounded_pieces_with_their_length() -> None:
+    values = np.random.default_rng(0).integers(0, 256, 2 * SEND_PIECE_BYTES + 10, np.uint8)
+    chunks = [b"header", memoryview(values), b"trailer"]
+    resp = falcon.Response()
+    _send(resp, Reply(200, chunks, "application/x-npz"))
+    pieces = list(resp.stream)
+    assert all(isinstance(piece, bytes) and len(piece) <= SEND_PIECE_BYTES for piece in pieces)
+    assert b"".join(pieces) == b"header" + values.tobytes() + b"trailer"
+    assert int(resp.content_length) == len(b"".join(pieces))
