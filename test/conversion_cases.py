@@ -2,6 +2,7 @@
 run both implementations (or the Python one two ways) on the same cases.
 
 ``CASES``: request bodies for the JSON/JSON lines/CSV conversion, good and bad.
+``BAD_BODIES``: bodies both implementations refuse, with the status and a piece of the message.
 ``ACCEPT_CASES``: Accept headers and the type of the one-line JSON answer they get.
 """
 
@@ -39,6 +40,24 @@ CASES = [
     ("text/csv", "\t1 , 2\t\n"),
     ("application/json", "\ufeff[1]"),
     ("application/json", "\x1c"),
+]
+
+# (content type, body, status, text in the message): the njs (through the stack) and the
+# Python conversion answer each alike.
+BAD_BODIES = [
+    ("application/json", b"", 400, "Empty request body"),
+    ("application/json", b"   \n", 400, "Empty request body"),
+    ("application/json", b"{", 400, "Invalid JSON"),
+    ("application/json", b"[1.0,", 400, "Invalid JSON"),
+    ("application/json", b"{not json", 400, "Invalid JSON"),
+    ("application/json", b'{"a": 1} xyz', 400, "Invalid JSON"),
+    ("application/jsonlines", b"", 400, "Empty request body"),
+    ("application/jsonlines", b"1\n2", 400, "Invalid JSON lines"),
+    ("application/jsonlines", b"[1.0]\n{", 400, "Invalid JSON lines"),
+    ("application/jsonlines", b'{"a": 1}\n{"a": ', 400, "Invalid JSON lines"),
+    ("text/csv", b"", 400, "Empty request body"),
+    ("text/csv", b"1.0,2.0\n3.0", 400, "Invalid CSV"),
+    ("text/csv", b"1,2\n3\n", 400, "row 2 has 1 fields, expected 2"),
 ]
 
 # (Accept header, the Content-Type of the one-line answer; None: answered as written)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conversion_cases import ACCEPT_CASES, CASES
+from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.service.conversion import convert, one_line_json_type, parse
 from sagemaker_tfs.wire.errors import HttpError
 
@@ -68,15 +68,7 @@ def test_csv_numbers_keep_their_spelling() -> None:
 @pytest.mark.parametrize(
     ("content_type", "body", "status", "text"),
     [
-        ("application/json", b"", 400, "Empty request body"),
-        ("application/json", b"   \n", 400, "Empty request body"),
-        ("application/json", b"{not json", 400, "Invalid JSON"),
-        ("application/json", b'{"a": 1} xyz', 400, "Invalid JSON"),
-        ("application/jsonlines", b"", 400, "Empty request body"),
-        ("application/jsonlines", b"1\n2", 400, "Invalid JSON lines"),
-        ("application/jsonlines", b'{"a": 1}\n{"a": ', 400, "Invalid JSON lines"),
-        ("text/csv", b"", 400, "Empty request body"),
-        ("text/csv", b"1,2\n3\n", 400, "row 2 has 1 fields, expected 2"),
+        *BAD_BODIES,
         ("application/json", b"\xff\xfe", 400, "not UTF-8"),
         ("image/png", b"x", 415, "Unsupported Media Type: image/png"),
     ],
