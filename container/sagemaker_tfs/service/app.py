@@ -142,6 +142,7 @@ class SingleModelService(Service):
         self.picker = picker
 
     def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+        """``name`` (the Target-Model header) means nothing here and is not read."""
         target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), self.config.default_model)
         instances = self.picker.rotation()
         body = _read_body(req)

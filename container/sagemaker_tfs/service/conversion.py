@@ -42,6 +42,8 @@ def _instances(texts: list[str]) -> str:
 
 
 class JsonValue(NamedTuple):
+    """A JSON value as sent (numbers keep their spelling) and as parsed."""
+
     text: str
     value: object
 
