@@ -4,8 +4,8 @@ The same rules as ``templates/tensorflow_serving.js`` (which does this in nginx 
 single-model path; test_nginx_config_njs_conversions.py runs both on the same cases). The
 Python service uses them for multi-model invocations and for bodies njs handed over
 (:func:`convert`: the request as text, values copied so numbers keep their exact spelling),
-and the fast path reads text bodies sent with a binary Accept by them too (:func:`parse`: the
-same request, parsed).
+and the fast path reads text bodies sent with a binary Accept by them too
+(:func:`read_values`: the same values, parsed, before they are wrapped into a request).
 """
 
 from __future__ import annotations
@@ -88,30 +88,31 @@ def _is_list_of_lists(value: object) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
 
 
-def _json_lines_request(lines: list[JsonValue]) -> JsonValue:
-    return JsonValue(
-        _instances([line.text for line in lines]), {"instances": [line.value for line in lines]}
-    )
-
-
-def json_request(text: str) -> JsonValue:
-    """A JSON body as TF Serving's request: a request passes as it is, a list of lists
-    becomes the instances, anything else one instance; several JSON values separated by
-    whitespace are read as JSON lines."""
+def read_json(text: str) -> JsonValue | list[JsonValue]:
+    """A JSON body: its one value, or the values of JSON lines when it holds several values
+    separated by whitespace."""
     if not trim(text):
         raise HttpError(400, "Empty request body")
     try:
-        value = json.loads(text)
+        return JsonValue(text, json.loads(text))
     except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
         lines = _json_lines_or_none(text)
         if len(lines) < 2:
             raise HttpError(400, f"Invalid JSON: {describe(error)}") from None
-        return _json_lines_request(lines)
-    if _is_tfs_request(value):
-        return JsonValue(text, value)
-    if _is_list_of_lists(value):
-        return JsonValue('{"instances": ' + text + "}", {"instances": value})
-    return JsonValue(_instances([text]), {"instances": [value]})
+        return lines
+
+
+def convert_json(text: str) -> str:
+    """A JSON body as TF Serving's request: a request passes as it is, a list of lists
+    becomes the instances, anything else one instance; JSON lines, their values."""
+    document = read_json(text)
+    if isinstance(document, list):
+        return _instances([line.text for line in document])
+    if _is_tfs_request(document.value):
+        return text
+    if _is_list_of_lists(document.value):
+        return '{"instances": ' + text + "}"
+    return _instances([text])
 
 
 def _csv_field(field: str) -> str:
@@ -169,23 +170,24 @@ def convert(content_type: str, body: bytes) -> str:
     """The TF Serving REST request body for a convertible ``content_type``."""
     text = _text(content_type, body)
     if content_type in JSON_TYPES:
-        return json_request(text).text
+        return convert_json(text)
     if content_type in JSON_LINES_TYPES:
         return _instances([line.text for line in split_json_lines(text)])
     return convert_csv(text)
 
 
-def parse(content_type: str, body: bytes) -> dict:
-    """The TF Serving request :func:`convert` makes, as Python values (``json.loads``'s)."""
+def read_values(content_type: str, body: bytes) -> object:
+    """The body's values, read by the rules (and with the errors) of :func:`convert`, before
+    it wraps them into TF Serving's request: a JSON document as it is (the list of its values
+    when it holds several), JSON lines as the list of their values, CSV as the list of its
+    rows (a one-field row: its value). The fast path reads these into input arrays."""
     text = _text(content_type, body)
     if content_type in JSON_TYPES:
-        request = json_request(text).value
-    elif content_type in JSON_LINES_TYPES:
-        request = _json_lines_request(split_json_lines(text)).value
-    else:
-        try:
-            request = json.loads(convert_csv(text))
-        except ValueError as error:  # a number of 4300+ digits
-            raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
-    assert isinstance(request, dict)
-    return request
+        document = read_json(text)
+        return [line.value for line in document] if isinstance(document, list) else document.value
+    if content_type in JSON_LINES_TYPES:
+        return [line.value for line in split_json_lines(text)]
+    try:
+        return json.loads(convert_csv(text))["instances"]
+    except ValueError as error:  # a number of 4300+ digits
+        raise HttpError(400, f"Invalid CSV: {describe(error)}") from None

@@ -305,20 +305,20 @@ def _check_shape(shape: tuple[int, ...], spec: TensorSpec) -> None:
 def _text_inputs(
     body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, object]]:
-    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists: the
-    TF Serving request the njs path would send (:func:`conversion.parse`), read as TF Serving
-    reads its ``inputs`` (columns) or ``instances`` (rows)."""
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
+    by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
+    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
     if kind in conversion.CSV_TYPES:
         spec = _single_input(inputs, kind)
-        return [(spec.name, _csv_instances(conversion.parse(kind, body)["instances"], spec))]
-    request = conversion.parse(kind, body)
-    if "inputs" in request:
-        value = request["inputs"]
+        return [(spec.name, _csv_instances(conversion.read_values(kind, body), spec))]
+    document = conversion.read_values(kind, body)
+    if isinstance(document, dict) and "inputs" in document:
+        value = document["inputs"]
         if isinstance(value, dict):
             _check_names(value, inputs)
             return list(value.items())
         return [(_single_input(inputs, kind).name, value)]
-    rows = request.get("instances")
+    rows = document.get("instances") if isinstance(document, dict) else document
     if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
         _check_names(rows[0], inputs)
         return [(name, [row.get(name) for row in rows]) for name in rows[0]]

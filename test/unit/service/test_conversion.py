@@ -12,7 +12,7 @@ import json
 
 import pytest
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
-from sagemaker_tfs.service.conversion import convert, one_line_json_type, parse
+from sagemaker_tfs.service.conversion import convert, one_line_json_type, read_values
 from sagemaker_tfs.wire.errors import HttpError
 
 
@@ -91,16 +91,21 @@ def test_hostile_json_is_400_not_500(body: bytes) -> None:
 
 
 @pytest.mark.parametrize(("content_type", "body"), CASES)
-def test_parse_reads_the_request_convert_writes(content_type: str, body: str) -> None:
-    """The fast path (``parse``) sees the request the njs and multi-model paths send."""
+def test_read_values_reads_what_convert_wraps(content_type: str, body: str) -> None:
+    """The fast path (``read_values``) refuses what the njs and multi-model paths refuse,
+    and reads the values their request carries."""
     try:
-        expected = json.loads(convert(content_type, body.encode()))
+        request = json.loads(convert(content_type, body.encode()))
     except HttpError as error:
         with pytest.raises(HttpError) as raised:
-            parse(content_type, body.encode())
+            read_values(content_type, body.encode())
         assert raised.value.status == error.status
         return
-    assert parse(content_type, body.encode()) == expected
+    values = read_values(content_type, body.encode())
+    if content_type == "application/json":  # a request, the instances, or one instance
+        assert request in (values, {"instances": values}, {"instances": [values]})
+    else:
+        assert request == {"instances": values}
 
 
 @pytest.mark.parametrize(("accept", "expected"), ACCEPT_CASES)

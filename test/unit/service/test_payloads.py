@@ -407,10 +407,11 @@ def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
 
 
 def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() -> None:
-    """The same body means the same request whatever the Accept (conversion.parse)."""
+    """Parsed by the same rules whatever the Accept (conversion.read_values)."""
     pair = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
-    flat = payloads.decode_inputs(b"[1, 2]", payloads.JSON, pair, NO_SCALING)["x"]
-    assert flat.tolist() == [[1.0, 2.0]]  # one instance, as {"instances": [[1, 2]]}
+    vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
+    flat = payloads.decode_inputs(b"[1, 2]", payloads.JSON, vector, NO_SCALING)["x"]
+    assert flat.tolist() == [1.0, 2.0]  # a bare list is the batch here
     lines = payloads.decode_inputs(b"[1, 2]\n[3, 4]", payloads.JSON, pair, NO_SCALING)["x"]
     assert lines.tolist() == [[1.0, 2.0], [3.0, 4.0]]
     with_bom = payloads.decode_inputs(b"\xef\xbb\xbf1,2\n", payloads.CSV, pair, NO_SCALING)["x"]
