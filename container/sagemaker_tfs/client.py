@@ -26,15 +26,14 @@ import functools
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import numpy as np
 from google.protobuf.message import Message
 
-from sagemaker_tfs.service.payloads import InputSpec
 from sagemaker_tfs.wire import predict_messages, protos
+from sagemaker_tfs.wire.signatures import Signature, signature_from_def
 
 DEFAULT_SIGNATURE = "serving_default"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -47,16 +46,6 @@ CHANNEL_OPTIONS = (
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A signature of a served model: inputs and outputs by alias."""
-
-    name: str
-    method_name: str
-    inputs: dict[str, InputSpec]
-    outputs: dict[str, InputSpec]
 
 
 _channels: dict[str, grpc.Channel] = {}
@@ -222,12 +211,12 @@ def get_signatures(
     request.metadata_field.append("signature_def")
     response = prediction_stub(channel_of(context)).GetModelMetadata(request, timeout=timeout)
     signature_map = protos.SignatureDefMap.FromString(response.metadata["signature_def"].value)
-    signatures = {
-        alias: _signature(alias, definition)
+    by_alias = {
+        alias: signature_from_def(alias, definition)
         for alias, definition in signature_map.signature_def.items()
     }
-    _signatures[key] = signatures
-    return signatures
+    _signatures[key] = by_alias
+    return by_alias
 
 
 def get_signature(
@@ -251,22 +240,3 @@ def forget_signatures(model_name: str, model_version: int | str | None = None) -
     """Drop cached metadata (after a model was reloaded with another signature)."""
     key = (model_name, None if model_version in (None, "") else str(model_version))
     _signatures.pop(key, None)
-
-
-def _signature(alias: str, definition: Message) -> Signature:
-    return Signature(
-        name=alias,
-        method_name=definition.method_name,
-        inputs={name: _spec(name, info) for name, info in definition.inputs.items()},
-        outputs={name: _spec(name, info) for name, info in definition.outputs.items()},
-    )
-
-
-def _spec(alias: str, info: Message) -> InputSpec:
-    """A TensorInfo as an InputSpec. No ``tensor_shape`` at all (a TF1 placeholder exported
-    without a shape, e.g. TF Serving's half_plus_three) means unknown rank, as ``unknown_rank``
-    does: any shape, as TF Serving feeds it. A present but empty shape is a true scalar."""
-    shape = info.tensor_shape
-    known = info.HasField("tensor_shape") and not shape.unknown_rank
-    dims = tuple(dim.size for dim in shape.dim) if known else None
-    return InputSpec(alias, info.dtype, dims)

@@ -15,7 +15,6 @@ a server waiting for bytes that never come is then a hang, not the client's faul
 from __future__ import annotations
 
 import functools
-import io
 import json
 import random
 import zipfile
@@ -23,7 +22,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import Image
+from payload_bytes import (
+    image_bytes,
+    image_stream_bytes,
+    npy_bytes,
+    zip_bytes,
+    zip_needing_version_11_3,
+)
 
 MB = 1024 * 1024
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE", "FOO")
@@ -80,31 +85,6 @@ class BadRequest:
 # ------------------------------------------------------------------ valid payloads to spoil
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
-
-
-def zip_bytes(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-@functools.cache
-def image_bytes(size: tuple[int, int], mode: str = "RGB", fmt: str = "PNG") -> bytes:
-    buffer = io.BytesIO()
-    Image.new(mode, size).save(buffer, fmt)
-    return buffer.getvalue()
-
-
-def stream_bytes(images: list[bytes]) -> bytes:
-    return b"".join(len(image).to_bytes(4, "big") + image for image in images)
-
-
 GOOD_NPY = npy_bytes(np.array([[1.0], [2.0]], np.float32))
 GOOD_NPZ = zip_bytes({"x.npy": GOOD_NPY})
 PNG_SMALL = image_bytes((4, 4))
@@ -115,15 +95,6 @@ def _npy_header(shape: str, descr: str = "<f4", fortran: str = "False") -> bytes
     header = f"{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape}, }}"
     header += " " * (-(len(header) + 11) % 64) + "\n"
     return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin-1")
-
-
-def _zip_version_11_3(archive: bytes) -> bytes:
-    data = bytearray(archive)
-    local = data.find(b"PK\x03\x04")
-    data[local + 4 : local + 6] = bytes([113, 3])
-    central = data.find(b"PK\x01\x02")
-    data[central + 6 : central + 8] = bytes([113, 3])
-    return bytes(data)
 
 
 @functools.cache
@@ -249,7 +220,7 @@ def bad_npy(rng: random.Random) -> Body:
 def bad_npz(rng: random.Random) -> Body:
     choices: list[Callable[[], bytes]] = [
         lambda: b"PK\x03\x04" + rng.randbytes(5),
-        lambda: _zip_version_11_3(GOOD_NPZ),
+        lambda: zip_needing_version_11_3(GOOD_NPZ),
         lambda: zip_bytes({"x.npy": GOOD_NPZ}),
         lambda: zip_bytes({"x.npy": _npy_header("(10000000000,)") + bytes(8)}),
         lambda: zip_bytes({"x.npy": b"not an array"}),
@@ -288,12 +259,12 @@ def bad_image_stream(rng: random.Random) -> Body:
         lambda: (len(PNG_SMALL) + 10).to_bytes(4, "big") + PNG_SMALL,
         lambda: b"\x00\x00",
         lambda: b"\x00\x00\x00\x00",
-        lambda: stream_bytes([PNG_SMALL] * rng.randint(100, 3000)),
-        lambda: stream_bytes([image_bytes((9000, 9000), mode="1")]),
-        lambda: stream_bytes([image_bytes((4000, 4000), mode="1")] * 8),
-        lambda: stream_bytes([PNG_SMALL, _random_bytes(rng, 1, 100)]),
-        lambda: stream_bytes([PNG_SMALL, image_bytes((5, 7))]),
-        lambda: _flip(rng, stream_bytes([PNG_SMALL, JPEG_SMALL]), 4),
+        lambda: image_stream_bytes([PNG_SMALL] * rng.randint(100, 3000)),
+        lambda: image_stream_bytes([image_bytes((9000, 9000), mode="1")]),
+        lambda: image_stream_bytes([image_bytes((4000, 4000), mode="1")] * 8),
+        lambda: image_stream_bytes([PNG_SMALL, _random_bytes(rng, 1, 100)]),
+        lambda: image_stream_bytes([PNG_SMALL, image_bytes((5, 7))]),
+        lambda: _flip(rng, image_stream_bytes([PNG_SMALL, JPEG_SMALL]), 4),
         lambda: _random_bytes(rng),
     ]
     return "application/x-image-stream", rng.choice(choices)()
@@ -497,7 +468,7 @@ def issue_cases(target: Target) -> list[BadRequest]:
     version = "tfs-model-version=99999999999999999999999999"
     cases = [
         post("npz not a zip", "application/x-npz", b"PK\x03\x04" + bytes(5)),
-        post("npz zip version 11.3", "application/x-npz", _zip_version_11_3(GOOD_NPZ)),
+        post("npz zip version 11.3", "application/x-npz", zip_needing_version_11_3(GOOD_NPZ)),
         post("npz member is a zip", "application/x-npz", zip_bytes({"x.npy": GOOD_NPZ})),
         post("npy corrupted header", "application/x-npy", GOOD_NPY.replace(b"'descr'", b"'''d")),
         post("npy 10**10 floats", "application/x-npy", _npy_header("(10000000000,)") + bytes(12)),
@@ -512,7 +483,7 @@ def issue_cases(target: Target) -> list[BadRequest]:
         post(
             "bomb stream",
             "application/x-image-stream",
-            stream_bytes([image_bytes((9000, 9000), "1")]),
+            image_stream_bytes([image_bytes((9000, 9000), "1")]),
         ),
         post("npz bomb", "application/x-npz", _deflate_bomb(3 * 10**8)),
         post("413", "application/json", b"[" + b"1.0," * (2 * MB) + b"1.0]"),

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import falcon
 import requests
@@ -22,7 +22,7 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.multi_model import ControlClient, LoadedModel, ModelDirectory
+from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -35,34 +35,8 @@ from sagemaker_tfs.service.routing import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class Service:
-    """Everything a worker keeps between requests (made once per worker)."""
-
-    config: StackConfig
-    user_code: UserCode | None
-    channels: Channels
-    session: requests.Session
-    picker: InstancePicker | None
-    directory: ModelDirectory | None
-
-
 def _read_body(req: falcon.Request) -> bytes:
     return req.bounded_stream.read()
-
-
-def _context(service: Service, req: falcon.Request, target: Route, grpc_port: int,
-             rest_port: int, body: bytes) -> Context:  # fmt: skip
-    return build_context(
-        target,
-        grpc_port=grpc_port,
-        rest_port=rest_port,
-        channel=service.channels.get(grpc_port),
-        custom_attributes=req.get_header(CUSTOM_ATTRIBUTES_HEADER),
-        content_type=req.content_type,
-        accept=req.get_header("Accept"),
-        content_length=req.content_length if req.content_length is not None else len(body),
-    )
 
 
 SEND_PIECE_BYTES = 1 << 20
@@ -127,67 +101,115 @@ def with_failover(attempt: Callable[[int], Reply], candidates: int) -> Reply:
                 time.sleep(FAILOVER_PAUSE_SECONDS)
 
 
-def invoke_single_model(service: Service, req: falcon.Request) -> Reply:
-    picker = service.picker
-    assert picker is not None
-    target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), service.config.default_model)
-    instances = picker.rotation()
-    body = _read_body(req)
+class Service(ABC):
+    """Everything a worker keeps between requests (made once per worker, for one mode)."""
 
-    def attempt(index: int) -> Reply:
-        instance = instances[index % len(instances)]
-        context = _context(service, req, target, instance.grpc_port, instance.rest_port, body)
-        try:
-            return invoke(
-                service.user_code, body, context, service.session, req.get_header("Accept")
+    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session) -> None:
+        self.config = config
+        self.channels = channels
+        self.session = session
+
+    @abstractmethod
+    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+        """Serve one invocation; ``name``: the model the request names (path or header)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """What this worker serves, for the start-up log line."""
+
+    def _context(self, req: falcon.Request, target: Route, grpc_port: int, rest_port: int,
+                 body: bytes) -> Context:  # fmt: skip
+        return build_context(
+            target,
+            grpc_port=grpc_port,
+            rest_port=rest_port,
+            channel=self.channels.get(grpc_port),
+            custom_attributes=req.get_header(CUSTOM_ATTRIBUTES_HEADER),
+            content_type=req.content_type,
+            accept=req.get_header("Accept"),
+            content_length=req.content_length if req.content_length is not None else len(body),
+        )
+
+
+class SingleModelService(Service):
+    """One model directory (one or several models), served by one or more model server
+    instances in turn; the request names its model in the custom attributes, if at all."""
+
+    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
+                 user_code: UserCode | None, picker: InstancePicker) -> None:  # fmt: skip
+        super().__init__(config, channels, session)
+        self.user_code = user_code
+        self.picker = picker
+
+    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+        """``name`` (the Target-Model header) means nothing here and is not read."""
+        target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), self.config.default_model)
+        instances = self.picker.rotation()
+        body = _read_body(req)
+
+        def attempt(index: int) -> Reply:
+            instance = instances[index % len(instances)]
+            context = self._context(req, target, instance.grpc_port, instance.rest_port, body)
+            try:
+                return invoke(self.user_code, body, context, self.session, req.get_header("Accept"))
+            except errors.ModelServerUnavailable:
+                self.picker.mark_down(instance)
+                raise
+
+        return with_failover(attempt, len(instances))
+
+    def describe(self) -> str:
+        ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
+        code = self.user_code.path if self.user_code else None
+        return f"multi_model=False user_code={code} instances={ports}"
+
+
+class MultiModelService(Service):
+    """Multi-model endpoint: models loaded and unloaded at run time, each in its own model
+    server; the request names its model in the path or the Target-Model header."""
+
+    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
+                 directory: ModelDirectory) -> None:  # fmt: skip
+        super().__init__(config, channels, session)
+        self.directory = directory
+
+    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+        """Lookups are cached for a second, so another worker may have unloaded (or reloaded)
+        the model meanwhile: while its model server is unreachable, ask the registry again
+        before each retry (404 when the model is gone; its new ports when it was reloaded),
+        and after any other server-side failure answer 404 if the model was unloaded meanwhile.
+        """
+        if name is None:
+            raise errors.HttpError(
+                400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
             )
-        except errors.ModelServerUnavailable:
-            picker.mark_down(instance)
+        check_model_name(name)
+        target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
+        body = _read_body(req)
+        used: list[ModelLocation] = []
+
+        def attempt(index: int) -> Reply:
+            if index:
+                self.directory.forget(name)
+            model = self.directory.lookup(name)  # raises 404 once it was unloaded
+            if used and used[-1] != model:
+                self.channels.drop(used[-1].grpc_port)
+            used.append(model)
+            context = self._context(req, target, model.grpc_port, model.rest_port, body)
+            user_code = self.directory.user_code(model)
+            return invoke(user_code, body, context, self.session, req.get_header("Accept"))
+
+        try:
+            return with_failover(attempt, 1)
+        except errors.HttpError as error:
+            if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
+                raise
+            self.directory.forget(name)
+            self.directory.lookup(name)  # raises 404 if it was unloaded
             raise
 
-    return with_failover(attempt, len(instances))
-
-
-def _invoke_model(service: Service, req: falcon.Request, target: Route, model: LoadedModel,
-                  body: bytes) -> Reply:  # fmt: skip
-    assert service.directory is not None
-    context = _context(service, req, target, model.grpc_port, model.rest_port, body)
-    user_code = service.directory.user_code(model)
-    return invoke(user_code, body, context, service.session, req.get_header("Accept"))
-
-
-def invoke_loaded_model(service: Service, req: falcon.Request, name: str) -> Reply:
-    """Multi-model: the model named in the path or the Target-Model header.
-
-    Lookups are cached for a second, so another worker may have unloaded (or reloaded) the
-    model meanwhile: while its model server is unreachable, ask the registry again before each
-    retry (404 when the model is gone; its new ports when it was reloaded), and after any other
-    server-side failure answer 404 if the model was unloaded meanwhile.
-    """
-    assert service.directory is not None
-    directory = service.directory
-    check_model_name(name)
-    target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
-    body = _read_body(req)
-    used: list[LoadedModel] = []
-
-    def attempt(index: int) -> Reply:
-        if index:
-            directory.forget(name)
-        model = directory.lookup(name)  # raises 404 once it was unloaded
-        if used and used[-1] != model:
-            service.channels.drop(used[-1].grpc_port)
-        used.append(model)
-        return _invoke_model(service, req, target, model, body)
-
-    try:
-        return with_failover(attempt, 1)
-    except errors.HttpError as error:
-        if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
-            raise
-        directory.forget(name)
-        directory.lookup(name)  # raises 404 if it was unloaded
-        raise
+    def describe(self) -> str:
+        return "multi_model=True"
 
 
 class Ping:
@@ -200,15 +222,8 @@ class Invocations:
         self._service = service
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if not self._service.config.multi_model:
-            _send(resp, invoke_single_model(self._service, req))
-            return
         name = req.get_header(TARGET_MODEL_HEADER)
-        if not name:
-            raise errors.HttpError(
-                400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
-            )
-        _send(resp, invoke_loaded_model(self._service, req, name.strip()))
+        _send(resp, self._service.invoke(req, name.strip() if name else None))
 
 
 class ModelInvoke:
@@ -216,7 +231,7 @@ class ModelInvoke:
         self._service = service
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        _send(resp, invoke_loaded_model(self._service, req, name))
+        _send(resp, self._service.invoke(req, name))
 
 
 def not_found(req: falcon.Request, resp: falcon.Response) -> None:
@@ -224,6 +239,7 @@ def not_found(req: falcon.Request, resp: falcon.Response) -> None:
 
 
 def make_service(config: StackConfig) -> Service:
+    """The service of the endpoint's mode, chosen once per worker."""
     channels = Channels()
     if config.multi_model:
         directory = ModelDirectory(
@@ -232,13 +248,13 @@ def make_service(config: StackConfig) -> Service:
             config.work_dir,
             config.universal_code_dir,
         )
-        return Service(config, None, channels, rest_session(), None, directory)
+        return MultiModelService(config, channels, rest_session(), directory)
     ensure_requirements(config.code_dir, config.work_dir)
     user_code = load_user_code(config.code_dir, config.work_dir)
-    picker = InstancePicker(config.instances)
     for instance in config.instances:  # channels are made once per worker, up front
         channels.get(instance.grpc_port)
-    return Service(config, user_code, channels, rest_session(), picker, None)
+    picker = InstancePicker(config.instances)
+    return SingleModelService(config, channels, rest_session(), user_code, picker)
 
 
 def build_app(service: Service) -> falcon.App:
@@ -246,7 +262,7 @@ def build_app(service: Service) -> falcon.App:
     errors.install(app)
     app.add_route("/ping", Ping())
     app.add_route("/invocations", Invocations(service))
-    if service.config.multi_model:
+    if isinstance(service, MultiModelService):
         app.add_route("/models/{name}/invoke", ModelInvoke(service))
     app.add_sink(not_found)
     return app
@@ -259,11 +275,5 @@ def create_app(config: StackConfig | None = None) -> falcon.App:
     configure_logging(config.gunicorn_log_level)
     gevent = init_gevent_if_patched()
     service = make_service(config)
-    logger.info(
-        "service ready: multi_model=%s user_code=%s instances=%s gevent=%s",
-        config.multi_model,
-        service.user_code.path if service.user_code else None,
-        [(i.grpc_port, i.rest_port) for i in config.instances],
-        gevent,
-    )
+    logger.info("service ready: %s gevent=%s", service.describe(), gevent)
     return build_app(service)

@@ -1,16 +1,20 @@
 """JSON / JSON lines / CSV -> TF Serving REST request, as CONTRACT.md's table says.
 
 The same rules as ``templates/tensorflow_serving.js`` (which does this in nginx for the
-single-model path); the Python service uses them for multi-model invocations and for bodies
-njs handed over. Values are copied as text, so numbers keep their exact spelling.
+single-model path; test_nginx_config_njs_conversions.py runs both on the same cases). The
+Python service uses them for multi-model invocations and for bodies njs handed over
+(:func:`convert`: the request as text, values copied so numbers keep their exact spelling),
+and the fast path reads text bodies sent with a binary Accept by them too
+(:func:`read_values`: the same values, parsed, before they are wrapped into a request).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import NamedTuple
 
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.errors import HttpError, describe
 
 JSON_TYPES = ("application/json",)
 JSON_LINES_TYPES = ("application/jsonlines", "application/jsons", "application/x-jsonlines")
@@ -20,14 +24,32 @@ TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 _STRICT_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _LOOSE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _WHITESPACE = " \t\r\n"
+# What ECMAScript's String.prototype.trim removes (the njs trims with it); Python's strip()
+# removes another set (\x1c-\x1f and \x85 but not the byte order mark \ufeff).
+ECMASCRIPT_WHITESPACE = (
+    "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def trim(text: str) -> str:
+    """``text.trim()`` as the njs computes it."""
+    return text.strip(ECMASCRIPT_WHITESPACE)
 
 
 def _instances(texts: list[str]) -> str:
     return '{"instances": [' + ",".join(texts) + "]}"
 
 
-def split_json_lines(text: str) -> list[str]:
-    """Objects or lists separated only by whitespace -> their texts (each one validated)."""
+class JsonValue(NamedTuple):
+    """A JSON value as sent (numbers keep their spelling) and as parsed."""
+
+    text: str
+    value: object
+
+
+def split_json_lines(text: str) -> list[JsonValue]:
+    """Objects or lists separated only by whitespace -> each one's text and value."""
     decoder = json.JSONDecoder()
     values = []
     index = 0
@@ -40,17 +62,17 @@ def split_json_lines(text: str) -> list[str]:
                 400, f"Invalid JSON lines: expected an object or a list at offset {index}"
             )
         try:
-            _, end = decoder.raw_decode(text, index)
+            value, end = decoder.raw_decode(text, index)
         except (ValueError, RecursionError) as error:
-            raise HttpError(400, f"Invalid JSON lines: {str(error)[:200]}") from None
-        values.append(text[index:end])
+            raise HttpError(400, f"Invalid JSON lines: {describe(error)}") from None
+        values.append(JsonValue(text[index:end], value))
         index = end
     if not values:
         raise HttpError(400, "Empty request body")
     return values
 
 
-def _json_lines_or_none(text: str) -> list[str]:
+def _json_lines_or_none(text: str) -> list[JsonValue]:
     """JSON lines when the text is such, else [] (the caller reports its own JSON error)."""
     try:
         return split_json_lines(text)
@@ -66,25 +88,35 @@ def _is_list_of_lists(value: object) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
 
 
-def convert_json(text: str) -> str:
-    if not text.strip():
+def read_json(text: str) -> JsonValue | list[JsonValue]:
+    """A JSON body: its one value, or the values of JSON lines when it holds several values
+    separated by whitespace."""
+    if not trim(text):
         raise HttpError(400, "Empty request body")
     try:
-        value = json.loads(text)
+        return JsonValue(text, json.loads(text))
     except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
         lines = _json_lines_or_none(text)
         if len(lines) < 2:
-            raise HttpError(400, f"Invalid JSON: {str(error)[:200]}") from None
-        return _instances(lines)
-    if _is_tfs_request(value):
+            raise HttpError(400, f"Invalid JSON: {describe(error)}") from None
+        return lines
+
+
+def convert_json(text: str) -> str:
+    """A JSON body as TF Serving's request: a request passes as it is, a list of lists
+    becomes the instances, anything else one instance; JSON lines, their values."""
+    document = read_json(text)
+    if isinstance(document, list):
+        return _instances([line.text for line in document])
+    if _is_tfs_request(document.value):
         return text
-    if _is_list_of_lists(value):
+    if _is_list_of_lists(document.value):
         return '{"instances": ' + text + "}"
     return _instances([text])
 
 
 def _csv_field(field: str) -> str:
-    value = field.strip()
+    value = trim(field)
     if _STRICT_NUMBER.fullmatch(value):
         return value
     if _LOOSE_NUMBER.fullmatch(value):
@@ -95,7 +127,7 @@ def _csv_field(field: str) -> str:
 
 
 def convert_csv(text: str) -> str:
-    rows = [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+    rows = [line.removesuffix("\r") for line in text.split("\n") if trim(line)]
     if not rows:
         raise HttpError(400, "Empty request body")
     width = len(rows[0].split(","))
@@ -117,7 +149,7 @@ def one_line_json_type(accept_header: str | None) -> str | None:
     answered on one line (newlines removed) with the first listed type as Content-Type
     (application/json when the first is a wildcard). None: answer it as the model server
     wrote it (no Accept, or only wildcards)."""
-    types = [entry.split(";")[0].strip().lower() for entry in (accept_header or "").split(",")]
+    types = [trim(entry.split(";")[0]).lower() for entry in (accept_header or "").split(",")]
     types = [entry for entry in types if entry]
     json_types = [entry for entry in types if entry in JSON_TYPES or entry in JSON_LINES_TYPES]
     if not json_types:
@@ -125,16 +157,37 @@ def one_line_json_type(accept_header: str | None) -> str | None:
     return types[0] if types[0] in json_types else JSON_TYPES[0]
 
 
-def convert(content_type: str, body: bytes) -> str:
-    """The TF Serving REST request body for a convertible ``content_type``."""
+def _text(content_type: str, body: bytes) -> str:
+    if content_type not in CONVERTIBLE_TYPES:
+        raise HttpError(415, f"Unsupported Media Type: {content_type}")
     try:
-        text = body.decode("utf-8")
+        return body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise HttpError(400, f"The request body is not UTF-8: {error}") from None
+
+
+def convert(content_type: str, body: bytes) -> str:
+    """The TF Serving REST request body for a convertible ``content_type``."""
+    text = _text(content_type, body)
     if content_type in JSON_TYPES:
         return convert_json(text)
     if content_type in JSON_LINES_TYPES:
-        return _instances(split_json_lines(text))
-    if content_type in CSV_TYPES:
-        return convert_csv(text)
-    raise HttpError(415, f"Unsupported Media Type: {content_type}")
+        return _instances([line.text for line in split_json_lines(text)])
+    return convert_csv(text)
+
+
+def read_values(content_type: str, body: bytes) -> object:
+    """The body's values, read by the rules (and with the errors) of :func:`convert`, before
+    it wraps them into TF Serving's request: a JSON document as it is (the list of its values
+    when it holds several), JSON lines as the list of their values, CSV as the list of its
+    rows (a one-field row: its value). The fast path reads these into input arrays."""
+    text = _text(content_type, body)
+    if content_type in JSON_TYPES:
+        document = read_json(text)
+        return [line.value for line in document] if isinstance(document, list) else document.value
+    if content_type in JSON_LINES_TYPES:
+        return [line.value for line in split_json_lines(text)]
+    try:
+        return json.loads(convert_csv(text))["instances"]
+    except ValueError as error:  # a number of 4300+ digits
+        raise HttpError(400, f"Invalid CSV: {describe(error)}") from None

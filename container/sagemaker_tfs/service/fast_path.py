@@ -23,6 +23,7 @@ from sagemaker_tfs.service import payloads
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
+from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.tensors import TensorConversionError
 
 logger = logging.getLogger(__name__)
@@ -55,9 +56,7 @@ def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
     return payloads.encode_outputs(outputs, output_type)
 
 
-def expected_answer_bytes(
-    signature: client.Signature, inputs: dict[str, Any], names: list[str]
-) -> int:
+def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
     """The size of the outputs from the signature's shapes, the batch size taken from the
     inputs (0 when a shape or dtype is not fixed: such answers are not streamed)."""
     batch = max((len(array) for array in inputs.values() if np.ndim(array) > 0), default=1)
@@ -84,7 +83,7 @@ def output_filter(custom_attributes: str | None) -> list[str]:
     return []
 
 
-def _signature(context: Any) -> client.Signature:
+def _signature(context: Any) -> Signature:
     try:
         return client.get_signature(context)
     except grpc.RpcError as error:

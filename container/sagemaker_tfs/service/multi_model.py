@@ -23,6 +23,7 @@ from sagemaker_tfs.wire.errors import HttpError
 LOOKUP_TTL_SECONDS = 1.0
 CONTROL_TIMEOUT_SECONDS = 10.0
 UNIVERSAL_CODE_DIR = "/opt/ml/code"
+AVAILABLE = "AVAILABLE"  # the registry's state of a model that serves
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -40,11 +41,26 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 
 
 @dataclass(frozen=True)
-class LoadedModel:
+class ModelLocation:
+    """Where a loaded model is: its files (for its ``code/``) and its model server's ports.
+
+    Read from the registry's description of the model (``GET /models/NAME`` on the control
+    API, written by ``supervisor.model_servers.ModelLocation.describe``).
+    """
+
     name: str
     base_path: str
     grpc_port: int
     rest_port: int
+
+    @classmethod
+    def from_description(cls, description: dict) -> ModelLocation:
+        return cls(
+            name=str(description["model_name"]),
+            base_path=str(description["base_path"]),
+            grpc_port=int(description["grpc_port"]),
+            rest_port=int(description["rest_port"]),
+        )
 
 
 def not_loaded(name: str) -> HttpError:
@@ -90,25 +106,20 @@ class ModelDirectory:
         self._work_dir = work_dir
         self._universal_code_dir = universal_code_dir
         self._lock = threading.Lock()
-        self._models: dict[str, tuple[float, LoadedModel]] = {}
+        self._models: dict[str, tuple[float, ModelLocation]] = {}
         self._code: dict[str, UserCode | None] = {}
 
-    def lookup(self, name: str) -> LoadedModel:
+    def lookup(self, name: str) -> ModelLocation:
         now = time.monotonic()
         with self._lock:
             cached = self._models.get(name)
         if cached is not None and now - cached[0] < LOOKUP_TTL_SECONDS:
             return cached[1]
         description = self._client.describe(name)
-        if description is None or description.get("state", "AVAILABLE") != "AVAILABLE":
+        if description is None or description["state"] != AVAILABLE:
             self.forget(name)
             raise not_loaded(name)
-        model = LoadedModel(
-            name=name,
-            base_path=str(description.get("base_path") or description.get("url") or ""),
-            grpc_port=int(description["grpc_port"]),
-            rest_port=int(description["rest_port"]),
-        )
+        model = ModelLocation.from_description(description)
         with self._lock:
             self._models[name] = (now, model)
         return model
@@ -117,7 +128,7 @@ class ModelDirectory:
         with self._lock:
             self._models.pop(name, None)
 
-    def code_dirs(self, model: LoadedModel) -> list[str]:
+    def code_dirs(self, model: ModelLocation) -> list[str]:
         """Where a model's ``inference.py`` may be, most specific first.
 
         The code downloaded from S3 (``universal_code_dir``) comes before ``/opt/ml/code``.
@@ -128,7 +139,7 @@ class ModelDirectory:
         dirs.append(UNIVERSAL_CODE_DIR)
         return dirs
 
-    def user_code(self, model: LoadedModel) -> UserCode | None:
+    def user_code(self, model: ModelLocation) -> UserCode | None:
         for code_dir in self.code_dirs(model):
             path = script_path(code_dir)
             if path is not None:

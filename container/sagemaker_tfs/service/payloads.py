@@ -31,8 +31,10 @@ import numpy as np
 import orjson
 from PIL import Image, UnidentifiedImageError
 
+from sagemaker_tfs.service import conversion
 from sagemaker_tfs.wire import tensors
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -41,7 +43,7 @@ JSONLINES = "application/jsonlines"
 CSV = "text/csv"
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "application/x-image"})
 IMAGE_STREAM = "application/x-image-stream"
-TEXT_TYPES = frozenset({JSON, JSONLINES, "application/jsons", CSV})
+TEXT_TYPES = frozenset(conversion.CONVERTIBLE_TYPES)
 INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES, *TEXT_TYPES})
 OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
 
@@ -74,19 +76,6 @@ _DECODE_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
 )
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """One input of a signature: its alias, TensorFlow dtype enum and shape (-1 = any)."""
-
-    name: str
-    dtype: int
-    shape: tuple[int, ...] | None  # None: unknown rank
-
-    @property
-    def is_string(self) -> bool:
-        return self.dtype == tensors.DT_STRING
 
 
 @dataclass(frozen=True)
@@ -146,7 +135,7 @@ def choose_output_type(accept: str | None) -> str:
 
 
 def decode_inputs(
-    body: bytes, content_type: str, inputs: Mapping[str, InputSpec], options: ImageOptions
+    body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> dict[str, np.ndarray]:
     """Decode a request body into arrays keyed by input alias, converted to the signature."""
     kind = media_type(content_type)
@@ -169,7 +158,7 @@ def decode_inputs(
     return {spec.name: images_to_batch(images, spec, options)}
 
 
-def _single_input(inputs: Mapping[str, InputSpec], kind: str) -> InputSpec:
+def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
     if len(inputs) == 1:
         return next(iter(inputs.values()))
     names = ", ".join(sorted(inputs)) or "none"
@@ -191,11 +180,7 @@ def decode_npy(body: bytes) -> np.ndarray:
     try:
         return np.load(stream, allow_pickle=False)
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid .npy payload: {_describe(error)}") from None
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}" if not isinstance(error, ValueError) else str(error)
+        raise HttpError(400, f"Invalid .npy payload: {describe(error)}") from None
 
 
 def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> None:
@@ -211,7 +196,7 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
         else:
             raise ValueError(f"unsupported .npy format version {version}")
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid {what}: bad header: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid {what}: bad header: {describe(error)}") from None
     if dtype.hasobject:
         raise HttpError(400, f"Pickled object arrays are not accepted in {what}")
     declared = math.prod(shape) * dtype.itemsize
@@ -224,7 +209,7 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
         )
 
 
-def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str, np.ndarray]]:
+def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str, np.ndarray]]:
     if body.startswith(_NPY_MAGIC):
         raise HttpError(400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}")
     try:
@@ -241,7 +226,7 @@ def _npz_inputs(body: bytes, inputs: Mapping[str, InputSpec]) -> list[tuple[str,
     except HttpError:
         raise
     except _DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid .npz payload: {_describe(error)}") from None
+        raise HttpError(400, f"Invalid .npz payload: {describe(error)}") from None
 
 
 def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -281,7 +266,7 @@ def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         return np.lib.format.read_array(stream, allow_pickle=False)
 
 
-def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
+def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
     """Check an array against an input: same-kind dtype casts are allowed, others refused."""
     if spec.is_string:
         if array.dtype.kind not in "SUO":
@@ -303,7 +288,7 @@ def conform_array(array: np.ndarray, spec: InputSpec) -> np.ndarray:
     return array.astype(target, copy=False)
 
 
-def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
+def _check_shape(shape: tuple[int, ...], spec: TensorSpec) -> None:
     if spec.shape is None:
         return
     expected = spec.shape
@@ -318,16 +303,15 @@ def _check_shape(shape: tuple[int, ...], spec: InputSpec) -> None:
 
 
 def _text_inputs(
-    body: bytes, kind: str, inputs: Mapping[str, InputSpec]
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, object]]:
-    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists."""
-    if kind == CSV:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
+    by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
+    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
+    if kind in conversion.CSV_TYPES:
         spec = _single_input(inputs, kind)
-        rows = _csv_rows(body)
-        if rows.shape[1] == 1 and spec.shape is not None and len(spec.shape) == 1:
-            rows = rows[:, 0]  # one value per row: a batch of scalars, as the njs path reads it
-        return [(spec.name, rows)]
-    document = _json_document(body, kind)
+        return [(spec.name, _csv_instances(conversion.read_values(kind, body), spec))]
+    document = conversion.read_values(kind, body)
     if isinstance(document, dict) and "inputs" in document:
         value = document["inputs"]
         if isinstance(value, dict):
@@ -341,23 +325,16 @@ def _text_inputs(
     return [(_single_input(inputs, kind).name, rows)]
 
 
-def _json_document(body: bytes, kind: str) -> object:
-    try:
-        if kind == JSON:
-            return json.loads(body)
-        return [json.loads(line) for line in body.splitlines() if line.strip()]
-    except (ValueError, RecursionError) as error:  # ValueError: also UnicodeDecodeError
-        raise HttpError(400, f"Invalid JSON payload: {_describe(error)}") from None
+def _csv_instances(instances: list, spec: TensorSpec) -> list:
+    """One-value rows are instances of one value each (as the njs path sends them): a batch
+    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
+    one_column = bool(instances) and not isinstance(instances[0], list)
+    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
+        return [[value] for value in instances]
+    return instances
 
 
-def _csv_rows(body: bytes) -> np.ndarray:
-    try:
-        return np.loadtxt(io.BytesIO(body), delimiter=",", ndmin=2)
-    except (ValueError, IndexError, OverflowError) as error:
-        raise HttpError(400, f"Invalid CSV payload: {error}") from None
-
-
-def _check_names(named: Mapping[str, object], inputs: Mapping[str, InputSpec]) -> None:
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
     unknown = sorted(set(named) - set(inputs))
     if unknown:
         raise HttpError(
@@ -399,7 +376,7 @@ def split_image_stream(body: bytes) -> list[bytes]:
     return images
 
 
-def images_to_batch(images: list[bytes], spec: InputSpec, options: ImageOptions) -> np.ndarray:
+def images_to_batch(images: list[bytes], spec: TensorSpec, options: ImageOptions) -> np.ndarray:
     """One batch from encoded images: bytes for DT_STRING inputs, pixels otherwise."""
     if spec.is_string:
         batch = np.empty(len(images), dtype=object)
@@ -425,7 +402,7 @@ class _Geometry:
     channels: int
 
 
-def _image_geometry(spec: InputSpec) -> _Geometry:
+def _image_geometry(spec: TensorSpec) -> _Geometry:
     """Height, width and channels an NHWC image input wants (None = keep the image's)."""
     if spec.shape is None:
         return _Geometry(None, None, 3)
@@ -442,7 +419,7 @@ def _image_geometry(spec: InputSpec) -> _Geometry:
     return _Geometry(height if height > 0 else None, width if width > 0 else None, channels)
 
 
-def _itemsize(spec: InputSpec) -> int:
+def _itemsize(spec: TensorSpec) -> int:
     try:
         return tensors.numpy_dtype(spec.dtype).itemsize
     except tensors.TensorConversionError:
@@ -465,7 +442,7 @@ def _check_image_sizes(images: list[bytes], target: _Geometry, itemsize: int) ->
                 400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
             ) from None
         except _DECODE_ERRORS as error:
-            raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+            raise HttpError(400, f"Image {index} cannot be decoded: {describe(error)}") from None
         if width * height > MAX_IMAGE_PIXELS:
             raise HttpError(
                 413,
@@ -493,13 +470,13 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
             400, f"Image {index} cannot be decoded: not a JPEG, PNG or other known image format"
         ) from None
     except (*_DECODE_ERRORS, Image.DecompressionBombError) as error:
-        raise HttpError(400, f"Image {index} cannot be decoded: {_describe(error)}") from None
+        raise HttpError(400, f"Image {index} cannot be decoded: {describe(error)}") from None
     if pixels.ndim == 2:
         pixels = pixels[:, :, np.newaxis]
     return pixels
 
 
-def _to_input_dtype(batch: np.ndarray, spec: InputSpec, options: ImageOptions) -> np.ndarray:
+def _to_input_dtype(batch: np.ndarray, spec: TensorSpec, options: ImageOptions) -> np.ndarray:
     target = tensors.numpy_dtype(spec.dtype)
     if target.kind == "f":
         scaled = batch.astype(np.float32)

@@ -17,6 +17,7 @@ TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 METHODS = ("predict", "classify", "regress")
 _VERSION = re.compile(r"[0-9]{1,19}")
 MAX_VERSION = 2**63 - 1
+_OPTIONAL_WHITESPACE = " \t"
 
 
 class Route(NamedTuple):
@@ -26,13 +27,17 @@ class Route(NamedTuple):
 
 
 def parse_custom_attributes(header: str | None) -> dict[str, str]:
-    """``tfs-model-name=NAME,tfs-model-version=N,tfs-method=M``; other text is ignored."""
+    """``tfs-model-name=NAME,tfs-model-version=N,tfs-method=M``; other text is ignored.
+
+    Keys and values lose the spaces and tabs around them (HTTP's optional whitespace) and
+    nothing else, as the njs's ``parseCustomAttributes`` does.
+    """
     attributes: dict[str, str] = {}
     for pair in (header or "").split(","):
         key, sep, value = pair.partition("=")
-        key = key.strip()
+        key = key.strip(_OPTIONAL_WHITESPACE)
         if sep and key in ("tfs-model-name", "tfs-model-version", "tfs-method"):
-            attributes[key] = value.strip()
+            attributes[key] = value.strip(_OPTIONAL_WHITESPACE)
     return attributes
 
 

@@ -1,2 +1,2 @@
 """Wire code shared by the service, the model server and ``sagemaker_tfs.client``:
-protos, tensors, Predict messages."""
+protos, tensors, Predict messages, signature specs, the HTTP error."""

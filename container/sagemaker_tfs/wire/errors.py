@@ -57,6 +57,12 @@ def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def describe(error: BaseException) -> str:
+    """An exception for an error message: its text, after its type unless a ValueError
+    (whose text says enough; ``RecursionError: maximum recursion depth...`` needs the type)."""
+    return str(error) if isinstance(error, ValueError) else f"{type(error).__name__}: {error}"
+
+
 def error_body(message: str) -> bytes:
     """``{"error": message}`` as UTF-8 JSON; lone surrogates and control characters escaped."""
     return json.dumps({"error": message}).encode("utf-8")

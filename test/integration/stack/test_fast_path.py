@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+from payload_bytes import npy_bytes
 from PIL import Image
 from whole_stack import RunningStack, running_stack
 
@@ -36,12 +37,6 @@ def pixels(data: bytes, size: tuple[int, int]) -> np.ndarray:
     if image.size != size:
         image = image.resize(size, Image.Resampling.BILINEAR)
     return np.asarray(image, dtype=np.float32)
-
-
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
 
 
 class InProcess:

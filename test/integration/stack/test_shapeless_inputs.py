@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import requests
-from PIL import Image
+from payload_bytes import npy_bytes, npz_bytes, png_of
 from whole_stack import RunningStack, running_stack
 
 pytestmark = pytest.mark.slow
@@ -33,24 +33,6 @@ def stack(
     (model_dir / "shapes").symlink_to(test_models("shapes"), target_is_directory=True)
     with running_stack(model_dir, tmp_path_factory.mktemp("shapeless_work")) as running:
         yield running
-
-
-def npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
-
-
-def npz(**arrays: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
-
-
-def png(pixels: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(pixels).save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def invoke(
@@ -74,7 +56,7 @@ HALF_PLUS_THREE = "tfs-model-name=half_plus_three"
 )
 def test_npy_of_any_shape_to_an_input_with_no_recorded_shape(stack, shape) -> None:
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
-    served = as_array(invoke(stack, npy(x), NPY, NPY, HALF_PLUS_THREE))
+    served = as_array(invoke(stack, npy_bytes(x), NPY, NPY, HALF_PLUS_THREE))
     assert served.shape == shape
     np.testing.assert_allclose(served, x * 0.5 + 3)
 
@@ -82,7 +64,7 @@ def test_npy_of_any_shape_to_an_input_with_no_recorded_shape(stack, shape) -> No
 def test_npz_json_and_csv_with_a_binary_accept(stack) -> None:
     x = np.array([[1.0, 2.0], [5.0, 6.0]], np.float32)
     expected = x * 0.5 + 3
-    from_npz = invoke(stack, npz(x=x), NPZ, NPZ, HALF_PLUS_THREE)
+    from_npz = invoke(stack, npz_bytes(x=x), NPZ, NPZ, HALF_PLUS_THREE)
     assert from_npz.status_code == 200, from_npz.text
     with np.load(io.BytesIO(from_npz.content), allow_pickle=False) as archive:
         np.testing.assert_allclose(archive["y"], expected)
@@ -98,7 +80,7 @@ def test_npz_json_and_csv_with_a_binary_accept(stack) -> None:
 
 def test_image_keeps_its_own_size_for_an_input_with_no_recorded_shape(stack) -> None:
     pixels = np.random.default_rng(7).integers(0, 255, (5, 4, 3), dtype=np.uint8)
-    served = as_array(invoke(stack, png(pixels), "image/png", NPY, HALF_PLUS_THREE))
+    served = as_array(invoke(stack, png_of(pixels), "image/png", NPY, HALF_PLUS_THREE))
     assert served.shape == (1, 5, 4, 3)
     np.testing.assert_allclose(served[0], pixels.astype(np.float32) * 0.5 + 3)
 
@@ -109,7 +91,7 @@ SCALAR = np.array(2.0, np.float32)
 
 
 def shapes(stack: RunningStack, **arrays: np.ndarray) -> requests.Response:
-    return invoke(stack, npz(**arrays), NPZ, NPZ, SHAPES)
+    return invoke(stack, npz_bytes(**arrays), NPZ, NPZ, SHAPES)
 
 
 @pytest.mark.parametrize("shape", [(4,), (2, 3), (2, 1, 2), ()])

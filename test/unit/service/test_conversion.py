@@ -1,11 +1,18 @@
-"""CONTRACT.md's conversion table in Python (the multi-model and fallback path)."""
+"""CONTRACT.md's conversion table in Python (the multi-model and fallback path).
+
+Also the reference container's rule for Accept and the model server's JSON answer: when
+Accept lists application/json or a JSON lines type, the answer is the model server's JSON
+with its newlines removed and the first listed type as Content-Type. (The njs implements
+both too: test_nginx_config_njs_conversions.py runs it on the same cases.)
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from sagemaker_tfs.service.conversion import convert
+from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
+from sagemaker_tfs.service.conversion import convert, one_line_json_type, read_values
 from sagemaker_tfs.wire.errors import HttpError
 
 
@@ -61,15 +68,7 @@ def test_csv_numbers_keep_their_spelling() -> None:
 @pytest.mark.parametrize(
     ("content_type", "body", "status", "text"),
     [
-        ("application/json", b"", 400, "Empty request body"),
-        ("application/json", b"   \n", 400, "Empty request body"),
-        ("application/json", b"{not json", 400, "Invalid JSON"),
-        ("application/json", b'{"a": 1} xyz', 400, "Invalid JSON"),
-        ("application/jsonlines", b"", 400, "Empty request body"),
-        ("application/jsonlines", b"1\n2", 400, "Invalid JSON lines"),
-        ("application/jsonlines", b'{"a": 1}\n{"a": ', 400, "Invalid JSON lines"),
-        ("text/csv", b"", 400, "Empty request body"),
-        ("text/csv", b"1,2\n3\n", 400, "row 2 has 1 fields, expected 2"),
+        *BAD_BODIES,
         ("application/json", b"\xff\xfe", 400, "not UTF-8"),
         ("image/png", b"x", 415, "Unsupported Media Type: image/png"),
     ],
@@ -89,3 +88,26 @@ def test_hostile_json_is_400_not_500(body: bytes) -> None:
         convert("application/json", body)
     assert raised.value.status == 400
     assert len(raised.value.message) < 300
+
+
+@pytest.mark.parametrize(("content_type", "body"), CASES)
+def test_read_values_reads_what_convert_wraps(content_type: str, body: str) -> None:
+    """The fast path (``read_values``) refuses what the njs and multi-model paths refuse,
+    and reads the values their request carries."""
+    try:
+        request = json.loads(convert(content_type, body.encode()))
+    except HttpError as error:
+        with pytest.raises(HttpError) as raised:
+            read_values(content_type, body.encode())
+        assert raised.value.status == error.status
+        return
+    values = read_values(content_type, body.encode())
+    if content_type == "application/json":  # a request, the instances, or one instance
+        assert request in (values, {"instances": values}, {"instances": [values]})
+    else:
+        assert request == {"instances": values}
+
+
+@pytest.mark.parametrize(("accept", "expected"), ACCEPT_CASES)
+def test_one_line_type(accept: str | None, expected: str | None) -> None:
+    assert one_line_json_type(accept) == expected

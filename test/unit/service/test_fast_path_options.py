@@ -13,9 +13,9 @@ import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path
 from sagemaker_tfs.service.context import build_context
-from sagemaker_tfs.service.payloads import InputSpec
 from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire import predict_messages, protos
+from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
@@ -35,9 +35,9 @@ def test_output_filter_from_custom_attributes(attributes: str, names: list[str])
     assert fast_path.output_filter(attributes) == names
 
 
-def signature(**outputs: tuple[int, ...] | None) -> client.Signature:
-    specs = {name: InputSpec(name, DT_FLOAT, shape) for name, shape in outputs.items()}
-    return client.Signature("serving_default", "", {}, specs)
+def signature(**outputs: tuple[int, ...] | None) -> Signature:
+    specs = {name: TensorSpec(name, DT_FLOAT, shape) for name, shape in outputs.items()}
+    return Signature("serving_default", "", {}, specs)
 
 
 def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:

@@ -9,35 +9,30 @@ import zipfile
 
 import numpy as np
 import pytest
-from PIL import Image
+from payload_bytes import (
+    image_bytes,
+    image_stream_bytes,
+    npy_bytes,
+    npz_bytes,
+    zip_bytes,
+    zip_needing_version_11_3,
+)
 from sagemaker_tfs.service import payloads
-from sagemaker_tfs.service.payloads import ImageOptions, InputSpec
+from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
-IMAGE_INPUT = {"images": InputSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
+IMAGE_INPUT = {"images": TensorSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
 NO_SCALING = ImageOptions()
-
-
-def encoded_image(width: int, height: int, fmt: str = "PNG", color=(200, 10, 30)) -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buffer, format=fmt)
-    return buffer.getvalue()
-
-
-def stream(*images: bytes) -> bytes:
-    return b"".join(len(image).to_bytes(4, "big") + image for image in images)
-
-
-def npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
+RED = (200, 10, 30)
 
 
 def test_png_is_resized_to_the_signature_in_rgb_order() -> None:
-    arrays = payloads.decode_inputs(encoded_image(20, 10), "image/png", IMAGE_INPUT, NO_SCALING)
+    arrays = payloads.decode_inputs(
+        image_bytes((20, 10), color=RED), "image/png", IMAGE_INPUT, NO_SCALING
+    )
     batch = arrays["images"]
     assert batch.shape == (1, 8, 6, 3) and batch.dtype == np.float32
     np.testing.assert_array_equal(batch[0, 0, 0], [200, 10, 30])
@@ -47,10 +42,14 @@ def test_scaling_applies_to_float_inputs() -> None:
     options = ImageOptions.from_env(
         {"SAGEMAKER_TFS_IMAGE_SCALE": "0.5", "SAGEMAKER_TFS_IMAGE_OFFSET": "-1"}
     )
-    batch = payloads.decode_inputs(encoded_image(6, 8), "image/png", IMAGE_INPUT, options)
+    batch = payloads.decode_inputs(
+        image_bytes((6, 8), color=RED), "image/png", IMAGE_INPUT, options
+    )
     np.testing.assert_allclose(batch["images"][0, 0, 0], [99, 4, 14])
-    uint8_input = {"x": InputSpec("x", DT_UINT8, (-1, -1, -1, 3))}
-    raw = payloads.decode_inputs(encoded_image(5, 4), "image/png", uint8_input, options)["x"]
+    uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, -1, -1, 3))}
+    raw = payloads.decode_inputs(image_bytes((5, 4), color=RED), "image/png", uint8_input, options)[
+        "x"
+    ]
     assert raw.dtype == np.uint8 and raw.shape == (1, 4, 5, 3) and raw[0, 0, 0, 0] == 200
 
 
@@ -60,21 +59,28 @@ def test_bad_scale_setting_is_a_clear_error() -> None:
 
 
 def test_jpeg_stream_becomes_one_batch() -> None:
-    body = stream(*(encoded_image(16, 16, "JPEG", (i * 40, 0, 0)) for i in range(3)))
+    body = image_stream_bytes(
+        [image_bytes((16, 16), fmt="JPEG", color=(i * 40, 0, 0)) for i in range(3)]
+    )
     batch = payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert batch["images"].shape == (3, 8, 6, 3)
     assert batch["images"][2, 0, 0, 0] > batch["images"][1, 0, 0, 0] > batch["images"][0, 0, 0, 0]
 
 
 def test_seed_stream_terminated_by_zero_length_is_accepted() -> None:
-    body = stream(encoded_image(4, 4)) + (0).to_bytes(4, "big")
+    body = image_stream_bytes([image_bytes((4, 4), color=RED)]) + (0).to_bytes(4, "big")
     assert len(payloads.split_image_stream(body)) == 1
 
 
 def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
-    images = [encoded_image(4, 4, "JPEG"), encoded_image(5, 5, "JPEG")]
-    spec = {"image_bytes": InputSpec("image_bytes", DT_STRING, (-1,))}
-    batch = payloads.decode_inputs(stream(*images), "application/x-image-stream", spec, NO_SCALING)
+    images = [
+        image_bytes((4, 4), fmt="JPEG", color=RED),
+        image_bytes((5, 5), fmt="JPEG", color=RED),
+    ]
+    spec = {"image_bytes": TensorSpec("image_bytes", DT_STRING, (-1,))}
+    batch = payloads.decode_inputs(
+        image_stream_bytes(images), "application/x-image-stream", spec, NO_SCALING
+    )
     assert batch["image_bytes"].tolist() == images
     single = payloads.decode_inputs(images[0], "application/x-image", spec, NO_SCALING)
     assert single["image_bytes"].tolist() == images[:1]
@@ -83,10 +89,16 @@ def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
 @pytest.mark.parametrize(
     ("body", "match"),
     [
-        (stream(encoded_image(4, 4))[:-3], "Truncated image stream: record 0 declares"),
-        (stream(encoded_image(4, 4)) + b"\x00\x00", "partial length header"),
+        (
+            image_stream_bytes([image_bytes((4, 4), color=RED)])[:-3],
+            "Truncated image stream: record 0 declares",
+        ),
+        (
+            image_stream_bytes([image_bytes((4, 4), color=RED)]) + b"\x00\x00",
+            "partial length header",
+        ),
         (b"\x00\x00\x00\x00", "Empty image stream"),
-        (stream(b"not an image at all"), "Image 0 cannot be decoded"),
+        (image_stream_bytes([b"not an image at all"]), "Image 0 cannot be decoded"),
     ],
 )
 def test_bad_image_streams(body: bytes, match: str) -> None:
@@ -96,16 +108,16 @@ def test_bad_image_streams(body: bytes, match: str) -> None:
 
 
 def test_varying_sizes_need_a_fixed_model_size() -> None:
-    free = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
-    body = stream(encoded_image(4, 4), encoded_image(5, 4))
+    free = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    body = image_stream_bytes([image_bytes((4, 4), color=RED), image_bytes((5, 4), color=RED)])
     with pytest.raises(HttpError, match="same size"):
         payloads.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
 
 
 def test_npy_roundtrip_with_same_kind_cast() -> None:
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, 3))}
     decoded = payloads.decode_inputs(
-        npy(np.ones((2, 3), np.int64)), "application/x-npy", spec, NO_SCALING
+        npy_bytes(np.ones((2, 3), np.int64)), "application/x-npy", spec, NO_SCALING
     )
     assert decoded["x"].dtype == np.float32 and decoded["x"].shape == (2, 3)
 
@@ -115,21 +127,25 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
     [
         (
             np.ones((2, 3), np.float64),
-            InputSpec("x", DT_INT32, (-1, 3)),
+            TensorSpec("x", DT_INT32, (-1, 3)),
             "expects DT_INT32, got an array of float64",
         ),
-        (np.array(["a"]), InputSpec("x", DT_FLOAT, (-1,)), "expects DT_FLOAT, got an array of <U1"),
+        (
+            np.array(["a"]),
+            TensorSpec("x", DT_FLOAT, (-1,)),
+            "expects DT_FLOAT, got an array of <U1",
+        ),
         (
             np.ones((2, 4), np.float32),
-            InputSpec("x", DT_FLOAT, (-1, 3)),
+            TensorSpec("x", DT_FLOAT, (-1, 3)),
             r"expects shape \[None, 3\]",
         ),
-        (np.ones(2, np.float32), InputSpec("x", DT_STRING, (-1,)), "expects DT_STRING"),
+        (np.ones(2, np.float32), TensorSpec("x", DT_STRING, (-1,)), "expects DT_STRING"),
     ],
 )
-def test_wrong_arrays_are_refused(array: np.ndarray, spec: InputSpec, match: str) -> None:
+def test_wrong_arrays_are_refused(array: np.ndarray, spec: TensorSpec, match: str) -> None:
     with pytest.raises(HttpError, match=match) as raised:
-        payloads.decode_inputs(npy(array), "application/x-npy", {"x": spec}, NO_SCALING)
+        payloads.decode_inputs(npy_bytes(array), "application/x-npy", {"x": spec}, NO_SCALING)
     assert raised.value.status == 400
 
 
@@ -138,26 +154,23 @@ def test_pickled_npy_is_refused_without_unpickling() -> None:
         def __reduce__(self):  # would run on unpickling
             return (pytest.fail, ("unpickled!",))
 
-    body = npy(np.array([Boom()], dtype=object))
+    body = npy_bytes(np.array([Boom()], dtype=object))
     assert b"pytest" in body and pickle  # the payload really carries a pickle
     with pytest.raises(HttpError, match="Pickled object arrays are not accepted"):
         payloads.decode_inputs(
-            body, "application/x-npy", {"x": InputSpec("x", DT_FLOAT, None)}, NO_SCALING
+            body, "application/x-npy", {"x": TensorSpec("x", DT_FLOAT, None)}, NO_SCALING
         )
 
 
 def test_npz_named_inputs() -> None:
-    buffer = io.BytesIO()
-    np.savez(buffer, a=np.ones(2, np.float32), b=np.arange(3, dtype=np.int32))
-    inputs = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
-    decoded = payloads.decode_inputs(buffer.getvalue(), "application/x-npz", inputs, NO_SCALING)
+    body = npz_bytes(a=np.ones(2, np.float32), b=np.arange(3, dtype=np.int32))
+    inputs = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
+    decoded = payloads.decode_inputs(body, "application/x-npz", inputs, NO_SCALING)
     assert sorted(decoded) == ["a", "b"] and decoded["b"].tolist() == [0, 1, 2]
     with pytest.raises(HttpError, match=r"not inputs of the signature"):
-        payloads.decode_inputs(
-            buffer.getvalue(), "application/x-npz", {"a": inputs["a"]}, NO_SCALING
-        )
+        payloads.decode_inputs(body, "application/x-npz", {"a": inputs["a"]}, NO_SCALING)
     with pytest.raises(HttpError, match=r"signature has 2 \(a, b\); send application/x-npz"):
-        payloads.decode_inputs(npy(np.ones(2)), "application/x-npy", inputs, NO_SCALING)
+        payloads.decode_inputs(npy_bytes(np.ones(2)), "application/x-npy", inputs, NO_SCALING)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +259,7 @@ def test_numpy_answers_read_back_like_np_save_and_refer_to_the_outputs() -> None
 
 
 def test_json_and_csv_inputs_for_binary_answers() -> None:
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, 2))}
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
     for body, kind in [
         (b'{"instances": [[1, 2], [3, 4]]}', "application/json"),
         (b"[1, 2]\n[3, 4]\n", "application/jsonlines"),
@@ -254,11 +267,11 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
     ]:
         decoded = payloads.decode_inputs(body, kind, spec, NO_SCALING)["x"]
         assert decoded.dtype == np.float32 and decoded.tolist() == [[1, 2], [3, 4]], kind
-    two = {"a": InputSpec("a", DT_FLOAT, (-1,)), "b": InputSpec("b", DT_INT32, (-1,))}
+    two = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
     rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
     decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
     assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
-    with pytest.raises(HttpError, match="Invalid JSON payload"):
+    with pytest.raises(HttpError, match="Invalid JSON: "):
         payloads.decode_inputs(b"{", "application/json", spec, NO_SCALING)
     with pytest.raises(HttpError, match="not a rectangular array"):
         payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
@@ -270,17 +283,17 @@ def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
     """As the njs path reads it (each one-value row an instance), so Batch Transform's CSV with
     a CSV Accept works on a rank-1 input; inputs of other ranks keep the (rows, 1) matrix."""
     body = b"1.0\n2.5\n5\n"
-    vector = {"x": InputSpec("x", DT_FLOAT, (-1,))}
+    vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
     assert payloads.decode_inputs(body, "text/csv", vector, NO_SCALING)["x"].tolist() == [
         1.0,
         2.5,
         5.0,
     ]
     for shape in [(-1, 1), None]:
-        column = {"x": InputSpec("x", DT_FLOAT, shape)}
+        column = {"x": TensorSpec("x", DT_FLOAT, shape)}
         decoded = payloads.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
         assert decoded.shape == (3, 1), shape
-    scalar = {"x": InputSpec("x", DT_FLOAT, ())}
+    scalar = {"x": TensorSpec("x", DT_FLOAT, ())}
     with pytest.raises(HttpError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
         payloads.decode_inputs(body, "text/csv", scalar, NO_SCALING)
 
@@ -307,46 +320,27 @@ def test_json_keeps_tf_serving_non_finite_literals() -> None:
 
 # ---------------------------------------------------------------- hostile bodies (issue 10)
 
-FLOAT_ROWS = {"x": InputSpec("x", DT_FLOAT, (-1, 3))}
+FLOAT_ROWS = {"x": TensorSpec("x", DT_FLOAT, (-1, 3))}
 
 
-def _npy(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
-
-
-def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=compression) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-GOOD_NPY = _npy(np.ones((2, 3), np.float32))
-GOOD_NPZ = _zip({"x.npy": GOOD_NPY})
-
-
-def _version_11_3(archive: bytes) -> bytes:
-    """A zip whose member says it needs zip version 11.3 (zipfile: NotImplementedError)."""
-    data = bytearray(archive)
-    local = data.find(b"PK\x03\x04")
-    data[local + 4 : local + 6] = bytes([113, 3])
-    central = data.find(b"PK\x01\x02")
-    data[central + 6 : central + 8] = bytes([113, 3])
-    return bytes(data)
+GOOD_NPY = npy_bytes(np.ones((2, 3), np.float32))
+GOOD_NPZ = zip_bytes({"x.npy": GOOD_NPY})
 
 
 @pytest.mark.parametrize(
     ("kind", "body", "status", "text"),
     [
         (payloads.NPZ, b"PK\x03\x04" + bytes(5), 400, "BadZipFile"),
-        (payloads.NPZ, _version_11_3(GOOD_NPZ), 400, "zip file version"),
-        (payloads.NPZ, _zip({"x.npy": _zip({"a.npy": GOOD_NPY})}), 400, "not an .npy array"),
-        (payloads.NPZ, _zip({"x.npy": GOOD_NPY[:-4]}), 400, "20 bytes of data follow"),
-        (payloads.NPZ, _zip({"x.npy": GOOD_NPY, "x": GOOD_NPY}), 400, "appears twice"),
-        (payloads.NPZ, _zip({}), 400, "no arrays"),
+        (payloads.NPZ, zip_needing_version_11_3(GOOD_NPZ), 400, "zip file version"),
+        (
+            payloads.NPZ,
+            zip_bytes({"x.npy": zip_bytes({"a.npy": GOOD_NPY})}),
+            400,
+            "not an .npy array",
+        ),
+        (payloads.NPZ, zip_bytes({"x.npy": GOOD_NPY[:-4]}), 400, "20 bytes of data follow"),
+        (payloads.NPZ, zip_bytes({"x.npy": GOOD_NPY, "x": GOOD_NPY}), 400, "appears twice"),
+        (payloads.NPZ, zip_bytes({}), 400, "no arrays"),
         (payloads.NPY, GOOD_NPY.replace(b"'descr'", b"'''des"), 400, "TokenError"),
         (payloads.NPY, GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)"), 400, "40000000000 bytes"),
         (payloads.NPY, GOOD_NPY + b"\x00", 400, "25 bytes of data follow"),
@@ -365,7 +359,7 @@ def test_corrupted_binary_bodies_are_400(kind: str, body: bytes, status: int, te
 
 def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() -> None:
     header = GOOD_NPY.replace(b"(2, 3)", b"(100000000, 3)")[:128]
-    bomb = _zip({"x.npy": header + bytes(100_000_000 * 12)}, zipfile.ZIP_DEFLATED)
+    bomb = zip_bytes({"x.npy": header + bytes(100_000_000 * 12)}, zipfile.ZIP_DEFLATED)
     assert len(bomb) < 2_000_000
     with pytest.raises(HttpError) as caught:
         payloads.decode_inputs(bomb, payloads.NPZ, FLOAT_ROWS, ImageOptions())
@@ -375,19 +369,20 @@ def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() ->
 def test_an_npy_member_declaring_more_than_its_bytes_is_refused() -> None:
     member = GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)")
     with pytest.raises(HttpError) as caught:
-        payloads.decode_inputs(_zip({"x.npy": member}), payloads.NPZ, FLOAT_ROWS, ImageOptions())
+        payloads.decode_inputs(
+            zip_bytes({"x.npy": member}), payloads.NPZ, FLOAT_ROWS, ImageOptions()
+        )
     assert caught.value.status == 400
     assert "40000000000 bytes" in caught.value.message
 
 
 @pytest.mark.parametrize("side", [9000, 20000])
 def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> None:
-    encoded = io.BytesIO()
-    Image.new("L", (side, side)).save(encoded, "PNG")  # a few hundred KB of zeros
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    png = image_bytes((side, side), "L")  # a few hundred KB of zeros
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     for kind, body in (
-        ("image/png", encoded.getvalue()),
-        (payloads.IMAGE_STREAM, len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()),
+        ("image/png", png),
+        (payloads.IMAGE_STREAM, image_stream_bytes([png])),
     ):
         with pytest.raises(HttpError) as caught:
             payloads.decode_inputs(body, kind, spec, ImageOptions())
@@ -395,10 +390,8 @@ def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> 
 
 
 def test_an_image_stream_whose_images_add_up_to_too_much_is_413() -> None:
-    encoded = io.BytesIO()
-    Image.new("RGB", (4000, 4000)).save(encoded, "PNG")
-    record = len(encoded.getvalue()).to_bytes(4, "big") + encoded.getvalue()
-    spec = {"x": InputSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
+    record = image_stream_bytes([image_bytes((4000, 4000))])
+    spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     with pytest.raises(HttpError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
         payloads.decode_inputs(record * 6, payloads.IMAGE_STREAM, spec, ImageOptions())
     assert caught.value.status == 413
@@ -411,3 +404,20 @@ def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
     assert caught.value.status == 400
     json.loads(json.dumps({"error": caught.value.message}).encode("utf-8"))
     assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
+
+
+def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() -> None:
+    """Parsed by the same rules whatever the Accept (conversion.read_values)."""
+    pair = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
+    vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
+    flat = payloads.decode_inputs(b"[1, 2]", payloads.JSON, vector, NO_SCALING)["x"]
+    assert flat.tolist() == [1.0, 2.0]  # a bare list is the batch here
+    lines = payloads.decode_inputs(b"[1, 2]\n[3, 4]", payloads.JSON, pair, NO_SCALING)["x"]
+    assert lines.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    with_bom = payloads.decode_inputs(b"\xef\xbb\xbf1,2\n", payloads.CSV, pair, NO_SCALING)["x"]
+    assert with_bom.tolist() == [[1.0, 2.0]]
+    text = {"s": TensorSpec("s", DT_STRING, (-1,))}
+    quoted = payloads.decode_inputs(b'"a ""b"""\nc\n', payloads.CSV, text, NO_SCALING)["s"]
+    assert quoted.tolist() == ['a "b"', "c"]
+    with pytest.raises(HttpError, match="Invalid CSV"):
+        payloads.decode_inputs(b"1" * 5000, payloads.CSV, pair, NO_SCALING)

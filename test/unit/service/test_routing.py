@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sagemaker_tfs.config import Instance
-from sagemaker_tfs.service.context import Context, build_context
+from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.routing import (
     InstancePicker,
     Route,
@@ -57,25 +57,23 @@ def test_picker_round_robins() -> None:
     assert [picker.next() for _ in range(4)] == instances * 2
 
 
-def test_context_fields_and_defaults() -> None:
-    assert Context._fields[:10] == (
-        "model_name",
-        "model_version",
-        "method",
-        "rest_uri",
-        "grpc_port",
-        "channel",
-        "custom_attributes",
-        "request_content_type",
-        "accept_header",
-        "content_length",
-    )
+def test_context_fields_in_the_contract_order_and_defaults() -> None:
+    """Handlers may unpack the context by position: CONTRACT.md's order, grpc_uri last."""
     context = build_context(Route("m", "2", "predict"), 9000, 8501, "chan", None, None, None, 5)
-    assert context.request_content_type == "application/json"
-    assert context.accept_header == "application/json"
-    assert context.grpc_port == context.grpc_uri == "9000"
-    assert context.rest_uri == "http://127.0.0.1:8501/v1/models/m/versions/2:predict"
-    assert context.channel == "chan" and context.content_length == 5
+    assert tuple(context) == (
+        "m",  # model_name
+        "2",  # model_version
+        "predict",  # method
+        "http://127.0.0.1:8501/v1/models/m/versions/2:predict",  # rest_uri
+        "9000",  # grpc_port, a string as the reference container gives it
+        "chan",  # channel
+        "",  # custom_attributes
+        "application/json",  # request_content_type (default)
+        "application/json",  # accept_header (default)
+        5,  # content_length
+        "9000",  # grpc_uri
+    )
+    assert context.grpc_uri == context.grpc_port and context.accept_header == "application/json"
 
 
 def test_context_keeps_given_types() -> None:

@@ -10,8 +10,8 @@ from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.service.multi_model import (
     UNIVERSAL_CODE_DIR,
     ControlClient,
-    LoadedModel,
     ModelDirectory,
+    ModelLocation,
 )
 from sagemaker_tfs.supervisor.stack import StartupError, Supervisor
 from stack_configs import StackConfigBuilder
@@ -60,7 +60,7 @@ def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path
     directory = ModelDirectory(
         ControlClient(str(tmp_path / "sock")), "/models", "/work", "/work/universal_code"
     )
-    model = LoadedModel("m", "/models/m", 1, 2)
+    model = ModelLocation("m", "/models/m", 1, 2)
     assert directory.code_dirs(model) == [
         "/models/m/code",
         "/models/code",

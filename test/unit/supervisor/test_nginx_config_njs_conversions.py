@@ -1,98 +1,127 @@
-"""The njs conversions agree with the Python ones on the same inputs.
+"""The njs agrees with the Python service on the same inputs.
 
-``tensorflow_serving.js`` is plain ECMAScript apart from the ``r`` object of its request
-handlers, so its ``convert`` can be run by Node.js; the Python service's
-``conversion.convert`` is the other implementation of CONTRACT.md's table. Both must give
-the same TF Serving request (or the same error status) for every case below. (Node's
-JSON.parse has no nesting limit, njs's has; nesting is tested against nginx in test_njs.py.)
+nginx runs ``tensorflow_serving.js`` for single-model invocations without user code; the
+Python service does the same work for multi-model endpoints and for what njs hands over.
+Each rule written in both languages is run here by both on the same cases: the
+JSON/JSON lines/CSV conversion (CONTRACT.md's table; the same request, or the same error
+status), the one-line JSON answer's type for an Accept header (also run under nginx in
+test/integration/stack/test_versions_and_accept.py), the custom attributes header, the model
+name pattern and the version rule.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.supervisor import nginx_config
+from conversion_cases import ACCEPT_CASES, CASES
+from njs_functions import call_njs, needs_node
+from sagemaker_tfs.config import MODEL_NAME_PATTERN
+from sagemaker_tfs.service.conversion import convert, one_line_json_type
+from sagemaker_tfs.service.routing import parse_custom_attributes, valid_version
 from sagemaker_tfs.wire.errors import HttpError
 
-RUNNER = """
-import tfs from './tensorflow_serving.mjs';
-let input = '';
-process.stdin.on('data', (chunk) => { input += chunk; });
-process.stdin.on('end', () => {
-    const results = JSON.parse(input).map(([contentType, body]) => {
-        try {
-            return {body: tfs.convert(contentType, body)};
-        } catch (e) {
-            return {status: e.status, message: e.message};
-        }
-    });
-    process.stdout.write(JSON.stringify(results));
-});
-"""
-
-CASES = [
-    ("application/json", '{"instances": [1.0, 2.0]}'),
-    ("application/json", '{"inputs": {"x": [1]}}'),
-    ("application/json", "[1.0, 2.0]"),
-    ("application/json", "[[1.0, 2.0], [3.0, 4.0]]"),
-    ("application/json", "[[1.0], 2.0]"),
-    ("application/json", "[]"),
-    ("application/json", '"text"'),
-    ("application/json", "1.5"),
-    ("application/json", '{"x": 1}'),
-    ("application/json", '{"x": 1}\n{"x": 2}\n'),
-    ("application/json", '[1, "a]"] [3, 4]'),
-    ("application/json", ""),
-    ("application/json", "{bad"),
-    ("application/json", '{"a": 1} tail'),
-    ("application/jsonlines", '{"a": [1, 2]}\r\n\n{"a": [3, "x\\n}"]}\n'),
-    ("application/jsonlines", "[1.0]"),
-    ("application/jsonlines", "1\n2"),
-    ("application/jsonlines", '{"a": 1}\n{"a": '),
-    ("application/jsons", ""),
-    ("text/csv", "1.0,2.0\n3.0,4.0\n"),
-    ("text/csv", "1.0\n2.0\n"),
-    ("text/csv", '1,abc,"q"\r\n'),
-    ("text/csv", "1.10,12345678901234567890,-0.5e-3"),
-    ("text/csv", "1,2\n3\n"),
-    ("text/csv", ""),
+CUSTOM_ATTRIBUTES = [
+    None,
+    "",
+    "tfs-model-name=half_plus_two",
+    "tfs-model-name=m,tfs-model-version=2,tfs-method=regress",
+    " tfs-model-name = m , tfs-model-version= 12 ",
+    "tfs-model-name=a=b",
+    "tfs-model-name=a,tfs-model-name=b",
+    "tfs-model-name",
+    "=x,tfs-method=classify",
+    "tfs-model-name=,tfs-method=",
+    "other=1,tfs-output-filter=a;b,tfs-model-version=3",
+    "TFS-MODEL-NAME=upper",
+    "tfs-model-name=m\t,\ttfs-method=predict",
+    ",,,",
+    "tfs-model-name=mödel",
+    "tfs-model-name=m\x1c",
+    "tfs-model-name=m\xa0",
+    "tfs-model-name=\ufeffm",
+    "tfs-model-name=m\x0b,tfs-method=\x85predict",
 ]
 
+MODEL_NAMES = [
+    "m",
+    "half_plus_two",
+    "model.v2-final",
+    "0",
+    "A" * 200,
+    "a..b",
+    "",
+    "_private",
+    ".hidden",
+    "-dash",
+    "a b",
+    "a/b",
+    "../etc",
+    "model\n",
+    "model\r\n",
+    "\nmodel",
+    "mödel",
+    "模型",
+    "a\u0000",
+    "a%2Fb",
+    "a:predict",
+]
 
-def run_njs(tmp_path: Path) -> list[dict]:
-    source = (nginx_config.templates_dir() / nginx_config.NJS_NAME).read_text()
-    (tmp_path / "tensorflow_serving.mjs").write_text(source)
-    (tmp_path / "runner.mjs").write_text(RUNNER)
-    result = subprocess.run(
-        ["node", str(tmp_path / "runner.mjs")],
-        input=json.dumps(CASES),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(result.stdout)
+VERSIONS = ["1", "0", "007", "9223372036854775807", "9223372036854775808", "1" * 20, "", "-1",
+            "1.0", " 1", "1\n", "١"]  # fmt: skip
 
 
-def run_python(content_type: str, body: str) -> dict:
+def run_python_convert(content_type: str, body: str) -> dict:
     try:
-        return {"body": convert(content_type, body.encode())}
+        return {"value": convert(content_type, body.encode())}
     except HttpError as error:
         return {"status": error.status, "message": error.message}
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed")
+@needs_node
 def test_njs_and_python_convert_alike(tmp_path: Path) -> None:
-    for (content_type, body), njs in zip(CASES, run_njs(tmp_path), strict=True):
-        python = run_python(content_type, body)
+    for (content_type, body), njs in zip(CASES, call_njs(tmp_path, "convert", CASES), strict=True):
+        python = run_python_convert(content_type, body)
         case = f"{content_type} {body!r}: njs {njs} python {python}"[:500]
-        if "body" in python:
-            assert "body" in njs, case
-            assert json.loads(njs["body"]) == json.loads(python["body"]), case
+        if "value" in python:
+            assert "value" in njs, case
+            assert json.loads(njs["value"]) == json.loads(python["value"]), case
         else:
             assert njs.get("status") == python["status"], case
+
+
+@needs_node
+def test_njs_and_python_read_custom_attributes_alike(tmp_path: Path) -> None:
+    njs = call_njs(tmp_path, "parseCustomAttributes", [[header] for header in CUSTOM_ATTRIBUTES])
+    python = [{"value": parse_custom_attributes(header)} for header in CUSTOM_ATTRIBUTES]
+    assert dict(zip(CUSTOM_ATTRIBUTES, njs, strict=True)) == dict(
+        zip(CUSTOM_ATTRIBUTES, python, strict=True)
+    )
+
+
+@needs_node
+def test_njs_and_python_accept_the_same_model_names(tmp_path: Path) -> None:
+    njs = [
+        result["value"] for result in call_njs(tmp_path, "MODEL_NAME", [[n] for n in MODEL_NAMES])
+    ]
+    python = [MODEL_NAME_PATTERN.fullmatch(name) is not None for name in MODEL_NAMES]
+    assert dict(zip(MODEL_NAMES, njs, strict=True)) == dict(zip(MODEL_NAMES, python, strict=True))
+    assert python[:6] == [True] * 6 and not any(python[6:])  # the list is what it says
+
+
+@needs_node
+def test_njs_and_python_accept_the_same_versions(tmp_path: Path) -> None:
+    njs = [
+        result["value"] for result in call_njs(tmp_path, "validVersion", [[v] for v in VERSIONS])
+    ]
+    python = [valid_version(version) for version in VERSIONS]
+    assert dict(zip(VERSIONS, njs, strict=True)) == dict(zip(VERSIONS, python, strict=True))
+
+
+@needs_node
+def test_njs_and_python_pick_the_same_one_line_type(tmp_path: Path) -> None:
+    accepts = [accept for accept, _ in ACCEPT_CASES]
+    njs = [
+        result["value"] for result in call_njs(tmp_path, "oneLineJsonType", [[a] for a in accepts])
+    ]
+    assert njs == [one_line_json_type(accept) for accept in accepts]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,31 +9,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-SERVICE_MODULES = [
-    "sagemaker_tfs.wire.protos",
-    "sagemaker_tfs.wire.tensors",
-    "sagemaker_tfs.service.payloads",
-    "sagemaker_tfs.client",
-    "sagemaker_tfs.service.fast_path",
-]
-
-
-def test_service_modules_do_not_import_tensorflow() -> None:
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {SERVICE_MODULES!r}:\n"
-        "    importlib.import_module(name)\n"
-        "try:\n"
-        "    importlib.import_module('sagemaker_tfs.service.app')\n"
-        "except ImportError:\n"
-        "    pass\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('tensorflow', 'tensorflow_serving', 'keras'))))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
 
 
 def test_descriptor_file_is_up_to_date_with_installed_packages() -> None:

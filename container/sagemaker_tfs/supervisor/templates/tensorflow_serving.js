@@ -79,6 +79,12 @@ function acceptHandledHere(accept) {
 }
 
 /* tfs-model-name=NAME,tfs-model-version=N,tfs-method=M; other text is ignored. */
+/* HTTP's optional whitespace (spaces and tabs) around a value, and nothing else: String's
+ * trim() also removes other Unicode spaces, Python's strip() another set. */
+function trimOws(text) {
+    return text.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
 function parseCustomAttributes(header) {
     var attributes = {};
     if (!header) {
@@ -89,9 +95,9 @@ function parseCustomAttributes(header) {
         if (index < 0) {
             return;
         }
-        var key = pair.slice(0, index).trim();
+        var key = trimOws(pair.slice(0, index));
         if (key === 'tfs-model-name' || key === 'tfs-model-version' || key === 'tfs-method') {
-            attributes[key] = pair.slice(index + 1).trim();
+            attributes[key] = trimOws(pair.slice(index + 1));
         }
     });
     return attributes;
@@ -421,4 +427,6 @@ function ping(r) {
         });
 }
 
-export default {invocations, ping, convert, parseCustomAttributes, oneLineJsonType};
+export default {
+    invocations, ping, convert, parseCustomAttributes, oneLineJsonType, validVersion, MODEL_NAME
+};

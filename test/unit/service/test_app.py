@@ -1,18 +1,29 @@
-"""A prediction whose model server is unreachable is sent again: other instances first, then
-the same ones after a pause, within a bounded time; other errors are not retried."""
+"""sagemaker_tfs.service.app: failover and how answers are handed to falcon.
+
+A prediction whose model server is unreachable is sent again: other instances first, then
+the same ones after a pause, within a bounded time; other errors are not retried. Small
+answers are sent whole, large chunk lists in pieces.
+"""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import falcon
+import falcon.testing
 import grpc
+import numpy as np
 import pytest
 import requests
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.config import Instance, load_config
 from sagemaker_tfs.service import app
+from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send
+from sagemaker_tfs.service.connections import Channels, rest_session
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
-from sagemaker_tfs.service.routing import InstancePicker
+from sagemaker_tfs.service.multi_model import ModelDirectory
+from sagemaker_tfs.service.routing import TARGET_MODEL_HEADER, InstancePicker
 from sagemaker_tfs.wire.errors import HttpError
 
 
@@ -102,3 +113,57 @@ def test_an_unreachable_instance_is_tried_last_for_a_while() -> None:
     time.sleep(0.25)
     assert picker.rotation() in ((a, b), (b, a))
     assert {picker.rotation()[0], picker.rotation()[0]} == {a, b}  # round-robin again
+
+
+def test_small_chunk_lists_are_sent_whole() -> None:
+    resp = falcon.Response()
+    _send(resp, Reply(200, [b"head", memoryview(b"-tail")], "application/x-npy"))
+    assert resp.data == b"head-tail" and resp.stream is None
+    assert resp.content_type == "application/x-npy"
+
+
+def test_large_answers_stream_in_bounded_pieces_with_their_length() -> None:
+    values = np.random.default_rng(0).integers(0, 256, 2 * SEND_PIECE_BYTES + 10, np.uint8)
+    chunks = [b"header", memoryview(values), b"trailer"]
+    resp = falcon.Response()
+    _send(resp, Reply(200, chunks, "application/x-npz"))
+    pieces = list(resp.stream)
+    assert all(isinstance(piece, bytes) and len(piece) <= SEND_PIECE_BYTES for piece in pieces)
+    assert b"".join(pieces) == b"header" + values.tobytes() + b"trailer"
+    assert int(resp.content_length) == len(b"".join(pieces))
+
+
+class NoModels:
+    """The registry's control API with no model loaded."""
+
+    def describe(self, name: str) -> None:
+        return None
+
+
+def models_dir(tmp_path: Path) -> str:
+    (tmp_path / "models" / "m" / "1").mkdir(parents=True)
+    (tmp_path / "models" / "m" / "1" / "saved_model.pb").write_bytes(b"")
+    return str(tmp_path / "models")
+
+
+def test_a_multi_model_endpoint_routes_by_model_name(tmp_path: Path) -> None:
+    env = {"SAGEMAKER_MULTI_MODEL": "true"}
+    config = load_config(env, models_dir(tmp_path), str(tmp_path), 8080, 1)
+    directory = ModelDirectory(NoModels(), config.model_dir, config.work_dir)  # type: ignore[arg-type]
+    service = app.MultiModelService(config, Channels(), rest_session(), directory)
+    client = falcon.testing.TestClient(app.build_app(service))
+    unnamed = client.simulate_post("/invocations", body="[1]")
+    assert unnamed.status_code == 400 and TARGET_MODEL_HEADER in unnamed.json["error"]
+    for answer in (
+        client.simulate_post("/models/m/invoke", body="[1]"),
+        client.simulate_post("/invocations", body="[1]", headers={TARGET_MODEL_HEADER: " m "}),
+    ):
+        assert answer.status_code == 404 and answer.json == {"error": "Model m is not loaded yet."}
+
+
+def test_a_single_model_endpoint_has_no_model_routes(tmp_path: Path) -> None:
+    config = load_config({}, models_dir(tmp_path), str(tmp_path), 8080, 1)
+    service = app.make_service(config)
+    assert isinstance(service, app.SingleModelService) and service.user_code is None
+    client = falcon.testing.TestClient(app.build_app(service))
+    assert client.simulate_post("/models/m/invoke", body="[1]").status_code == 404
