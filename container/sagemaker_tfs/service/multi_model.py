@@ -45,7 +45,7 @@ class ModelLocation:
     """Where a loaded model is: its files (for its ``code/``) and its model server's ports.
 
     Read from the registry's description of the model (``GET /models/NAME`` on the control
-    API, written by ``supervisor.model_servers.ModelLocation.describe``).
+    API, written by ``supervisor.registry.LoadedModel.describe``).
     """
 
     name: str

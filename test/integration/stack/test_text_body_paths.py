@@ -4,7 +4,7 @@ nginx's njs converts it for TF Serving when the answer is JSON; the Python servi
 path reads it (conversion.parse) when the Accept asks for a binary answer. Both trim CSV
 fields as ECMAScript's ``trim`` does (spaces, tabs, no-break spaces, a UTF-8 byte order
 mark...), and custom attribute values by spaces and tabs only: here under the real nginx and
-njs, which Node.js stands in for in test_nginx_config_njs_conversions.py.
+njs, which Node.js stands in for in test_njs_parity.py.
 """
 
 from __future__ import annotations

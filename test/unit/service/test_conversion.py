@@ -3,7 +3,7 @@
 Also the reference container's rule for Accept and the model server's JSON answer: when
 Accept lists application/json or a JSON lines type, the answer is the model server's JSON
 with its newlines removed and the first listed type as Content-Type. (The njs implements
-both too: test_nginx_config_njs_conversions.py runs it on the same cases.)
+both too: test_njs_parity.py runs it on the same cases.)
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service.multi_model import ModelDirectory, ModelLocation
-from sagemaker_tfs.supervisor.model_servers import LoadedModel
+from sagemaker_tfs.supervisor.registry import LoadedModel
 from sagemaker_tfs.wire.errors import HttpError
 
 
