@@ -174,6 +174,7 @@ class StreamResult:
     requests: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     wrong: int = 0
+    refused: int = 0  # connections refused: nothing listened on the port
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -228,6 +229,7 @@ class RequestStream:
             status, wrong, detail = type(error).__name__, False, f"{path.name}: {error}"
         with self._lock:
             self.result.requests += 1
+            self.result.refused += "Connection refused" in detail
             self.result.statuses[status] += 1
             self.result.wrong += wrong
             if (status != "200" or wrong) and len(self.result.failures) < 20:

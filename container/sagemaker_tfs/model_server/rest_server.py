@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,6 +150,15 @@ class RestServer(ThreadingHTTPServer):
 
     def start(self) -> None:
         self._thread.start()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (reset, broken pipe) is one debug line, not a traceback on
+        stderr; anything else is logged with its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+            logger.debug("client %s went away: %s", client_address, error)
+        else:
+            logger.exception("error while serving %s", client_address)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -1,5 +1,6 @@
-"""Sockets of the stack: the Python service's held listening socket and the checks that
-tell whether something listens (a port, the service's /ping)."""
+"""Sockets of the stack: the listening sockets the supervisor holds for its children (the
+public port for nginx, the Python service's unix socket for gunicorn) and the checks that tell
+whether something answers there."""
 
 from __future__ import annotations
 
@@ -57,6 +58,44 @@ class HeldSocket:
             self.fd = None
 
 
+class HeldPort:
+    """The public TCP port, bound and kept open by the supervisor and handed to nginx.
+
+    nginx inherits it through the ``NGINX`` environment variable (``"FD;"``, the way its binary
+    upgrade hands sockets over) and uses it for its ``listen`` of the same address. When the
+    nginx master dies, clients that connect before the new one is up wait in the backlog
+    instead of being refused.
+    """
+
+    def __init__(self, port: int, backlog: int = 2048) -> None:
+        self.port = port
+        self.backlog = backlog
+        self.fd: int | None = None
+
+    def ensure(self) -> int:
+        """The socket's fd, bound on first use; OSError if the port is taken."""
+        if self.fd is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("0.0.0.0", self.port))
+                sock.listen(self.backlog)
+            except OSError:
+                sock.close()
+                raise
+            self.fd = sock.detach()
+        return self.fd
+
+    def inherit_env(self) -> dict[str, str]:
+        """What nginx needs in its environment to use the socket."""
+        return {"NGINX": f"{self.ensure()};"}
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def service_answers_ping(socket_path: str, timeout: float = 2.0) -> bool:
     """GET /ping over the service's unix socket answers 200."""
     try:
@@ -69,9 +108,12 @@ def service_answers_ping(socket_path: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def port_accepts_connections(port: int) -> bool:
+def http_answers(port: int, path: str, timeout: float = 1.0) -> bool:
+    """Something answers HTTP on ``port`` (any status): a server accepts and reads requests,
+    which a connection alone does not show when the supervisor holds the listening socket."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+            return sock.recv(16).startswith(b"HTTP/1.")
     except OSError:
         return False

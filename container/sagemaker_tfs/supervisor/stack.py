@@ -37,8 +37,9 @@ from sagemaker_tfs.supervisor.model_server_processes import (
 from sagemaker_tfs.supervisor.polling import poll_until
 from sagemaker_tfs.supervisor.registry import ModelRegistry
 from sagemaker_tfs.supervisor.sockets import (
+    HeldPort,
     HeldSocket,
-    port_accepts_connections,
+    http_answers,
     service_answers_ping,
 )
 from sagemaker_tfs.wire.errors import HttpError
@@ -77,6 +78,7 @@ class Supervisor:
         self.control: ControlServer | None = None
         self.stop_requested = threading.Event()
         self.service_socket = HeldSocket(config.service_socket)
+        self.public_port = HeldPort(config.port)
 
     # --- the Launcher protocol used by the registry ---
 
@@ -214,44 +216,46 @@ class Supervisor:
         path = self.work_dir / "nginx.conf"
         write_file(str(path), text)
         logger.info("nginx config %s:\n%s", path, text.rstrip())
+        try:
+            fd = self.public_port.ensure()
+        except OSError as error:
+            raise StartupError(f"cannot listen on port {self.config.port}: {error}") from None
         binary = shutil.which("nginx") or "/usr/sbin/nginx"
         argv = [binary, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
         (self.work_dir / "nginx.pid").unlink(missing_ok=True)
         nginx = Child(
             "nginx",
             argv,
-            self.env,
+            {**self.env, **self.public_port.inherit_env()},
             stop_signal=signal.SIGQUIT,
             stop_timeout=self.config.nginx_proxy_read_timeout + 5,
             ready_check=lambda: self._nginx_listens(nginx),
             # SIGTERM, not SIGKILL: the master then stops its workers, which have no
             # parent-death signal of their own, before it exits.
             death_signal=signal.SIGTERM,
+            pass_fds=(fd,),
         )
         self.children.start(FRONT, nginx)
         self._wait_for_public_port(nginx)
         nginx.mark_ready()
 
     def _nginx_listens(self, nginx: Child) -> bool:
-        return read_pid(self.work_dir / "nginx.pid") == nginx.pid and port_accepts_connections(
-            self.config.port
+        return read_pid(self.work_dir / "nginx.pid") == nginx.pid and http_answers(
+            self.config.port, "/execution-parameters"
         )
 
     def _wait_for_public_port(self, nginx: Child) -> None:
         """nginx listens, or start-up fails (e.g. the port is taken).
 
-        nginx writes its pid file only after it has bound its sockets; checking the port
-        alone could be fooled by another process listening there.
+        nginx writes its pid file once it has its sockets, and a worker answering HTTP shows
+        that it accepts on the port the supervisor holds (a connection alone would be queued).
         """
         listens = partial(self._nginx_listens, nginx)
         if poll_until(listens, NGINX_START_SECONDS, POLL_SECONDS, self._starting(nginx)):
             return
         self._raise_if_stop_requested()
         if not nginx.running():
-            raise StartupError(
-                f"nginx exited during start-up (is port {self.config.port} in use? "
-                "see its log above)"
-            )
+            raise StartupError("nginx exited during start-up (see its log above)")
         raise StartupError(f"nginx did not listen on port {self.config.port} in time")
 
     def _starting(self, child: Child) -> Callable[[], bool]:
@@ -275,6 +279,9 @@ class Supervisor:
         if self.control is not None:
             self.control.shutdown()
             self.control.server_close()
+        # nginx keeps its own copy of the public port while it finishes in-flight requests;
+        # closed here first, no new connection waits in a backlog nobody will serve.
+        self.public_port.close()
         self.children.stop()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):

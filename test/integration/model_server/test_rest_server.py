@@ -124,3 +124,43 @@ def test_expect_100_continue_is_answered_at_once(manager: FaultyManager) -> None
         assert reply.endswith(b'"Servable not found for request: Latest(m)"\n}')
     finally:
         server.shutdown()
+
+
+def test_a_client_that_resets_its_connection_is_not_a_traceback(
+    manager: FaultyManager, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """nginx workers that die (a killed master) reset their keep-alive connections: the
+    server notes it at debug level and keeps serving, without a traceback on stderr."""
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    try:
+        with caplog.at_level("DEBUG", logger=rest_server.__name__):
+            for _ in range(3):
+                with socket.create_connection(server.server_address[:2], timeout=5) as sock:
+                    body = b'{"instances": [1.0]}'
+                    sock.sendall(
+                        b"POST /v1/models/other:predict HTTP/1.1\r\nHost: x\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                    )
+                    sock.recv(4096)  # the 404; the connection is kept alive
+                    linger_zero = b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_zero)
+            after = requests.post(
+                url(server, "/v1/models/other:predict"), data='{"instances": [1.0]}', timeout=10
+            )
+            assert after.status_code == 404
+            assert wait_for_went_away(caplog)
+    finally:
+        server.shutdown()
+    assert "Traceback" not in capsys.readouterr().err
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
+
+
+def wait_for_went_away(caplog: pytest.LogCaptureFixture, seconds: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any("went away" in record.getMessage() for record in caplog.records):
+            return True
+        time.sleep(0.05)
+    return False

@@ -169,7 +169,7 @@ def test_public_port_in_use_stops_start_up_clearly(start_stack: StartStack, bund
         stack = start_stack(bundled_models, port=port, wait=False)
         assert stack.process.wait(120) == 1
     log = stack.log_text()
-    assert f"nginx exited during start-up (is port {port} in use?" in log
+    assert f"cannot listen on port {port}: [Errno 98] Address already in use" in log
     assert stack.child_pids("") == []
 
 
