@@ -46,10 +46,6 @@ class ServingError(Exception):
     def http_status(self) -> int:
         return http_status_of_grpc_code(self.code.name)
 
-    def with_prefix(self) -> str:
-        """The message as TF Serving 2.x nests it in another error: ``CODE: message``."""
-        return f"{self.code.name}: {self.message}"
-
     def __repr__(self) -> str:
         return f"ServingError({self.code.name}, {self.message!r})"
 

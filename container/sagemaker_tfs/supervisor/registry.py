@@ -205,12 +205,6 @@ class ModelRegistry:
         logger.info("unloaded model %s", name)
         return {"model_name": name, "message": f"Successfully unloaded model {name}"}
 
-    def unload_all(self) -> None:
-        with self._lock:
-            names = list(self._models)
-        for name in names:
-            self._forget(name)
-
     def _reserve(self, name: str, url: str, base_path: str) -> LoadedModel:
         with self._lock:
             if name in self._models:
