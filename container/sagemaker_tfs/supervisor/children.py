@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +33,19 @@ GROUP_EXIT_SECONDS = 1.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
 
-# Every Child that has started a process, and a lock that makes "fork + record the Popen"
+
+class ProcessOwner(Protocol):
+    """What started a supervised process and reaps it (a Child, the standby)."""
+
+    process: subprocess.Popen[bytes] | None
+
+
+# Every owner that has started a process, and a lock that makes "fork + record the Popen"
 # atomic for reap_orphans: otherwise it could reap a process that exited before its Popen was
-# stored, and Popen would then report exit code 0 instead of the real one.
+# stored, and Popen would then report exit code 0 instead of the real one. A process handed
+# from one owner to another (the standby becoming a Child) moves under this lock too.
 _spawn_lock = threading.Lock()
-_started_children: weakref.WeakSet[Child] = weakref.WeakSet()
+_started_children: weakref.WeakSet[ProcessOwner] = weakref.WeakSet()
 
 
 class Child:
@@ -62,6 +70,7 @@ class Child:
         death_signal: signal.Signals = signal.SIGKILL,
         before_start: Callable[[], None] | None = None,
         pass_fds: Sequence[int] = (),
+        take_standby: Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None = None,
     ) -> None:
         self.name = name
         self.argv = list(argv)
@@ -72,6 +81,8 @@ class Child:
         self.death_signal = death_signal
         self.before_start = before_start
         self.pass_fds = tuple(pass_fds)
+        # A process started ahead of time that becomes this child (see standby.py), or None.
+        self.take_standby = take_standby
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.ready = False
@@ -95,13 +106,15 @@ class Child:
         if self.before_start is not None:
             self.before_start()
         with _spawn_lock:
-            self.process = spawn(self.argv, self.env, self.death_signal, self.pass_fds)
+            standby = self.take_standby(self.argv) if self.take_standby is not None else None
+            self.process = standby or spawn(self.argv, self.env, self.death_signal, self.pass_fds)
             _started_children.add(self)
         self.started_at = time.monotonic()
         self.ready = False
         self.restart_at = None
         self._next_ready_poll = 0.0
-        logger.info("started %s (pid %d): %s", self.name, self.process.pid, " ".join(self.argv))
+        how = " from the standby" if standby else ""
+        logger.info("started %s (pid %d)%s: %s", self.name, self.pid, how, " ".join(self.argv))
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -255,6 +268,10 @@ class ChildGroup:
         if child is not None:
             child.stop()
 
+    def members(self, tier: str) -> list[Child]:
+        with self._lock:
+            return list(self._tiers[tier].values())
+
     def children(self) -> list[Child]:
         """Every child, the last tier first (the order they are stopped in)."""
         with self._lock:
@@ -276,6 +293,20 @@ class ChildGroup:
                 child.request_stop()
             for child in children:
                 child.wait_stopped()
+
+
+def spawn_for(
+    owner: ProcessOwner,
+    argv: Sequence[str],
+    env: dict[str, str],
+    death_signal: signal.Signals = signal.SIGKILL,
+    stdin: int | None = None,
+) -> subprocess.Popen[bytes]:
+    """``spawn`` a process and record it as ``owner``'s, atomically for ``reap_orphans``."""
+    with _spawn_lock:
+        owner.process = spawn(argv, env, death_signal, stdin=stdin)
+        _started_children.add(owner)
+        return owner.process
 
 
 def wait_group_gone(pgid: int, timeout: float) -> bool:
@@ -335,13 +366,18 @@ def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[
 
 
 def _popen(
-    argv: Sequence[str], env: dict[str, str], death_signal: signal.Signals, pass_fds: Sequence[int]
+    argv: Sequence[str],
+    env: dict[str, str],
+    death_signal: signal.Signals,
+    pass_fds: Sequence[int],
+    stdin: int | None,
 ) -> Any:
     return subprocess.Popen(
         list(argv),
         env=env,
         start_new_session=True,
         pass_fds=tuple(pass_fds),
+        stdin=stdin,
         preexec_fn=die_with_parent(death_signal, os.getpid()),  # noqa: PLW1509
     )
 
@@ -351,6 +387,7 @@ def spawn(
     env: dict[str, str],
     death_signal: signal.Signals,
     pass_fds: Sequence[int] = (),
+    stdin: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start a child from the one long-lived spawner thread.
 
@@ -358,7 +395,7 @@ def spawn(
     process: children started from short-lived threads (control API requests) would be killed
     as soon as their request was answered.
     """
-    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds).result()
+    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds, stdin).result()
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")

@@ -33,6 +33,10 @@ def model_server_command() -> list[str]:
     return [sys.executable, "-m", "sagemaker_tfs.cli", "model-server"]
 
 
+def is_python_model_server() -> bool:
+    return shutil.which(TFS_BINARY) is None
+
+
 def quote_text_proto(value: str) -> str:
     """A protobuf text-format string literal: nothing in ``value`` can end the string."""
     escaped = []

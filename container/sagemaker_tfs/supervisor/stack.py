@@ -27,6 +27,7 @@ from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_c
 from sagemaker_tfs.supervisor.control_api import ControlServer
 from sagemaker_tfs.supervisor.model_server_processes import (
     ModelLoadError,
+    is_python_model_server,
     model_server_args,
     model_server_command,
     models_available_check,
@@ -42,6 +43,7 @@ from sagemaker_tfs.supervisor.sockets import (
     http_answers,
     service_answers_ping,
 )
+from sagemaker_tfs.supervisor.standby import StandbyModelServer
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,18 @@ class Supervisor:
         self.stop_requested = threading.Event()
         self.service_socket = HeldSocket(config.service_socket)
         self.public_port = HeldPort(config.port)
+        self.serving = False
+        self.standby = self._standby_model_server()
+
+    def _standby_model_server(self) -> StandbyModelServer | None:
+        """A standby when the model server is our Python one (see standby.py)."""
+        if not self.config.standby_model_server or not is_python_model_server():
+            return None
+        return StandbyModelServer(self.env, self._model_servers_settled)
+
+    def _model_servers_settled(self) -> bool:
+        """The stack serves and no model server is starting: a standby may start now."""
+        return self.serving and all(c.ready for c in self.children.members(MODEL_SERVERS))
 
     # --- the Launcher protocol used by the registry ---
 
@@ -94,6 +108,7 @@ class Supervisor:
             self.env,
             stop_timeout=MODEL_SERVER_STOP_SECONDS,
             ready_check=models_available_check(key, instance, model_names),
+            take_standby=self.standby.take if self.standby is not None else None,
         )
         try:
             self.children.start(MODEL_SERVERS, child)
@@ -130,6 +145,7 @@ class Supervisor:
             self._start_model_servers()
         self._start_gunicorn()
         self._start_nginx()
+        self.serving = True
         logger.info("serving on port %d", self.config.port)
 
     def _start_model_servers(self) -> None:
@@ -271,6 +287,8 @@ class Supervisor:
     def watch(self) -> None:
         while not self.stop_requested.wait(POLL_SECONDS):
             self.children.check(time.monotonic())
+            if self.standby is not None:
+                self.standby.check(time.monotonic())
             reap_orphans()
 
     def shutdown(self) -> None:
@@ -282,6 +300,8 @@ class Supervisor:
         # nginx keeps its own copy of the public port while it finishes in-flight requests;
         # closed here first, no new connection waits in a backlog nobody will serve.
         self.public_port.close()
+        if self.standby is not None:
+            self.standby.stop()
         self.children.stop()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from whole_stack import RunningStack, cmdline, descendant_pids, running_stack
+from whole_stack import RunningStack, running_stack
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -17,10 +18,10 @@ MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 SLOW_CODE = REPO_ROOT / "test" / "resources" / "code" / "slow"
 
 
-def gunicorn_command_lines(supervisor_pid: int) -> list[str]:
-    """The stack's gunicorn processes (it binds a socket the supervisor holds: fd://N)."""
-    lines = [cmdline(pid) for pid in descendant_pids(supervisor_pid)]
-    return [line for line in lines if "gunicorn" in line and "sagemaker_tfs.service.app" in line]
+def gunicorn_command_lines(stack: RunningStack) -> list[str]:
+    """The command lines gunicorn was started with, from the supervisor's log (with
+    setproctitle installed, gunicorn's processes show ``gunicorn: master [...]`` instead)."""
+    return re.findall(r"started gunicorn \(pid \d+\): (.*)", stack.log_text())
 
 
 @contextlib.contextmanager
@@ -48,7 +49,7 @@ def test_timeouts_from_env(tmp_path: Path) -> None:
         tmp_path, nginx_seconds="2", gunicorn_seconds="1", code=SLOW_CODE
     ) as stack:
         assert "proxy_read_timeout 2s;" in (stack.work_dir / "nginx.conf").read_text()
-        ours = gunicorn_command_lines(stack.process.pid)
+        ours = gunicorn_command_lines(stack)
         assert ours and all("--timeout=1" in line for line in ours)
 
         response = stack.post("4", "text/plain")

@@ -17,6 +17,8 @@ from whole_stack import Stack, StartStack, cmdline, descendant_pids, pid_alive, 
 pytestmark = pytest.mark.slow
 
 MODEL_SERVER_MARKER = "--rest_api_port"
+STANDBY = "standby model server"  # its process title until it serves (model_server/standby.py)
+STANDBY_WAITING = "standby model server (waiting)"
 INFERENCE_SCRIPT = """
 import json
 import time
@@ -174,7 +176,8 @@ def test_public_port_in_use_stops_start_up_clearly(start_stack: StartStack, bund
 
 
 def test_several_instances_all_serve(start_stack: StartStack, bundled_models) -> None:
-    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_INSTANCE_COUNT": "2"})
+    env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2", "SAGEMAKER_TFS_STANDBY_MODEL_SERVER": "false"}
+    stack = start_stack(bundled_models, env=env)
     config = json.loads((stack.work_dir / "stack.json").read_text())
     rest_ports = [instance["rest_port"] for instance in config["instances"]]
     assert len(rest_ports) == 2 and len(stack.child_pids(MODEL_SERVER_MARKER)) == 2
@@ -186,6 +189,35 @@ def test_several_instances_all_serve(start_stack: StartStack, bundled_models) ->
     # nginx keeps connections to the model servers it used: both must have been used.
     connections = {port: established_connections_to(port) for port in rest_ports}
     assert all(count > 0 for count in connections.values()), connections
+    # Turned off: a standby would have started within a watch round (0.1 s) of serving.
+    assert stack.child_pids(STANDBY) == [] and "started standby" not in stack.log_text()
+
+
+def test_a_killed_model_server_is_replaced_by_the_standby(
+    start_stack: StartStack, bundled_models
+) -> None:
+    stack = start_stack(bundled_models)
+    assert wait_for(lambda: stack.child_pids(STANDBY_WAITING) != [], 120), stack.log_text()
+    (standby,) = stack.child_pids(STANDBY_WAITING)
+    (old,) = stack.child_pids(MODEL_SERVER_MARKER)
+    os.kill(old, signal.SIGKILL)
+    # It serves as the model server, under the model server's command line.
+    assert wait_for(lambda: stack.child_pids(MODEL_SERVER_MARKER) == [standby], 10)
+    assert wait_for(lambda: try_predict(stack), 10), stack.log_text()[-4000:]
+    assert "--model_config_file=" in cmdline(standby)
+    assert f"started model-server[0] (pid {standby}) from the standby" in stack.log_text()
+
+    # The next standby starts once the model server is ready; one that dies is replaced.
+    assert wait_for(lambda: stack.child_pids(STANDBY) != [], 30), stack.log_text()[-4000:]
+    (second,) = stack.child_pids(STANDBY)
+    os.kill(second, signal.SIGKILL)
+    assert wait_for(lambda: stack.child_pids(STANDBY) not in ([], [second]), 30)
+    assert f"standby model server (pid {second}) was killed by SIGKILL" in stack.log_text()
+    assert predict(stack, [2.0]) == [4.0]
+
+    everything = descendant_pids(stack.process.pid)
+    assert stack.stop() == 0
+    assert wait_for(lambda: not any(pid_alive(pid) for pid in everything), 10)
 
 
 @pytest.mark.parametrize("marker", [MODEL_SERVER_MARKER, "gunicorn", "nginx"])
