@@ -30,6 +30,9 @@ GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
+# In the work dir: left by a worker of gunicorn master PID once its app is loaded.
+SERVICE_READY_MARKER = "gunicorn-{pid}.ready"
+
 # A model name, wherever one is checked (full match): URL routes, Target-Model, the control API,
 # names written into the nginx configuration. The njs has its copy, tested against this one.
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -122,6 +125,10 @@ class StackConfig:
     @property
     def stack_config_path(self) -> str:
         return os.path.join(self.work_dir, "stack.json")
+
+    def service_ready_marker(self, gunicorn_master_pid: int) -> str:
+        """The file a worker of that gunicorn master leaves once its app is loaded."""
+        return os.path.join(self.work_dir, SERVICE_READY_MARKER.format(pid=gunicorn_master_pid))
 
     @property
     def shared_code_dir(self) -> str | None:

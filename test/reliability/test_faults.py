@@ -91,6 +91,8 @@ def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:
     detects, starts = [], []
     for _ in range(kills):
         assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
+        # The workers of a killed gunicorn master serve until the new one is ready, then stop.
+        assert wait_for(lambda: stack.orphans("gunicorn") == [], 60), stack.orphans("gunicorn")
         if kind == "model server":
             _wait_for_the_standby(stack)
         pid = find(stack)

@@ -5,29 +5,45 @@
 S3). A failure is raised there, so gunicorn exits at once with pip's
 message instead of workers failing to boot one after another.
 
-``post_fork`` runs in each new worker: it dies with its master (parent-death signal), so a
-killed master leaves no worker serving the old socket.
+A worker outlives a killed master until a new gunicorn serves. ``post_fork`` gives each
+worker a parent-death signal; ``post_worker_init`` (the app loaded) handles it. When the
+master dies the worker becomes the supervisor's child (a subreaper, or PID 1 in the image):
+it keeps serving the socket the supervisor holds, and the supervisor stops it (SIGTERM,
+in-flight requests finish) once the new gunicorn's worker is ready. When the supervisor is
+gone too, the worker exits at once. ``post_worker_init`` also leaves the marker by which the
+supervisor knows that a worker of *this* master is ready, since a ping on the shared socket
+could be answered by a leftover worker.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.handlers import ensure_requirements
 from sagemaker_tfs.service.logs import configure_logging
 
+logger = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Not one of gunicorn's worker signals (it resets those); until post_worker_init handles it,
+# its default action ends a worker whose master died while it was booting.
+PARENT_DIED = signal.SIGRTMIN + 1
+
+_supervisor_pid = 0  # set in the master by on_starting; workers inherit it
+
 
 def on_starting(server: Any) -> None:
+    global _supervisor_pid
+    _supervisor_pid = os.getppid()
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
     configure_logging(config.gunicorn_log_level)
     ensure_requirements(config.shared_code_dir, config.work_dir)
-
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def post_fork(server: Any, worker: Any) -> None:
@@ -35,6 +51,27 @@ def post_fork(server: Any, worker: Any) -> None:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return
-    prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL))
+    prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(PARENT_DIED))
     if os.getppid() != worker.ppid:  # the master died before prctl
         os._exit(1)
+
+
+def post_worker_init(worker: Any) -> None:
+    signal.signal(PARENT_DIED, lambda *_: _on_parent_death(worker))
+    if os.getppid() != worker.ppid:  # the master died while the app was loading
+        os._exit(1)
+    config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
+    Path(config.service_ready_marker(worker.ppid)).touch()
+
+
+def _on_parent_death(worker: Any) -> None:
+    """Serve on as the supervisor's child after the master died; exit if it died too."""
+    if _supervisor_pid and os.getppid() == _supervisor_pid:
+        logger.warning(
+            "gunicorn master %d died; worker %d serves until a new gunicorn is ready",
+            worker.ppid,
+            os.getpid(),
+        )
+        worker.ppid = _supervisor_pid  # gunicorn's loop stops on a parent change otherwise
+        return
+    os._exit(1)

@@ -71,6 +71,7 @@ class Child:
         before_start: Callable[[], None] | None = None,
         pass_fds: Sequence[int] = (),
         take_standby: Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None = None,
+        leftovers_serve_until_replaced: bool = False,
     ) -> None:
         self.name = name
         self.argv = list(argv)
@@ -83,6 +84,9 @@ class Child:
         self.pass_fds = tuple(pass_fds)
         # A process started ahead of time that becomes this child (see standby.py), or None.
         self.take_standby = take_standby
+        # gunicorn: the workers of a master that died serve on until its successor is ready.
+        self.leftovers_serve_until_replaced = leftovers_serve_until_replaced
+        self.leftover_group: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.ready = False
@@ -129,6 +133,16 @@ class Child:
         if self.restarts:
             elapsed = (now or time.monotonic()) - self.started_at
             logger.info("%s (pid %s) ready %.2fs after restart", self.name, self.pid, elapsed)
+        self._stop_leftovers(signal.SIGTERM)
+
+    def _stop_leftovers(self, sig: signal.Signals) -> None:
+        """Stop what is left of the process group of the previous process, if any."""
+        group, self.leftover_group = self.leftover_group, None
+        if group is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)
+            logger.info("%s: %s to the leftovers of pid %d", self.name, sig.name, group)
 
     def check(self, now: float) -> None:
         """Notice an exit and restart (at once, or after the backoff); notice readiness."""
@@ -146,10 +160,7 @@ class Child:
         if code is None:
             self._poll_ready(now)
             return
-        # Leftovers of the group (nginx or gunicorn workers) would hold the sockets: a new
-        # nginx that finds its port taken sleeps 500 ms before it tries again.
-        self._signal_group(signal.SIGKILL)
-        wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
+        self._end_group(self.ready)
         ran = now - self.started_at
         if self.ready:
             logger.warning(
@@ -174,6 +185,18 @@ class Child:
             self.backoff,
         )
         self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _end_group(self, was_ready: bool) -> None:
+        """What is left of the exited process's group: killed, or serving on until a
+        successor is ready (``leftovers_serve_until_replaced``), however many tries that takes."""
+        assert self.process is not None
+        if was_ready and self.leftovers_serve_until_replaced:
+            self.leftover_group = self.process.pid  # none before: mark_ready stopped those
+            return
+        # Leftovers of the group (nginx workers) would hold the sockets: a new nginx that finds
+        # its port taken sleeps 500 ms before it tries again.
+        self._signal_group(signal.SIGKILL)
+        wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
 
     def _restart(self) -> None:
         self.restarts += 1
@@ -208,6 +231,9 @@ class Child:
                 "stopping %s (pid %d) with %s", self.name, self.process.pid, self.stop_signal.name
             )
             self._signal_group(self.stop_signal)
+        if self.leftover_group is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.leftover_group, self.stop_signal)
 
     def wait_stopped(self) -> None:
         """Wait up to the stop timeout, then kill what is left of the process group."""
@@ -218,6 +244,7 @@ class Child:
         except subprocess.TimeoutExpired:
             logger.warning("%s did not stop in %.0fs; killing it", self.name, self.stop_timeout)
         self._signal_group(signal.SIGKILL)
+        self._stop_leftovers(signal.SIGKILL)
         self.process.wait()
 
     def _signal_group(self, sig: signal.Signals) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import STACK_CONFIG_ENV, Instance, StackConfig
+from sagemaker_tfs.config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, Instance, StackConfig
 from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
@@ -203,20 +203,32 @@ class Supervisor:
             gunicorn_command(self.config, fd),
             env,
             stop_timeout=self.config.gunicorn_timeout + 5,
-            ready_check=lambda: service_answers_ping(
-                self.config.service_socket, READY_PING_TIMEOUT_SECONDS
-            ),
-            before_start=self.service_socket.ensure,
+            ready_check=lambda: self._gunicorn_serves(gunicorn),
+            before_start=self._before_gunicorn_starts,
             pass_fds=(fd,),
+            leftovers_serve_until_replaced=True,
         )
         self.children.start(SERVICE, gunicorn)
         self._wait_for_service(gunicorn)
         gunicorn.mark_ready()
 
+    def _before_gunicorn_starts(self) -> None:
+        self.service_socket.ensure()
+        for marker in self.work_dir.glob(SERVICE_READY_MARKER.format(pid="*")):
+            marker.unlink(missing_ok=True)
+
+    def _gunicorn_serves(self, gunicorn: Child) -> bool:
+        """A worker of this gunicorn loaded the app (its marker) and /ping answers on the
+        socket (a worker of a killed master may be answering there too: see gunicorn_hooks)."""
+        marker = Path(self.config.service_ready_marker(gunicorn.pid or 0))
+        return marker.exists() and service_answers_ping(
+            self.config.service_socket, READY_PING_TIMEOUT_SECONDS
+        )
+
     def _wait_for_service(self, gunicorn: Child) -> None:
         """Until a worker answers /ping on the socket (requirements are installed first)."""
         budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
-        answers = partial(service_answers_ping, self.config.service_socket)
+        answers = partial(self._gunicorn_serves, gunicorn)
         if poll_until(answers, budget, POLL_SECONDS, self._starting(gunicorn)):
             return
         self._raise_if_stop_requested()

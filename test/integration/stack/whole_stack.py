@@ -156,6 +156,18 @@ class Stack:
             and marker in cmdline(pid)
         ]
 
+    def orphans(self, marker: str) -> list[int]:
+        """Live processes reparented to the supervisor (a child subreaper) whose command line
+        contains ``marker``, e.g. the workers of a killed gunicorn master while they serve on."""
+        found = []
+        for pid in descendant_pids(self.process.pid):
+            ppid, state = _ppid_and_state(pid) or (0, "Z")
+            if ppid != self.process.pid or state == "Z" or _leads_a_session(pid):
+                continue
+            if marker in cmdline(pid):
+                found.append(pid)
+        return found
+
     def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> int:
         """SIGTERM, then wait; returns the exit code (kills it and raises if it hangs)."""
         if self.process.poll() is None:

@@ -24,6 +24,7 @@ from sagemaker_tfs.supervisor import children
 from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
 
 ENV = {"PATH": "/usr/bin:/bin"}
+READY_POLL = children.READY_POLL_SECONDS + 0.02
 
 
 def _alive(pid: int) -> bool:
@@ -284,3 +285,56 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
     except OSError:
         return "gone"
+
+
+def _with_a_grandchild(tmp_path: Path, name: str) -> tuple[str, Path]:
+    """A bash script that leaves a ``sleep`` in its process group (as gunicorn's worker)."""
+    marker = tmp_path / f"{name}.pid"
+    return f"sleep 60 & echo $! > {marker}; wait", marker
+
+
+def _grandchild(marker: Path) -> int:
+    assert _wait(marker.exists)
+    pid = int(marker.read_text())
+    marker.unlink()
+    return pid
+
+
+@pytest.mark.parametrize("serve_on", [True, False])
+def test_leftovers_of_a_dead_child_serve_until_its_successor_is_ready(
+    tmp_path: Path, serve_on: bool
+) -> None:
+    script, marker = _with_a_grandchild(tmp_path, "worker")
+    ready = {"now": True}
+    child = Child(
+        "gunicorn-like",
+        ["bash", "-c", script],
+        ENV,
+        stop_timeout=1,
+        ready_check=lambda: ready["now"],
+        leftovers_serve_until_replaced=serve_on,
+    )
+    child.start()
+    try:
+        child.check(time.monotonic())
+        assert child.ready
+        worker = _grandchild(marker)
+        ready["now"] = False
+        os.kill(child.pid, signal.SIGKILL)
+        child.process.wait()
+        child.check(time.monotonic())  # restarted at once
+        successor_worker = _grandchild(marker)
+        # Without the option the group is killed with its leader; with it, the worker serves
+        # on while the successor starts, even across its failed readiness checks.
+        for _ in range(3):
+            child.check(time.monotonic())
+            time.sleep(READY_POLL)
+        assert _alive(worker) is serve_on
+        ready["now"] = True
+        child.check(time.monotonic())
+        assert child.ready
+        assert _wait(lambda: not _alive(worker))  # SIGTERM once the successor is ready
+        assert _alive(successor_worker)
+    finally:
+        child.stop()
+    assert _wait(lambda: not _alive(successor_worker))
