@@ -312,7 +312,9 @@ def allocate_instances(
     if port_range is None:
         grpc_ports = _default_ports(DEFAULT_GRPC_PORT, count, public_port)
         rest_ports = _default_ports(DEFAULT_REST_PORT, count, public_port)
-        return tuple(Instance(grpc, rest) for grpc, rest in zip(grpc_ports, rest_ports))
+        return tuple(
+            Instance(grpc, rest) for grpc, rest in zip(grpc_ports, rest_ports, strict=True)
+        )
     ports = [p for p in port_range.ports() if p != public_port]
     if len(ports) < 2 * count:
         raise ConfigError(
