@@ -6,7 +6,8 @@ model_server=ModelServer.TENSORFLOW_SERVING, schema_builder=...)``, ``build()``,
 settings in ``~/.sagemaker/config.yaml`` and ``docker`` / ``docker-compose`` first on ``PATH``
 (see the test). Writes what it got as JSON to RESULT.
 
-    python sdk_v3_local_container.py RESULT IMAGE MODEL_DIR VALUES_JSON LABEL
+    python sdk_v3_local_container.py RESULT deploy    IMAGE MODEL_DIR LABEL VALUES_JSON
+    python sdk_v3_local_container.py RESULT transform IMAGE MODEL_DIR LABEL INPUT_DIR OUTPUT_DIR
 
 What SDK 3.27.0 does, and what this therefore does as the README tells users to:
 
@@ -24,6 +25,11 @@ What SDK 3.27.0 does, and what this therefore does as the README tells users to:
 - ``invoke()`` takes the endpoint's ``serializer`` / ``deserializer``; a NumPy *answer* cannot
   come back through it (``local_resources.py`` calls ``deserialize`` without the content type,
   then ``json.dumps`` on the result), so NumPy goes in with a JSON answer.
+- ``ModelBuilder.transformer()`` is not local (its Transformer keeps the builder's AWS session,
+  and a ``LocalSession`` given to the builder breaks ``build()``); ``sagemaker.core``'s
+  ``Transformer`` with a ``LocalSession`` runs the built model locally (docker-compose, on
+  ``local.serving_port``), given a ``base_transform_job_name`` (otherwise it asks AWS for the
+  model's image to name the job). Its container exits and stays; it is removed by LABEL.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ import sys
 
 import numpy as np
 import requests
+from sagemaker.core.local import LocalSession
 from sagemaker.core.serializers import CSVSerializer, NumpySerializer
+from sagemaker.core.transformer import Transformer
 from sagemaker.serve import ModelBuilder
 from sagemaker.serve.builder.schema_builder import SchemaBuilder
 from sagemaker.serve.mode.function_pointers import Mode
@@ -48,14 +56,14 @@ SAMPLE_INPUT = {"instances": [1.0, 2.0, 5.0]}
 SAMPLE_OUTPUT = {"predictions": [3.5, 4.0, 5.5]}
 
 
-def model_builder(image: str, model_dir: str) -> ModelBuilder:
+def model_builder(image: str, model_dir: str, env_vars: dict[str, str]) -> ModelBuilder:
     return ModelBuilder(
         model_path=model_dir,
         image_uri=image,
         mode=Mode.LOCAL_CONTAINER,
         model_server=ModelServer.TENSORFLOW_SERVING,
         schema_builder=SchemaBuilder(SAMPLE_INPUT, SAMPLE_OUTPUT),
-        env_vars={"SAGEMAKER_BIND_TO_PORT": "8501"},
+        env_vars=env_vars,
         role_arn=ROLE,
         s3_model_data_url=S3_MODEL_DATA_URL,
     )
@@ -93,20 +101,43 @@ def remove_labelled(label: str) -> None:
         container.remove(force=True)
 
 
-def run(image: str, model_dir: str, values: list[float], label: str) -> dict:
-    builder = model_builder(image, model_dir)
+def deploy(image: str, model_dir: str, label: str, values_json: str) -> dict:
+    builder = model_builder(image, model_dir, {"SAGEMAKER_BIND_TO_PORT": "8501"})
     builder.build()
     endpoint = builder.deploy()
     try:
-        return predictions(endpoint, values)
+        return predictions(endpoint, json.loads(values_json))
     finally:
         endpoint.delete()
         endpoint.local_container_mode_obj.container.remove(force=True)
         remove_labelled(label)
 
 
+def transform(image: str, model_dir: str, label: str, input_dir: str, output_dir: str) -> dict:
+    """The container listens on 8080 here: docker-compose maps ``local.serving_port`` to it."""
+    model = model_builder(image, model_dir, {}).build()
+    transformer = Transformer(
+        model.model_name,
+        instance_count=1,
+        instance_type="local",
+        strategy="MultiRecord",
+        assemble_with="Line",
+        accept="text/csv",
+        output_path=f"file://{output_dir}",
+        base_transform_job_name="half-plus-three",
+        sagemaker_session=LocalSession(),
+    )
+    try:
+        transformer.transform(
+            f"file://{input_dir}", content_type="text/csv", split_type="Line", logs=False
+        )
+    finally:
+        remove_labelled(label)
+    return {"job": transformer.latest_transform_job.get_name()}
+
+
 if __name__ == "__main__":
-    result, image, model_dir, values_json, label = sys.argv[1:]
-    answers = run(image, model_dir, json.loads(values_json), label)
+    result, command, *args = sys.argv[1:]
+    answers = {"deploy": deploy, "transform": transform}[command](*args)
     with open(result, "w") as file:
         json.dump(answers, file)

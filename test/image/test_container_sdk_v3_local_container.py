@@ -1,7 +1,8 @@
 """The SageMaker Python SDK v3's local container on the image under test:
 ``ModelBuilder(mode=Mode.LOCAL_CONTAINER, model_server=ModelServer.TENSORFLOW_SERVING)`` with a
 plain SavedModel directory, deployed, called with the SDK's JSON, CSV and NumPy serializers and
-deleted (``sdk_v3_local_container.py``, run in the v3 virtualenv).
+deleted; and the model it built run as a local Batch Transform by ``sagemaker.core``'s
+``Transformer`` (``sdk_v3_local_container.py``, run in the v3 virtualenv).
 
 The SDK starts containers two ways: through the Docker Engine API (docker-py, which
 ``DOCKER_HOST`` points at a ``podman system service`` this test starts) and through
@@ -40,6 +41,7 @@ HALF_PLUS_THREE = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three
 SDK_TFS_PORT = 8501
 RUN_KEY = "sagemaker-tfs-test-run"
 VALUES = [1.0, 2.0, 5.0, -3.25, 1024.5]
+TRANSFORM_INPUT = {"first.csv": [1.0, 2.0, 5.0], "second.csv": [10.0, -4.0, 0.125]}
 LOCAL_MODE_CONFIG = """\
 local:
   serving_port: {port}
@@ -178,6 +180,15 @@ def model_dir(tmp_path: Path) -> Path:
     return path
 
 
+def run_client(python: Path, env: dict[str, str], result_file: Path, *args: str) -> dict:
+    result = subprocess.run(
+        [str(python), str(CLIENT), str(result_file), *args],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
+    return json.loads(result_file.read_text())
+
+
 def test_model_builder_local_container(
     sdk_port: int,
     image_under_test: Image,
@@ -187,17 +198,11 @@ def test_model_builder_local_container(
     model_dir: Path,
     tmp_path: Path,
 ) -> None:
-    result_file = tmp_path / "result.json"
     label = f"{RUN_KEY}={engine_service.run_id}"
-    result = subprocess.run(
-        [
-            str(sdk_v3_python), str(CLIENT), str(result_file),
-            image_under_test.name, str(model_dir), json.dumps(VALUES), label,
-        ],
-        env=sdk_v3_env, capture_output=True, text=True, timeout=600, check=False,
+    answers = run_client(
+        sdk_v3_python, sdk_v3_env, tmp_path / "result.json",
+        "deploy", image_under_test.name, str(model_dir), label, json.dumps(VALUES),
     )  # fmt: skip
-    assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
-    answers = json.loads(result_file.read_text())
     expected = [0.5 * value + 3 for value in VALUES]
     assert answers["json"]["predictions"] == pytest.approx(expected)
     assert answers["csv"]["predictions"] == pytest.approx(expected)
@@ -206,4 +211,30 @@ def test_model_builder_local_container(
         "status": 400,
         "body": {"error": "Input x expects DT_FLOAT, got an array of <U12"},
     }
+    assert annotated_containers(engine_service.run_id) == []
+
+
+def test_local_batch_transform_of_the_built_model(
+    sdk_port: int,
+    image_under_test: Image,
+    sdk_v3_python: Path,
+    sdk_v3_env: dict[str, str],
+    engine_service: EngineService,
+    model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    input_dir, output_dir = tmp_path / "input", tmp_path / "output"
+    input_dir.mkdir()
+    for name, values in TRANSFORM_INPUT.items():
+        (input_dir / name).write_text("".join(f"{value}\n" for value in values))
+    run_client(
+        sdk_v3_python, sdk_v3_env, tmp_path / "result.json",
+        "transform", image_under_test.name, str(model_dir),
+        f"{RUN_KEY}={engine_service.run_id}", str(input_dir), str(output_dir),
+    )  # fmt: skip
+    assert sorted(path.name for path in output_dir.iterdir()) == ["first.csv.out", "second.csv.out"]
+    for name, values in TRANSFORM_INPUT.items():
+        lines = (output_dir / f"{name}.out").read_text().splitlines()
+        records = [float(line) for line in lines if line.strip()]
+        assert records == pytest.approx([0.5 * value + 3 for value in values]), name
     assert annotated_containers(engine_service.run_id) == []
