@@ -13,7 +13,7 @@ reached: region, dummy credentials, telemetry off (``test/sdk_offline.py``), an 
 ARN with ``SAGEMAKER_VALIDATE_ROLE=false`` and an ``s3_model_data_url`` nothing is uploaded to.
 
 The SDK publishes its TensorFlow Serving container on 8501 and calls that port, always: the
-test skips when 8501 is taken on this machine.
+deploy test skips when 8501 is taken on this machine.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from engine import CONTAINERS_CONF, podman
 from image_scripts import REPO_ROOT, Image, tail
+from local_ports import free_port
 from sdk_offline import offline_sdk_env, sdk_bin_dir
 
 pytestmark = pytest.mark.slow
@@ -147,18 +148,21 @@ def engine_service(tmp_path: Path) -> Iterator[EngineService]:
             process.wait()
 
 
+def write_local_mode_config(env: dict[str, str], serving_port: int, run_id: str) -> None:
+    """``~/.sagemaker/config.yaml``: docker-compose's port, and this run's label on what it
+    starts."""
+    config = Path(env["HOME"]) / ".sagemaker" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(LOCAL_MODE_CONFIG.format(port=serving_port, key=RUN_KEY, value=run_id))
+
+
 @pytest.fixture
-def sdk_v3_env(
-    sdk_port: int, engine_service: EngineService, sdk_python: Path, tmp_path: Path
-) -> dict[str, str]:
-    """The client's whole environment. ``HOME`` holds the local-mode settings
-    (``~/.sagemaker/config.yaml``); ``docker-compose`` is the podman-compose of the v2 SDK
+def sdk_v3_env(engine_service: EngineService, sdk_python: Path, tmp_path: Path) -> dict[str, str]:
+    """The client's whole environment. ``HOME`` is to hold the local-mode settings
+    (``write_local_mode_config``); ``docker-compose`` is the podman-compose of the v2 SDK
     virtualenv."""
     home = tmp_path / "home"
-    (home / ".sagemaker").mkdir(parents=True)
-    (home / ".sagemaker" / "config.yaml").write_text(
-        LOCAL_MODE_CONFIG.format(port=sdk_port, key=RUN_KEY, value=engine_service.run_id)
-    )
+    home.mkdir()
     bin_dir = sdk_bin_dir(tmp_path / "bin")
     (bin_dir / "docker-compose").symlink_to(sdk_python.parent / "podman-compose")
     env = {
@@ -198,6 +202,8 @@ def test_model_builder_local_container(
     model_dir: Path,
     tmp_path: Path,
 ) -> None:
+    # docker-compose's copy cannot take 8501 and the SDK's /ping there reaches the first one.
+    write_local_mode_config(sdk_v3_env, sdk_port, engine_service.run_id)
     label = f"{RUN_KEY}={engine_service.run_id}"
     answers = run_client(
         sdk_v3_python, sdk_v3_env, tmp_path / "result.json",
@@ -215,7 +221,6 @@ def test_model_builder_local_container(
 
 
 def test_local_batch_transform_of_the_built_model(
-    sdk_port: int,
     image_under_test: Image,
     sdk_v3_python: Path,
     sdk_v3_env: dict[str, str],
@@ -223,6 +228,7 @@ def test_local_batch_transform_of_the_built_model(
     model_dir: Path,
     tmp_path: Path,
 ) -> None:
+    write_local_mode_config(sdk_v3_env, free_port(), engine_service.run_id)
     input_dir, output_dir = tmp_path / "input", tmp_path / "output"
     input_dir.mkdir()
     for name, values in TRANSFORM_INPUT.items():
