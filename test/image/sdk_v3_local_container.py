@@ -17,7 +17,8 @@ What SDK 3.27.0 does, and what this therefore does as the README tells users to:
   ``LocalEndpoint.create`` registers the endpoint with ``sagemaker.core``'s local session,
   which starts the image again with docker-compose on ``local.serving_port`` and waits for
   ``/ping`` there. With ``serving_port: 8501`` that second container cannot take the port
-  (it stays "Created") and the ``/ping`` is the first container's answer.
+  (it stays "Created", when podman-compose gets that far before ``delete()`` ends it) and the
+  ``/ping`` is the first container's answer.
 - ``delete()`` stops only the docker-compose one: the docker-py container is removed here
   (``container.remove(force=True)``), or this process would not exit (the SDK follows its log
   in a non-daemon thread). The "Created" docker-compose container is removed by LABEL, which
