@@ -18,6 +18,7 @@ RESOURCES_DIR = REPO_ROOT / "test" / "resources"
 MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
 SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
 PODMAN_COMPOSE = "podman-compose==1.6.0"  # the SDK's local mode runs docker-compose
+SAGEMAKER_SDK_V3 = "sagemaker==3.27.0"  # v3: sagemaker.core's local mode, ModelBuilder
 
 
 class TestModels:
@@ -92,6 +93,27 @@ def sdk_python() -> Path:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK, PODMAN_COMPOSE],
+            check=True,
+            timeout=900,
+        )
+        (venv / "installed").touch()
+    return python
+
+
+@pytest.fixture(scope="session")
+def sdk_v3_python() -> Path:
+    """Python of a virtualenv with the SageMaker Python SDK v3, kept between runs in
+    ``SAGEMAKER_TFS_SDK_CACHE`` (default ``~/.cache/sagemaker-tfs-sdk``). v2 and v3 are both the
+    ``sagemaker`` package, so v3 cannot share the v2 virtualenv."""
+    default = Path(os.environ.get("HOME", "/root")) / ".cache" / "sagemaker-tfs-sdk"
+    cache = Path(os.environ.get("SAGEMAKER_TFS_SDK_CACHE", default))
+    venv = cache / ("sdk-v3-venv-" + SAGEMAKER_SDK_V3.split("==")[1])
+    python = venv / "bin" / "python"
+    if not (venv / "installed").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", SAGEMAKER_SDK_V3],
             check=True,
             timeout=900,
         )

@@ -9,6 +9,7 @@ service reads it back with ``StackConfig.load(path)`` so both agree on ports and
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import re
@@ -314,10 +315,14 @@ def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) 
 def allocate_instances(
     count: int, port_range: PortRange | None, public_port: int
 ) -> tuple[Instance, ...]:
-    """Ports for ``count`` model servers: fixed defaults, or taken in order from the range."""
+    """Ports for ``count`` model servers: fixed defaults, or taken in order from the range.
+    Either way never the public port: ``SAGEMAKER_BIND_TO_PORT=8501`` (what the SDK v3's local
+    container publishes) moves the first REST port to 8503."""
     if port_range is None:
+        grpc_ports = _default_ports(DEFAULT_GRPC_PORT, count, public_port)
+        rest_ports = _default_ports(DEFAULT_REST_PORT, count, public_port)
         return tuple(
-            Instance(DEFAULT_GRPC_PORT + 2 * i, DEFAULT_REST_PORT + 2 * i) for i in range(count)
+            Instance(grpc, rest) for grpc, rest in zip(grpc_ports, rest_ports, strict=True)
         )
     ports = [p for p in port_range.ports() if p != public_port]
     if len(ports) < 2 * count:
@@ -326,6 +331,13 @@ def allocate_instances(
             f"{len(ports) // 2} model server(s), SAGEMAKER_TFS_INSTANCE_COUNT asks for {count}"
         )
     return tuple(Instance(ports[2 * i], ports[2 * i + 1]) for i in range(count))
+
+
+def _default_ports(first: int, count: int, public_port: int) -> list[int]:
+    """``count`` ports from ``first`` in steps of two (gRPC even, REST odd: the two series never
+    meet), passing over the public port."""
+    ports = (port for port in itertools.count(first, 2) if port != public_port)
+    return list(itertools.islice(ports, count))
 
 
 def gpu_present() -> bool:

@@ -92,6 +92,17 @@ def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder
     assert cfg.instances == (Instance(9000, 8501), Instance(9002, 8503), Instance(9004, 8505))
 
 
+def test_default_ports_pass_over_the_public_port(stack_config: StackConfigBuilder) -> None:
+    env = {"SAGEMAKER_BIND_TO_PORT": "8501", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
+    assert stack_config(env).instances == (Instance(9000, 8503), Instance(9002, 8505))
+    env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "3"}
+    assert stack_config(env, port=9002).instances == (
+        Instance(9000, 8501),
+        Instance(9004, 8503),
+        Instance(9006, 8505),
+    )
+
+
 def test_port_range_skips_the_public_port(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config({"SAGEMAKER_SAFE_PORT_RANGE": "7000-7002"}, port=7000)
     assert cfg.instances == (Instance(7001, 7002),)
