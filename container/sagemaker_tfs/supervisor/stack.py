@@ -22,7 +22,13 @@ from pathlib import Path
 
 from sagemaker_tfs.config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, Instance, StackConfig
 from sagemaker_tfs.supervisor import nginx_config
-from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping, reap_orphans
+from sagemaker_tfs.supervisor.children import (
+    Child,
+    ChildGroup,
+    TierStopping,
+    describe_exit,
+    reap_orphans,
+)
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
 from sagemaker_tfs.supervisor.model_server_processes import (
@@ -233,7 +239,7 @@ class Supervisor:
             return
         self._raise_if_stop_requested()
         if not gunicorn.running():
-            raise StartupError("gunicorn exited during start-up (see its log above)")
+            raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
         raise StartupError(f"the Python service did not answer /ping within {budget}s")
 
     def _start_nginx(self) -> None:
@@ -283,7 +289,7 @@ class Supervisor:
             return
         self._raise_if_stop_requested()
         if not nginx.running():
-            raise StartupError("nginx exited during start-up (see its log above)")
+            raise StartupError(f"nginx {exit_of(nginx)} during start-up (see its log above)")
         raise StartupError(f"nginx did not listen on port {self.config.port} in time")
 
     def _starting(self, child: Child) -> Callable[[], bool]:
@@ -327,6 +333,12 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
+
+
+def exit_of(child: Child) -> str:
+    """``exited with code 1`` or ``was killed by SIGTERM``, for a child that is gone."""
+    code = child.process.poll() if child.process is not None else None
+    return "exited" if code is None else describe_exit(code)
 
 
 def read_pid(path: Path) -> int | None:
