@@ -61,7 +61,9 @@ def parse_text(text: str) -> ModelServerConfig:
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as error:
-        raise ServingError(Code.INVALID_ARGUMENT, f"Invalid model config: {error}") from None
+        raise ServingError(
+            Code.INVALID_ARGUMENT, f"not a text-format ModelServerConfig: {error}"
+        ) from None
     return config
 
 

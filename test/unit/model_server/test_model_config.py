@@ -49,7 +49,7 @@ def test_single_model_from_flags() -> None:
             " config { name: 'a' base_path: '/y' } }",
             "Illegal to list model a multiple times in config list",
         ),
-        ("model_config_list { nonsense: 1 }", "Invalid model config"),
+        ("model_config_list { nonsense: 1 }", "not a text-format ModelServerConfig: "),
         (
             "model_config_list { config { name: 'a' base_path: '/x' model_platform: 'onnx' } }",
             "unsupported model_platform",
