@@ -294,9 +294,14 @@ def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcH
 
 
 def serve(
-    manager: ModelManager, port: int, max_message_bytes: int, max_workers: int = 64
+    manager: ModelManager,
+    port: int,
+    max_message_bytes: int,
+    socket_path: str = "",
+    max_workers: int = 64,
 ) -> grpc.Server:
-    """Start the gRPC server on 0.0.0.0:``port``; raises if the port cannot be bound."""
+    """Start the gRPC server on 0.0.0.0:``port`` and, when ``socket_path`` is set, on that
+    UNIX socket too (``--grpc_socket_path``); raises if either cannot be bound."""
     options = [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -313,5 +318,7 @@ def serve(
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")
+    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
+        raise OSError(f"Could not bind gRPC server to unix:{socket_path}")
     server.start()
     return server

@@ -240,7 +240,7 @@ def not_found(req: falcon.Request, resp: falcon.Response) -> None:
 
 def make_service(config: StackConfig) -> Service:
     """The service of the endpoint's mode, chosen once per worker."""
-    channels = Channels()
+    channels = Channels(config.grpc_socket_path)
     if config.multi_model:
         directory = ModelDirectory(
             ControlClient(config.control_socket),
