@@ -38,7 +38,7 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import Servable
 from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
-from sagemaker_tfs.wire import predict_messages, tensors
+from sagemaker_tfs.wire import predict_messages, streamed_answer, tensors
 
 logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
@@ -137,22 +137,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         return _handle(context, lambda: self._predict(request), "Predict")
 
     def PredictStreamed(self, request: bytes, context) -> Iterator[bytes]:  # noqa: N802
-        """Predict answered in pieces (``predict_messages.STREAMED_PREDICT``)."""
-        chunks = _handle(context, lambda: self._predict_chunks(request), "Predict")
-        yield from predict_messages.pieces(chunks)
+        """Predict answered as a header and the raw values in pieces (``streamed_answer``)."""
+        spec, outputs = _handle(context, lambda: self._run_predict(request), "Predict")
+        yield from streamed_answer.streamed_messages(spec, outputs)
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
-        return b"".join(self._predict_chunks(request))
+        return predict_messages.encode_predict_response(*self._run_predict(request))
 
-    def _predict_chunks(self, request: bytes) -> list[bytes | memoryview]:
+    def _run_predict(self, request: bytes) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
+        """The model spec answered with and the outputs of a serialized PredictRequest."""
         spec, inputs, output_filter = decode_predict_request(request)
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
-        return predict_messages.predict_response_chunks(
-            _model_spec(servable, signature_name), outputs
-        )
+        return _model_spec(servable, signature_name), outputs
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")
@@ -287,8 +286,8 @@ def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
 
 
 def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
-    """The project's own ``predict_messages.STREAMED_PREDICT`` (not part of TF Serving's API)."""
-    streamed_service, method = predict_messages.STREAMED_PREDICT.strip("/").split("/")
+    """The project's own ``streamed_answer.STREAMED_PREDICT`` (not part of TF Serving's API)."""
+    streamed_service, method = streamed_answer.STREAMED_PREDICT.strip("/").split("/")
     handler = grpc.unary_stream_rpc_method_handler(service.PredictStreamed)
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
 

@@ -31,10 +31,11 @@ import numpy as np
 import orjson
 from PIL import Image, UnidentifiedImageError
 
-from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service import conversion, npz_writer
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.streamed_answer import StreamedAnswer
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -505,7 +506,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
     output buffers instead of copying tens of MB into one ``bytes``.
     """
     if output_type == NPZ:
-        return _encode_npz(outputs), NPZ
+        return _encode_npz(StreamedAnswer.of(outputs)), NPZ
     if output_type == NPY:
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
@@ -537,33 +538,22 @@ def _encode_npy(array: np.ndarray) -> list[Chunk]:
     return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
 
 
-class _ChunkWriter:
-    """A write-only file that keeps what is written as it is (zipfile writes through it)."""
-
-    def __init__(self) -> None:
-        self.chunks: list[Chunk] = []
-
-    def write(self, data: Chunk) -> int:
-        self.chunks.append(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
+def encode_answer(answer: StreamedAnswer, output_type: str) -> tuple[list[Chunk], str]:
+    """``encode_outputs`` of an answer still arriving: an ``.npz`` is checksummed piece by
+    piece as the outputs fill (``npz_writer``); other types wait for the whole answer."""
+    if output_type == NPZ:
+        return _encode_npz(answer), NPZ
+    return encode_outputs(answer.complete(), output_type)
 
 
-def _encode_npz(outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
+def _encode_npz(answer: StreamedAnswer) -> list[Chunk]:
     """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed), with
     the arrays' bytes referenced instead of copied into the archive."""
-    writer = _ChunkWriter()
-    with zipfile.ZipFile(writer, mode="w", compression=zipfile.ZIP_STORED) as archive:
-        for name, array in outputs.items():
-            npy = _encode_npy(array)
-            member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            member.file_size = sum(len(chunk) for chunk in npy)
-            with archive.open(member, mode="w") as out:  # file_size decides ZIP64 records
-                for chunk in npy:
-                    out.write(chunk)
-    return writer.chunks
+    npy = {name: _encode_npy(array) for name, array in answer.outputs.items()}
+    members = npz_writer.npz_members(npy)
+    index = {name: position for position, name in enumerate(npy)}
+    npz_writer.checksum(members, ((index[name], data) for name, data in answer.pieces()))
+    return npz_writer.zip_chunks(members)
 
 
 def _strings_as_fixed_bytes(array: np.ndarray) -> np.ndarray:
