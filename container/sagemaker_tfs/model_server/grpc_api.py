@@ -38,7 +38,8 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import Servable
 from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
-from sagemaker_tfs.wire import predict_messages, streamed_answer, tensors
+from sagemaker_tfs.wire import predict_messages, streamed_predict, tensors
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
@@ -136,10 +137,22 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
 
-    def PredictStreamed(self, request: bytes, context) -> Iterator[bytes]:  # noqa: N802
-        """Predict answered as a header and the raw values in pieces (``streamed_answer``)."""
-        spec, outputs = _handle(context, lambda: self._run_predict(request), "Predict")
-        yield from streamed_answer.streamed_messages(spec, outputs)
+    def PredictStreamed(  # noqa: N802 - gRPC method name
+        self, messages: Iterator[bytes], context
+    ) -> Iterator[bytes]:
+        """Predict with the request and answer streamed (``streamed_predict``)."""
+        spec, outputs = _handle(context, lambda: self._run_streamed(messages), "Predict")
+        yield from streamed_predict.answer_messages(spec, outputs)
+
+    def _run_streamed(
+        self, messages: Iterator[bytes]
+    ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
+        try:
+            header, inputs = StreamedTensors.receive_request(messages)
+            arrays = inputs.complete()
+        except (streamed_predict.StreamError, tensors.TensorConversionError) as error:
+            raise invalid_argument(str(error)) from None
+        return self._run(header.model_spec, arrays, list(header.output_filter))
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
@@ -147,7 +160,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _run_predict(self, request: bytes) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
         """The model spec answered with and the outputs of a serialized PredictRequest."""
-        spec, inputs, output_filter = decode_predict_request(request)
+        return self._run(*decode_predict_request(request))
+
+    def _run(
+        self, spec: Message, inputs: dict[str, np.ndarray], output_filter: list[str]
+    ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
@@ -286,9 +303,9 @@ def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
 
 
 def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
-    """The project's own ``streamed_answer.STREAMED_PREDICT`` (not part of TF Serving's API)."""
-    streamed_service, method = streamed_answer.STREAMED_PREDICT.strip("/").split("/")
-    handler = grpc.unary_stream_rpc_method_handler(service.PredictStreamed)
+    """The project's own ``streamed_predict.STREAMED_PREDICT`` (not part of TF Serving's API)."""
+    streamed_service, method = streamed_predict.STREAMED_PREDICT.strip("/").split("/")
+    handler = grpc.stream_stream_rpc_method_handler(service.PredictStreamed)
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
 
 

@@ -24,14 +24,15 @@ from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
 from sagemaker_tfs.wire.signatures import Signature
-from sagemaker_tfs.wire.streamed_answer import StreamError
+from sagemaker_tfs.wire.streamed_predict import StreamError
 from sagemaker_tfs.wire.tensors import TensorConversionError
 
 logger = logging.getLogger(__name__)
 
 OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
-# Answers expected to be this large are streamed from the model server (client.predict).
-STREAM_ANSWER_BYTES = 4 << 20
+# Requests or answers (expected) this large are streamed to and from the model server
+# (client.predict's stream_answer).
+STREAM_BYTES = 4 << 20
 
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
@@ -52,7 +53,8 @@ def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
         body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
     )
     names = output_filter(context.custom_attributes)
-    stream = expected_answer_bytes(signature, inputs, names) >= STREAM_ANSWER_BYTES
+    request_bytes = sum(np.asarray(array).nbytes for array in inputs.values())
+    stream = max(request_bytes, expected_answer_bytes(signature, inputs, names)) >= STREAM_BYTES
     return _predict(context, inputs, names, stream, output_type)
 
 

@@ -3,7 +3,7 @@
 What ``np.savez`` writes (members stored uncompressed, ZIP64 records where sizes or offsets
 need them), but as a list of chunks that refer to the arrays' buffers instead of copying
 them, and with each member's CRC-32 taken from the pieces of the answer as they arrive
-from the model server (``streamed_answer.StreamedAnswer.pieces``): for an answer of tens of
+from the model server (``streamed_predict.StreamedTensors.pieces``): for an answer of tens of
 MB the checksum is a fifth of the service's work, and it then runs while the rest of the
 answer is still on its way. zipfile would copy nothing either, but checksums only at the end.
 """

@@ -35,7 +35,7 @@ from sagemaker_tfs.service import conversion, npz_writer
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.signatures import TensorSpec
-from sagemaker_tfs.wire.streamed_answer import StreamedAnswer
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -506,7 +506,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
     output buffers instead of copying tens of MB into one ``bytes``.
     """
     if output_type == NPZ:
-        return _encode_npz(StreamedAnswer.of(outputs)), NPZ
+        return _encode_npz(StreamedTensors.of(outputs)), NPZ
     if output_type == NPY:
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
@@ -538,7 +538,7 @@ def _encode_npy(array: np.ndarray) -> list[Chunk]:
     return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
 
 
-def encode_answer(answer: StreamedAnswer, output_type: str) -> tuple[list[Chunk], str]:
+def encode_answer(answer: StreamedTensors, output_type: str) -> tuple[list[Chunk], str]:
     """``encode_outputs`` of an answer still arriving: an ``.npz`` is checksummed piece by
     piece as the outputs fill (``npz_writer``); other types wait for the whole answer."""
     if output_type == NPZ:
@@ -546,10 +546,10 @@ def encode_answer(answer: StreamedAnswer, output_type: str) -> tuple[list[Chunk]
     return encode_outputs(answer.complete(), output_type)
 
 
-def _encode_npz(answer: StreamedAnswer) -> list[Chunk]:
+def _encode_npz(answer: StreamedTensors) -> list[Chunk]:
     """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed), with
     the arrays' bytes referenced instead of copied into the archive."""
-    npy = {name: _encode_npy(array) for name, array in answer.outputs.items()}
+    npy = {name: _encode_npy(array) for name, array in answer.arrays.items()}
     members = npz_writer.npz_members(npy)
     index = {name: position for position, name in enumerate(npy)}
     npz_writer.checksum(members, ((index[name], data) for name, data in answer.pieces()))

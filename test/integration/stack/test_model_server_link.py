@@ -125,7 +125,7 @@ def test_service_reaches_the_model_server_over_its_unix_socket(
         np.testing.assert_array_equal(streamed[name], array)
 
 
-def test_streamed_answers_fall_back_to_predict(unary_only_stack: RunningStack) -> None:
+def test_streamed_predicts_fall_back_to_predict(unary_only_stack: RunningStack) -> None:
     """Against a model server without the streamed Predict, large answers still arrive (by
     Predict), request after request, and small ones too."""
     first = detector_npz(unary_only_stack, detector_request(seed=2))

@@ -14,7 +14,7 @@ from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.routing import Route
-from sagemaker_tfs.wire import predict_messages, protos, streamed_answer
+from sagemaker_tfs.wire import predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
@@ -46,7 +46,7 @@ def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:
     small, large = 10 * 16 * 16 * 255 * 4, 10 * 64 * 64 * 255 * 4
     assert fast_path.expected_answer_bytes(detector, inputs, []) == small + large
     assert fast_path.expected_answer_bytes(detector, inputs, ["small"]) == small
-    assert large >= fast_path.STREAM_ANSWER_BYTES > small
+    assert large >= fast_path.STREAM_BYTES > small
     assert fast_path.expected_answer_bytes(signature(y=(-1, -1)), inputs, []) == 0
     assert fast_path.expected_answer_bytes(signature(y=None), inputs, []) == 0
 
@@ -63,8 +63,8 @@ class FakeModelServer:
         service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
         self.server.add_generic_rpc_handlers((service,))
         if streamed:
-            streamed_service, method = streamed_answer.STREAMED_PREDICT.strip("/").split("/")
-            handler = grpc.unary_stream_rpc_method_handler(self._streamed)
+            streamed_service, method = streamed_predict.STREAMED_PREDICT.strip("/").split("/")
+            handler = grpc.stream_stream_rpc_method_handler(self._streamed)
             self.server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
             )
@@ -79,9 +79,11 @@ class FakeModelServer:
         self.calls["unary"] += 1
         return predict_messages.encode_predict_response(*self._answer(request))
 
-    def _streamed(self, request: bytes, context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+    def _streamed(self, requests: Iterator[bytes], context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
         self.calls["streamed"] += 1
-        messages = list(streamed_answer.streamed_messages(*self._answer(request), size=1000))
+        header, inputs = streamed_predict.StreamedTensors.receive_request(requests)
+        answer = (header.model_spec, {"y": inputs.complete()["x"] * 2})
+        messages = list(streamed_predict.answer_messages(*answer, size=1000))
         if self.drop_last_bytes:
             messages[-1] = messages[-1][: -self.drop_last_bytes]
         yield from messages
@@ -107,14 +109,14 @@ def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
         assert server.calls == {"unary": 3, "streamed": 0}
 
 
-def test_a_truncated_streamed_answer_is_a_clear_502() -> None:
+def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
     server = FakeModelServer(streamed=True, drop_last_bytes=3)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
     x = np.arange(5000, dtype=np.float32)
     try:
-        with pytest.raises(streamed_answer.StreamError, match="ended after 19997 of the 20000"):
+        with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
             client.predict(context, {"x": x}, stream_answer=True)
         with pytest.raises(fast_path.HttpError) as caught:
             fast_path._predict(context, {"x": x}, [], True, "application/x-npz")

@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 from sagemaker_tfs.service import npz_writer, payloads
-from sagemaker_tfs.wire import protos, streamed_answer
-from sagemaker_tfs.wire.streamed_answer import StreamedAnswer
+from sagemaker_tfs.wire import protos, streamed_predict
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 
 def joined(chunks: list) -> bytes:
@@ -48,11 +48,11 @@ def test_np_load_reads_every_member_back(case: str) -> None:
         np.testing.assert_array_equal(got[name], want)
 
 
-def test_checksummed_from_the_pieces_of_a_streamed_answer() -> None:
+def test_checksummed_from_the_pieces_of_a_streamed_predict() -> None:
     arrays = {"a": np.arange(1000, dtype=np.float32), "b": np.arange(7, dtype=np.uint8)}
     spec = protos.ModelSpec(name="m")
-    messages = streamed_answer.streamed_messages(spec, arrays, size=333)
-    chunks, _ = payloads.encode_answer(StreamedAnswer.receive(messages), payloads.NPZ)
+    messages = streamed_predict.answer_messages(spec, arrays, size=333)
+    chunks, _ = payloads.encode_answer(StreamedTensors.receive_answer(messages), payloads.NPZ)
     got = read_back(joined(chunks))
     for name, array in arrays.items():
         np.testing.assert_array_equal(got[name], array)
