@@ -37,7 +37,7 @@ STREAM_BYTES = 4 << 20
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
 
-def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
+def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
     """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
         raise HttpError(
@@ -98,8 +98,8 @@ def _signature(context: Any) -> Signature:
 
 def _predict(
     context: Any, inputs: dict, names: list[str], stream: bool, output_type: str
-) -> tuple[list[payloads.Chunk], str]:
-    """Predict, the answer encoded as ``output_type`` while it arrives."""
+) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
+    """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
         answer = client.predict_answer(context, inputs, output_filter=names, stream_answer=stream)
         return payloads.encode_answer(answer, output_type)

@@ -23,9 +23,9 @@ import os
 import struct
 import tokenize
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
@@ -506,7 +506,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
     output buffers instead of copying tens of MB into one ``bytes``.
     """
     if output_type == NPZ:
-        return _encode_npz(StreamedTensors.of(outputs)), NPZ
+        return list(_encode_npz(StreamedTensors.of(outputs)).chunks), NPZ
     if output_type == NPY:
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
@@ -538,22 +538,35 @@ def _encode_npy(array: np.ndarray) -> list[Chunk]:
     return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
 
 
-def encode_answer(answer: StreamedTensors, output_type: str) -> tuple[list[Chunk], str]:
-    """``encode_outputs`` of an answer still arriving: an ``.npz`` is checksummed piece by
-    piece as the outputs fill (``npz_writer``); other types wait for the whole answer."""
+class StreamedBody(NamedTuple):
+    """An answer sent while it is still being received: its length and its chunks."""
+
+    length: int
+    chunks: Iterator[Chunk]
+
+
+def encode_answer(
+    answer: StreamedTensors, output_type: str
+) -> tuple[list[Chunk] | StreamedBody, str]:
+    """``encode_outputs`` of an answer still arriving: an ``.npz`` is passed on piece by piece
+    as it arrives (``npz_writer``); other types wait for the whole answer."""
     if output_type == NPZ:
         return _encode_npz(answer), NPZ
     return encode_outputs(answer.complete(), output_type)
 
 
-def _encode_npz(answer: StreamedTensors) -> list[Chunk]:
-    """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed), with
-    the arrays' bytes referenced instead of copied into the archive."""
-    npy = {name: _encode_npy(array) for name, array in answer.arrays.items()}
-    members = npz_writer.npz_members(npy)
-    index = {name: position for position, name in enumerate(npy)}
-    npz_writer.checksum(members, ((index[name], data) for name, data in answer.pieces()))
-    return npz_writer.zip_chunks(members)
+def _encode_npz(answer: StreamedTensors) -> StreamedBody:
+    """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed, in
+    the order of their names): the arrays' bytes are the answer's pieces, not copies."""
+    arriving = set(answer.arriving)
+    members, index = [], {}
+    for name in sorted(answer.arrays):
+        head, data = _encode_npy(answer.arrays[name])
+        index[name] = len(members)
+        known = None if name in arriving else data
+        members.append(npz_writer.Member(f"{name}.npy", bytes(head), len(data), known))
+    pieces = ((index[name], data) for name, data in answer.pieces(fill=False))
+    return StreamedBody(*npz_writer.zip_stream(members, pieces))
 
 
 def _strings_as_fixed_bytes(array: np.ndarray) -> np.ndarray:

@@ -164,8 +164,15 @@ class StreamedTensors:
         arrays = {name: np.asarray(array, order="C") for name, array in outputs.items()}
         return cls(arrays, _raw_views(arrays), filled=True)
 
-    def pieces(self) -> Iterator[tuple[str, memoryview]]:
-        """Fill the arrays from the stream, yielding each filled region as it lands."""
+    @property
+    def arriving(self) -> list[str]:
+        """The names of the arrays whose bytes ``pieces()`` yields (numeric, not empty)."""
+        return [name for name, _ in self._targets]
+
+    def pieces(self, fill: bool = True) -> Iterator[tuple[str, memoryview]]:
+        """Read the stream, yielding each array's bytes front to back as they land; with
+        ``fill`` they are copied into ``arrays`` (and the views yielded are of those), else
+        the views are of the received messages and ``arrays`` stay unfilled."""
         if self._filled:
             yield from self._targets
             return
@@ -177,22 +184,22 @@ class StreamedTensors:
             piece = memoryview(message)
             received += len(piece)
             if received > expected:
-                raise StreamError(
-                    f"the stream has more than the {expected} bytes its header announces"
-                )
+                raise StreamError(f"the stream has more than the {expected} bytes its header announces")
             while len(piece):
                 if not len(target):
                     name, target = next(targets)
                 take = min(len(piece), len(target))
-                target[:take] = piece[:take]
-                yield name, target[:take]
+                if fill:
+                    target[:take] = piece[:take]
+                    yield name, target[:take]
+                else:
+                    yield name, piece[:take]
                 target, piece = target[take:], piece[take:]
         if received != expected:
             raise StreamError(
-                f"the stream ended after {received} of the {expected} bytes "
-                "its header announces"
+                f"the stream ended after {received} of the {expected} bytes its header announces"
             )
-        self._filled = True
+        self._filled = fill
 
     def complete(self) -> dict[str, np.ndarray]:
         """Every array, filled."""

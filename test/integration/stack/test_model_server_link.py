@@ -5,7 +5,8 @@ The model server is a stand-in ``tensorflow_model_server`` on PATH (the supervis
 that binary, as it prefers TF Serving's): our model server, started with what the test
 changes. ``moved_tcp_port`` listens for gRPC on another TCP port than the one the
 supervisor gave it, so the service can only reach it over the socket; ``no_streamed_predict``
-lacks the project's streamed Predict, as TF Serving's binary does.
+lacks the project's streamed Predict, as TF Serving's binary does; ``cut_answers`` ends every
+streamed answer one piece early, as a model server dying mid-answer would.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 from PIL import Image
 from whole_stack import RunningStack, running_stack
 
@@ -37,6 +39,11 @@ if {moved_tcp_port}:
         probe.bind(("127.0.0.1", 0))
         free = probe.getsockname()[1]
     args = [re.sub(r"^--port=\\d+$", f"--port={{free}}", arg) for arg in args]
+if {cut_answers}:
+    from sagemaker_tfs.wire import streamed_predict
+
+    whole_answer = streamed_predict.answer_messages
+    streamed_predict.answer_messages = lambda *a, **k: list(whole_answer(*a, **k))[:-1]
 if {no_streamed_predict}:
     grpc_api.streamed_prediction_handlers = lambda service: grpc.method_handlers_generic_handler(
         "sagemaker_tfs.Nothing", {{}}
@@ -45,11 +52,17 @@ sys.exit(main(args))
 """
 
 
-def stand_in_bin(directory: Path, moved_tcp_port: bool, no_streamed_predict: bool) -> Path:
+def stand_in_bin(
+    directory: Path, moved_tcp_port: bool = False, no_streamed_predict: bool = False,
+    cut_answers: bool = False,
+) -> Path:  # fmt: skip
     """A directory with a ``tensorflow_model_server`` stand-in, to put first on PATH."""
     directory.mkdir()
     script = directory / "tensorflow_model_server"
-    code = STAND_IN.format(moved_tcp_port=moved_tcp_port, no_streamed_predict=no_streamed_predict)
+    code = STAND_IN.format(
+        moved_tcp_port=moved_tcp_port, no_streamed_predict=no_streamed_predict,
+        cut_answers=cut_answers,
+    )  # fmt: skip
     script.write_text(f"#!{sys.executable}\n{code}")
     script.chmod(0o755)
     return directory
@@ -74,12 +87,12 @@ def stack_with(
 
 @pytest.fixture(scope="module")
 def socket_only_stack(model_dir: Path, tmp_path_factory) -> Iterator[RunningStack]:
-    yield from stack_with(model_dir, tmp_path_factory, moved_tcp_port=True, no_streamed_predict=False)
+    yield from stack_with(model_dir, tmp_path_factory, moved_tcp_port=True)
 
 
 @pytest.fixture(scope="module")
 def unary_only_stack(model_dir: Path, tmp_path_factory) -> Iterator[RunningStack]:
-    yield from stack_with(model_dir, tmp_path_factory, moved_tcp_port=False, no_streamed_predict=True)
+    yield from stack_with(model_dir, tmp_path_factory, no_streamed_predict=True)
 
 
 def detector_request(seed: int) -> bytes:
@@ -92,13 +105,17 @@ def detector_request(seed: int) -> bytes:
     return b"".join(len(image).to_bytes(4, "big") + image for image in images)
 
 
-def detector_npz(stack: RunningStack, body: bytes) -> dict[str, np.ndarray]:
-    response = stack.post(
+def post_detector(stack: RunningStack, body: bytes, accept: str) -> requests.Response:
+    return stack.post(
         body,
         "application/x-image-stream",
-        Accept="application/x-npz",
+        Accept=accept,
         **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=detector"},
     )
+
+
+def detector_npz(stack: RunningStack, body: bytes) -> dict[str, np.ndarray]:
+    response = post_detector(stack, body, "application/x-npz")
     assert response.status_code == 200, response.text
     with np.load(io.BytesIO(response.content), allow_pickle=False) as archive:
         return {name: archive[name] for name in archive.files}
@@ -134,3 +151,26 @@ def test_streamed_predicts_fall_back_to_predict(unary_only_stack: RunningStack) 
         np.testing.assert_array_equal(again[name], array)
     log = unary_only_stack.log_text()
     assert "Traceback" not in log
+
+
+def test_an_answer_that_breaks_off_is_cut_short_not_hung(
+    model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A streamed answer that ends early: an .npz already on its way is cut short at once
+    (the connection reset: the client sees an incomplete body, not a hang); an answer
+    gathered first (JSON) is a 502 with a JSON error; one log line each, no traceback; and
+    the stack keeps serving."""
+    for stack in stack_with(model_dir, tmp_path_factory, cut_answers=True):
+        body = detector_request(seed=3)
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            post_detector(stack, body, "application/x-npz")
+        as_json = post_detector(stack, body, "application/json")
+        assert as_json.status_code == 502
+        assert "ended after" in as_json.json()["error"]
+        attributes = "tfs-model-name=detector,tfs-output-filter=output_0"  # 0.5 MB: unary
+        small = stack.post(body, "application/x-image-stream", Accept="application/x-npz",
+                           **{"X-Amzn-SageMaker-Custom-Attributes": attributes})  # fmt: skip
+        assert small.status_code == 200, small.text
+        log = stack.log_text()
+        assert "answer cut short" in log
+        assert "Traceback" not in log

@@ -119,9 +119,13 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
             client.predict(context, {"x": x}, stream_answer=True)
         with pytest.raises(fast_path.HttpError) as caught:
-            fast_path._predict(context, {"x": x}, [], True, "application/x-npz")
+            fast_path._predict(context, {"x": x}, [], True, "application/x-npy")
         assert caught.value.status == 502
         assert "ended after 19997 of the 20000 bytes" in str(caught.value)
+        # an .npz is passed on as it arrives: sending it stops at the missing bytes
+        body, _ = fast_path._predict(context, {"x": x}, [], True, "application/x-npz")
+        with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):
+            list(body.chunks)
     finally:
         channel.close()
         server.server.stop(None)
