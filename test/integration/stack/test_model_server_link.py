@@ -95,10 +95,10 @@ def unary_only_stack(model_dir: Path, tmp_path_factory) -> Iterator[RunningStack
     yield from stack_with(model_dir, tmp_path_factory, no_streamed_predict=True)
 
 
-def detector_request(seed: int) -> bytes:
+def detector_request(seed: int, count: int = 2) -> bytes:
     rng = np.random.default_rng(seed)
     images = []
-    for _ in range(2):
+    for _ in range(count):
         buffer = io.BytesIO()
         Image.fromarray(rng.integers(0, 255, (512, 512, 3), dtype=np.uint8)).save(buffer, "JPEG")
         images.append(buffer.getvalue())
@@ -167,10 +167,13 @@ def test_an_answer_that_breaks_off_is_cut_short_not_hung(
         as_json = post_detector(stack, body, "application/json")
         assert as_json.status_code == 502
         assert "ended after" in as_json.json()["error"]
-        attributes = "tfs-model-name=detector,tfs-output-filter=output_0"  # 0.5 MB: unary
-        small = stack.post(body, "application/x-image-stream", Accept="application/x-npz",
-                           **{"X-Amzn-SageMaker-Custom-Attributes": attributes})  # fmt: skip
-        assert small.status_code == 200, small.text
+        attributes = "tfs-model-name=detector,tfs-output-filter=output_0"
+        headers = {"Accept": "application/x-npz", "X-Amzn-SageMaker-Custom-Attributes": attributes}
+        small = stack.post(body, "application/x-image-stream", **headers)  # streamed: 6 MB in
+        assert small.status_code == 502  # a 0.5 MB answer is gathered before it is sent
+        assert "ended after 0 of the 522240 bytes" in small.json()["error"]
+        one_image = detector_request(seed=5, count=1)  # 3 MB in, 0.3 MB out: Predict
+        assert stack.post(one_image, "application/x-image-stream", **headers).status_code == 200
         log = stack.log_text()
         assert "answer cut short" in log
         assert "Traceback" not in log
