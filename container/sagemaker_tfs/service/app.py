@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 import falcon
 import requests
@@ -23,8 +23,8 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
+from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,

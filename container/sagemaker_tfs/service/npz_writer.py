@@ -104,7 +104,9 @@ def _chunks(
         else:
             yield from _arriving_data(index, member, arriving)
         struct_ = _descriptor_struct(member, force_zip64)
-        yield struct_.pack(_DESCRIPTOR_SIGNATURE, member.crc, member.stored_size, member.stored_size)
+        yield struct_.pack(
+            _DESCRIPTOR_SIGNATURE, member.crc, member.stored_size, member.stored_size
+        )
     for extra in arriving:
         raise IncompleteAnswer(f"the answer goes on after its {len(members)} members: {extra[0]}")
     directory = [_central_header(member, force_zip64) for member in members]

@@ -184,7 +184,9 @@ class StreamedTensors:
             piece = memoryview(message)
             received += len(piece)
             if received > expected:
-                raise StreamError(f"the stream has more than the {expected} bytes its header announces")
+                raise StreamError(
+                    f"the stream has more than the {expected} bytes its header announces"
+                )
             while len(piece):
                 if not len(target):
                     name, target = next(targets)

@@ -92,7 +92,9 @@ def test_predict_tf2_half_plus_two_with_tensor_content(stub) -> None:
     np.testing.assert_array_equal(output_array(response.outputs["y"]), array * 0.5 + 2)
 
 
-def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(server: ServerHandle) -> None:
+def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
+    server: ServerHandle,
+) -> None:
     from sagemaker_tfs import client
     from sagemaker_tfs.wire import streamed_predict
 
@@ -100,7 +102,9 @@ def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(server: S
     request = predict_request("half_plus_two_tf2", {"x": float_tensor(array)})
     channel = grpc.insecure_channel(server.grpc_target, options=client.CHANNEL_OPTIONS)
     method = channel.stream_stream(streamed_predict.STREAMED_PREDICT)
-    header, *pieces = list(method(streamed_predict.request_messages(request.model_spec, {"x": array})))
+    header, *pieces = list(
+        method(streamed_predict.request_messages(request.model_spec, {"x": array}))
+    )
     assert [len(piece) for piece in pieces] == [streamed_predict.STREAM_PIECE_BYTES] * 2 + [
         array.nbytes - 2 * streamed_predict.STREAM_PIECE_BYTES
     ]

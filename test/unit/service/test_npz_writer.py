@@ -51,7 +51,9 @@ def test_np_load_reads_every_member_back(case: str) -> None:
 def streamed_npz(arrays: dict, size: int) -> payloads.StreamedBody:
     spec = protos.ModelSpec(name="m")
     messages = streamed_predict.answer_messages(spec, arrays, size=size)
-    body, media_type = payloads.encode_answer(StreamedTensors.receive_answer(messages), payloads.NPZ)
+    body, media_type = payloads.encode_answer(
+        StreamedTensors.receive_answer(messages), payloads.NPZ
+    )
     assert media_type == payloads.NPZ and isinstance(body, payloads.StreamedBody)
     return body
 
