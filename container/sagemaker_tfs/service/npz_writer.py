@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
+
+try:  # zlib-ng's CRC-32 where installed: 3 ms for 55 MB here, zlib's 14 ms (not yet required)
+    from zlib_ng.zlib_ng import crc32
+except ImportError:
+    from zlib import crc32
 
 Chunk = bytes | memoryview
 
@@ -97,9 +101,9 @@ def _chunks(
     for index, member in enumerate(members):
         yield _local_header(member, force_zip64)
         yield member.head
-        member.crc = zlib.crc32(member.head)
+        member.crc = crc32(member.head)
         if member.data is not None:
-            member.crc = zlib.crc32(member.data, member.crc)
+            member.crc = crc32(member.data, member.crc)
             yield member.data
         else:
             yield from _arriving_data(index, member, arriving)
@@ -128,7 +132,7 @@ def _arriving_data(
             )
         data = piece[1]
         received += len(data)
-        member.crc = zlib.crc32(data, member.crc)
+        member.crc = crc32(data, member.crc)
         yield data
     if received != member.size:
         raise IncompleteAnswer(f"member {member.name} has {received} bytes, not {member.size}")
