@@ -131,8 +131,9 @@ def _on_examples(
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
 
-    def __init__(self, manager: ModelManager) -> None:
+    def __init__(self, manager: ModelManager, max_message_bytes: int | None = None) -> None:
         self._manager = manager
+        self._max_streamed_bytes = max_message_bytes  # a streamed request's bound, as Predict's
 
     def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
@@ -148,7 +149,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, messages: Iterator[bytes]
     ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
         try:
-            header, inputs = StreamedTensors.receive_request(messages)
+            header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
             arrays = inputs.complete()
         except (streamed_predict.StreamError, tensors.TensorConversionError) as error:
             raise invalid_argument(str(error)) from None
@@ -327,7 +328,7 @@ def serve(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=options,
     )
-    prediction = PredictionService(manager)
+    prediction = PredictionService(manager, max_message_bytes)
     server.add_generic_rpc_handlers(
         (prediction_handlers(prediction), streamed_prediction_handlers(prediction))
     )

@@ -19,6 +19,7 @@ still on its way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -136,13 +137,20 @@ class StreamedTensors:
         return cls._receive(messages, protos.PredictResponse, "outputs")[1]
 
     @classmethod
-    def receive_request(cls, messages: Iterable[bytes]) -> tuple[Message, StreamedTensors]:
-        """The header (a PredictRequest without numeric values) and inputs of a request."""
-        return cls._receive(messages, protos.PredictRequest, "inputs")
+    def receive_request(
+        cls, messages: Iterable[bytes], max_bytes: int | None = None
+    ) -> tuple[Message, StreamedTensors]:
+        """The header (a PredictRequest without numeric values) and inputs of a request; a
+        header announcing more than ``max_bytes`` of values is refused before allocating."""
+        return cls._receive(messages, protos.PredictRequest, "inputs", max_bytes)
 
     @classmethod
     def _receive(
-        cls, messages: Iterable[bytes], header_type: type[Message], field: str
+        cls,
+        messages: Iterable[bytes],
+        header_type: type[Message],
+        field: str,
+        max_bytes: int | None = None,
     ) -> tuple[Message, StreamedTensors]:
         """The header (a ``header_type``) and the tensors of its map ``field``."""
         messages = iter(messages)
@@ -154,7 +162,7 @@ class StreamedTensors:
         except DecodeError:
             name = header_type.DESCRIPTOR.name
             raise StreamError(f"the stream's header is not a {name}") from None
-        arrays, targets = _allocate(getattr(header, field))
+        arrays, targets = _allocate(getattr(header, field), max_bytes)
         return header, cls(arrays, targets, messages)
 
     @classmethod
@@ -210,6 +218,24 @@ class StreamedTensors:
         return self.arrays
 
 
+def _check_total(described: Any, max_bytes: int | None) -> None:
+    """Refuse a header that announces more than ``max_bytes`` of numeric values (None or
+    negative: no bound)."""
+    if max_bytes is None or max_bytes < 0:
+        return
+    total = 0
+    for proto in described.values():
+        if proto.dtype == tensors.DT_STRING:
+            continue
+        try:
+            itemsize = tensors.numpy_dtype(proto.dtype).itemsize
+        except TensorConversionError:
+            continue  # _allocate names it
+        total += itemsize * math.prod(max(size, 0) for size in tensors.shape_of(proto))
+    if total > max_bytes:
+        raise StreamError(f"the stream announces {total} bytes of tensors, more than {max_bytes}")
+
+
 def _raw_views(arrays: Mapping[str, np.ndarray]) -> list[tuple[str, memoryview]]:
     """The bytes of each non-empty numeric array, in stream order (by name)."""
     return [
@@ -219,8 +245,11 @@ def _raw_views(arrays: Mapping[str, np.ndarray]) -> list[tuple[str, memoryview]]
     ]
 
 
-def _allocate(described: Any) -> tuple[dict[str, np.ndarray], list[tuple[str, memoryview]]]:
+def _allocate(
+    described: Any, max_bytes: int | None
+) -> tuple[dict[str, np.ndarray], list[tuple[str, memoryview]]]:
     """The tensors a header's map describes (numeric ones allocated, unfilled), their bytes."""
+    _check_total(described, max_bytes)
     arrays: dict[str, np.ndarray] = {}
     for name, proto in described.items():
         if proto.dtype == tensors.DT_STRING:

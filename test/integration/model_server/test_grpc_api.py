@@ -124,6 +124,13 @@ def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
         list(method(iter(cut_short)))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "ended after 2097152 of the 2400000 bytes" in error.value.details()
+    huge = predict_pb2.PredictRequest(model_spec=request.model_spec)
+    huge.inputs["x"].dtype = 1
+    huge.inputs["x"].tensor_shape.dim.add(size=1 << 40)  # 4 TiB announced: refused at once
+    with pytest.raises(grpc.RpcError) as error:
+        list(method(iter([huge.SerializeToString()])))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "more than 536870912" in error.value.details()
     channel.close()
 
 

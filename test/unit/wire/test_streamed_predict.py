@@ -97,3 +97,14 @@ def test_request_round_trip_keeps_spec_and_output_filter() -> None:
     assert_same(inputs.complete(), want)
     with pytest.raises(StreamError, match="header is not a PredictRequest"):
         StreamedTensors.receive_request([b"\xff"])
+
+
+def test_request_announcing_too_much_is_refused_before_allocating() -> None:
+    header = protos.PredictRequest()
+    header.inputs["x"].dtype = 1  # DT_FLOAT
+    header.inputs["x"].tensor_shape.dim.add(size=1 << 40)  # 4 TiB
+    with pytest.raises(StreamError, match="announces 4398046511104 bytes of tensors, more than"):
+        StreamedTensors.receive_request([header.SerializeToString()], max_bytes=512 << 20)
+    fits = list(streamed_predict.request_messages(SPEC, {"x": np.zeros(4, np.float32)}))
+    _, inputs = StreamedTensors.receive_request(fits, max_bytes=16)
+    np.testing.assert_array_equal(inputs.complete()["x"], np.zeros(4, np.float32))
