@@ -10,8 +10,8 @@ Example ``code/inference.py``::
         outputs = predict(context, {"input_1": batch})   # dict of NumPy arrays
         return outputs["predictions"].tobytes(), "application/octet-stream"
 
-``predict(..., stream_answer=True)`` has the project's model server send the answer in pieces
-(``predict_messages.STREAMED_PREDICT``): several times faster for answers of tens of MB; TF
+``predict(..., stream_answer=True)`` sends the request and receives the answer in pieces
+(``streamed_predict.STREAMED_PREDICT``): several times faster for tensors of tens of MB; TF
 Serving's own binary lacks the method, and ``predict`` then falls back to the usual Predict.
 ``predict`` reuses ``context.channel`` (or opens one to ``context.grpc_port`` with no message
 size limits), takes the model name and version from the context, sends tensors as raw
@@ -32,8 +32,9 @@ import grpc
 import numpy as np
 from google.protobuf.message import Message
 
-from sagemaker_tfs.wire import predict_messages, protos
+from sagemaker_tfs.wire import predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.signatures import Signature, signature_from_def
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 DEFAULT_SIGNATURE = "serving_default"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -51,7 +52,7 @@ CHANNEL_OPTIONS = (
 _channels: dict[str, grpc.Channel] = {}
 _stubs: dict[int, Any] = {}
 _raw_predicts: dict[int, tuple[grpc.Channel, grpc.UnaryUnaryMultiCallable]] = {}
-_streamed_predicts: dict[int, tuple[grpc.Channel, grpc.UnaryStreamMultiCallable | None]] = {}
+_streamed_predicts: dict[int, tuple[grpc.Channel, grpc.StreamStreamMultiCallable | None]] = {}
 _signatures: dict[tuple[str, str | None], dict[str, Signature]] = {}
 _lock = threading.Lock()
 
@@ -92,28 +93,39 @@ def _raw_predict(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
     return callable_[1]
 
 
-def _streamed_predict(channel: grpc.Channel) -> grpc.UnaryStreamMultiCallable | None:
+def _streamed_predict(channel: grpc.Channel) -> grpc.StreamStreamMultiCallable | None:
     """The streamed Predict of the project's model server; None once found unimplemented."""
     callable_ = _streamed_predicts.get(id(channel))
     if callable_ is None or callable_[0] is not channel:
-        method = channel.unary_stream(predict_messages.STREAMED_PREDICT)
+        method = channel.stream_stream(streamed_predict.STREAMED_PREDICT)
         callable_ = _streamed_predicts[id(channel)] = (channel, method)
     return callable_[1]
 
 
-def _predict_answer(channel: grpc.Channel, request: bytes, timeout: float, stream: bool) -> bytes:
-    """The serialized PredictResponse, streamed in pieces where the server offers that."""
+def _predict_answer(
+    channel: grpc.Channel,
+    spec: Message,
+    inputs: Mapping[str, Any],
+    output_filter: Iterable[str],
+    timeout: float,
+    stream: bool,
+) -> StreamedTensors:
+    """The answer, request and answer streamed in pieces where the server offers that."""
     streamed = _streamed_predict(channel) if stream else None
     if streamed is not None:
+        messages = streamed_predict.request_messages(spec, inputs, output_filter)
         try:
-            return b"".join(streamed(request, timeout=timeout))
+            return StreamedTensors.receive_answer(streamed(messages, timeout=timeout))
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             _streamed_predicts[id(channel)] = (channel, None)  # TF Serving: ask it as usual
+    request = predict_messages.encode_predict_request(spec, inputs, output_filter)
     if _under_gevent():
-        return _raw_predict(channel).future(request, timeout=timeout).result()
-    return _raw_predict(channel)(request, timeout=timeout)
+        response = _raw_predict(channel).future(request, timeout=timeout).result()
+    else:
+        response = _raw_predict(channel)(request, timeout=timeout)
+    return StreamedTensors.of(predict_messages.decode_predict_response(response))
 
 
 @functools.cache
@@ -167,13 +179,39 @@ def predict(
 ) -> dict[str, np.ndarray]:
     """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out.
 
-    ``output_filter``: the output names wanted (default: all). ``stream_answer``: receive the
-    answer in pieces (worth it from a few MB on; a small answer costs ~1 ms more).
+    ``output_filter``: the output names wanted (default: all). ``stream_answer``: send the
+    request and receive the answer in pieces (worth it from a few MB of inputs or outputs
+    on; a small call costs ~1 ms more).
     """
+    return predict_answer(
+        context,
+        inputs,
+        signature_name=signature_name,
+        output_filter=output_filter,
+        model_name=model_name,
+        model_version=model_version,
+        timeout=timeout,
+        stream_answer=stream_answer,
+    ).complete()
+
+
+def predict_answer(
+    context: Any,
+    inputs: Mapping[str, Any],
+    *,
+    signature_name: str = DEFAULT_SIGNATURE,
+    output_filter: Iterable[str] = (),
+    model_name: str | None = None,
+    model_version: int | str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    stream_answer: bool = False,
+) -> StreamedTensors:
+    """``predict`` with the answer still arriving: its outputs fill as ``pieces()`` is read
+    (``streamed_predict.StreamedTensors``). An error while reading raises ``grpc.RpcError``,
+    or ``streamed_predict.StreamError`` for an answer that does not match its header."""
     spec = model_spec(context, signature_name, model_name, model_version)
-    request = predict_messages.encode_predict_request(spec, inputs, output_filter)
-    response = _predict_answer(channel_of(context), request, timeout, stream_answer)
-    return predict_messages.decode_predict_response(response)
+    channel = channel_of(context)
+    return _predict_answer(channel, spec, inputs, list(output_filter), timeout, stream_answer)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

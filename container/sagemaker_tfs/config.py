@@ -25,6 +25,7 @@ DEFAULT_PORT = 8080
 DEFAULT_GRPC_PORT = 9000
 DEFAULT_REST_PORT = 8501
 UNLIMITED_ENQUEUED_BATCHES = 100_000_000
+MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -122,6 +123,13 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+
+    def grpc_socket_path(self, grpc_port: int) -> str | None:
+        """The unix socket on which the model server of ``grpc_port`` also serves gRPC
+        (``--grpc_socket_path``, beside its TCP port); the service's own calls use it. None
+        when the path would not fit in a socket address (the TCP port is used then)."""
+        path = os.path.join(self.work_dir, f"grpc-{grpc_port}.sock")
+        return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
 
     @property
     def stack_config_path(self) -> str:

@@ -21,6 +21,7 @@ class ServerOptions:
     """Every flag the server understands, with TF Serving's defaults."""
 
     port: int = 8500
+    grpc_socket_path: str = ""  # also serve gRPC on this UNIX socket (beside --port)
     rest_api_port: int = 0
     rest_api_num_threads: int = 0
     rest_api_timeout_in_ms: int = 30000

@@ -38,7 +38,8 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import Servable
 from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
-from sagemaker_tfs.wire import predict_messages, tensors
+from sagemaker_tfs.wire import predict_messages, streamed_predict, tensors
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
@@ -130,29 +131,45 @@ def _on_examples(
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
 
-    def __init__(self, manager: ModelManager) -> None:
+    def __init__(self, manager: ModelManager, max_message_bytes: int | None = None) -> None:
         self._manager = manager
+        self._max_streamed_bytes = max_message_bytes  # a streamed request's bound, as Predict's
 
     def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
 
-    def PredictStreamed(self, request: bytes, context) -> Iterator[bytes]:  # noqa: N802
-        """Predict answered in pieces (``predict_messages.STREAMED_PREDICT``)."""
-        chunks = _handle(context, lambda: self._predict_chunks(request), "Predict")
-        yield from predict_messages.pieces(chunks)
+    def PredictStreamed(  # noqa: N802 - gRPC method name
+        self, messages: Iterator[bytes], context
+    ) -> Iterator[bytes]:
+        """Predict with the request and answer streamed (``streamed_predict``)."""
+        spec, outputs = _handle(context, lambda: self._run_streamed(messages), "Predict")
+        yield from streamed_predict.answer_messages(spec, outputs)
+
+    def _run_streamed(
+        self, messages: Iterator[bytes]
+    ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
+        try:
+            header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
+            arrays = inputs.complete()
+        except (streamed_predict.StreamError, tensors.TensorConversionError) as error:
+            raise invalid_argument(str(error)) from None
+        return self._run(header.model_spec, arrays, list(header.output_filter))
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
-        return b"".join(self._predict_chunks(request))
+        return predict_messages.encode_predict_response(*self._run_predict(request))
 
-    def _predict_chunks(self, request: bytes) -> list[bytes | memoryview]:
-        spec, inputs, output_filter = decode_predict_request(request)
+    def _run_predict(self, request: bytes) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
+        """The model spec answered with and the outputs of a serialized PredictRequest."""
+        return self._run(*decode_predict_request(request))
+
+    def _run(
+        self, spec: Message, inputs: dict[str, np.ndarray], output_filter: list[str]
+    ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
         servable = resolve(self._manager, spec)
         signature_name = spec.signature_name or DEFAULT_SIGNATURE
         outputs = servable.predict(signature_name, inputs, output_filter)
-        return predict_messages.predict_response_chunks(
-            _model_spec(servable, signature_name), outputs
-        )
+        return _model_spec(servable, signature_name), outputs
 
     def Classify(self, request, context):  # noqa: N802
         return _handle(context, lambda: self._classify(request), "Classify")
@@ -287,16 +304,21 @@ def prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
 
 
 def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcHandler:
-    """The project's own ``predict_messages.STREAMED_PREDICT`` (not part of TF Serving's API)."""
-    streamed_service, method = predict_messages.STREAMED_PREDICT.strip("/").split("/")
-    handler = grpc.unary_stream_rpc_method_handler(service.PredictStreamed)
+    """The project's own ``streamed_predict.STREAMED_PREDICT`` (not part of TF Serving's API)."""
+    streamed_service, method = streamed_predict.STREAMED_PREDICT.strip("/").split("/")
+    handler = grpc.stream_stream_rpc_method_handler(service.PredictStreamed)
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
 
 
 def serve(
-    manager: ModelManager, port: int, max_message_bytes: int, max_workers: int = 64
+    manager: ModelManager,
+    port: int,
+    max_message_bytes: int,
+    socket_path: str = "",
+    max_workers: int = 64,
 ) -> grpc.Server:
-    """Start the gRPC server on 0.0.0.0:``port``; raises if the port cannot be bound."""
+    """Start the gRPC server on 0.0.0.0:``port`` and, when ``socket_path`` is set, on that
+    UNIX socket too (``--grpc_socket_path``); raises if either cannot be bound."""
     options = [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
@@ -306,12 +328,14 @@ def serve(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         options=options,
     )
-    prediction = PredictionService(manager)
+    prediction = PredictionService(manager, max_message_bytes)
     server.add_generic_rpc_handlers(
         (prediction_handlers(prediction), streamed_prediction_handlers(prediction))
     )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
     if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")
+    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
+        raise OSError(f"Could not bind gRPC server to unix:{socket_path}")
     server.start()
     return server

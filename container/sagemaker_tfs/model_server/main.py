@@ -187,8 +187,11 @@ def _serve_until_stopped(
     grpc_server = None
     rest_server = None
     try:
-        grpc_server = grpc_api.serve(manager, options.port, options.grpc_max_message_bytes)
+        grpc_server = grpc_api.serve(
+            manager, options.port, options.grpc_max_message_bytes, options.grpc_socket_path
+        )
         _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
+        _announce_socket(options.grpc_socket_path)
         rest_server = _start_rest(manager, options)
         _announce("NET_LOG: Entering the event loop ...")
         while not stop.wait(1.0):
@@ -199,6 +202,12 @@ def _serve_until_stopped(
             rest_server.shutdown()
         if grpc_server is not None:
             grpc_server.stop(grace=1.0).wait(3.0)
+
+
+def _announce_socket(socket_path: str) -> None:
+    """TF Serving's line for ``--grpc_socket_path``."""
+    if socket_path:
+        _announce(f"Running gRPC ModelServer at UNIX socket {socket_path} ...")
 
 
 def _start_rest(manager: ModelManager, options: ServerOptions) -> RestServer | None:

@@ -6,11 +6,12 @@ content type is not one njs converts, and ``/models/NAME/invoke`` on multi-model
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 import falcon
 import requests
@@ -23,6 +24,7 @@ from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_u
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
+from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -48,6 +50,9 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
     if isinstance(reply.body, bytes):
         resp.data = reply.body
         return
+    if isinstance(reply.body, StreamedBody):
+        _send_streamed(resp, reply.body)
+        return
     length = sum(len(chunk) for chunk in reply.body)
     if length <= SEND_PIECE_BYTES:
         resp.data = b"".join(reply.body)
@@ -56,16 +61,48 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
     resp.stream = _pieces(reply.body)
 
 
-def _pieces(chunks: Sequence[bytes | memoryview]) -> Iterator[bytes]:
+def _send_streamed(resp: falcon.Response, body: StreamedBody) -> None:
+    """An answer passed on while it arrives; a small one is gathered first."""
+    if body.length <= SEND_PIECE_BYTES:
+        try:
+            resp.data = b"".join(body.chunks)
+        except Exception as error:  # noqa: BLE001 - the model server's answer broke off
+            logger.warning("model server answer broke off: %s", error)
+            raise errors.HttpError(502, f"The model server's answer broke off: {error}") from None
+        return
+    resp.content_length = body.length
+    resp.stream = _cut_short_on_failure(_pieces(body.chunks))
+
+
+def _cut_short_on_failure(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks; if the answer breaks off midway (the model server failed, the status was
+    sent long ago), one line is logged and the connection is reset, so that nginx and the
+    client see a truncated answer at once rather than wait for the missing bytes."""
+    try:
+        yield from chunks
+    except Exception as error:  # noqa: BLE001 - any failure here can only cut the answer
+        logger.warning("answer cut short: the model server's answer broke off: %s", error)
+        raise ConnectionResetError(errno.ECONNRESET, "answer cut short") from None
+
+
+def _pieces(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
     """The chunks as ``bytes`` of at most 1 MiB (WSGI servers take bytes; copying a large
-    answer piece by piece reuses the same memory instead of faulting in one more copy)."""
+    answer piece by piece reuses the same memory instead of faulting in one more copy). A
+    view of a whole ``bytes`` (a message as received from the model server) is that ``bytes``,
+    not a copy."""
     for chunk in chunks:
+        if isinstance(chunk, memoryview) and _whole_bytes(chunk):
+            chunk = chunk.obj
         if isinstance(chunk, bytes) and len(chunk) <= SEND_PIECE_BYTES:
             yield chunk
             continue
         view = memoryview(chunk)
         for start in range(0, len(view), SEND_PIECE_BYTES):
             yield bytes(view[start : start + SEND_PIECE_BYTES])
+
+
+def _whole_bytes(view: memoryview) -> bool:
+    return isinstance(view.obj, bytes) and view.nbytes == len(view.obj) and view.c_contiguous
 
 
 # How long a request whose model server is unreachable is retried (on the other instances,
@@ -240,7 +277,7 @@ def not_found(req: falcon.Request, resp: falcon.Response) -> None:
 
 def make_service(config: StackConfig) -> Service:
     """The service of the endpoint's mode, chosen once per worker."""
-    channels = Channels()
+    channels = Channels(config.grpc_socket_path)
     if config.multi_model:
         directory = ModelDirectory(
             ControlClient(config.control_socket),

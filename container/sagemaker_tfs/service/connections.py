@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import grpc
 import requests
@@ -30,19 +31,31 @@ def init_gevent_if_patched() -> bool:
 
 
 class Channels:
-    """One gRPC channel per model server gRPC port, created on first use and kept."""
+    """One gRPC channel per model server, created on first use and kept.
 
-    def __init__(self) -> None:
+    A channel goes to the model server's UNIX socket when ``socket_path_of(grpc_port)`` names
+    one (the supervisor starts every model server with ``--grpc_socket_path``), else to its
+    TCP port on localhost. The socket skips the TCP stack: a 55 MB answer arrives 10-15%
+    sooner (docs/performance.md).
+    """
+
+    def __init__(self, socket_path_of: Callable[[int], str | None] = lambda _port: None) -> None:
         self._channels: dict[int, grpc.Channel] = {}
         self._lock = threading.Lock()
+        self._socket_path_of = socket_path_of
 
     def get(self, grpc_port: int) -> grpc.Channel:
         with self._lock:
             channel = self._channels.get(grpc_port)
             if channel is None:
-                channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}", options=CHANNEL_OPTIONS)
+                channel = grpc.insecure_channel(self.target(grpc_port), options=CHANNEL_OPTIONS)
                 self._channels[grpc_port] = channel
             return channel
+
+    def target(self, grpc_port: int) -> str:
+        """The gRPC target of the model server listening on ``grpc_port``."""
+        socket_path = self._socket_path_of(grpc_port)
+        return f"unix:{socket_path}" if socket_path else f"127.0.0.1:{grpc_port}"
 
     def drop(self, grpc_port: int) -> None:
         """Close the channel of a model server that went away (multi-model unload)."""

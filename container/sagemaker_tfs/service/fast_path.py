@@ -24,18 +24,20 @@ from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
 from sagemaker_tfs.wire.signatures import Signature
+from sagemaker_tfs.wire.streamed_predict import StreamError
 from sagemaker_tfs.wire.tensors import TensorConversionError
 
 logger = logging.getLogger(__name__)
 
 OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
-# Answers expected to be this large are streamed from the model server (client.predict).
-STREAM_ANSWER_BYTES = 4 << 20
+# Requests or answers (expected) this large are streamed to and from the model server
+# (client.predict's stream_answer).
+STREAM_BYTES = 4 << 20
 
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
 
-def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
+def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
     """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
         raise HttpError(
@@ -51,9 +53,9 @@ def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk], str]:
         body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
     )
     names = output_filter(context.custom_attributes)
-    stream = expected_answer_bytes(signature, inputs, names) >= STREAM_ANSWER_BYTES
-    outputs = _predict(context, inputs, names, stream)
-    return payloads.encode_outputs(outputs, output_type)
+    request_bytes = sum(np.asarray(array).nbytes for array in inputs.values())
+    stream = max(request_bytes, expected_answer_bytes(signature, inputs, names)) >= STREAM_BYTES
+    return _predict(context, inputs, names, stream, output_type)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -94,15 +96,22 @@ def _signature(context: Any) -> Signature:
         raise HttpError(400, str(error)) from None
 
 
-def _predict(context: Any, inputs: dict, names: list[str], stream: bool) -> dict:
+def _predict(
+    context: Any, inputs: dict, names: list[str], stream: bool, output_type: str
+) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
+    """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
-        return client.predict(context, inputs, output_filter=names, stream_answer=stream)
+        answer = client.predict_answer(context, inputs, output_filter=names, stream_answer=stream)
+        return payloads.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context.model_name, context.model_version)
         raise _rpc_failure(error) from None
     except TensorConversionError as error:
         raise HttpError(400, str(error)) from None
+    except StreamError as error:
+        logger.warning("model server answer unreadable: %s", error)
+        raise HttpError(502, f"The model server's answer is unreadable: {error}") from None
 
 
 def _rpc_failure(error: grpc.RpcError) -> HttpError:

@@ -15,6 +15,7 @@ from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
+from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class Reply(NamedTuple):
     """An answer; ``body`` may be chunks to send in turn (the fast path's NumPy answers)."""
 
     status: int
-    body: bytes | Sequence[bytes | memoryview]
+    body: bytes | Sequence[bytes | memoryview] | StreamedBody
     content_type: str
 
 

@@ -23,18 +23,19 @@ import os
 import struct
 import tokenize
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 from PIL import Image, UnidentifiedImageError
 
-from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service import conversion, npz_writer
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -505,7 +506,7 @@ def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple
     output buffers instead of copying tens of MB into one ``bytes``.
     """
     if output_type == NPZ:
-        return _encode_npz(outputs), NPZ
+        return list(_encode_npz(StreamedTensors.of(outputs)).chunks), NPZ
     if output_type == NPY:
         return _encode_npy(_only_output(outputs, NPY)), NPY
     if output_type == CSV:
@@ -537,33 +538,35 @@ def _encode_npy(array: np.ndarray) -> list[Chunk]:
     return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
 
 
-class _ChunkWriter:
-    """A write-only file that keeps what is written as it is (zipfile writes through it)."""
+class StreamedBody(NamedTuple):
+    """An answer sent while it is still being received: its length and its chunks."""
 
-    def __init__(self) -> None:
-        self.chunks: list[Chunk] = []
-
-    def write(self, data: Chunk) -> int:
-        self.chunks.append(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
+    length: int
+    chunks: Iterator[Chunk]
 
 
-def _encode_npz(outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
-    """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed), with
-    the arrays' bytes referenced instead of copied into the archive."""
-    writer = _ChunkWriter()
-    with zipfile.ZipFile(writer, mode="w", compression=zipfile.ZIP_STORED) as archive:
-        for name, array in outputs.items():
-            npy = _encode_npy(array)
-            member = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            member.file_size = sum(len(chunk) for chunk in npy)
-            with archive.open(member, mode="w") as out:  # file_size decides ZIP64 records
-                for chunk in npy:
-                    out.write(chunk)
-    return writer.chunks
+def encode_answer(
+    answer: StreamedTensors, output_type: str
+) -> tuple[list[Chunk] | StreamedBody, str]:
+    """``encode_outputs`` of an answer still arriving: an ``.npz`` is passed on piece by piece
+    as it arrives (``npz_writer``); other types wait for the whole answer."""
+    if output_type == NPZ:
+        return _encode_npz(answer), NPZ
+    return encode_outputs(answer.complete(), output_type)
+
+
+def _encode_npz(answer: StreamedTensors) -> StreamedBody:
+    """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed, in
+    the order of their names): the arrays' bytes are the answer's pieces, not copies."""
+    arriving = set(answer.arriving)
+    members, index = [], {}
+    for name in sorted(answer.arrays):
+        head, data = _encode_npy(answer.arrays[name])
+        index[name] = len(members)
+        known = None if name in arriving else data
+        members.append(npz_writer.Member(f"{name}.npy", bytes(head), len(data), known))
+    pieces = ((index[name], data) for name, data in answer.pieces(fill=False))
+    return StreamedBody(*npz_writer.zip_stream(members, pieces))
 
 
 def _strings_as_fixed_bytes(array: np.ndarray) -> np.ndarray:

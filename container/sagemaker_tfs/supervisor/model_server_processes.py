@@ -109,7 +109,13 @@ def model_server_args(
         args.append(f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}")
     if config.gpu_memory_fraction is not None:
         args.append(f"--per_process_gpu_memory_fraction={config.gpu_memory_fraction}")
-    return args
+    return args + grpc_socket_args(instance, config)
+
+
+def grpc_socket_args(instance: Instance, config: StackConfig) -> list[str]:
+    """``--grpc_socket_path`` of one model server: the service calls it over that socket."""
+    path = config.grpc_socket_path(instance.grpc_port)
+    return [f"--grpc_socket_path={path}"] if path else []
 
 
 # --- readiness -------------------------------------------------------------------------------

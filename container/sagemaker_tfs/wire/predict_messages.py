@@ -21,7 +21,7 @@ laid out exactly like ``tensor_content``, so they are viewed in place too).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from google.protobuf.message import DecodeError, Message
@@ -30,7 +30,6 @@ from sagemaker_tfs.wire import protos, tensors
 from sagemaker_tfs.wire.tensors import TensorConversionError
 
 __all__ = [
-    "STREAMED_PREDICT",
     "DecodeError",
     "decode_predict_request",
     "decode_predict_response",
@@ -39,14 +38,6 @@ __all__ = [
 ]
 
 _Chunk = bytes | memoryview  # pieces joined into one message
-
-# Predict with the answer streamed in pieces: the project's model server offers it beside
-# TF Serving's API (TF Serving does not), for answers of many megabytes. grpcio turns a
-# received message into one ``bytes`` by copying its slices; for a 55 MB answer that costs
-# 2-3x the transfer itself, while pieces of 1 MiB stay in the CPU caches (measured: 55 MB in
-# 100-120 ms streamed, 245-320 ms as one message).
-STREAMED_PREDICT = "/sagemaker_tfs.StreamedPrediction/Predict"
-STREAM_PIECE_BYTES = 1 << 20
 
 _VARINT, _LEN = 0, 2  # protobuf wire types
 # Field numbers (tensorflow_serving/apis/predict.proto and tensorflow/core/framework/tensor.proto)
@@ -111,24 +102,6 @@ def predict_response_chunks(model_spec: Message, outputs: Mapping[str, object]) 
     )
     chunks += _length_delimited(_RESPONSE_SPEC, [model_spec.SerializeToString()])
     return chunks
-
-
-def pieces(chunks: Iterable[_Chunk], size: int = STREAM_PIECE_BYTES) -> Iterator[bytes]:
-    """The concatenation of ``chunks`` as ``bytes`` of ``size`` (the last one shorter)."""
-    pending: list[_Chunk] = []
-    pending_bytes = 0
-    for chunk in chunks:
-        view = memoryview(chunk).cast("B")
-        while len(view):
-            take = view[: size - pending_bytes]
-            pending.append(take)
-            pending_bytes += len(take)
-            view = view[len(take) :]
-            if pending_bytes == size:
-                yield b"".join(pending)
-                pending, pending_bytes = [], 0
-    if pending:
-        yield b"".join(pending)
 
 
 # ---------------------------------------------------------------- reading

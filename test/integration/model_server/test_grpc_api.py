@@ -21,6 +21,7 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
     inference_pb2,
+    predict_pb2,
     regression_pb2,
 )
 
@@ -91,27 +92,45 @@ def test_predict_tf2_half_plus_two_with_tensor_content(stub) -> None:
     np.testing.assert_array_equal(output_array(response.outputs["y"]), array * 0.5 + 2)
 
 
-def test_streamed_predict_sends_the_same_answer_in_pieces(server: ServerHandle) -> None:
+def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
+    server: ServerHandle,
+) -> None:
     from sagemaker_tfs import client
-    from sagemaker_tfs.model_server.grpc_api import PREDICTION_SERVICE
-    from sagemaker_tfs.wire import predict_messages
+    from sagemaker_tfs.wire import streamed_predict
 
     array = np.arange(600_000, dtype=np.float32).reshape(-1, 1)  # 2.4 MB: three pieces
     request = predict_request("half_plus_two_tf2", {"x": float_tensor(array)})
     channel = grpc.insecure_channel(server.grpc_target, options=client.CHANNEL_OPTIONS)
-    whole = channel.unary_unary(f"/{PREDICTION_SERVICE}/Predict")(request.SerializeToString())
-    pieces = list(
-        channel.unary_stream(predict_messages.STREAMED_PREDICT)(request.SerializeToString())
+    method = channel.stream_stream(streamed_predict.STREAMED_PREDICT)
+    header, *pieces = list(
+        method(streamed_predict.request_messages(request.model_spec, {"x": array}))
     )
-    assert [len(piece) for piece in pieces[:-1]] == [predict_messages.STREAM_PIECE_BYTES] * 2
-    assert b"".join(pieces) == whole
-    outputs = predict_messages.decode_predict_response(b"".join(pieces))
+    assert [len(piece) for piece in pieces] == [streamed_predict.STREAM_PIECE_BYTES] * 2 + [
+        array.nbytes - 2 * streamed_predict.STREAM_PIECE_BYTES
+    ]
+    described = predict_pb2.PredictResponse.FromString(header)
+    assert described.model_spec.name == "half_plus_two_tf2"
+    assert [d.size for d in described.outputs["y"].tensor_shape.dim] == [600_000, 1]
+    assert not described.outputs["y"].float_val and not described.outputs["y"].tensor_content
+    outputs = streamed_predict.StreamedTensors.receive_answer([header, *pieces]).complete()
     np.testing.assert_array_equal(outputs["y"], array * 0.5 + 2)
 
     missing = predict_request("no_such_model", {"x": float_tensor([1.0])})
     with pytest.raises(grpc.RpcError) as error:
-        list(channel.unary_stream(predict_messages.STREAMED_PREDICT)(missing.SerializeToString()))
+        list(method(streamed_predict.request_messages(missing.model_spec, {"x": array})))
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    cut_short = list(streamed_predict.request_messages(request.model_spec, {"x": array}))[:-1]
+    with pytest.raises(grpc.RpcError) as error:
+        list(method(iter(cut_short)))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ended after 2097152 of the 2400000 bytes" in error.value.details()
+    huge = predict_pb2.PredictRequest(model_spec=request.model_spec)
+    huge.inputs["x"].dtype = 1
+    huge.inputs["x"].tensor_shape.dim.add(size=1 << 40)  # 4 TiB announced: refused at once
+    with pytest.raises(grpc.RpcError) as error:
+        list(method(iter([huge.SerializeToString()])))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "more than 536870912" in error.value.details()
     channel.close()
 
 

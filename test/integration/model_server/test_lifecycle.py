@@ -220,3 +220,40 @@ def test_sigint_exits_cleanly(start_model_server, testdata_dir: Path) -> None:
     )
     assert server.stop(signal.SIGINT) == 0
     assert "Shutting down" in server.log
+
+
+def test_grpc_socket_path_serves_grpc_on_a_unix_socket_too(
+    start_model_server, testdata_dir: Path, tmp_path: Path
+) -> None:
+    """``--grpc_socket_path`` (TF Serving's flag): gRPC on the socket and on the TCP port; a
+    restarted server binds the same path again (the old socket file is replaced)."""
+    socket_path = tmp_path / "grpc.sock"
+    flags = (
+        "--model_name=h3",
+        f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
+        "--max_num_load_retries=0",
+        f"--grpc_socket_path={socket_path}",
+    )
+    request = predict_request("h3", {"x": float_tensor([1.0, 3.0])})
+    for _ in range(2):
+        server = start_model_server(*flags)
+        assert f"Running gRPC ModelServer at UNIX socket {socket_path} ..." in server.log
+        for target in (f"unix:{socket_path}", server.grpc_target):
+            response = prediction_stub(target).Predict(request, timeout=30)
+            np.testing.assert_allclose(output_array(response.outputs["y"]), [3.5, 4.5])
+        assert server.stop() == 0
+
+
+def test_grpc_socket_path_that_cannot_be_bound_fails_start(
+    start_model_server, testdata_dir: Path, tmp_path: Path
+) -> None:
+    server = start_model_server(
+        "--model_name=h3",
+        f"--model_base_path={testdata_dir / 'saved_model_half_plus_three'}",
+        "--max_num_load_retries=0",
+        f"--grpc_socket_path={tmp_path / 'no_such_dir' / 'grpc.sock'}",
+        wait=False,
+    )
+    assert server.process.wait(timeout=60) == 1
+    assert "Model server failed to start" in server.log
+    assert "grpc.sock" in server.log

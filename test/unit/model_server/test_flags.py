@@ -34,6 +34,13 @@ def test_boolean_forms(args: list[str], expected: bool) -> None:
     assert parse_flags(["--model_base_path=/p", *args]).enable_batching is expected
 
 
+def test_grpc_socket_path() -> None:
+    """TF Serving's ``--grpc_socket_path``: empty by default (TCP only), else a path."""
+    assert parse_flags(["--model_base_path=/p"]).grpc_socket_path == ""
+    options = parse_flags(["--model_base_path=/p", "--grpc_socket_path", "/run/g.sock"])
+    assert options.grpc_socket_path == "/run/g.sock"
+
+
 def test_typed_values() -> None:
     options = parse_flags(
         [

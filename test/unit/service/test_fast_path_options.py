@@ -14,7 +14,7 @@ from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.routing import Route
-from sagemaker_tfs.wire import predict_messages, protos
+from sagemaker_tfs.wire import predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
@@ -46,48 +46,47 @@ def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:
     small, large = 10 * 16 * 16 * 255 * 4, 10 * 64 * 64 * 255 * 4
     assert fast_path.expected_answer_bytes(detector, inputs, []) == small + large
     assert fast_path.expected_answer_bytes(detector, inputs, ["small"]) == small
-    assert large >= fast_path.STREAM_ANSWER_BYTES > small
+    assert large >= fast_path.STREAM_BYTES > small
     assert fast_path.expected_answer_bytes(signature(y=(-1, -1)), inputs, []) == 0
     assert fast_path.expected_answer_bytes(signature(y=None), inputs, []) == 0
 
 
-def test_pieces_cut_and_join_chunks() -> None:
-    chunks = [b"ab", memoryview(b"cdefg"), b"", np.arange(3, dtype=np.uint8).data]
-    pieces = list(predict_messages.pieces(chunks, size=4))
-    assert pieces == [b"abcd", b"efg\x00", b"\x01\x02"]
-    assert list(predict_messages.pieces([], size=4)) == []
-
-
 class FakeModelServer:
     """A gRPC server answering Predict with ``y = 2 * x``, with or without the streamed
-    Predict; it counts the calls of each."""
+    Predict; it counts the calls of each. ``drop_last_bytes`` cuts the streamed answer short."""
 
-    def __init__(self, streamed: bool) -> None:
+    def __init__(self, streamed: bool, drop_last_bytes: int = 0) -> None:
+        self.drop_last_bytes = drop_last_bytes
         self.calls = {"unary": 0, "streamed": 0}
         handlers = {"Predict": grpc.unary_unary_rpc_method_handler(self._unary)}
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
         service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
         self.server.add_generic_rpc_handlers((service,))
         if streamed:
-            streamed_service, method = predict_messages.STREAMED_PREDICT.strip("/").split("/")
-            handler = grpc.unary_stream_rpc_method_handler(self._streamed)
+            streamed_service, method = streamed_predict.STREAMED_PREDICT.strip("/").split("/")
+            handler = grpc.stream_stream_rpc_method_handler(self._streamed)
             self.server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
             )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
 
-    def _answer(self, request: bytes) -> list:
+    def _answer(self, request: bytes) -> tuple:
         spec, inputs, _ = predict_messages.decode_predict_request(request)
-        return predict_messages.predict_response_chunks(spec, {"y": inputs["x"] * 2})
+        return spec, {"y": inputs["x"] * 2}
 
     def _unary(self, request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
         self.calls["unary"] += 1
-        return b"".join(self._answer(request))
+        return predict_messages.encode_predict_response(*self._answer(request))
 
-    def _streamed(self, request: bytes, context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
+    def _streamed(self, requests: Iterator[bytes], context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
         self.calls["streamed"] += 1
-        yield from predict_messages.pieces(self._answer(request), size=1000)
+        header, inputs = streamed_predict.StreamedTensors.receive_request(requests)
+        answer = (header.model_spec, {"y": inputs.complete()["x"] * 2})
+        messages = list(streamed_predict.answer_messages(*answer, size=1000))
+        if self.drop_last_bytes:
+            messages[-1] = messages[-1][: -self.drop_last_bytes]
+        yield from messages
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -108,3 +107,25 @@ def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
         assert server.calls == {"unary": 1, "streamed": 2}
     else:  # asked once, found unimplemented, then not asked again on this channel
         assert server.calls == {"unary": 3, "streamed": 0}
+
+
+def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
+    """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
+    server = FakeModelServer(streamed=True, drop_last_bytes=3)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    x = np.arange(5000, dtype=np.float32)
+    try:
+        with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
+            client.predict(context, {"x": x}, stream_answer=True)
+        with pytest.raises(fast_path.HttpError) as caught:
+            fast_path._predict(context, {"x": x}, [], True, "application/x-npy")
+        assert caught.value.status == 502
+        assert "ended after 19997 of the 20000 bytes" in str(caught.value)
+        # an .npz is passed on as it arrives: sending it stops at the missing bytes
+        body, _ = fast_path._predict(context, {"x": x}, [], True, "application/x-npz")
+        with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):
+            list(body.chunks)
+    finally:
+        channel.close()
+        server.server.stop(None)
