@@ -29,6 +29,7 @@ def _sample(processes: dict[str, int], samples: dict[str, list[int]]) -> None:
             samples.setdefault(name, []).append(rss)
 
 
+@pytest.mark.timeout(BUDGET.load_seconds + 300)  # the run itself, plus starting the stack
 def test_load_gives_only_correct_answers_and_flat_memory(stacks: Stacks, plain_models) -> None:
     stack = stacks.start(plain_models, env={"SAGEMAKER_TFS_INSTANCE_COUNT": "2"})
     processes = stack_processes(stack)
