@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.supervisor.sockets import port_is_free
 from whole_stack import Stack, StackError, launch
 
 LONG = os.environ.get("SAGEMAKER_TFS_RELIABILITY", "").strip().lower() == "long"
@@ -78,15 +76,6 @@ def handler(data, context):
 '''
 
 
-def internal_port_range(size: int) -> int:
-    """The first of ``size`` consecutive free ports below the ephemeral port range."""
-    for _ in range(200):
-        low = random.randrange(20000, 32000 - size)
-        if all(port_is_free(port) for port in range(low, low + size)):
-            return low
-    raise RuntimeError(f"no {size} consecutive free ports below 32000")
-
-
 class Stacks:
     """Starts stacks and stops every one of them at the end (even after a failure)."""
 
@@ -95,12 +84,6 @@ class Stacks:
         self._stacks: list[Stack] = []
 
     def start(self, model_dir: Path, env: dict[str, str] | None = None) -> Stack:
-        # Internal ports below the ephemeral range (32768-60999): a client reconnecting to a
-        # dead model server's port in that range can get the very port as its own source port
-        # (a TCP self-connect), and the restarted server then cannot bind it until the client
-        # gives up (seen in a long run: two failed starts, over 40 s).
-        low = internal_port_range(20)
-        env = dict(env or {}, SAGEMAKER_SAFE_PORT_RANGE=f"{low}-{low + 19}")
         stack = launch(model_dir, self._factory.mktemp("stack"), env)
         self._stacks.append(stack)
         stack.wait_for_ping()

@@ -25,7 +25,6 @@ from traffic import (
     every_model_server_available,
     kill,
     model_server_pids,
-    standby_waiting,
     wait_until_serving,
 )
 from whole_stack import Stack, descendant_pids, pid_alive, wait_for
@@ -82,7 +81,7 @@ def _replaced(find, stack: Stack, pid: int) -> bool:  # type: ignore[no-untyped-
 def _wait_for_the_standby(stack: Stack) -> None:
     """Kills spaced as far as the standby's TensorFlow import (a few seconds): a kill that
     comes sooner finds it still importing and waits for the rest of the import."""
-    assert wait_for(lambda: standby_waiting(stack), RECOVERY_TIMEOUT_SECONDS), stack.log_text()
+    stack.wait_until_settled(RECOVERY_TIMEOUT_SECONDS)
 
 
 def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:

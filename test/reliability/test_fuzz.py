@@ -202,6 +202,7 @@ class Tally:
 
 def fuzz(stack: Stack, targets: list[Target], seed: int, count: int, tally: Tally) -> None:
     """Send ``count`` generated requests (split over ``targets``) and record what failed."""
+    stack.wait_until_settled()
     before = set(descendant_pids(stack.process.pid))
     started = time.monotonic()
     for index, target in enumerate(targets):

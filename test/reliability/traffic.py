@@ -111,11 +111,6 @@ def model_server_pids(stack: Stack) -> list[int]:
     return sorted(stack.child_pids(MODEL_SERVER_MARKER))
 
 
-def standby_waiting(stack: Stack) -> bool:
-    """The standby model server has imported TensorFlow and waits (its process title)."""
-    return stack.child_pids("standby model server (waiting)") != []
-
-
 def gunicorn_master_pid(stack: Stack) -> int:
     (pid,) = stack.child_pids("gunicorn")
     return pid

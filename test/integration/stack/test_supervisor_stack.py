@@ -12,13 +12,20 @@ from pathlib import Path
 
 import pytest
 import requests
-from whole_stack import Stack, StartStack, cmdline, descendant_pids, pid_alive, wait_for
+from whole_stack import (
+    STANDBY_WAITING,
+    Stack,
+    StartStack,
+    cmdline,
+    descendant_pids,
+    pid_alive,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
 MODEL_SERVER_MARKER = "--rest_api_port"
 STANDBY = "standby model server"  # its process title until it serves (model_server/standby.py)
-STANDBY_WAITING = "standby model server (waiting)"
 INFERENCE_SCRIPT = """
 import json
 import time

@@ -24,6 +24,7 @@ import requests
 from sagemaker_tfs.supervisor.sockets import port_is_free
 
 STARTUP_TIMEOUT_SECONDS = 180.0
+STANDBY_WAITING = "standby model server (waiting)"  # its title (model_server/standby.py)
 STOP_TIMEOUT_SECONDS = 60.0
 
 
@@ -32,12 +33,15 @@ class StackError(RuntimeError):
 
 
 def free_port_range(size: int) -> tuple[int, int]:
-    """``size`` consecutive ports that are all free right now."""
+    """``size`` consecutive ports that are all free right now, below the kernel's ephemeral
+    range (32768-60999): a port in it can be taken at any moment as the source port of some
+    client's connection (seen: ``cannot listen on port 34924`` at start-up), or a client
+    reconnecting to a dead server's port can get that very port (a TCP self-connect)."""
     for _ in range(200):
-        low = random.randrange(20000, 60000 - size)
+        low = random.randrange(20000, 32000 - size)
         if all(port_is_free(p) for p in range(low, low + size)):
             return low, low + size - 1
-    raise RuntimeError(f"no {size} consecutive free ports found")
+    raise RuntimeError(f"no {size} consecutive free ports below 32000")
 
 
 def _ppid_and_state(pid: int) -> tuple[int, str] | None:
@@ -155,6 +159,16 @@ class Stack:
             and _leads_a_session(pid)
             and marker in cmdline(pid)
         ]
+
+    def standby_waits(self) -> bool:
+        """The standby model server has imported TensorFlow and waits (its process title)."""
+        return self.child_pids(STANDBY_WAITING) != []
+
+    def wait_until_settled(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
+        """Until the standby model server waits. The supervisor starts it right after the stack
+        serves, so a test that compares the stack's processes before and after starts here."""
+        if not wait_for(self.standby_waits, timeout):
+            raise StackError("no standby model server waiting:\n" + self.log_text()[-6000:])
 
     def orphans(self, marker: str) -> list[int]:
         """Live processes reparented to the supervisor (a child subreaper) whose command line
