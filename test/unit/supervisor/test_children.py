@@ -20,28 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
+from process_checks import alive, wait_until
 from sagemaker_tfs.supervisor import children
 from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
 
 ENV = {"PATH": "/usr/bin:/bin"}
 READY_POLL = children.READY_POLL_SECONDS + 0.02
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _wait(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCaptureFixture) -> None:
@@ -187,10 +171,10 @@ def test_children_die_with_the_supervisor_even_from_ended_threads(tmp_path: Path
         assert len(pids) == 2
         time.sleep(0.3)
         # Started from a thread that has ended, the child is still alive while its parent is.
-        assert all(_alive(pid) for pid in pids)
+        assert all(alive(pid) for pid in pids)
         parent.kill()
         parent.wait()
-        assert _wait(lambda: not any(_alive(pid) for pid in pids), 5.0), "children outlived it"
+        assert wait_until(lambda: not any(alive(pid) for pid in pids), 5.0), "children outlived it"
     finally:
         parent.kill()
         parent.wait()
@@ -294,7 +278,7 @@ def _with_a_grandchild(tmp_path: Path, name: str) -> tuple[str, Path]:
 
 
 def _grandchild(marker: Path) -> int:
-    assert _wait(marker.exists)
+    assert wait_until(marker.exists)
     pid = int(marker.read_text())
     marker.unlink()
     return pid
@@ -329,12 +313,12 @@ def test_leftovers_of_a_dead_child_serve_until_its_successor_is_ready(
         for _ in range(3):
             child.check(time.monotonic())
             time.sleep(READY_POLL)
-        assert _alive(worker) is serve_on
+        assert alive(worker) is serve_on
         ready["now"] = True
         child.check(time.monotonic())
         assert child.ready
-        assert _wait(lambda: not _alive(worker))  # SIGTERM once the successor is ready
-        assert _alive(successor_worker)
+        assert wait_until(lambda: not alive(worker))  # SIGTERM once the successor is ready
+        assert alive(successor_worker)
     finally:
         child.stop()
-    assert _wait(lambda: not _alive(successor_worker))
+    assert wait_until(lambda: not alive(successor_worker))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_checks import alive, wait_until
 from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.standby import FIRST_BACKOFF_SECONDS, StandbyModelServer
 
@@ -29,23 +30,6 @@ STAND_IN = textwrap.dedent("""
         out.write(json.dumps({"pid": os.getpid(), "argv": json.loads(line)}) + "\\n")
     time.sleep(60)
     """)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _wait(condition, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def _received(path: Path) -> list[dict]:
@@ -81,12 +65,12 @@ def test_starts_only_when_allowed_and_hands_over_the_command_line(
     standby.allowed["start"] = True  # type: ignore[attr-defined]
     standby.check(time.monotonic())
     waiting = standby.process
-    assert waiting is not None and _alive(waiting.pid)
+    assert waiting is not None and alive(waiting.pid)
 
     argv = ["python", "-m", "sagemaker_tfs.cli", "model-server", "--port=1"]
     process = standby.take(argv)
     assert process is waiting and standby.process is None
-    assert _wait(lambda: _received(handed_over) != [])
+    assert wait_until(lambda: _received(handed_over) != [])
     assert _received(handed_over) == [{"pid": waiting.pid, "argv": argv}]
     process.kill()
     process.wait()
@@ -116,12 +100,12 @@ def test_a_child_restarts_as_the_standby_and_logs_it(
         with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.children"):
             child.check(time.monotonic())
         assert child.pid == waiting.pid
-        assert _wait(lambda: _received(handed_over) != [])
+        assert wait_until(lambda: _received(handed_over) != [])
         assert _received(handed_over)[0] == {"pid": waiting.pid, "argv": argv}
         assert f"started model-server[0] (pid {waiting.pid}) from the standby" in caplog.text
     finally:
         child.stop()
-    assert not _alive(waiting.pid)
+    assert not alive(waiting.pid)
 
 
 def test_a_standby_that_dies_is_replaced_after_a_backoff(
@@ -158,6 +142,6 @@ def test_stop_kills_the_standby_and_none_starts_after(standby: StandbyModelServe
     waiting = standby.process
     assert waiting is not None
     standby.stop()
-    assert not _alive(waiting.pid)
+    assert not alive(waiting.pid)
     standby.check(time.monotonic() + 3600)
     assert standby.process is None
