@@ -100,7 +100,7 @@ def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:
         # A killed master's workers may answer for a moment: recovered means replaced too.
         assert wait_for(lambda p=pid: _replaced(find, stack, p), 60, interval=0.005), kind
         rest = wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS)
-        assert rest is not None, f"{kind} not back:\n{stack.log_text()[-5000:]}"
+        assert rest is not None, f"{kind} not back:\n{stack.log_tail(5000)}"
         recoveries.append(time.monotonic() - started)
         if kind in _SUPERVISED:
             name = _SUPERVISED[kind]
@@ -124,7 +124,9 @@ def _kill_repeatedly(stack: Stack, kind: str, kills: int) -> list[float]:
 def plain_stack(plain_models, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One model server, no inference.py; shared by the tests below (the last one kills it)."""
     stacks = Stacks(tmp_path_factory)
-    yield stacks.start(plain_models)
+    stack = stacks.start(plain_models)
+    stack.wait_until_settled()  # start-up is over: every kill below is a crash while serving
+    yield stack
     stacks.stop_all()
 
 
@@ -197,7 +199,7 @@ def test_no_request_is_lost_when_one_of_two_model_servers_dies(
             kill(pids[round_ % 2])
             kills += 1
             # Until the killed one is back, and a little longer: traffic over both again.
-            assert wait_for(lambda: every_model_server_available(stack), 180), stack.log_text()
+            assert wait_for(lambda: every_model_server_available(stack), 180), stack.log_tail()
             time.sleep(2.0)
     result = stream.result
     names = "+".join(path.name for path in paths)

@@ -198,9 +198,25 @@ class Child:
         self._signal_group(signal.SIGKILL)
         wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
 
+    def restart_after_crash(self) -> None:
+        """Start again at once after an exit that a start-up wait saw, not ``check``."""
+        with self._lock:
+            assert self.process is not None and self.process.poll() is not None
+            self._end_group(was_ready=False)
+            self._restart()
+
     def _restart(self) -> None:
+        """Start again; a start that fails (no fork, no binary) is retried after the backoff:
+        the watch loop must go on, or nothing would be restarted again."""
         self.restarts += 1
-        self.start()
+        try:
+            self.start()
+        except OSError as error:
+            self.restart_at = time.monotonic() + self.backoff
+            logger.error(
+                "cannot start %s: %s; trying again in %.1fs", self.name, error, self.backoff
+            )
+            self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _poll_ready(self, now: float) -> None:
         if self.ready or now < self._next_ready_poll:

@@ -61,6 +61,8 @@ READY_PING_TIMEOUT_SECONDS = 0.3
 MODEL_SERVER_STOP_SECONDS = 10.0
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
+# Starts of an nginx killed during start-up (see _wait_for_public_port).
+NGINX_START_ATTEMPTS = 3
 # The children's tiers, in start order: they stop in reverse (nginx first).
 MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
 TIERS = (MODEL_SERVERS, SERVICE, FRONT)
@@ -283,11 +285,22 @@ class Supervisor:
 
         nginx writes its pid file once it has its sockets, and a worker answering HTTP shows
         that it accepts on the port the supervisor holds (a connection alone would be queued).
+
+        Clients reach nginx as soon as it answers, a moment before this check sees it: an nginx
+        killed by a signal meanwhile crashed while serving, and is started again. One that
+        exits with a code of its own (bad config, port taken) fails the start-up.
         """
         listens = partial(self._nginx_listens, nginx)
-        if poll_until(listens, NGINX_START_SECONDS, POLL_SECONDS, self._starting(nginx)):
-            return
-        self._raise_if_stop_requested()
+        for _ in range(NGINX_START_ATTEMPTS):
+            if poll_until(listens, NGINX_START_SECONDS, POLL_SECONDS, self._starting(nginx)):
+                return
+            self._raise_if_stop_requested()
+            if nginx.running() or not was_killed(nginx):
+                break
+            logger.warning(
+                "nginx (pid %d) %s during start-up; starting it again", nginx.pid, exit_of(nginx)
+            )
+            nginx.restart_after_crash()
         if not nginx.running():
             raise StartupError(f"nginx {exit_of(nginx)} during start-up (see its log above)")
         raise StartupError(f"nginx did not listen on port {self.config.port} in time")
@@ -303,11 +316,24 @@ class Supervisor:
     # --- watching and stopping ---
 
     def watch(self) -> None:
+        """Restart what exits until a stop is asked. An error in one round is logged and the
+        next round goes on: a watch loop that ended would leave the endpoint unsupervised."""
+        last_error = ""
         while not self.stop_requested.wait(POLL_SECONDS):
-            self.children.check(time.monotonic())
-            if self.standby is not None:
-                self.standby.check(time.monotonic())
-            reap_orphans()
+            try:
+                self._watch_once()
+            except Exception as error:  # noqa: BLE001 - logged; the next round tries again
+                if repr(error) != last_error:  # once, not ten times a second
+                    logger.exception("error while watching the children")
+                last_error = repr(error)
+            else:
+                last_error = ""
+
+    def _watch_once(self) -> None:
+        self.children.check(time.monotonic())
+        if self.standby is not None:
+            self.standby.check(time.monotonic())
+        reap_orphans()
 
     def shutdown(self) -> None:
         """nginx first (in-flight requests finish), then gunicorn, then the model servers."""
@@ -333,6 +359,12 @@ class Supervisor:
         if self.config.batching is None:
             return None
         return str(self.work_dir / "batching.config")
+
+
+def was_killed(child: Child) -> bool:
+    """The child's process ended by a signal (a crash or a kill), not by exiting itself."""
+    code = child.process.poll() if child.process is not None else None
+    return code is not None and code < 0
 
 
 def exit_of(child: Child) -> str:

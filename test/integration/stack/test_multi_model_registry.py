@@ -203,7 +203,7 @@ def test_crashed_model_process_is_restarted(start_stack: StartStack, models_root
         except (requests.RequestException, AssertionError):
             return False
 
-    assert wait_for(answers_again, 120), stack.log_text()[-4000:]
+    assert wait_for(answers_again, 120), stack.log_tail(4000)
     assert server_pid(stack, body["rest_port"]) != pid
     assert control(stack, "GET", "/models/a")[1]["state"] == "AVAILABLE"
 

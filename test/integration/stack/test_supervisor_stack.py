@@ -204,18 +204,18 @@ def test_a_killed_model_server_is_replaced_by_the_standby(
     start_stack: StartStack, bundled_models
 ) -> None:
     stack = start_stack(bundled_models)
-    assert wait_for(lambda: stack.child_pids(STANDBY_WAITING) != [], 120), stack.log_text()
+    assert wait_for(lambda: stack.child_pids(STANDBY_WAITING) != [], 120), stack.log_tail()
     (standby,) = stack.child_pids(STANDBY_WAITING)
     (old,) = stack.child_pids(MODEL_SERVER_MARKER)
     os.kill(old, signal.SIGKILL)
     # It serves as the model server, under the model server's command line.
     assert wait_for(lambda: stack.child_pids(MODEL_SERVER_MARKER) == [standby], 10)
-    assert wait_for(lambda: try_predict(stack), 10), stack.log_text()[-4000:]
+    assert wait_for(lambda: try_predict(stack), 10), stack.log_tail(4000)
     assert "--model_config_file=" in cmdline(standby)
     assert f"started model-server[0] (pid {standby}) from the standby" in stack.log_text()
 
     # The next standby starts once the model server is ready; one that dies is replaced.
-    assert wait_for(lambda: stack.child_pids(STANDBY) != [], 30), stack.log_text()[-4000:]
+    assert wait_for(lambda: stack.child_pids(STANDBY) != [], 30), stack.log_tail(4000)
     (second,) = stack.child_pids(STANDBY)
     os.kill(second, signal.SIGKILL)
     assert wait_for(lambda: stack.child_pids(STANDBY) not in ([], [second]), 30)
@@ -233,12 +233,34 @@ def test_killed_child_is_restarted_and_the_endpoint_answers_again(
 ) -> None:
     stack = start_stack(models_with_script)
     assert predict(stack, [2.0]) == [4.0]
+    stack.wait_until_settled()  # start-up is over: a kill now is a crash of a serving child
     (old_pid,) = stack.child_pids(marker)
     os.kill(old_pid, signal.SIGKILL)
-    assert wait_for(lambda: stack.child_pids(marker) not in ([], [old_pid]), 30), stack.log_text()
-    assert wait_for(lambda: try_predict(stack), 120), stack.log_text()[-4000:]
+    assert wait_for(lambda: stack.child_pids(marker) not in ([], [old_pid]), 30), stack.log_tail()
+    assert wait_for(lambda: try_predict(stack), 120), stack.log_tail(4000)
     assert f"(pid {old_pid}) was killed by SIGKILL after running" in stack.log_text()
     assert "restarting it now" in stack.log_text()
+
+
+def test_nginx_killed_during_start_up_is_started_again(
+    start_stack: StartStack, models_with_script: Path
+) -> None:
+    """Clients reach nginx a moment before the supervisor's start-up check sees it: a crash
+    then is a crash of a serving nginx, not a failed start-up (CI once lost a stack to it)."""
+    stack = start_stack(models_with_script, wait=False)
+    assert wait_for(lambda: stack.child_pids("nginx") != [], 120, interval=0.002), stack.log_tail()
+    (first,) = stack.child_pids("nginx")
+    os.kill(first, signal.SIGKILL)
+    stack.wait_for_ping()
+    assert predict(stack, [2.0]) == [4.0]
+    assert stack.process.poll() is None
+    log = stack.log_text()
+    during_start_up = (
+        f"nginx (pid {first}) was killed by SIGKILL during start-up; starting it again"
+    )
+    # The kill lands before the start-up check saw nginx listen, almost always; after it, the
+    # watch loop restarts it as it does any crash.
+    assert during_start_up in log or f"nginx (pid {first}) was killed by SIGKILL after" in log
 
 
 def test_sigterm_lets_an_in_flight_request_finish(
@@ -258,5 +280,5 @@ def test_sigterm_lets_an_in_flight_request_finish(
     wait_for(lambda: False, 1.0)  # let the request reach the handler
     stack.process.send_signal(signal.SIGTERM)
     thread.join(30)
-    assert results == [[5.0]], stack.log_text()[-4000:]
+    assert results == [[5.0]], stack.log_tail(4000)
     assert stack.process.wait(60) == 0

@@ -122,6 +122,10 @@ class Stack:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_tail(self, size: int = 6000) -> str:
+        """The end of the log, for a failure message (CI shows the start of a long one)."""
+        return self.log_text()[-size:]
+
     def post(self, body: bytes | str, content_type: str | None = "application/json",
              path: str = "/invocations", **headers: str) -> requests.Response:  # fmt: skip
         return http_post(self.url + path, body, content_type, headers, timeout=60)
@@ -142,10 +146,10 @@ class Stack:
             if self.process.poll() is not None:
                 raise StackError(
                     f"serve exited with {self.process.returncode} before /ping answered 200:\n"
-                    + self.log_text()[-6000:]
+                    + self.log_tail()
                 )
             if time.monotonic() > deadline:
-                raise StackError(f"/ping not 200 after {timeout}s:\n" + self.log_text()[-6000:])
+                raise StackError(f"/ping not 200 after {timeout}s:\n" + self.log_tail())
             time.sleep(0.25)
 
     def child_pids(self, marker: str) -> list[int]:
@@ -168,7 +172,7 @@ class Stack:
         """Until the standby model server waits. The supervisor starts it right after the stack
         serves, so a test that compares the stack's processes before and after starts here."""
         if not wait_for(self.standby_waits, timeout):
-            raise StackError("no standby model server waiting:\n" + self.log_text()[-6000:])
+            raise StackError("no standby model server waiting:\n" + self.log_tail())
 
     def orphans(self, marker: str) -> list[int]:
         """Live processes reparented to the supervisor (a child subreaper) whose command line

@@ -77,6 +77,33 @@ def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureF
     assert "failed start 7 in a row" in lines[-1]
 
 
+def test_a_restart_that_cannot_spawn_is_retried_after_the_backoff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A start that raises (no such binary here; no fork under a full process table) must not
+    end the watch loop that called check: it is logged and tried again later."""
+    program = tmp_path / "serve-something"
+    program.write_text("#!/bin/sh\nexec sleep 60\n")
+    program.chmod(0o755)
+    child = Child("something", [str(program)], ENV, stop_timeout=5, ready_check=lambda: True)
+    child.start()
+    try:
+        now = time.monotonic()
+        child.check(now)
+        program.rename(tmp_path / "gone")
+        os.kill(child.pid, signal.SIGKILL)
+        child.process.wait()
+        with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.children"):
+            child.check(now)  # no exception
+        assert not child.running() and child.restart_at is not None
+        assert any("cannot start something" in r.getMessage() for r in caplog.records)
+        (tmp_path / "gone").rename(program)
+        child.check(child.restart_at)
+        assert child.running() and child.restart_at is None
+    finally:
+        child.stop()
+
+
 def test_becoming_ready_resets_the_backoff() -> None:
     ready = {"now": False}
     child = Child("sleeper", ["sleep", "60"], ENV, ready_check=lambda: ready["now"])
