@@ -18,10 +18,8 @@ import dataclasses
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
-try:  # zlib-ng's CRC-32 where installed: 3 ms for 55 MB here, zlib's 14 ms (not yet required)
-    from zlib_ng.zlib_ng import crc32
-except ImportError:
-    from zlib import crc32
+# zlib-ng's CRC-32: 3 ms for 55 MB here, the standard library's zlib 14 ms; the same values.
+from zlib_ng.zlib_ng import crc32
 
 Chunk = bytes | memoryview
 

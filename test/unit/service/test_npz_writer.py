@@ -144,7 +144,7 @@ def test_a_wrong_crc_is_caught_by_the_reader() -> None:
 
 
 def test_the_crc_in_use_is_zlibs() -> None:
-    """zlib-ng's CRC-32 (used where installed) is the one zip readers check."""
+    """zlib-ng's CRC-32 is the one zip readers check."""
     import zlib
 
     data = np.random.default_rng(0).bytes(100_000)
