@@ -52,7 +52,13 @@ sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whole_stack import RunningStack, StackError, running_stack  # noqa: E402
+from whole_stack import (  # noqa: E402
+    RunningStack,
+    StackError,
+    cmdline,
+    descendant_pids,
+    running_stack,
+)
 
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 START_ATTEMPTS = 3  # free ports are picked, then bound: other processes can take one between
@@ -264,11 +270,16 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
     accepts = {"builtin_npz": "application/x-npz", "builtin_json": "application/json"}
     stream = "application/x-image-stream"
     with contextlib.ExitStack() as stacks:
-        stack = stacks.enter_context(stack_for(models_root, ["detector"], env=SLOW_ANSWERS))
+        served = ["detector", "detector_uint8"]
+        stack = stacks.enter_context(stack_for(models_root, served, env=SLOW_ANSWERS))
         calls = {"in_process": in_process}
         calls.update(built_in_calls(stack, "detector", stream, body, accepts))
         filtered = Poster(stack, stream, "application/x-npz", "detector", DETECTOR_FILTER)
         calls["builtin_npz_filtered"] = functools.partial(filtered, body)
+        # The same network taking uint8 pixels: the request to the model server is 7.8 MB,
+        # not 31 MB of float32.
+        pixels = Poster(stack, stream, "application/x-npz", "detector_uint8")
+        calls["builtin_npz_uint8"] = functools.partial(pixels, body)
         seed_stack = stacks.enter_context(
             stack_for(models_root, ["detector"], "seed000_image_stream", SLOW_ANSWERS)
         )
@@ -281,6 +292,7 @@ def scenario_detector(args: argparse.Namespace, models_root: Path) -> dict:
     figures["filtered_npz_over_in_process_p50"] = ratio(
         figures, "builtin_npz_filtered", "in_process"
     )
+    figures["uint8_npz_over_in_process_p50"] = ratio(figures, "builtin_npz_uint8", "in_process")
     figures["seed000_over_npz_p50"] = ratio(figures, "seed000_handler", "builtin_npz")
     return figures
 
@@ -298,6 +310,46 @@ def scenario_throughput(args: argparse.Namespace, models_root: Path) -> dict:
     """Scenario 3 for each JPEG-bytes model of ``--jpeg-models``: a toy network, where the
     per-request cost of the stack dominates, and MobileNetV2, a realistic cost per image."""
     return {model: throughput_of(args, models_root, model) for model in args.jpeg_models.split(",")}
+
+
+CPU_ROLES = (("nginx", "nginx"), ("gunicorn", "gunicorn"), ("model server", "model-server"))
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` (all its threads), 0 for a process gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_by_role(stack: RunningStack) -> dict[str, float]:
+    """CPU seconds used so far by the stack's processes, summed per role, and by this process
+    (the load generator's client threads, and nothing else while a round runs)."""
+    used = {role: 0.0 for role, _ in CPU_ROLES}
+    used["supervisor and other"] = cpu_seconds(stack.process.pid)
+    for pid in descendant_pids(stack.process.pid):
+        command = cmdline(pid)
+        role = next((role for role, marker in CPU_ROLES if marker in command), None)
+        used[role or "supervisor and other"] += cpu_seconds(pid)
+    used["benchmark clients"] = cpu_seconds(os.getpid())
+    return used
+
+
+def cpu_ms_per_request(stack: RunningStack, send: Callable[[], object], total: int,
+                       clients: int) -> tuple[float, dict[str, float]]:  # fmt: skip
+    """Requests per second of one round, and the CPU milliseconds each request cost, per
+    role: where the time of a request goes when the machine's cores are the limit."""
+    before = cpu_by_role(stack)
+    rate = run_concurrently(send, total, clients)
+    after = cpu_by_role(stack)
+    requests_sent = total + clients  # run_concurrently's warm-up sends one per client
+    per_request = {
+        role: round(1000 * (after[role] - before[role]) / requests_sent, 2) for role in after
+    }
+    return rate, per_request
 
 
 def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> dict:
@@ -322,8 +374,9 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
     servable.predict("serving_default", {"image_bytes": batch})
     in_process: list[float] = []
     rates: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[str, list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stacks:
-        posts = {}
+        posts, running = {}, {}
         for label, batching in (("batching_off", "false"), ("batching_on", "true")):
             env = {
                 "SAGEMAKER_TFS_ENABLE_BATCHING": batching,
@@ -332,13 +385,16 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
                 "SAGEMAKER_GUNICORN_WORKERS": str(args.workers),
             }
             stack = stacks.enter_context(stack_for(models_root, [model], env=env))
+            running[label] = stack
             posts[label] = cycling(Poster(stack, "image/jpeg", "application/json", model), images)
         for _ in range(args.rounds):
             in_process.append(in_process_rate())
             for clients in client_counts:
                 for label, send in posts.items():
-                    rate = run_concurrently(send, per_round, clients)
+                    rate, used = cpu_ms_per_request(running[label], send, per_round, clients)
                     rates.setdefault((label, clients), []).append(rate)
+                    if clients == client_counts[-1]:
+                        cpu.setdefault(label, []).append(used)
     servable.close()
     median = {key: round(float(np.median(values)), 1) for key, values in rates.items()}
     most = client_counts[-1]
@@ -352,6 +408,13 @@ def throughput_of(args: argparse.Namespace, models_root: Path, model: str) -> di
     )
     figures["clients"] = most
     figures["rounds"] = args.rounds
+    # CPU ms per request by role at the largest client count (medians of the rounds), and
+    # in-process: what one image costs TensorFlow in a batch.
+    figures["cpu_ms_per_request"] = {
+        label: {role: round(float(np.median([r[role] for r in runs])), 2) for role in runs[0]}
+        for label, runs in cpu.items()
+    }
+    figures["in_process_ms_per_image"] = round(1000 / figures["in_process_batched_images_per_s"], 2)
     figures["curve"] = {
         label: {str(clients): median[(label, clients)] for clients in client_counts}
         for label in posts
@@ -464,7 +527,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     jpeg_models = args.jpeg_models.split(",")
-    models_root = load_test_models(["mobilenet_v2", "detector", *jpeg_models])
+    models_root = load_test_models(["mobilenet_v2", "detector", "detector_uint8", *jpeg_models])
     results: dict = {}
     for key in args.scenarios.split(","):
         name, run = SCENARIOS[key.strip()]

@@ -15,7 +15,7 @@ from payload_bytes import npy_bytes
 from PIL import Image
 from whole_stack import RunningStack, running_stack
 
-MODELS = ("jpeg_classifier", "mobilenet_v2", "detector")
+MODELS = ("jpeg_classifier", "mobilenet_v2", "detector", "detector_uint8")
 pytestmark = pytest.mark.slow
 
 
@@ -143,6 +143,21 @@ def test_image_stream_to_detector_npz_and_json(stack: RunningStack, in_process) 
     rows = json.loads(as_json.content)["predictions"]
     assert len(rows) == 3 and sorted(rows[0]) == ["output_0", "output_1", "output_2"]
     np.testing.assert_allclose(np.array(rows[2]["output_1"]), served["output_1"][2], rtol=1e-6)
+
+
+def test_a_uint8_model_gets_the_decoded_pixels(stack: RunningStack, in_process) -> None:
+    """The same network taking uint8 input gets the pixels as decoded (a request 4x smaller
+    than float32), so it answers what the float32 one answers."""
+    images = [jpeg(512, 512, seed=20 + i) for i in range(2)]
+    body = image_stream(images)
+    stream = "application/x-image-stream"
+    served = npz(invoke(stack, "detector_uint8", body, stream, "application/x-npz"))
+    as_float = npz(invoke(stack, "detector", body, stream, "application/x-npz"))
+    batch = np.stack([pixels(image, (512, 512)) for image in images]).astype(np.uint8)
+    expected = in_process("detector_uint8", images=batch)
+    for name, value in expected.items():
+        np.testing.assert_allclose(served[name], value, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(served[name], as_float[name], rtol=1e-5, atol=1e-5)
 
 
 def test_output_filter_sends_only_the_outputs_asked_for(stack: RunningStack) -> None:
