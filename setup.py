@@ -25,7 +25,7 @@ setup(
         "numpy>=1.26",
         "requests>=2.31",
         "pillow>=10",
-        "orjson>=3.9",  # JSON answers written from NumPy buffers (payloads.py)
+        "orjson>=3.9",  # JSON answers written from NumPy buffers (answers.py)
         "zlib-ng>=0.5",  # the .npz answer's CRC-32, 4-5x zlib's speed (npz_writer.py)
         "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
     ],

@@ -18,13 +18,13 @@ import requests
 
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service import errors
+from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
-from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,

@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import payloads
+from sagemaker_tfs.service import answers, payloads
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
@@ -37,7 +37,7 @@ STREAM_BYTES = 4 << 20
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
 
-def invoke(body: bytes, context: Any) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
+def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
         raise HttpError(
@@ -98,11 +98,11 @@ def _signature(context: Any) -> Signature:
 
 def _predict(
     context: Any, inputs: dict, names: list[str], stream: bool, output_type: str
-) -> tuple[list[payloads.Chunk] | payloads.StreamedBody, str]:
+) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
         answer = client.predict_answer(context, inputs, output_filter=names, stream_answer=stream)
-        return payloads.encode_answer(answer, output_type)
+        return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context.model_name, context.model_version)

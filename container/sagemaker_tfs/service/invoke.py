@@ -12,10 +12,10 @@ import grpc
 import requests
 
 from sagemaker_tfs.service import conversion, fast_path
+from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.service.payloads import StreamedBody
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from payload_bytes import (
     zip_bytes,
     zip_needing_version_11_3,
 )
-from sagemaker_tfs.service import payloads
+from sagemaker_tfs.service import answers, payloads
 from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
@@ -200,7 +200,7 @@ def test_accept_negotiation() -> None:
 
 def encoded(outputs: dict, output_type: str) -> tuple[bytes, str]:
     """encode_outputs' chunks joined into the body the client receives."""
-    chunks, content_type = payloads.encode_outputs(outputs, output_type)
+    chunks, content_type = answers.encode_outputs(outputs, output_type)
     return b"".join(chunks), content_type
 
 
@@ -253,7 +253,7 @@ def test_numpy_answers_read_back_like_np_save_and_refer_to_the_outputs() -> None
             np.testing.assert_array_equal(archive[name], array)
     big = np.random.default_rng(3).random((64, 64), dtype=np.float32)
     for kind in ("application/x-npy", "application/x-npz"):
-        chunks, _ = payloads.encode_outputs({"big": big}, kind)
+        chunks, _ = answers.encode_outputs({"big": big}, kind)
         views = [chunk for chunk in chunks if isinstance(chunk, memoryview)]
         assert any(np.shares_memory(np.frombuffer(view, np.uint8), big) for view in views), kind
 
