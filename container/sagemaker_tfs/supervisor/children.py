@@ -123,6 +123,11 @@ class Child:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def exit_code(self) -> int | None:
+        """The exit status of the process that ended (negative: the signal that ended it);
+        None while it runs or before it started."""
+        return self.process.poll() if self.process is not None else None
+
     def mark_ready(self, now: float | None = None) -> None:
         """The child is serving: a later exit is a crash (restart at once), not a failed start."""
         if self.ready:

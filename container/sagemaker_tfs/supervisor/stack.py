@@ -363,13 +363,13 @@ class Supervisor:
 
 def was_killed(child: Child) -> bool:
     """The child's process ended by a signal (a crash or a kill), not by exiting itself."""
-    code = child.process.poll() if child.process is not None else None
+    code = child.exit_code()
     return code is not None and code < 0
 
 
 def exit_of(child: Child) -> str:
     """``exited with code 1`` or ``was killed by SIGTERM``, for a child that is gone."""
-    code = child.process.poll() if child.process is not None else None
+    code = child.exit_code()
     return "exited" if code is None else describe_exit(code)
 
 
