@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import grpc
@@ -38,7 +38,7 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.servable import Servable
 from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
-from sagemaker_tfs.wire import predict_messages, streamed_predict, tensors
+from sagemaker_tfs.wire import pixels, predict_messages, streamed_predict, tensors
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 logger = logging.getLogger(__name__)
@@ -141,19 +141,36 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def PredictStreamed(  # noqa: N802 - gRPC method name
         self, messages: Iterator[bytes], context
     ) -> Iterator[bytes]:
-        """Predict with the request and answer streamed (``streamed_predict``)."""
-        spec, outputs = _handle(context, lambda: self._run_streamed(messages), "Predict")
+        """Predict with the request and answer streamed (``streamed_predict``), pixels named
+        in the call's metadata widened first (``wire.pixels``)."""
+        metadata = context.invocation_metadata()
+        spec, outputs = _handle(context, lambda: self._run_streamed(messages, metadata), "Predict")
         yield from streamed_predict.answer_messages(spec, outputs)
 
     def _run_streamed(
-        self, messages: Iterator[bytes]
+        self, messages: Iterator[bytes], metadata: Iterable[tuple[str, str | bytes]]
     ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
         try:
+            casts = pixels.from_metadata(metadata)
             header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
-            arrays = inputs.complete()
-        except (streamed_predict.StreamError, tensors.TensorConversionError) as error:
+            self._check_widened_bytes(inputs.arrays, casts)
+            arrays = pixels.widen(inputs.complete(), casts)
+        except (streamed_predict.StreamError, tensors.TensorConversionError, ValueError) as error:
             raise invalid_argument(str(error)) from None
         return self._run(header.model_spec, arrays, list(header.output_filter))
+
+    def _check_widened_bytes(
+        self, arrays: dict[str, np.ndarray], casts: dict[str, pixels.PixelCast]
+    ) -> None:
+        """Refuse pixels whose widened values would exceed the bound on a request's tensors
+        before receiving them."""
+        if not casts or self._max_streamed_bytes is None or self._max_streamed_bytes < 0:
+            return
+        total = pixels.widened_bytes(arrays, casts)
+        if total > self._max_streamed_bytes:
+            raise ValueError(
+                f"the widened pixels take {total} bytes, more than {self._max_streamed_bytes}"
+            )
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""

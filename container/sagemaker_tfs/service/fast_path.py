@@ -49,12 +49,12 @@ def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.Str
     if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {context.request_content_type}")
     signature = _signature(context)
-    inputs = payloads.decode_inputs(
+    inputs = payloads.decode_request(
         body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
     )
     names = output_filter(context.custom_attributes)
-    request_bytes = sum(np.asarray(array).nbytes for array in inputs.values())
-    stream = max(request_bytes, expected_answer_bytes(signature, inputs, names)) >= STREAM_BYTES
+    expected = expected_answer_bytes(signature, inputs.arrays, names)
+    stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES
     return _predict(context, inputs, names, stream, output_type)
 
 
@@ -97,11 +97,21 @@ def _signature(context: Any) -> Signature:
 
 
 def _predict(
-    context: Any, inputs: dict, names: list[str], stream: bool, output_type: str
+    context: Any,
+    inputs: payloads.DecodedInputs,
+    names: list[str],
+    stream: bool,
+    output_type: str,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
-        answer = client.predict_answer(context, inputs, output_filter=names, stream_answer=stream)
+        answer = client.predict_answer(
+            context,
+            inputs.arrays,
+            output_filter=names,
+            stream_answer=stream,
+            pixel_casts=inputs.casts,
+        )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.

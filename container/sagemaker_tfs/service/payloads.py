@@ -28,8 +28,9 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from sagemaker_tfs.service import conversion
-from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire import pixels, tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
 NPY = "application/x-npy"
@@ -129,10 +130,35 @@ def choose_output_type(accept: str | None) -> str:
 # ---------------------------------------------------------------- inputs
 
 
+@dataclass(frozen=True)
+class DecodedInputs:
+    """A request's inputs by alias. Image inputs that the model wants as floats are still
+    ``uint8`` pixels here, with their ``casts``: the model server widens them when it can
+    (``wire.pixels``), so that a quarter of the bytes travel."""
+
+    arrays: dict[str, np.ndarray]
+    casts: dict[str, PixelCast]
+
+    def widened(self) -> dict[str, np.ndarray]:
+        """The arrays as the signature wants them."""
+        return pixels.widen(self.arrays, self.casts)
+
+    def widened_bytes(self) -> int:
+        """The size of the arrays as the signature wants them."""
+        return pixels.widened_bytes(self.arrays, self.casts)
+
+
 def decode_inputs(
     body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> dict[str, np.ndarray]:
     """Decode a request body into arrays keyed by input alias, converted to the signature."""
+    return decode_request(body, content_type, inputs, options).widened()
+
+
+def decode_request(
+    body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+) -> DecodedInputs:
+    """Decode a request body into inputs keyed by alias, image pixels not yet widened."""
     kind = media_type(content_type)
     if kind not in INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {content_type or 'none'}")
@@ -140,17 +166,22 @@ def decode_inputs(
         raise HttpError(400, f"Empty request body for {kind}")
     if kind == NPY:
         spec = _single_input(inputs, kind)
-        return {spec.name: conform_array(decode_npy(body), spec)}
+        return DecodedInputs({spec.name: conform_array(decode_npy(body), spec)}, {})
     if kind == NPZ:
-        return {
+        arrays = {
             name: conform_array(array, inputs[name]) for name, array in _npz_inputs(body, inputs)
         }
+        return DecodedInputs(arrays, {})
     if kind in TEXT_TYPES:
         named = _text_inputs(body, kind, inputs)
-        return {name: conform_array(_as_array(value, name), inputs[name]) for name, value in named}
+        arrays = {
+            name: conform_array(_as_array(value, name), inputs[name]) for name, value in named
+        }
+        return DecodedInputs(arrays, {})
     spec = _single_input(inputs, kind)
     images = split_image_stream(body) if kind == IMAGE_STREAM else [body]
-    return {spec.name: images_to_batch(images, spec, options)}
+    batch, cast = images_to_batch(images, spec, options)
+    return DecodedInputs({spec.name: batch}, {spec.name: cast} if cast else {})
 
 
 def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
@@ -371,23 +402,26 @@ def split_image_stream(body: bytes) -> list[bytes]:
     return images
 
 
-def images_to_batch(images: list[bytes], spec: TensorSpec, options: ImageOptions) -> np.ndarray:
-    """One batch from encoded images: bytes for DT_STRING inputs, pixels otherwise."""
+def images_to_batch(
+    images: list[bytes], spec: TensorSpec, options: ImageOptions
+) -> tuple[np.ndarray, PixelCast | None]:
+    """One batch from encoded images: bytes for DT_STRING inputs, pixels otherwise (with
+    their cast when the input is a float)."""
     if spec.is_string:
         batch = np.empty(len(images), dtype=object)
         batch[:] = images
-        return batch
+        return batch, None
     target = _image_geometry(spec)
     _check_image_sizes(images, target, _itemsize(spec))
-    pixels = [decode_image(data, index, target) for index, data in enumerate(images)]
-    sizes = {image.shape for image in pixels}
+    decoded = [decode_image(data, index, target) for index, data in enumerate(images)]
+    sizes = {image.shape for image in decoded}
     if len(sizes) > 1:
         raise HttpError(
             400,
             f"Images in one batch must have the same size when the model does not fix it, "
             f"got {sorted(sizes)}",
         )
-    return _to_input_dtype(np.stack(pixels), spec, options)
+    return _to_input_dtype(np.stack(decoded), spec, options)
 
 
 @dataclass(frozen=True)
@@ -471,17 +505,15 @@ def decode_image(data: bytes, index: int, target: _Geometry) -> np.ndarray:
     return pixels
 
 
-def _to_input_dtype(batch: np.ndarray, spec: TensorSpec, options: ImageOptions) -> np.ndarray:
+def _to_input_dtype(
+    batch: np.ndarray, spec: TensorSpec, options: ImageOptions
+) -> tuple[np.ndarray, PixelCast | None]:
+    """The batch for an integer input; the pixels and their cast for a float input."""
     target = tensors.numpy_dtype(spec.dtype)
     if target.kind == "f":
-        scaled = batch.astype(np.float32)
-        if options.scale != 1.0:
-            scaled *= np.float32(options.scale)
-        if options.offset != 0.0:
-            scaled += np.float32(options.offset)
-        return scaled.astype(target, copy=False)
+        return batch, PixelCast(target.name, options.scale, options.offset)
     if target.kind in "iu":
-        return batch.astype(target, copy=False)
+        return batch.astype(target, copy=False), None
     raise HttpError(
         400, f"Input {spec.name} of type {tensors.dtype_name(spec.dtype)} cannot take images"
     )

@@ -134,6 +134,44 @@ def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
     channel.close()
 
 
+def test_streamed_predict_widens_the_pixels_its_metadata_names(server: ServerHandle) -> None:
+    """uint8 values and a cast in the metadata: the model gets the widened floats. Without the
+    cast a uint8 tensor for a float input is refused, as Predict refuses it; an unreadable
+    cast, or one whose floats would exceed the request bound, is INVALID_ARGUMENT."""
+    from sagemaker_tfs import client
+    from sagemaker_tfs.wire import pixels, streamed_predict
+
+    values = (np.arange(3000) % 256).astype(np.uint8).reshape(-1, 1)
+    spec = predict_request("half_plus_two_tf2", {}).model_spec
+    channel = grpc.insecure_channel(server.grpc_target, options=client.CHANNEL_OPTIONS)
+    method = channel.stream_stream(streamed_predict.STREAMED_PREDICT)
+
+    def call(metadata: tuple) -> dict[str, np.ndarray]:
+        messages = streamed_predict.request_messages(spec, {"x": values})
+        answer = method(messages, metadata=metadata or None)
+        return streamed_predict.StreamedTensors.receive_answer(answer).complete()
+
+    cast = pixels.PixelCast("float32", scale=0.5, offset=-3)
+    outputs = call(pixels.to_metadata({"x": cast}))
+    np.testing.assert_array_equal(outputs["y"], (values * 0.5 - 3).astype(np.float32) * 0.5 + 2)
+    with pytest.raises(grpc.RpcError) as error:
+        call(())
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "float" in error.value.details() and "uint8" in error.value.details()
+    with pytest.raises(grpc.RpcError) as error:
+        call(((pixels.METADATA_KEY, '{"x": ["int32", 1, 0]}'),))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "float type, not 'int32'" in error.value.details()
+    header = predict_pb2.PredictRequest(model_spec=spec)
+    header.inputs["x"].dtype = 4  # DT_UINT8: 200 MB announced, 800 MB once widened
+    header.inputs["x"].tensor_shape.dim.add(size=200_000_000)
+    with pytest.raises(grpc.RpcError) as error:
+        list(method(iter([header.SerializeToString()]), metadata=pixels.to_metadata({"x": cast})))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "widened pixels take 800000000 bytes, more than 536870912" in error.value.details()
+    channel.close()
+
+
 def test_large_tensor_round_trip(stub) -> None:
     import tensorflow as tf
 

@@ -11,10 +11,10 @@ import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
-from sagemaker_tfs.service import fast_path
+from sagemaker_tfs.service import fast_path, payloads
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.routing import Route
-from sagemaker_tfs.wire import predict_messages, protos, streamed_predict
+from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
@@ -53,11 +53,14 @@ def test_expected_answer_bytes_from_signature_shapes_and_batch() -> None:
 
 class FakeModelServer:
     """A gRPC server answering Predict with ``y = 2 * x``, with or without the streamed
-    Predict; it counts the calls of each. ``drop_last_bytes`` cuts the streamed answer short."""
+    Predict; it counts the calls of each and keeps the dtype ``x`` arrived in (the streamed
+    Predict widens pixels as its metadata says). ``drop_last_bytes`` cuts the streamed answer
+    short."""
 
     def __init__(self, streamed: bool, drop_last_bytes: int = 0) -> None:
         self.drop_last_bytes = drop_last_bytes
         self.calls = {"unary": 0, "streamed": 0}
+        self.received: list[np.dtype] = []
         handlers = {"Predict": grpc.unary_unary_rpc_method_handler(self._unary)}
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
         service = grpc.method_handlers_generic_handler(PREDICTION_SERVICE, handlers)
@@ -73,6 +76,7 @@ class FakeModelServer:
 
     def _answer(self, request: bytes) -> tuple:
         spec, inputs, _ = predict_messages.decode_predict_request(request)
+        self.received.append(inputs["x"].dtype)
         return spec, {"y": inputs["x"] * 2}
 
     def _unary(self, request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
@@ -82,7 +86,9 @@ class FakeModelServer:
     def _streamed(self, requests: Iterator[bytes], context) -> Iterator[bytes]:  # type: ignore[no-untyped-def]
         self.calls["streamed"] += 1
         header, inputs = streamed_predict.StreamedTensors.receive_request(requests)
-        answer = (header.model_spec, {"y": inputs.complete()["x"] * 2})
+        self.received.append(inputs.arrays["x"].dtype)
+        casts = pixels.from_metadata(context.invocation_metadata())
+        answer = (header.model_spec, {"y": pixels.widen(inputs.complete(), casts)["x"] * 2})
         messages = list(streamed_predict.answer_messages(*answer, size=1000))
         if self.drop_last_bytes:
             messages[-1] = messages[-1][: -self.drop_last_bytes]
@@ -109,6 +115,35 @@ def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
         assert server.calls == {"unary": 3, "streamed": 0}
 
 
+@pytest.mark.parametrize("streamed", [True, False])
+def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> None:
+    """With ``pixel_casts``, the streamed Predict carries the uint8 pixels and the cast in
+    its metadata; a server without it (TF Serving) gets the float32 values by Predict. The
+    model sees the same values either way, and so does a call without the cast."""
+    server = FakeModelServer(streamed)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    image = np.arange(3 * 64 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(3, 64, 64, 3)
+    cast = {"x": pixels.PixelCast("float32", scale=2 / 255, offset=-1)}
+    expected = (image.astype(np.float32) * np.float32(2 / 255) + np.float32(-1)) * 2
+    try:
+        for stream in (True, False):
+            outputs = client.predict(context, {"x": image}, stream_answer=stream, pixel_casts=cast)
+            assert outputs["y"].dtype == np.float32
+            np.testing.assert_array_equal(outputs["y"], expected)
+    finally:
+        channel.close()
+        server.server.stop(None)
+    if streamed:
+        assert server.received == [np.uint8, np.float32]
+    else:
+        assert server.received == [np.float32, np.float32]
+
+
+def as_decoded(x: np.ndarray) -> payloads.DecodedInputs:
+    return payloads.DecodedInputs({"x": x}, {})
+
+
 def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
     server = FakeModelServer(streamed=True, drop_last_bytes=3)
@@ -119,11 +154,11 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
             client.predict(context, {"x": x}, stream_answer=True)
         with pytest.raises(fast_path.HttpError) as caught:
-            fast_path._predict(context, {"x": x}, [], True, "application/x-npy")
+            fast_path._predict(context, as_decoded(x), [], True, "application/x-npy")
         assert caught.value.status == 502
         assert "ended after 19997 of the 20000 bytes" in str(caught.value)
         # an .npz is passed on as it arrives: sending it stops at the missing bytes
-        body, _ = fast_path._predict(context, {"x": x}, [], True, "application/x-npz")
+        body, _ = fast_path._predict(context, as_decoded(x), [], True, "application/x-npz")
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):
             list(body.chunks)
     finally:

@@ -21,6 +21,7 @@ from sagemaker_tfs.service import answers, payloads
 from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
 DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
@@ -51,6 +52,24 @@ def test_scaling_applies_to_float_inputs() -> None:
         "x"
     ]
     assert raw.dtype == np.uint8 and raw.shape == (1, 4, 5, 3) and raw[0, 0, 0, 0] == 200
+
+
+def test_pixels_for_a_float_input_stay_uint8_with_their_cast() -> None:
+    """decode_request leaves the widening to whoever sends the request (the model server
+    widens when it can); decode_inputs gives the same values widened."""
+    options = ImageOptions(scale=0.5, offset=-1.0)
+    body = image_stream_bytes([image_bytes((6, 8), color=RED)] * 2)
+    decoded = payloads.decode_request(body, "application/x-image-stream", IMAGE_INPUT, options)
+    assert decoded.arrays["images"].dtype == np.uint8
+    assert decoded.casts == {"images": PixelCast("float32", 0.5, -1.0)}
+    assert decoded.widened_bytes() == 2 * 8 * 6 * 3 * 4 == 4 * decoded.arrays["images"].nbytes
+    widened = payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, options)
+    np.testing.assert_array_equal(decoded.widened()["images"], widened["images"])
+    uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, 8, 6, 3))}
+    assert (
+        payloads.decode_request(body, "application/x-image-stream", uint8_input, options).casts
+        == {}
+    )
 
 
 def test_bad_scale_setting_is_a_clear_error() -> None:
