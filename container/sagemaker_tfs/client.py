@@ -13,6 +13,8 @@ Example ``code/inference.py``::
 ``predict(..., stream_answer=True)`` sends the request and receives the answer in pieces
 (``streamed_predict.STREAMED_PREDICT``): several times faster for tensors of tens of MB; TF
 Serving's own binary lacks the method, and ``predict`` then falls back to the usual Predict.
+With it, ``pixel_casts`` lets ``uint8`` pixels for a float input travel as they are, widened by
+the model server (``wire.pixels``).
 ``predict`` reuses ``context.channel`` (or opens one to ``context.grpc_port`` with no message
 size limits), takes the model name and version from the context, sends tensors as raw
 ``tensor_content`` and reads the answer in place (:mod:`sagemaker_tfs.wire.predict_messages`).
