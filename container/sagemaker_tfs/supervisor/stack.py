@@ -63,6 +63,8 @@ SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
 # Starts of an nginx killed during start-up (see _wait_for_public_port).
 NGINX_START_ATTEMPTS = 3
+# gunicorn keeps an idle connection from nginx open this long; nginx closes its own after 30 s.
+GUNICORN_KEEP_ALIVE_SECONDS = 75
 # The children's tiers, in start order: they stop in reverse (nginx first).
 MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
 TIERS = (MODEL_SERVERS, SERVICE, FRONT)
@@ -425,6 +427,8 @@ def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
         "--limit-request-fields=32768",
         "--limit-request-field_size=0",
         "--no-control-socket",
+        # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
+        f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",
         "sagemaker_tfs.service.app:create_app()",
     ]
