@@ -5,7 +5,8 @@ signature wants (metadata fetched once per model/version and cached), sent with 
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. Requests or answers of ``STREAM_BYTES`` or more go over the project's streamed
 Predict instead, and there images for a float input travel as ``uint8`` pixels that the
-model server widens (``wire.pixels``). gRPC errors become the HTTP statuses TF Serving's REST API would give.
+model server widens (``wire.pixels``). gRPC errors become the HTTP statuses TF Serving's
+REST API would give.
 
 ``tfs-output-filter=NAME;NAME`` in ``X-Amzn-SageMaker-Custom-Attributes`` asks for some of the
 signature's outputs only (Predict's ``output_filter``): the model server then neither computes
