@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 from whole_stack import (
@@ -80,6 +83,41 @@ def established_connections_to(port: int) -> int:
             if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port:
                 count += 1
     return count
+
+
+def connections_accepted_on(socket_path: Path) -> set[str]:
+    """Inodes of the connected sockets that a unix socket at ``socket_path`` has accepted."""
+    inodes = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) == 8 and fields[7] == str(socket_path) and fields[5] == "03":
+            inodes.add(fields[6])
+    return inodes
+
+
+def test_nginx_keeps_its_connections_to_gunicorn_alive(
+    start_stack: StartStack, bundled_models
+) -> None:
+    """Requests for the Python service reuse nginx's connections to gunicorn: once nginx's
+    workers have one each, later requests open none."""
+    stack = start_stack(bundled_models)
+    body = io.BytesIO()
+    np.save(body, np.array([1.0, 2.0], np.float32))
+    headers = {"Content-Type": "application/x-npy", "Accept": "application/json"}
+
+    def send(count: int) -> set[str]:
+        for _ in range(count):
+            response = requests.post(
+                f"{stack.url}/invocations", data=body.getvalue(), headers=headers, timeout=30
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["predictions"] == [3.5, 4.0]
+        time.sleep(0.2)  # a connection nginx does not keep would be closed by now
+        return connections_accepted_on(stack.work_dir / "gunicorn.sock")
+
+    first = send(10)
+    assert first, "no connection from nginx to gunicorn is kept"
+    assert send(10) == first
 
 
 def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled_models) -> None:
