@@ -116,6 +116,7 @@ def _predict_answer(
 ) -> StreamedTensors:
     """The answer, request and answer streamed in pieces where the server offers that (the
     pixels in ``casts`` widened by the server), else by Predict (the pixels widened here)."""
+    pixels.check(inputs, casts)  # the same ValueError whichever way the request goes
     streamed = _streamed_predict(channel) if stream else None
     if streamed is not None:
         messages = streamed_predict.request_messages(spec, inputs, output_filter)

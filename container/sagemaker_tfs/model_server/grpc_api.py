@@ -155,7 +155,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
             self._check_widened_bytes(inputs.arrays, casts)
             arrays = pixels.widen(inputs.complete(), casts)
-        except (streamed_predict.StreamError, tensors.TensorConversionError, ValueError) as error:
+        except (tensors.TensorConversionError, ValueError) as error:  # StreamError too
             raise invalid_argument(str(error)) from None
         return self._run(header.model_spec, arrays, list(header.output_filter))
 

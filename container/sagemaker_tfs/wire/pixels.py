@@ -61,13 +61,22 @@ def widen(
     arrays: Mapping[str, np.ndarray], casts: Mapping[str, PixelCast]
 ) -> dict[str, np.ndarray]:
     """``arrays`` with the inputs named in ``casts`` widened (the others unchanged)."""
-    missing = sorted(set(casts) - set(arrays))
-    if missing:
-        raise ValueError(f"pixel casts name inputs that are not sent: {', '.join(missing)}")
+    check(arrays, casts)
     return {
         name: casts[name].apply(np.asarray(array)) if name in casts else array
         for name, array in arrays.items()
     }
+
+
+def check(arrays: Mapping[str, object], casts: Mapping[str, PixelCast]) -> None:
+    """ValueError unless every cast names an input given as integers."""
+    missing = sorted(set(casts) - set(arrays))
+    if missing:
+        raise ValueError(f"pixel casts name inputs that are not sent: {', '.join(missing)}")
+    for name in casts:
+        dtype = np.asarray(arrays[name]).dtype
+        if dtype.kind not in "iu":
+            raise ValueError(f"pixels to widen must be integers, got {dtype} for {name!r}")
 
 
 def widened_bytes(arrays: Mapping[str, np.ndarray], casts: Mapping[str, PixelCast]) -> int:

@@ -131,6 +131,12 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
             outputs = client.predict(context, {"x": image}, stream_answer=stream, pixel_casts=cast)
             assert outputs["y"].dtype == np.float32
             np.testing.assert_array_equal(outputs["y"], expected)
+            with pytest.raises(ValueError, match="must be integers, got float32 for 'x'"):
+                client.predict(context, {"x": expected}, stream_answer=stream, pixel_casts=cast)
+            with pytest.raises(ValueError, match="not sent: y"):
+                client.predict(
+                    context, {"x": image}, stream_answer=stream, pixel_casts={"y": cast["x"]}
+                )
     finally:
         channel.close()
         server.server.stop(None)
