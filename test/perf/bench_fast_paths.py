@@ -174,6 +174,10 @@ def stack_for(
                     raise
                 print(f"stack did not start, trying again: {str(error)[-200:]}", file=sys.stderr)
         try:
+            # The standby model server imports TensorFlow after /ping answers: seconds of CPU
+            # that would land in the first measured rounds (and slow the stack more than the
+            # in-process calls), so nothing is measured until it waits.
+            stack.wait_until_settled()
             yield stack
         finally:
             context.__exit__(None, None, None)
