@@ -4,7 +4,7 @@ Each ``--variant LABEL=DIR`` starts a stack whose processes import ``sagemaker_t
 (a ``container/`` directory, e.g. of ``git worktree add`` or ``git archive`` of another
 commit); the requests of scenarios 1 (MobileNetV2, one JPEG, ``x-npy`` answer) and 2
 (detector, 10 JPEGs, 55 MB ``x-npz`` answer) go to every stack and to in-process inference
-in turn, the order rotating each round (``bench_fast_paths.interleaved``), so that the
+in turn, in a new random order each round (``bench_fast_paths.interleaved``), so that the
 ratios compare versions under the same load. Prints one line of JSON per scenario.
 
 Usage::

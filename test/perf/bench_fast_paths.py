@@ -32,6 +32,7 @@ import io
 import itertools
 import json
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -66,6 +67,7 @@ START_ATTEMPTS = 3  # free ports are picked, then bound: other processes can tak
 # scenario 2's path that asks for one of the detector's three outputs
 DETECTOR_FILTER = ",tfs-output-filter=output_0"
 SLOW_ANSWERS = {"SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "300"}
+ROUND_ORDER_SEED = 14  # interleaved(): the same sequence of orders in every run
 
 
 # ---------------------------------------------------------------- helpers
@@ -101,18 +103,19 @@ def decode_rgb(data: bytes, size: int) -> np.ndarray:
 
 def interleaved(calls: dict[str, Callable[[], object]], count: int, warmup: int) -> dict:
     """Latency summaries of several paths timed in turn, request by request, so that all see
-    the same machine (these machines drift by 10-20% within minutes). The order rotates every
-    round, so that each path follows each other path equally often: a call right after an
-    in-process run is 2-4 ms slower here (TensorFlow's threads in this process are still
-    spinning on one of the two cores), and a fixed order charged that to whichever path came
-    second. A path that fails is reported with its error and left out of the following rounds.
+    the same machine (these machines drift by 10-20% within minutes). Each round takes the
+    paths in a new random order (seeded), so that each path follows each other path about
+    equally often: a call right after an in-process run is 2-4 ms slower here (TensorFlow's
+    threads in this process are still spinning on one of the two cores). A fixed order, or
+    one rotated each round, charged that to whichever path comes after the in-process one.
+    A path that fails is reported with its error and left out of the following rounds.
     Each summary keeps its latencies (``samples_ms``) for the charts."""
     latencies: dict[str, list[float]] = {label: [] for label in calls}
     failed: dict[str, dict] = {}
     labels = list(calls)
+    order = random.Random(ROUND_ORDER_SEED)
     for index in range(warmup + count):
-        shift = index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
+        for label in order.sample(labels, len(labels)):
             if label in failed:
                 continue
             start = time.perf_counter()

@@ -57,12 +57,23 @@ class InProcess:
         return {name: value.numpy() for name, value in outputs.items()}
 
 
-@pytest.fixture(scope="module")
-def stack(test_models, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+# The default gevent worker, and the threaded worker that docs/performance.md suggests for
+# large answers (grpcio's own threads, no hand-off through gevent's hub).
+WORKERS = {
+    "gevent": {},
+    "gthread": {"SAGEMAKER_GUNICORN_WORKER_CLASS": "gthread", "SAGEMAKER_GUNICORN_THREADS": "4"},
+}
+
+
+@pytest.fixture(scope="module", params=sorted(WORKERS))
+def stack(
+    request: pytest.FixtureRequest, test_models, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningStack]:
     model_dir = tmp_path_factory.mktemp("fast_path_models")
     for name in MODELS:
         (model_dir / name).symlink_to(test_models(name), target_is_directory=True)
-    with running_stack(model_dir, tmp_path_factory.mktemp("fast_path_work")) as running:
+    work_dir = tmp_path_factory.mktemp("fast_path_work")
+    with running_stack(model_dir, work_dir, env=WORKERS[request.param]) as running:
         yield running
 
 
