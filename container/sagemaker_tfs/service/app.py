@@ -6,9 +6,11 @@ content type is not one njs converts, and ``/models/NAME/invoke`` on multi-model
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +44,26 @@ def _read_body(req: falcon.Request) -> bytes:
 
 
 SEND_PIECE_BYTES = 1 << 20
+# The send buffer of a connection that carries an answer larger than SEND_PIECE_BYTES.
+# Under gevent, sendall waits in the hub each time the buffer is full until nginx has read
+# some: with the kernel's default 208 KB that is ~260 waits for a 55 MB answer (~10 ms,
+# docs/performance.md). The kernel caps the size at net.core.wmem_max (doubled).
+LARGE_ANSWER_SEND_BUFFER_BYTES = 4 << 20
+
+
+def _answer(req: falcon.Request, resp: falcon.Response, reply: Reply) -> None:
+    _send(resp, reply)
+    if resp.stream is not None:
+        enlarge_send_buffer(req.env.get("gunicorn.socket"))
+
+
+def enlarge_send_buffer(connection: socket.socket | None) -> None:
+    """Best effort: the answer is sent either way."""
+    if connection is not None:
+        with contextlib.suppress(OSError):
+            connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, LARGE_ANSWER_SEND_BUFFER_BYTES
+            )
 
 
 def _send(resp: falcon.Response, reply: Reply) -> None:
@@ -260,7 +282,7 @@ class Invocations:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         name = req.get_header(TARGET_MODEL_HEADER)
-        _send(resp, self._service.invoke(req, name.strip() if name else None))
+        _answer(req, resp, self._service.invoke(req, name.strip() if name else None))
 
 
 class ModelInvoke:
@@ -268,7 +290,7 @@ class ModelInvoke:
         self._service = service
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        _send(resp, self._service.invoke(req, name))
+        _answer(req, resp, self._service.invoke(req, name))
 
 
 def not_found(req: falcon.Request, resp: falcon.Response) -> None:

@@ -7,6 +7,7 @@ answers are sent whole, large chunk lists in pieces.
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import requests
 from sagemaker_tfs.config import Instance, load_config
 from sagemaker_tfs.service import app
-from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send
+from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.connections import Channels, rest_session
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
@@ -131,6 +132,43 @@ def test_large_answers_stream_in_bounded_pieces_with_their_length() -> None:
     assert all(isinstance(piece, bytes) and len(piece) <= SEND_PIECE_BYTES for piece in pieces)
     assert b"".join(pieces) == b"header" + values.tobytes() + b"trailer"
     assert int(resp.content_length) == len(b"".join(pieces))
+
+
+def send_buffer(connection: socket.socket) -> int:
+    return connection.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+
+class FixedAnswer(app.Service):
+    """A service that answers ``size`` bytes to every invocation."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+        return Reply(200, [bytes(self.size)], "application/x-npz")
+
+    def describe(self) -> str:
+        return "fixed answer"
+
+
+@pytest.mark.parametrize("size, enlarged", [(SEND_PIECE_BYTES + 1, True), (100, False)])
+def test_a_large_answer_leaves_through_a_larger_send_buffer(size: int, enlarged: bool) -> None:
+    """gunicorn's socket to nginx gets a larger send buffer for answers sent in pieces (under
+    gevent, each time the buffer fills, the worker waits in the hub for nginx to read)."""
+    client = falcon.testing.TestClient(app.build_app(FixedAnswer(size)))
+    gunicorn_side, nginx_side = socket.socketpair()
+    with gunicorn_side, nginx_side:
+        before = send_buffer(gunicorn_side)
+        result = client.simulate_post("/invocations", extras={"gunicorn.socket": gunicorn_side})
+        assert result.status_code == 200 and len(result.content) == size
+        assert (send_buffer(gunicorn_side) > before) is enlarged
+
+
+def test_enlarging_the_send_buffer_is_best_effort() -> None:
+    enlarge_send_buffer(None)  # not served by gunicorn (e.g. falcon's test client)
+    closed = socket.socket(socket.AF_UNIX)
+    closed.close()
+    enlarge_send_buffer(closed)  # OSError swallowed: the answer is sent either way
 
 
 class NoModels:
