@@ -17,6 +17,7 @@ from payload_bytes import (
     zip_bytes,
     zip_needing_version_11_3,
 )
+from PIL import Image
 from sagemaker_tfs.service import answers, payloads
 from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
@@ -440,3 +441,37 @@ def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() 
     assert quoted.tolist() == ['a "b"', "c"]
     with pytest.raises(HttpError, match="Invalid CSV"):
         payloads.decode_inputs(b"1" * 5000, payloads.CSV, pair, NO_SCALING)
+
+
+def test_a_stream_of_mixed_image_modes_gives_the_same_pixels_as_pillow() -> None:
+    """Each image is decoded straight into its place in the batch, converted only when its
+    mode is not the input's."""
+    rgb = Image.new("RGB", (6, 8), RED)
+    palette = rgb.convert("P", palette=Image.Palette.ADAPTIVE, colors=4)
+    gray = Image.new("L", (6, 8), 77)
+    rgba = Image.new("RGBA", (6, 8), (1, 2, 3, 4))
+    images = [rgb, palette, gray, rgba]
+    encoded = [image_bytes_of(image, "PNG") for image in images]
+    body = image_stream_bytes(encoded)
+    for channels, mode in ((3, "RGB"), (1, "L"), (4, "RGBA")):
+        spec = {"x": TensorSpec("x", DT_UINT8, (-1, 8, 6, channels))}
+        batch = payloads.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
+        expected = np.stack(
+            [np.asarray(image.convert(mode)).reshape(8, 6, channels) for image in images]
+        )
+        np.testing.assert_array_equal(batch, expected)
+
+
+def test_a_bad_image_in_the_middle_of_a_stream_is_named() -> None:
+    good = image_bytes((6, 8), fmt="JPEG", color=RED)
+    truncated = good[: len(good) // 2]
+    body = image_stream_bytes([good, good, truncated, good])
+    with pytest.raises(HttpError, match="Image 2 cannot be decoded") as raised:
+        payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+    assert raised.value.status == 400
+
+
+def image_bytes_of(image: Image.Image, fmt: str) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format=fmt)
+    return out.getvalue()

@@ -1,0 +1,72 @@
+"""sagemaker_tfs.service.native_threads: calls spread over native threads, also under gevent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from sagemaker_tfs.service import native_threads
+
+needs_two_cores = pytest.mark.skipif(
+    native_threads.usable_cores() < 2, reason="one usable core: the calls run one by one"
+)
+
+
+@needs_two_cores
+def test_calls_run_at_the_same_time_and_results_keep_their_order() -> None:
+    both_running = threading.Barrier(2, timeout=10)  # broken if the calls ran one by one
+
+    def call(item: int) -> int:
+        both_running.wait()
+        return item * 10
+
+    assert native_threads.map_on_cores(call, [1, 2]) == [10, 20]
+
+
+def test_the_first_failure_is_raised_once_every_call_has_ended() -> None:
+    ended: list[int] = []
+
+    def call(item: int) -> int:
+        if item == 1:
+            raise ValueError("item 1 is bad")
+        ended.append(item)
+        return item
+
+    with pytest.raises(ValueError, match="item 1 is bad"):
+        native_threads.map_on_cores(call, [0, 1, 2, 3, 4])
+    assert sorted(ended) == [0, 2, 3, 4]
+
+
+def test_one_item_runs_in_the_calling_thread() -> None:
+    assert native_threads.map_on_cores(lambda _: threading.get_ident(), [0]) == [
+        threading.get_ident()
+    ]
+
+
+@needs_two_cores
+def test_under_gevent_the_calls_run_on_native_threads() -> None:
+    """With threading monkey-patched, an ordinary pool would run greenlets one at a time and
+    a native barrier between two calls would never open."""
+    script = textwrap.dedent(
+        """
+        from gevent import monkey
+        monkey.patch_all()
+        from sagemaker_tfs.service import native_threads
+        native_lock = monkey.get_original("_thread", "allocate_lock")
+        started = {1: native_lock(), 2: native_lock()}
+        for lock in started.values():
+            lock.acquire()
+        def call(item):
+            started[item].release()
+            return started[3 - item].acquire(timeout=10)  # blocks the hub if not native
+        print(native_threads.map_on_cores(call, [1, 2]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True]"
