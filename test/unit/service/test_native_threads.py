@@ -50,8 +50,7 @@ def test_one_item_runs_in_the_calling_thread() -> None:
 def test_under_gevent_the_calls_run_on_native_threads() -> None:
     """With threading monkey-patched, an ordinary pool would run greenlets one at a time and
     a native barrier between two calls would never open."""
-    script = textwrap.dedent(
-        """
+    script = textwrap.dedent("""
         from gevent import monkey
         monkey.patch_all()
         from sagemaker_tfs.service import native_threads
@@ -63,8 +62,7 @@ def test_under_gevent_the_calls_run_on_native_threads() -> None:
             started[item].release()
             return started[3 - item].acquire(timeout=10)  # blocks the hub if not native
         print(native_threads.map_on_cores(call, [1, 2]))
-        """
-    )
+        """)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
