@@ -6,20 +6,31 @@ between calls as a model's run would leave (the cores go idle) or none::
 
     .venv/bin/python test/perf/bench_grpc_echo.py --sizes 100,602200 --pauses 0,0.01
 
-Prints the median and mean round trip per request size and pause.
+Prints the median and mean round trip per request size and pause. ``--client gevent`` calls
+as the service does under gunicorn's gevent worker: in a process gevent has patched, with
+``grpc.experimental.gevent.init_gevent()``, waiting for a future's result.
 """
 
 from __future__ import annotations
 
-import argparse
-import concurrent.futures
-import multiprocessing
-import os
-import statistics
-import tempfile
-import time
+import sys
 
-import grpc
+GEVENT_CLIENT = "--gevent-client"  # this script run as the patched client (see main)
+if GEVENT_CLIENT in sys.argv:  # gevent patches before anything imports threading or grpc
+    from gevent import monkey
+
+    monkey.patch_all()
+
+import argparse  # noqa: E402
+import concurrent.futures  # noqa: E402
+import multiprocessing  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import grpc  # noqa: E402
 
 METHOD = "/bench.Echo/Call"
 ANSWER = b"x" * 4096
@@ -40,9 +51,7 @@ def serve(socket_path: str, ready: multiprocessing.synchronize.Event) -> None:
     server.wait_for_termination()
 
 
-def round_trips(
-    call: grpc.UnaryUnaryMultiCallable, body: bytes, pause: float, count: int
-) -> list[float]:
+def round_trips(call, body: bytes, pause: float, count: int) -> list[float]:  # type: ignore[no-untyped-def]
     for _ in range(20):
         call(body)
     latencies = []
@@ -54,28 +63,49 @@ def round_trips(
     return latencies
 
 
+def measure(socket_path: str, args: argparse.Namespace) -> None:
+    multicallable = grpc.insecure_channel(f"unix:{socket_path}").unary_unary(METHOD)
+    call = multicallable
+    if args.gevent_client:
+        from grpc.experimental import gevent as grpc_gevent
+
+        grpc_gevent.init_gevent()
+        call = lambda body: multicallable.future(body).result()  # noqa: E731 - as client.py
+        native_sleep = monkey.get_original("time", "sleep")
+        time.sleep = native_sleep  # the pause leaves the cores idle, as a model's run does
+    print(f"{'request bytes':>13s} {'pause s':>8s} {'p50 ms':>7s} {'mean ms':>8s}")
+    for size in (int(size) for size in args.sizes.split(",")):
+        body = os.urandom(size)
+        for pause in (float(pause) for pause in args.pauses.split(",")):
+            latencies = round_trips(call, body, pause, args.calls)
+            print(
+                f"{size:13d} {pause:8.3f} {statistics.median(latencies):7.3f} "
+                f"{statistics.mean(latencies):8.3f}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="100,602200", help="request bytes, comma-separated")
     parser.add_argument("--pauses", default="0,0.01", help="seconds between calls")
     parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--client", choices=("plain", "gevent"), default="plain")
+    parser.add_argument(GEVENT_CLIENT, metavar="SOCKET", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.gevent_client:
+        measure(args.gevent_client, args)
+        return
     socket_path = os.path.join(tempfile.mkdtemp(prefix="grpc-echo-"), "echo.sock")
     ready = multiprocessing.Event()
     server = multiprocessing.Process(target=serve, args=(socket_path, ready), daemon=True)
     server.start()
     ready.wait(30)
     try:
-        call = grpc.insecure_channel(f"unix:{socket_path}").unary_unary(METHOD)
-        print(f"{'request bytes':>13s} {'pause s':>8s} {'p50 ms':>7s} {'mean ms':>8s}")
-        for size in (int(size) for size in args.sizes.split(",")):
-            body = os.urandom(size)
-            for pause in (float(pause) for pause in args.pauses.split(",")):
-                latencies = round_trips(call, body, pause, args.calls)
-                print(
-                    f"{size:13d} {pause:8.3f} {statistics.median(latencies):7.3f} "
-                    f"{statistics.mean(latencies):8.3f}"
-                )
+        if args.client == "gevent":
+            subprocess.run([sys.executable, *sys.argv, GEVENT_CLIENT, socket_path], check=True)
+        else:
+            measure(socket_path, args)
     finally:
         server.terminate()
 
