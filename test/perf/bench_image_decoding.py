@@ -1,0 +1,61 @@
+"""How long the service takes to turn image requests into a batch (``payloads.decode_inputs``),
+in this process: scenario 2's ten 512x512 JPEGs as an image stream, scenario 1's one 224x224
+JPEG. ``--container`` measures another version of the code (``git archive BASE container |
+tar -x -C /tmp/base``), for an A/B::
+
+    .venv/bin/python test/perf/bench_image_decoding.py [--container /tmp/base/container]
+
+Prints the median of ``--calls`` calls per request, alternating the two requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+PERF = Path(__file__).resolve().parent
+
+DT_FLOAT = 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--container", help="the container/ directory to import the code from")
+    parser.add_argument("--calls", type=int, default=60)
+    args = parser.parse_args()
+    if args.container:
+        sys.path.insert(0, str(Path(args.container).resolve()))
+    sys.path.insert(1, str(PERF))
+    from bench_fast_paths import image_stream, photo_like_jpeg
+    from sagemaker_tfs.service import payloads
+    from sagemaker_tfs.wire.signatures import TensorSpec
+
+    print(f"code from {Path(payloads.__file__).parents[2]}")
+    requests = {
+        "10 JPEGs 512x512, image stream": (
+            image_stream([photo_like_jpeg(512, seed=10 + i) for i in range(10)]),
+            "application/x-image-stream",
+            {"images": TensorSpec("images", DT_FLOAT, (-1, 512, 512, 3))},
+        ),
+        "1 JPEG 224x224": (
+            photo_like_jpeg(224, seed=1),
+            "image/jpeg",
+            {"input_1": TensorSpec("input_1", DT_FLOAT, (-1, 224, 224, 3))},
+        ),
+    }
+    options = payloads.ImageOptions()
+    latencies: dict[str, list[float]] = {label: [] for label in requests}
+    for _ in range(args.calls):
+        for label, (body, content_type, inputs) in requests.items():
+            started = time.perf_counter()
+            payloads.decode_inputs(body, content_type, inputs, options)
+            latencies[label].append(1000 * (time.perf_counter() - started))
+    for label, values in latencies.items():
+        print(f"{label:32s} p50 {statistics.median(values):7.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
