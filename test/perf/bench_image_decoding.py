@@ -1,16 +1,19 @@
 """How long the service takes to turn image requests into a batch (``payloads.decode_inputs``),
 in this process: scenario 2's ten 512x512 JPEGs as an image stream, scenario 1's one 224x224
-JPEG. ``--container`` measures another version of the code (``git archive BASE container |
-tar -x -C /tmp/base``), for an A/B::
+JPEG, and streams of small images. ``--container`` measures another version of the code
+(``git archive BASE container | tar -x -C /tmp/base``), for an A/B; ``--one-thread`` and
+``--always-on-cores`` force where the images are decoded (see
+``payloads.DECODE_ON_CORES_MIN_BYTES``)::
 
     .venv/bin/python test/perf/bench_image_decoding.py [--container /tmp/base/container]
 
-Prints the median of ``--calls`` calls per request, alternating the two requests.
+Prints the median of ``--calls`` calls per request, the requests alternating.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import statistics
 import sys
 import time
@@ -21,10 +24,23 @@ PERF = Path(__file__).resolve().parent
 DT_FLOAT = 1
 
 
+def small_png(seed: int) -> bytes:
+    """A 28x28 grayscale PNG of noise, MNIST-sized."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (28, 28), np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--container", help="the container/ directory to import the code from")
     parser.add_argument("--calls", type=int, default=60)
+    parser.add_argument("--one-thread", action="store_true")
+    parser.add_argument("--always-on-cores", action="store_true")
     args = parser.parse_args()
     if args.container:
         sys.path.insert(0, str(Path(args.container).resolve()))
@@ -32,6 +48,13 @@ def main() -> None:
     from bench_fast_paths import image_stream, photo_like_jpeg
     from sagemaker_tfs.service import payloads
     from sagemaker_tfs.wire.signatures import TensorSpec
+
+    if args.one_thread:
+        from sagemaker_tfs.service import native_threads
+
+        native_threads.usable_cores = lambda: 1
+    if args.always_on_cores:
+        payloads.DECODE_ON_CORES_MIN_BYTES = 0
 
     print(f"code from {Path(payloads.__file__).parents[2]}")
     requests = {
@@ -44,6 +67,16 @@ def main() -> None:
             photo_like_jpeg(224, seed=1),
             "image/jpeg",
             {"input_1": TensorSpec("input_1", DT_FLOAT, (-1, 224, 224, 3))},
+        ),
+        "4 JPEGs 224x224, image stream": (
+            image_stream([photo_like_jpeg(224, seed=20 + i) for i in range(4)]),
+            "application/x-image-stream",
+            {"input_1": TensorSpec("input_1", DT_FLOAT, (-1, 224, 224, 3))},
+        ),
+        "64 PNGs 28x28, image stream": (
+            image_stream([small_png(seed) for seed in range(64)]),
+            "application/x-image-stream",
+            {"x": TensorSpec("x", DT_FLOAT, (-1, 28, 28, 1))},
         ),
     }
     options = payloads.ImageOptions()

@@ -26,18 +26,28 @@ def test_calls_run_at_the_same_time_and_results_keep_their_order() -> None:
     assert native_threads.map_on_cores(call, [1, 2]) == [10, 20]
 
 
-def test_the_first_failure_is_raised_once_every_call_has_ended() -> None:
+def test_the_first_failing_item_is_raised_once_every_run_has_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two runs, items 0-2 and 3-5: each stops at its first failure."""
+    monkeypatch.setattr(native_threads, "usable_cores", lambda: 2)
     ended: list[int] = []
 
     def call(item: int) -> int:
-        if item == 1:
-            raise ValueError("item 1 is bad")
+        if item in (1, 4):
+            raise ValueError(f"item {item} is bad")
         ended.append(item)
         return item
 
     with pytest.raises(ValueError, match="item 1 is bad"):
-        native_threads.map_on_cores(call, [0, 1, 2, 3, 4])
-    assert sorted(ended) == [0, 2, 3, 4]
+        native_threads.map_on_cores(call, list(range(6)))
+    assert sorted(ended) == [0, 3]
+
+
+def test_many_items_keep_their_order() -> None:
+    assert native_threads.map_on_cores(lambda item: item * 2, list(range(101))) == [
+        item * 2 for item in range(101)
+    ]
 
 
 def test_one_item_runs_in_the_calling_thread() -> None:
