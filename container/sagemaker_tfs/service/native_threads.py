@@ -10,6 +10,7 @@ forks the workers, and a pool's threads do not survive a fork).
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import os
 import sys
 import threading
@@ -43,7 +44,7 @@ def map_on_cores(function: Callable[[Item], Result], items: Sequence[Item]) -> l
     executor = _executor()
     runs = [
         executor.submit(_run, function, items[begin:end])
-        for begin, end in zip(bounds, bounds[1:], strict=False)
+        for begin, end in itertools.pairwise(bounds)
     ]
     results: list[Result] = []
     failure: Exception | None = None
