@@ -19,7 +19,7 @@ import falcon
 import requests
 
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
-from sagemaker_tfs.service import errors
+from sagemaker_tfs.service import errors, native_threads
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.context import Context, build_context
@@ -334,5 +334,10 @@ def create_app(config: StackConfig | None = None) -> falcon.App:
     configure_logging(config.gunicorn_log_level)
     gevent = init_gevent_if_patched()
     service = make_service(config)
-    logger.info("service ready: %s gevent=%s", service.describe(), gevent)
+    logger.info(
+        "service ready: %s gevent=%s image_decoding_cores=%d",
+        service.describe(),
+        gevent,
+        native_threads.usable_cores(),
+    )
     return build_app(service)
