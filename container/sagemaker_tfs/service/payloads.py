@@ -381,7 +381,11 @@ def _as_array(value: object, name: str) -> np.ndarray:
 
 
 def split_image_stream(body: bytes) -> list[bytes]:
-    """Split records of (4-byte big-endian length, encoded image); a zero length ends it."""
+    """Split records of (4-byte big-endian length, encoded image).
+
+    A zero length may end the stream (seed 000's handler reads until one); records after it
+    would be dropped unseen, so they are an error.
+    """
     view = memoryview(body)
     images: list[bytes] = []
     position = 0
@@ -393,6 +397,12 @@ def split_image_stream(body: bytes) -> list[bytes]:
         length = int.from_bytes(view[position : position + _RECORD_HEADER], "big")
         position += _RECORD_HEADER
         if length == 0:
+            if position < len(view):
+                raise HttpError(
+                    400,
+                    f"Image stream: record {len(images)} has length 0, which ends the stream, "
+                    f"but {len(view) - position} more bytes follow it",
+                )
             break
         if position + length > len(view):
             raise HttpError(

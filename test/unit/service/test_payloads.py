@@ -118,6 +118,12 @@ def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
             "partial length header",
         ),
         (b"\x00\x00\x00\x00", "Empty image stream"),
+        (
+            image_stream_bytes([image_bytes((4, 4), color=RED)])
+            + (0).to_bytes(4, "big")
+            + image_stream_bytes([image_bytes((4, 4), color=RED)]),
+            "record 1 has length 0, which ends the stream, but [0-9]+ more bytes follow",
+        ),
         (image_stream_bytes([b"not an image at all"]), "Image 0 cannot be decoded"),
     ],
 )
