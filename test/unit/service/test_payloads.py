@@ -6,6 +6,7 @@ import io
 import json
 import pickle
 import zipfile
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from payload_bytes import (
     zip_needing_version_11_3,
 )
 from PIL import Image
-from sagemaker_tfs.service import answers, payloads
+from sagemaker_tfs.service import answers, native_threads, payloads
 from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
@@ -449,7 +450,38 @@ def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() 
         payloads.decode_inputs(b"1" * 5000, payloads.CSV, pair, NO_SCALING)
 
 
-def test_a_stream_of_mixed_image_modes_gives_the_same_pixels_as_pillow() -> None:
+@pytest.fixture(params=["in the request's thread", "on the cores"])
+def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a stream is decoded: small batches in the request's thread, large ones on
+    two native threads (the threshold lowered so that these small images take that way)."""
+    if request.param == "on the cores":
+        monkeypatch.setattr(payloads, "DECODE_ON_CORES_MIN_BYTES", 0)
+        monkeypatch.setattr(native_threads, "usable_cores", lambda: 2)
+    return request.param
+
+
+def test_only_a_batch_of_a_mib_or_more_is_decoded_on_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spread: list[int] = []
+    on_cores = native_threads.map_on_cores
+
+    def recording_map_on_cores(function: Callable[[int], None], items: Sequence[int]) -> list:
+        spread.append(len(items))
+        return on_cores(function, items)
+
+    monkeypatch.setattr(native_threads, "map_on_cores", recording_map_on_cores)
+    side = 256  # 256 x 256 x 3 uint8 = 192 KiB per image
+    spec = {"x": TensorSpec("x", DT_UINT8, (-1, side, side, 3))}
+    image = image_bytes((side, side), fmt="JPEG", color=RED)
+    for count in (5, 6):  # 960 KiB, then 1,152 KiB of pixels
+        body = image_stream_bytes([image] * count)
+        batch = payloads.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
+        assert batch.shape == (count, side, side, 3)
+    assert spread == [6]
+
+
+def test_a_stream_of_mixed_image_modes_gives_the_same_pixels_as_pillow(decoding: str) -> None:
     """Each image is decoded straight into its place in the batch, converted only when its
     mode is not the input's."""
     rgb = Image.new("RGB", (6, 8), RED)
@@ -468,11 +500,13 @@ def test_a_stream_of_mixed_image_modes_gives_the_same_pixels_as_pillow() -> None
         np.testing.assert_array_equal(batch, expected)
 
 
-def test_a_bad_image_in_the_middle_of_a_stream_is_named() -> None:
-    good = image_bytes((6, 8), fmt="JPEG", color=RED)
-    truncated = good[: len(good) // 2]
+def test_a_bad_image_in_the_middle_of_a_stream_is_named(decoding: str) -> None:
+    """Its header is whole (so its size is read), its pixels cut short: decoding fails."""
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    good = image_bytes_of(Image.fromarray(noise), "JPEG")
+    truncated = good[: len(good) * 2 // 3]
     body = image_stream_bytes([good, good, truncated, good])
-    with pytest.raises(HttpError, match="Image 2 cannot be decoded") as raised:
+    with pytest.raises(HttpError, match="Image 2 cannot be decoded: .*truncated") as raised:
         payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == 400
 
