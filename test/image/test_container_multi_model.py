@@ -39,7 +39,10 @@ def invoke(container: Container, name: str, body: str) -> requests.Response:
 
 def test_ping_answers_with_no_model_loaded(container: Container) -> None:
     assert requests.get(container.url("/ping"), timeout=5).status_code == 200
-    assert requests.get(container.url("/models"), timeout=5).json() == {"models": []}
+    assert requests.get(container.url("/models"), timeout=5).json() == {
+        "models": [],
+        "nextPageToken": None,
+    }
 
 
 def test_load_list_invoke_unload(container: Container) -> None:
@@ -47,7 +50,7 @@ def test_load_list_invoke_unload(container: Container) -> None:
     assert response.status_code == 200, response.text
     assert load(container, "hp2", "/opt/ml/models/half_plus_two").status_code == 200
     listed = requests.get(container.url("/models"), timeout=5).json()
-    assert {m["model_name"] for m in listed["models"]} == {"hp2", "hp3"}
+    assert {m["modelName"] for m in listed["models"]} == {"hp2", "hp3"}
 
     assert invoke(container, "hp3", "[1.0, 2.0]").json() == {"predictions": [[3.5, 4.0]]}
     assert invoke(container, "hp2", '{"instances": [2.0]}').json() == {"predictions": [3.0]}

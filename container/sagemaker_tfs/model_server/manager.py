@@ -83,11 +83,13 @@ class ModelManager:
         load_retry_interval_seconds: float = 60.0,
         poll_wait_seconds: float = 1.0,
         num_load_threads: int = 2,
+        allow_labels_for_unavailable: bool = False,
     ) -> None:
         self._loader = loader
         self._max_retries = max_num_load_retries
-        self._retry_interval = load_retry_interval_seconds
+        self._retry_interval = max(0.0, load_retry_interval_seconds)
         self._poll_wait = poll_wait_seconds
+        self._allow_unavailable_labels = allow_labels_for_unavailable
         self._models: dict[str, Model] = {}
         self._lock = threading.RLock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -102,19 +104,21 @@ class ModelManager:
     def reload_config(self, config: model_server_config_pb2.ModelServerConfig) -> None:
         """Serve exactly the models of ``config``; waits for the new versions to load."""
         specs = {spec.name: spec for spec in model_specs(config)}
+        logger.info("Adding/updating models.")
         with self._lock:
             for name in list(self._models):
                 if name not in specs:
-                    logger.info("Removing model %s", name)
+                    logger.info("Removing model: %s", name)
                     self._remove_model(self._models.pop(name))
             for name, spec in specs.items():
+                logger.info(" (Re-)adding model: %s", name)
                 model = self._models.get(name)
                 if model is not None and model.spec.base_path != spec.base_path:
                     self._remove_model(self._models.pop(name))
                     model = None
                 if model is None:
                     logger.info(
-                        "Adding model %s from %s (version policy %s)",
+                        "Model %s: base path %s, version policy %s",
                         name,
                         spec.base_path,
                         spec.policy.describe(),
@@ -122,17 +126,24 @@ class ModelManager:
                     self._models[name] = Model(spec)
                 else:
                     model.spec = spec
-            self._scan_all()
+            if self._poll_wait >= 0:  # a negative --file_system_poll_wait_seconds never scans
+                self._scan_all()
         self.wait_for_loads()
         self._apply_labels(list(specs.values()))
 
     def _apply_labels(self, specs: list[ConfiguredModel]) -> None:
-        """Take the config's labels, or none of them if one names an unavailable version."""
+        """Take the config's labels, or none of them if one names an unavailable version
+        (with ``--allow_version_labels_for_unavailable_models``, a new label, or one that
+        keeps its version, may name a version that is not available yet)."""
         with self._lock:
             for spec in specs:
-                available = self._models[spec.name].available()
-                for version in spec.labels.values():
-                    if version not in available:
+                model = self._models[spec.name]
+                available = model.available()
+                for label, version in spec.labels.items():
+                    unchanged = model.labels.get(label, version) == version
+                    if version not in available and not (
+                        self._allow_unavailable_labels and unchanged
+                    ):
                         raise ServingError(
                             Code.FAILED_PRECONDITION,
                             f"Request to assign label to version {version} of model "
@@ -215,9 +226,7 @@ class ModelManager:
         name = model.spec.name
         with self._lock:
             state.state = State.LOADING
-        logger.info(
-            "Loading servable: {name: %s version: %d} from %s", name, state.version, state.path
-        )
+        logger.info("Loading servable version {name: %s version: %d}", name, state.version)
         attempt = 0
         while True:
             try:
@@ -256,19 +265,23 @@ class ModelManager:
             self._scan(model)
 
     def _unload(self, model: Model, state: VersionState) -> None:
-        logger.info(
-            "Unloading servable version {name: %s version: %d}", model.spec.name, state.version
-        )
+        servable_id = f"{{name: {model.spec.name} version: {state.version}}}"
+        logger.info("Unloading servable version %s", servable_id)
         state.state = State.UNLOADING
         servable, state.servable = state.servable, None
         state.state = State.END
         if servable is None:
             return
+
+        def close() -> None:
+            servable.close()
+            logger.info("Done unloading servable version %s", servable_id)
+
         if self._stopping.is_set():
             servable.close()
         else:
             # Closing waits for requests in flight; never do that under the manager lock.
-            self._pool.submit(servable.close)
+            self._pool.submit(close)
 
     def _remove_model(self, model: Model) -> None:
         for state in model.versions.values():

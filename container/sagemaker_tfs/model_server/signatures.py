@@ -63,3 +63,19 @@ def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSi
         inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
         outputs={alias: _tensor_spec(proto.outputs[alias]) for alias in sorted(proto.outputs)},
     )
+
+
+def signature_def_of(signature: ServableSignature) -> meta_graph_pb2.SignatureDef:
+    """The SignatureDef proto of a typed signature (its tensor names, dtypes and shapes)."""
+    proto = meta_graph_pb2.SignatureDef(method_name=signature.method_name)
+    for target, specs in ((proto.inputs, signature.inputs), (proto.outputs, signature.outputs)):
+        for alias, spec in specs.items():
+            info = target[alias]
+            info.name = spec.name
+            info.dtype = spec.dtype
+            if spec.shape is None:
+                info.tensor_shape.unknown_rank = True
+            else:
+                for size in spec.shape:
+                    info.tensor_shape.dim.add(size=size)
+    return proto

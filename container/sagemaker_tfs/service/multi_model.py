@@ -44,7 +44,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 class ModelLocation:
     """Where a loaded model is: its files (for its ``code/``) and its model server's ports.
 
-    Read from the registry's description of the model (``GET /models/NAME`` on the control
+    Read from the registry's description of the model (``GET /registry/NAME`` on the control
     API, written by ``supervisor.registry.LoadedModel.describe``).
     """
 
@@ -68,7 +68,7 @@ def not_loaded(name: str) -> HttpError:
 
 
 class ControlClient:
-    """The supervisor's control API (``GET /models/NAME``)."""
+    """The supervisor's control API (``GET /registry/NAME``: the stack's own description)."""
 
     def __init__(self, socket_path: str) -> None:
         self._socket_path = socket_path
@@ -77,7 +77,7 @@ class ControlClient:
         """The model's description, or None when it is not loaded."""
         connection = UnixHTTPConnection(self._socket_path, CONTROL_TIMEOUT_SECONDS)
         try:
-            connection.request("GET", f"/models/{name}")
+            connection.request("GET", f"/registry/{name}")
             response = connection.getresponse()
             body = response.read()
         except OSError as error:

@@ -111,3 +111,30 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
     assert "failed to load" in error.value.message
     assert launcher.stopped == launcher.started == ["model-server[m]"]
     assert registry.list() == []
+
+
+def test_list_pages_by_name_with_sagemakers_keys(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    config = stack_config({"SAGEMAKER_MULTI_MODEL": "true"})
+    registry = ModelRegistry(config, RecordingLauncher(), available_memory=lambda: None)
+    for name in ("c", "a", "b"):
+        registry._reserve(name, f"url-{name}", str(tmp_path / name))  # bookkeeping only
+    first = registry.list_page(None, 2)
+    assert first == {
+        "models": [
+            {"modelName": "a", "modelUrl": "url-a"},
+            {"modelName": "b", "modelUrl": "url-b"},
+        ],
+        "nextPageToken": "b",
+    }
+    registry._forget("a")  # a model unloaded between pages changes nothing after the token
+    assert registry.list_page("b", 2) == {
+        "models": [{"modelName": "c", "modelUrl": "url-c"}],
+        "nextPageToken": None,
+    }
+    assert registry.list_page(None, 5)["nextPageToken"] is None
+    assert registry.describe_public("c") == {"modelName": "c", "modelUrl": "url-c"}
+    with pytest.raises(HttpError) as error:
+        registry.describe_public("a")
+    assert error.value.status == 404
