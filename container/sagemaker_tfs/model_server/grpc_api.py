@@ -405,9 +405,12 @@ def serve(manager: ModelManager, settings: GrpcSettings, max_workers: int = 64) 
     credentials = settings.tls.credentials() if settings.tls is not None else None
 
     def bind(address: str) -> int:
-        if credentials is None:
-            return server.add_insecure_port(address)
-        return server.add_secure_port(address, credentials)
+        try:
+            if credentials is None:
+                return server.add_insecure_port(address)
+            return server.add_secure_port(address, credentials)
+        except RuntimeError:  # grpcio raises where older versions returned 0
+            return 0
 
     if settings.port and bind(f"0.0.0.0:{settings.port}") == 0:
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{settings.port}")

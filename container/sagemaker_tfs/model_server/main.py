@@ -169,7 +169,7 @@ def _run(options: Any, stop: threading.Event) -> int:
         manager.start_polling()
         _poll_config_file(manager, options, stop)
         _serve_until_stopped(manager, options, grpc_settings, metrics_path, stop)
-    except (ServingError, OSError) as error:
+    except Exception as error:  # noqa: BLE001 - any start-up failure: TF Serving's one line
         logger.error("Model server failed to start: %s", error)
         raise _start_error(error) from None
     finally:

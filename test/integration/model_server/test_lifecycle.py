@@ -44,16 +44,26 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_unknown_flag_is_a_clear_error() -> None:
-    result = _run_cli("--model_name=x", "--model_base_path=/tmp", "--no_such_flag=1")
-    assert result.returncode != 0
-    assert "no_such_flag" in result.stderr
+def test_unknown_argument_is_named_and_start_up_goes_on() -> None:
+    """As TF Serving: ``unknown argument: X`` and the usage on stdout, then start-up with the
+    flags that parsed (here it stops on the missing model, exit 255)."""
+    result = _run_cli("--no_such_flag=1", "stray")
+    assert result.stdout.startswith("unknown argument: --no_such_flag=1\nusage: ")
+    assert "\tint32\t" in result.stdout
+    assert result.stdout.endswith(
+        "Failed to start server. Error: INVALID_ARGUMENT: Both server_options.model_base_path "
+        "and server_options.model_config_file are empty!\n"
+    )
+    assert result.returncode == 255
 
 
 def test_batching_file_without_enable_batching_is_an_error() -> None:
     result = _run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
-    assert result.returncode != 0
-    assert "--enable_batching" in result.stderr
+    assert result.returncode == 255
+    assert (
+        "Failed to start server. Error: INVALID_ARGUMENT: server_options.batching_parameters_file"
+        " is set without setting server_options.enable_batching to true." in result.stdout
+    )
 
 
 def _version_dirs(testdata_dir: Path, base: Path, *names: str) -> None:
@@ -181,8 +191,8 @@ def test_warmup_requests_run_before_available(
     config = tmp_path / "models.config"
     config.write_text(
         "model_config_list {\n"
-        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' }}\n"
-        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' }}\n"
+        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' model_platform: 'tensorflow' }}\n"
+        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' model_platform: 'tensorflow' }}\n"
         "}\n"
     )
     server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
@@ -207,8 +217,8 @@ def test_port_in_use_fails_fast_with_clear_error(start_model_server, testdata_di
             "--max_num_load_retries=0",
             wait=False,
         )
-        assert server.process.wait(timeout=60) == 1
-    assert "Model server failed to start" in server.log
+        assert server.process.wait(timeout=60) == 255
+    assert "Failed to start server. Error: UNKNOWN: " in server.log
     assert str(port) in server.log
 
 
@@ -254,6 +264,6 @@ def test_grpc_socket_path_that_cannot_be_bound_fails_start(
         f"--grpc_socket_path={tmp_path / 'no_such_dir' / 'grpc.sock'}",
         wait=False,
     )
-    assert server.process.wait(timeout=60) == 1
-    assert "Model server failed to start" in server.log
+    assert server.process.wait(timeout=60) == 255
+    assert "Failed to start server. Error: UNKNOWN: " in server.log
     assert "grpc.sock" in server.log
