@@ -122,7 +122,7 @@ def _on_examples(
     run: Callable[[Servable, str, input_pb2.Input], Message],
     response_type: type[Response],
 ) -> Response:
-    """Classify or Regress: ``run`` (``Servable.classify`` or ``.regress``) on the request's
+    """Classify or Regress: ``run`` (the servable's ``classify`` or ``regress``) on the request's
     tf.Example input, answered as ``response_type``."""
     api = "Classify" if isinstance(request, classification_pb2.ClassificationRequest) else "Regress"
     with METRICS.request("GRPC", api, request.model_spec.name):
@@ -220,7 +220,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         return _on_examples(
-            self._manager, request, Servable.classify, classification_pb2.ClassificationResponse
+            self._manager,
+            request,
+            lambda servable, name, examples: servable.classify(name, examples),
+            classification_pb2.ClassificationResponse,
         )
 
     def Regress(self, request, context):  # noqa: N802
@@ -230,7 +233,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
         return _on_examples(
-            self._manager, request, Servable.regress, regression_pb2.RegressionResponse
+            self._manager,
+            request,
+            lambda servable, name, examples: servable.regress(name, examples),
+            regression_pb2.RegressionResponse,
         )
 
     def MultiInference(self, request, context):  # noqa: N802

@@ -14,6 +14,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,9 @@ class TfLiteServable:
         return servable
 
     def _new_interpreter(self) -> tf.lite.Interpreter:
-        interpreter = tf.lite.Interpreter(model_content=self._model)
+        with warnings.catch_warnings():  # TF 2.2x points at LiteRT, which TF Serving does not use
+            warnings.filterwarnings("ignore", "(?s).*tf.lite.Interpreter is deprecated")
+            interpreter = tf.lite.Interpreter(model_content=self._model)
         interpreter.allocate_tensors()
         return interpreter
 

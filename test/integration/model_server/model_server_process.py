@@ -63,12 +63,9 @@ class ServerHandle:
 
 
 def _flag_value(args: tuple[str, ...], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-        if arg == f"--{name}" and index + 1 < len(args):
-            return args[index + 1]
-    return None
+    """The value of ``--name=value`` (TF Serving's only form; the last one wins)."""
+    values = [arg.split("=", 1)[1] for arg in args if arg.startswith(f"--{name}=")]
+    return values[-1] if values else None
 
 
 def launch_model_server(

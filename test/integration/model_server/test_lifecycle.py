@@ -17,6 +17,7 @@ from grpc_helpers import float_tensor, model_stub, output_array, predict_request
 from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
 
 State = get_model_status_pb2.ModelVersionStatus.State
+PLATFORM = "model_platform: 'tensorflow'"
 
 
 def _status(target: str, name: str) -> list[tuple[int, int, str]]:
@@ -191,8 +192,8 @@ def test_warmup_requests_run_before_available(
     config = tmp_path / "models.config"
     config.write_text(
         "model_config_list {\n"
-        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' model_platform: 'tensorflow' }}\n"
-        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' model_platform: 'tensorflow' }}\n"
+        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' {PLATFORM} }}\n"
+        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' {PLATFORM} }}\n"
         "}\n"
     )
     server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
