@@ -159,24 +159,22 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         """Predict with the request and answer streamed (``streamed_predict``), pixels named
         in the call's metadata widened first (``wire.pixels``)."""
         metadata = context.invocation_metadata()
-        spec, outputs = _handle(
-            context,
-            lambda: self._counted(lambda: self._run_streamed(messages, metadata)),
-            "Predict",
-        )
+        spec, outputs = _handle(context, lambda: self._run_streamed(messages, metadata), "Predict")
         yield from streamed_predict.answer_messages(spec, outputs)
 
     def _run_streamed(
         self, messages: Iterator[bytes], metadata: Iterable[tuple[str, str | bytes]]
     ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
-        try:
-            casts = pixels.from_metadata(metadata)
-            header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
-            self._check_widened_bytes(inputs.arrays, casts)
-            arrays = pixels.widen(inputs.complete(), casts)
-        except (tensors.TensorConversionError, ValueError) as error:  # StreamError too
-            raise invalid_argument(str(error)) from None
-        return self._run(header.model_spec, arrays, list(header.output_filter))
+        with METRICS.request("GRPC", "Predict") as record:
+            try:
+                casts = pixels.from_metadata(metadata)
+                header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
+                record.model_name = header.model_spec.name
+                self._check_widened_bytes(inputs.arrays, casts)
+                arrays = pixels.widen(inputs.complete(), casts)
+            except (tensors.TensorConversionError, ValueError) as error:  # StreamError too
+                raise invalid_argument(str(error)) from None
+            return self._run(header.model_spec, arrays, list(header.output_filter))
 
     def _check_widened_bytes(
         self, arrays: dict[str, np.ndarray], casts: dict[str, pixels.PixelCast]
@@ -193,17 +191,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
-        spec, outputs = self._counted(lambda: self._run(*decode_predict_request(request)))
-        return predict_messages.encode_predict_response(spec, outputs, self._tensor_content)
-
-    def _counted(
-        self, run: Callable[[], tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]]
-    ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
-        """A Predict in the request metrics (model name "" if the request did not parse)."""
-        with METRICS.request("GRPC", "Predict") as record:
-            spec, outputs = run()
+        with METRICS.request("GRPC", "Predict") as record:  # model "" if it did not parse
+            spec, inputs, output_filter = decode_predict_request(request)
             record.model_name = spec.name
-            return spec, outputs
+            answer_spec, outputs = self._run(spec, inputs, output_filter)
+        return predict_messages.encode_predict_response(answer_spec, outputs, self._tensor_content)
 
     def _run(
         self, spec: Message, inputs: dict[str, np.ndarray], output_filter: list[str]
