@@ -17,7 +17,6 @@ lists a family nothing has written to yet.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Iterator
@@ -70,6 +69,7 @@ class ServingMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._metrics: dict[str, Counter | Gauge | Histogram] = {}
+        self._children: dict[tuple, object] = {}
         serving = "/tensorflow/serving/"
         self.request_count = self._counter(serving + "request_count", "model_name", "status")
         self.request_latency = self._histogram(
@@ -129,32 +129,23 @@ class ServingMetrics:
 
     # ----- recording -----
 
-    @contextlib.contextmanager
-    def request(self, entrypoint: str, api: str, model_name: str = "") -> Iterator[RequestRecord]:
-        """Count one request and, if it succeeds, its latency; the caller may set the
-        record's ``model_name``/``api`` once it knows them, or ``status`` if it answers an
-        error without raising."""
-        record = RequestRecord(model_name, api)
-        started = time.perf_counter()
-        try:
-            yield record
-        except BaseException as error:
-            code = getattr(getattr(error, "code", None), "name", None)
-            record.status = code if isinstance(code, str) else "INTERNAL"
-            raise
-        finally:
-            self.request_count.labels(record.model_name, record.status).inc()
-            if record.status == "OK":
-                self.request_latency.labels(record.model_name, record.api, entrypoint).observe(
-                    _micros_since(started)
-                )
+    def child(self, metric: Counter | Histogram, *labels: str):  # type: ignore[no-untyped-def]
+        """``metric.labels(*labels)``, cached (prometheus_client's lookup takes a lock)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
-    @contextlib.contextmanager
-    def runtime(self, model_name: str, api: str) -> Iterator[None]:
-        """The latency of one successful model run (``runtime="TF1"``: a TF1 Session)."""
-        started = time.perf_counter()
-        yield
-        self.runtime_latency.labels(model_name, api, "TF1").observe(_micros_since(started))
+    def request(self, entrypoint: str, api: str, model_name: str = "") -> RequestRecord:
+        """A context manager counting one request and, if it succeeds, its latency; the
+        caller may set the record's ``model_name``/``api`` once it knows them, or ``status``
+        if it answers an error without raising."""
+        return RequestRecord(self, entrypoint, api, model_name)
+
+    def runtime(self, model_name: str, api: str) -> RunTimer:
+        """A context manager timing one successful model run (``runtime="TF1"``)."""
+        return RunTimer(self.child(self.runtime_latency, model_name, api, "TF1"))
 
     def record_load(self, model_path: str, ok: bool, stages: dict[str, float]) -> None:
         """One SavedModel load: ``stages`` are seconds by stage (restore_graph, init_graph)."""
@@ -184,12 +175,48 @@ class ServingMetrics:
 
 
 class RequestRecord:
-    """What ``ServingMetrics.request`` records about one request."""
+    """One request being counted (``ServingMetrics.request``)."""
 
-    def __init__(self, model_name: str, api: str) -> None:
+    __slots__ = ("_metrics", "_entrypoint", "_started", "model_name", "api", "status")
+
+    def __init__(self, metrics: ServingMetrics, entrypoint: str, api: str, model_name: str):
+        self._metrics = metrics
+        self._entrypoint = entrypoint
         self.model_name = model_name
         self.api = api
         self.status = "OK"
+
+    def __enter__(self) -> RequestRecord:
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: object) -> None:
+        if error is not None:
+            code = getattr(getattr(error, "code", None), "name", None)
+            self.status = code if isinstance(code, str) else "INTERNAL"
+        metrics = self._metrics
+        metrics.child(metrics.request_count, self.model_name, self.status).inc()
+        if self.status == "OK":
+            latency = metrics.child(
+                metrics.request_latency, self.model_name, self.api, self._entrypoint
+            )
+            latency.observe(_micros_since(self._started))
+
+
+class RunTimer:
+    """One model run being timed (``ServingMetrics.runtime``); failed runs are not."""
+
+    __slots__ = ("_histogram", "_started")
+
+    def __init__(self, histogram) -> None:  # type: ignore[no-untyped-def]
+        self._histogram = histogram
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: object) -> None:
+        if error is None:
+            self._histogram.observe(_micros_since(self._started))
 
 
 def _internal_name(name: str) -> str:
