@@ -44,9 +44,9 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.rank_guard import rank_strict_inputs
 from sagemaker_tfs.model_server.signatures import (
-    DEFAULT_SIGNATURE,
     ServableSignature,
     datatype_of,
+    find_signature,
     short_dtype_name,
     typed_signature,
 )
@@ -170,11 +170,7 @@ class Servable:
 
     def signature(self, name: str) -> ServableSignature:
         """The signature called ``name`` ("" means serving_default)."""
-        key = name or DEFAULT_SIGNATURE
-        signature = self._signatures.get(key)
-        if signature is None:
-            raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
-        return signature
+        return find_signature(self._signatures, name)
 
     def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
         result = get_model_metadata_pb2.SignatureDefMap()

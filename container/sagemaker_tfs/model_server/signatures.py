@@ -13,6 +13,8 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 
+from sagemaker_tfs.model_server.errors import invalid_argument
+
 DEFAULT_SIGNATURE = "serving_default"
 
 
@@ -63,6 +65,15 @@ def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSi
         inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
         outputs={alias: _tensor_spec(proto.outputs[alias]) for alias in sorted(proto.outputs)},
     )
+
+
+def find_signature(signatures: dict[str, ServableSignature], name: str) -> ServableSignature:
+    """The signature called ``name`` ("" means serving_default), or TF Serving's error."""
+    key = name or DEFAULT_SIGNATURE
+    signature = signatures.get(key)
+    if signature is None:
+        raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
+    return signature
 
 
 def signature_def_of(signature: ServableSignature) -> meta_graph_pb2.SignatureDef:

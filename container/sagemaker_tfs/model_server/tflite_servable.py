@@ -29,13 +29,12 @@ from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import (
     BatchSubmitter,
     check_inputs,
-    check_predict_method,
     output_aliases,
 )
 from sagemaker_tfs.model_server.signatures import (
-    DEFAULT_SIGNATURE,
     ServableSignature,
     TensorSpec,
+    find_signature,
     signature_def_of,
 )
 
@@ -115,11 +114,7 @@ class TfLiteServable:
         """Interpreters hold no resources beyond memory; the last reference frees them."""
 
     def signature(self, name: str) -> ServableSignature:
-        key = name or DEFAULT_SIGNATURE
-        signature = self._signatures.get(key)
-        if signature is None:
-            raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
-        return signature
+        return find_signature(self._signatures, name)
 
     def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
         result = get_model_metadata_pb2.SignatureDefMap()
@@ -133,8 +128,7 @@ class TfLiteServable:
         inputs: dict[str, np.ndarray],
         output_filter: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
-        signature = self.signature(signature_name)
-        check_predict_method(signature, False)
+        signature = self.signature(signature_name)  # TFLite signatures are all predict
         check_inputs(signature, inputs)
         outputs = output_aliases(signature, output_filter)
         aliases = tuple(sorted(inputs))

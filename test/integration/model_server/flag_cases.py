@@ -22,7 +22,7 @@ import requests
 import tls_files
 from grpc_helpers import float_tensor, model_stub, output_array, predict_request, prediction_stub
 from local_ports import free_port
-from model_server_process import ServerHandle
+from model_server_process import ServerHandle, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import classification_pb2, get_model_status_pb2, prediction_log_pb2
 
@@ -114,15 +114,6 @@ def answers_as_usual(server: ServerHandle, _: Workspace | None = None) -> None:
     response = rest_predict(server)
     assert response.status_code == 200, response.text
     assert response.json() == {"predictions": Y}
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 def metrics(server: ServerHandle, path: str = "/monitoring/prometheus/metrics") -> dict:

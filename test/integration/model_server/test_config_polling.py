@@ -10,7 +10,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from flag_cases import AVAILABLE, TF2_MODEL, X, Y, grpc_predict, rpc_error, status, wait_for
+from flag_cases import AVAILABLE, TF2_MODEL, X, Y, grpc_predict, rpc_error, status
+from model_server_process import wait_for
 
 pytestmark = pytest.mark.slow
 PLATFORM = "model_platform: 'tensorflow'"

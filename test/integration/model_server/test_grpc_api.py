@@ -308,7 +308,7 @@ def test_classify_on_regress_signature_is_refused_by_its_outputs(stub) -> None:
     assert error.details().startswith("No classification inputs found in SignatureDef: ")
 
 
-def test_classify_regress_and_multi_inference_on_tf2_signatures(stub) -> None:
+def test_classify_and_regress_on_tf2_signatures(stub) -> None:
     """A TF2 SavedModel marks every signature tensorflow/serving/predict; TF Serving checks
     method names only with --enable_signature_method_name_check, so these answer: y(2) = 3."""
     regress = regression_pb2.RegressionRequest()
@@ -324,33 +324,17 @@ def test_classify_regress_and_multi_inference_on_tf2_signatures(stub) -> None:
     [result] = stub.Classify(classify).result.classifications
     assert [c.score for c in result.classes] == [3.0]
 
-    multi = inference_pb2.MultiInferenceRequest()
-    for signature, method in (
-        ("regress_x_to_y", "tensorflow/serving/regress"),
-        ("classify_x_to_y", "tensorflow/serving/classify"),
-    ):
-        task = multi.tasks.add()
-        task.model_spec.name = "half_plus_two_tf2"
-        task.model_spec.signature_name = signature
-        task.method_name = method
-    multi.input.example_list.examples.add().features.feature["x"].float_list.value.append(2.0)
-    results = stub.MultiInference(multi).results
-    assert results[0].regression_result.regressions[0].value == 3.0
-    assert results[1].classification_result.classifications[0].classes[0].score == 3.0
-    multi.tasks[0].method_name = "tensorflow/serving/predict"
-    error = _rpc_error(stub.MultiInference, multi)
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert error.details() == "Unsupported signature method_name: tensorflow/serving/predict"
 
-
-def test_multi_inference(stub) -> None:
+@pytest.mark.parametrize("model", ["two_versions", "half_plus_two_tf2"])
+def test_multi_inference(stub, model: str) -> None:
+    """TF1 signatures of the classify/regress methods, and TF2 ones all marked predict."""
     request = inference_pb2.MultiInferenceRequest()
     for signature, method in (
         ("regress_x_to_y", "tensorflow/serving/regress"),
         ("classify_x_to_y", "tensorflow/serving/classify"),
     ):
         task = request.tasks.add()
-        task.model_spec.name = "two_versions"
+        task.model_spec.name = model
         task.model_spec.signature_name = signature
         task.method_name = method
     example = request.input.example_list.examples.add()
@@ -358,6 +342,10 @@ def test_multi_inference(stub) -> None:
     response = stub.MultiInference(request)
     assert response.results[0].regression_result.regressions[0].value == 3.0
     assert response.results[1].classification_result.classifications[0].classes[0].score == 3.0
+    request.tasks[0].method_name = "tensorflow/serving/predict"  # a task names its method
+    error = _rpc_error(stub.MultiInference, request)
+    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert error.details() == "Unsupported signature method_name: tensorflow/serving/predict"
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import grpc
 import numpy as np
 import pytest
 from grpc_helpers import float_tensor, model_stub, output_array, predict_request, prediction_stub
+from model_server_process import run_cli, wait_for
 from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
 
 State = get_model_status_pb2.ModelVersionStatus.State
@@ -27,28 +26,10 @@ def _status(target: str, name: str) -> list[tuple[int, int, str]]:
     return [(s.version, s.state, s.status.error_message) for s in response.model_version_status]
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
-def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_unknown_argument_is_named_and_start_up_goes_on() -> None:
     """As TF Serving: ``unknown argument: X`` and the usage on stdout, then start-up with the
     flags that parsed (here it stops on the missing model, exit 255)."""
-    result = _run_cli("--no_such_flag=1", "stray")
+    result = run_cli("--no_such_flag=1", "stray")
     assert result.stdout.startswith("unknown argument: --no_such_flag=1\nusage: ")
     assert "\tint32\t" in result.stdout
     assert result.stdout.endswith(
@@ -59,7 +40,7 @@ def test_unknown_argument_is_named_and_start_up_goes_on() -> None:
 
 
 def test_batching_file_without_enable_batching_is_an_error() -> None:
-    result = _run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
+    result = run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
     assert result.returncode == 255
     assert (
         "Failed to start server. Error: INVALID_ARGUMENT: server_options.batching_parameters_file"
@@ -119,7 +100,7 @@ def test_polling_loads_new_version_and_unloads_old(
     staging = tmp_path / "staging"
     _version_dirs(testdata_dir, staging, "124")
     (staging / "124").rename(base / "124")  # appears atomically
-    _wait_for(
+    wait_for(
         lambda: _status(server.grpc_target, "polled")
         == [(124, State.AVAILABLE, ""), (123, State.END, "")]
     )

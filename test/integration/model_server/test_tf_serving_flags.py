@@ -6,13 +6,11 @@ arguments, unparsable config files."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from flag_cases import CASES, MODEL, TF2_MODEL, TFLITE_CHECK, TFLITE_FLAGS, Workspace
-from model_server_process import ServerHandle
+from model_server_process import ServerHandle, run_cli
 from sagemaker_tfs.model_server.flags import FLAGS
 
 pytestmark = pytest.mark.slow
@@ -52,15 +50,6 @@ def test_flag(flag: str, start_model_server, workspace: Workspace, model_generat
         base.append("--max_num_load_retries=0")  # a failed load must not wait a minute
     server: ServerHandle = start_model_server(*base, *args)
     check(server, workspace)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_version_prints_two_lines_and_exits_0() -> None:

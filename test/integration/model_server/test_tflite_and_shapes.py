@@ -12,6 +12,7 @@ import pytest
 import requests
 from flag_cases import TF2_MODEL, grpc_predict, rpc_error
 from grpc_helpers import prediction_stub
+from rest_helpers import model_config
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 pytestmark = pytest.mark.slow
@@ -26,13 +27,7 @@ def test_tflite_predict_answers_as_the_savedmodel_does(
     model_generator.write_half_plus_two_tflite(tmp_path / "lite" / "1")
     config = tmp_path / "models.config"
     config.write_text(
-        "model_config_list {\n"
-        + "".join(
-            f"  config {{ name: '{name}' base_path: '{tmp_path / name}' "
-            "model_platform: 'tensorflow' }\n"
-            for name in ("saved", "lite")
-        )
-        + "}\n"
+        model_config([{"name": n, "base_path": tmp_path / n} for n in ("saved", "lite")])
     )
     server = start_model_server(f"--model_config_file={config}", "--prefer_tflite_model")
     for values in INPUTS:
@@ -83,13 +78,7 @@ def test_a_convolution_fed_the_wrong_rank_is_a_400_not_a_crash(
     shutil.copytree(testdata_dir / TF2_MODEL / "00000123", tmp_path / "hp2" / "1")
     config = tmp_path / "models.config"
     config.write_text(
-        "model_config_list {\n"
-        + "".join(
-            f"  config {{ name: '{name}' base_path: '{tmp_path / name}' "
-            "model_platform: 'tensorflow' }\n"
-            for name in ("conv", "hp2")
-        )
-        + "}\n"
+        model_config([{"name": n, "base_path": tmp_path / n} for n in ("conv", "hp2")])
     )
     server = start_model_server(f"--model_config_file={config}")
     url = f"{server.rest_url}/v1/models/conv:predict"
