@@ -71,7 +71,10 @@ def _strict_op_reached(
 ) -> str | None:
     """The first rank-strict op type the tensor flows into, or None."""
     seen: set[str] = set()
-    stack = [graph.as_graph_element(tensor_name).op]
+    try:
+        stack = [graph.as_graph_element(tensor_name).op]
+    except (KeyError, ValueError, TypeError):  # a signature naming no tensor of the graph
+        return None
     while stack:
         op = stack.pop()
         if op.name in seen:
@@ -87,13 +90,16 @@ def _strict_op_reached(
     return None
 
 
-def rank_strict_inputs(graph: tf.Graph, inputs: Mapping[str, str]) -> dict[str, str]:
-    """Alias -> the rank-strict op type it reaches, for the inputs (alias -> tensor name)
-    that reach one."""
+def rank_strict_inputs(
+    graph: tf.Graph, signatures: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, str]]:
+    """Signature -> alias -> the rank-strict op type the input reaches, for the inputs
+    (``signatures``: signature -> alias -> tensor name) that reach one."""
     function_ops = _function_ops(graph.as_graph_def().library.function)
-    strict = {}
-    for alias, tensor_name in inputs.items():
-        op_type = _strict_op_reached(graph, tensor_name, function_ops)
-        if op_type is not None:
-            strict[alias] = op_type
+    strict: dict[str, dict[str, str]] = {}
+    for key, inputs in signatures.items():
+        for alias, tensor_name in inputs.items():
+            op_type = _strict_op_reached(graph, tensor_name, function_ops)
+            if op_type is not None:
+                strict.setdefault(key, {})[alias] = op_type
     return strict

@@ -92,12 +92,13 @@ class Servable:
             key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
         }
         # signature -> alias -> the op that needs the alias's recorded rank (rank_guard.py)
-        self._rank_strict = {
-            key: rank_strict_inputs(
-                session.graph, {alias: spec.name for alias, spec in signature.inputs.items()}
-            )
-            for key, signature in self._signatures.items()
-        }
+        self._rank_strict = rank_strict_inputs(
+            session.graph,
+            {
+                key: {alias: spec.name for alias, spec in signature.inputs.items()}
+                for key, signature in self._signatures.items()
+            },
+        )
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
         self._callables_lock = threading.Lock()
         self._batcher: BatchSubmitter | None = None
