@@ -130,3 +130,19 @@ def test_start_up_failures(args: list[str], message: str, tmp_path: Path) -> Non
     assert result.returncode == 255
     assert "Failed to start server. Error: " in result.stdout
     assert message in result.stdout
+
+
+def test_a_rest_port_equal_to_the_grpc_port_serves_grpc_only(
+    start_model_server, workspace: Workspace
+) -> None:
+    from flag_cases import Y, grpc_predict
+    from local_ports import free_port
+
+    port = free_port()
+    server = start_model_server(
+        f"--port={port}", f"--rest_api_port={port}", f"--model_name={MODEL}",
+        f"--model_base_path={workspace.base}",
+    )  # fmt: skip
+    assert "cannot be the same as grpc_port" in server.log
+    assert "Exporting HTTP/REST API" not in server.log
+    assert grpc_predict(server.grpc_target) == Y
