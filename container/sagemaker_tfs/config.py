@@ -1,4 +1,4 @@
-"""The stack's configuration: every environment variable of CONTRACT.md, parsed once.
+"""The stack's configuration: every environment variable of docs/contract.md, parsed once.
 
 ``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
 overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and
@@ -286,7 +286,7 @@ def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
 
 
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
-    """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
+    """The models under ``model_dir`` (docs/contract.md "Model directory").
 
     ``model_dir`` itself is a model when it holds version directories (it takes the
     directory's name); otherwise each non-hidden sub-directory other than ``code`` that

@@ -1,4 +1,4 @@
-"""JSON / JSON lines / CSV -> TF Serving REST request, as CONTRACT.md's table says.
+"""JSON / JSON lines / CSV -> TF Serving REST request, as docs/contract.md's table says.
 
 The same rules as ``templates/tensorflow_serving.js`` (which does this in nginx for the
 single-model path; test_njs_parity.py runs both on the same cases). The

@@ -1,4 +1,4 @@
-"""The batching rows of TFS_API.md's error table, over REST on a real server with batching on."""
+"""The batching errors of TF Serving's REST API, over REST on a real server with batching on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The five handler styles of CONTRACT.md, each in a whole stack (real model server).
+"""The five handler styles of docs/contract.md, each in a whole stack (real model server).
 
 Each test copies the bundled half_plus_three model and one ``test/resources/code/STYLE``
 directory into a fresh model directory and starts ``sagemaker-tfs serve`` on it.

@@ -1,4 +1,4 @@
-"""nginx + njs in front of a recording model server: CONTRACT.md's conversions and routing.
+"""nginx + njs in front of a recording model server: docs/contract.md's conversions and routing.
 
 Real nginx (with the njs module) and the real Python service under gunicorn; the model
 server's REST port is ``RecordingModelServer`` (see ``front_end.py``) so that each test can

@@ -1,4 +1,4 @@
-"""CONTRACT.md's conversion table in Python (the multi-model and fallback path).
+"""docs/contract.md's conversion table in Python (the multi-model and fallback path).
 
 Also the reference container's rule for Accept and the model server's JSON answer: when
 Accept lists application/json or a JSON lines type, the answer is the model server's JSON

@@ -58,7 +58,7 @@ def test_picker_round_robins() -> None:
 
 
 def test_context_fields_in_the_contract_order_and_defaults() -> None:
-    """Handlers may unpack the context by position: CONTRACT.md's order, grpc_uri last."""
+    """Handlers may unpack the context by position: docs/contract.md's order, grpc_uri last."""
     context = build_context(Route("m", "2", "predict"), 9000, 8501, "chan", None, None, None, 5)
     assert tuple(context) == (
         "m",  # model_name

@@ -3,7 +3,7 @@
 nginx runs ``tensorflow_serving.js`` for single-model invocations without user code; the
 Python service does the same work for multi-model endpoints and for what njs hands over.
 Each rule written in both languages is run here by both on the same cases: the
-JSON/JSON lines/CSV conversion (CONTRACT.md's table; the same request, or the same error
+JSON/JSON lines/CSV conversion (docs/contract.md's table; the same request, or the same error
 status), the one-line JSON answer's type for an Accept header (also run under nginx in
 test/integration/stack/test_versions_and_accept.py), the custom attributes header, the model
 name pattern and the version rule.
