@@ -1,4 +1,4 @@
-"""``Context``: what a user handler learns about its request (docs/contract.md, field order kept)."""
+"""``Context``: what a user handler learns of its request (docs/contract.md, field order kept)."""
 
 from __future__ import annotations
 
