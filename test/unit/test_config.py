@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sagemaker_tfs import config
 from sagemaker_tfs.config import (
     BatchingConfig,
     ConfigError,
@@ -51,11 +52,24 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.standby_model_server
 
 
-def test_image_default_model_dirs() -> None:
-    with pytest.raises(ConfigError, match="no model found in /opt/ml/model:"):
+def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without ``--model-dir``, SageMaker's directories; here stand-ins for them, so that the
+    host's own /opt/ml (if any) changes nothing."""
+    assert (config.DEFAULT_MODEL_DIR, config.DEFAULT_MULTI_MODEL_DIR) == (
+        "/opt/ml/model",
+        "/opt/ml/models",
+    )
+    single, multi = tmp_path / "opt_ml_model", tmp_path / "opt_ml_models"
+    monkeypatch.setattr(config, "DEFAULT_MODEL_DIR", str(single))
+    monkeypatch.setattr(config, "DEFAULT_MULTI_MODEL_DIR", str(multi))
+    with pytest.raises(ConfigError, match=f"no model found in {single}:"):
         load_config({})
-    with pytest.raises(ConfigError, match="/opt/ml/models does not exist"):
+    with pytest.raises(ConfigError, match=f"{multi} does not exist"):
         load_config({"SAGEMAKER_MULTI_MODEL": "true"})
+    make_model(single / "half_plus_three")
+    multi.mkdir()
+    assert load_config({}).model_dir == str(single)
+    assert load_config({"SAGEMAKER_MULTI_MODEL": "true"}).model_dir == str(multi)
 
 
 def test_overrides(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
