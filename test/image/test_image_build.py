@@ -109,16 +109,16 @@ def test_the_sbom_lists_the_python_distributions_packages_and_model_server(
 ) -> None:
     document = json.loads(run_in(built_image, f"cat {SBOM}"))
     assert document["bomFormat"] == "CycloneDX"
-    components = {
-        (c["name"], c.get("purl", "").partition(":")[2][:3]): c for c in document["components"]
-    }
+    debs = {c["name"]: c for c in document["components"] if "pkg:deb/" in c.get("purl", "")}
+    python = {c["name"]: c for c in document["components"] if "pkg:deb/" not in c.get("purl", "")}
     locked = locked_versions()
     for name in ("numpy", "grpcio", "gevent"):
-        assert components[(name, "pyp")]["version"] == locked[name]
-    assert ("sagemaker-tfs", "pyp") in components
-    nginx = components[("nginx", "deb")]
+        assert python[name]["version"] == locked[name]
+        assert python[name]["purl"] == f"pkg:pypi/{name}@{locked[name]}"
+    assert "sagemaker-tfs" in python  # built from the context: no PyPI purl
     version = run_in(built_image, "dpkg-query -W -f '${Version}' nginx")
-    assert nginx["version"] == version and nginx["purl"].startswith("pkg:deb/debian/nginx@")
+    assert debs["nginx"]["version"] == version
+    assert debs["nginx"]["purl"].startswith("pkg:deb/debian/nginx@")
     server = next(c for c in document["components"] if c["name"] == "tensorflow_model_server")
     digest = run_in(built_image, "sha256sum /usr/bin/tensorflow_model_server").split()[0]
     assert server["hashes"] == [{"alg": "SHA-256", "content": digest}]
