@@ -62,15 +62,7 @@ def _save_tf1_graph(export_dir: Path, build: Callable[[], dict]) -> None:
         tf.compat.v1.set_random_seed(SEED)
         signatures = build()
         with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            builder = tf.compat.v1.saved_model.Builder(str(export_dir))
-            builder.add_meta_graph_and_variables(
-                session,
-                [tf.compat.v1.saved_model.tag_constants.SERVING],
-                signature_def_map=signatures,
-                strip_default_attrs=True,
-            )
-            builder.save()
+            tfs_models.write_saved_model(session, export_dir, signatures)
 
 
 def _half_plus_three_graph(offset: float) -> dict:

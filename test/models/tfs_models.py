@@ -81,17 +81,28 @@ def _save_graph(export_dir: Path, build: Callable[[], dict], with_asset: bool = 
             )
             init_op = tf.group(tf.compat.v1.assign(filename, "foo.txt"))
         with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            builder = tf.compat.v1.saved_model.Builder(str(export_dir))
-            builder.add_meta_graph_and_variables(
-                session,
-                [tf.compat.v1.saved_model.tag_constants.SERVING],
-                signature_def_map=signatures,
-                assets_collection=assets,
-                main_op=init_op,
-                strip_default_attrs=True,
-            )
-            builder.save()
+            write_saved_model(session, export_dir, signatures, assets, init_op)
+
+
+def write_saved_model(
+    session: tf.compat.v1.Session,
+    export_dir: Path,
+    signatures: dict,
+    assets: list | None = None,
+    main_op: object = None,
+) -> None:
+    """The session's graph, variables initialized, as a TF1 SavedModel tagged ``serve``."""
+    session.run(tf.compat.v1.global_variables_initializer())
+    builder = tf.compat.v1.saved_model.Builder(str(export_dir))
+    builder.add_meta_graph_and_variables(
+        session,
+        [tf.compat.v1.saved_model.tag_constants.SERVING],
+        signature_def_map=signatures,
+        assets_collection=assets,
+        main_op=main_op,
+        strip_default_attrs=True,
+    )
+    builder.save()
 
 
 def _parsed(serialized: tf.Tensor, features: dict) -> dict:
