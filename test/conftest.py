@@ -29,6 +29,20 @@ TFS_TEST_MODELS = (
 )
 
 
+# Every test under these directories starts real processes or TensorFlow (whole stacks, model
+# servers, containers, the SDK): they are the ``slow`` tier, the rest is the fast one
+# (``pytest -m "not slow" test``, under two minutes).
+SLOW_DIRS = ("integration/stack", "integration/model_server", "reliability", "image", "sdk")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    test_dir = REPO_ROOT / "test"
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if any(path.is_relative_to(test_dir / directory) for directory in SLOW_DIRS):
+            item.add_marker(pytest.mark.slow)
+
+
 class TestModels:
     """Paths of the generated test models; builds a model the first time it is asked for."""
 
