@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "model_server"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 
