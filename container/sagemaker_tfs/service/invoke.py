@@ -16,7 +16,7 @@ from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -76,16 +76,36 @@ def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requ
         raise ModelServerUnavailable(f"The model server is not available: {error}") from None
 
 
+def model_server_error(response: requests.Response) -> Reply:
+    """The model server's error answer, passed to the client as it is: its status and its
+    JSON ``{"error": ...}`` body (a body that is not JSON becomes one, with its text)."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        text = response.content.decode("utf-8", errors="replace").strip()
+        return Reply(response.status_code, error_body(shorten(text or response.reason or "")),
+                     DEFAULT_MEDIA_TYPE)  # fmt: skip
+    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
+
+
 def call_user_code(
     user_code: UserCode, body: bytes, context: Context, session: requests.Session
 ) -> Reply:
-    """Run the user's handler(s); their exceptions become JSON errors with the same text."""
+    """Run the user's handler(s); their exceptions become JSON errors with the same text.
+
+    With ``input_handler`` + ``output_handler``, the model server's answer goes to
+    ``output_handler`` only when it is a success (2xx); an error answer goes to the client as
+    the model server gave it (as AWS's current container does), so that a client sees a bad
+    request as a 4xx rather than as a 200 carrying an error.
+    """
     try:
         if user_code.handler is not None:
             return _handler_result(user_code.handler(io.BytesIO(body), context), context)
         assert user_code.input_handler and user_code.output_handler
         request_body = user_code.input_handler(io.BytesIO(body), context)
         response = post_to_model_server(session, context.rest_uri, _as_bytes(request_body))
+        if not 200 <= response.status_code < 300:
+            return model_server_error(response)
         return _handler_result(user_code.output_handler(response, context), context)
     except HttpError:
         raise

@@ -10,7 +10,7 @@ import pytest
 import requests
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.service.invoke import Reply, call_user_code, first_accept
+from sagemaker_tfs.service.invoke import Reply, call_user_code, first_accept, model_server_error
 from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire.errors import HttpError
 
@@ -92,3 +92,30 @@ def test_handlers_parsing_hostile_json_give_400(body: str) -> None:
     with pytest.raises(HttpError) as raised:
         run(parse_error)
     assert raised.value.status == 400
+
+
+def model_server_response(status: int, body: bytes, reason: str = "") -> requests.Response:
+    response = requests.Response()
+    response.status_code, response._content, response.reason = status, body, reason
+    return response
+
+
+def test_a_model_server_error_is_passed_on_as_it_is() -> None:
+    body = b'{ "error": "JSON Parse error: The document is empty. at offset: 0" }'
+    assert model_server_error(model_server_response(400, body)) == Reply(
+        400, body, "application/json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "message"),
+    [
+        (b"<html>Bad Gateway</html>\n", "", "<html>Bad Gateway</html>"),
+        (b"", "Bad Gateway", "Bad Gateway"),
+    ],
+)
+def test_a_model_server_error_that_is_not_json_becomes_json(
+    body: bytes, reason: str, message: str
+) -> None:
+    reply = model_server_error(model_server_response(502, body, reason))
+    assert (reply.status, json.loads(reply.body)) == (502, {"error": message})
