@@ -27,6 +27,7 @@ from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_u
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
+from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -167,6 +168,7 @@ class Service(ABC):
         self.config = config
         self.channels = channels
         self.session = session
+        self.image_options = ImageOptions(config.image_scale, config.image_offset)
 
     @abstractmethod
     def invoke(self, req: falcon.Request, name: str | None) -> Reply:
@@ -210,7 +212,8 @@ class SingleModelService(Service):
             instance = instances[index % len(instances)]
             context = self._context(req, target, instance.grpc_port, instance.rest_port, body)
             try:
-                return invoke(self.user_code, body, context, self.session, req.get_header("Accept"))
+                return invoke(self.user_code, body, context, self.session,
+                              req.get_header("Accept"), self.image_options)  # fmt: skip
             except errors.ModelServerUnavailable:
                 self.picker.mark_down(instance)
                 raise
@@ -256,7 +259,8 @@ class MultiModelService(Service):
             used.append(model)
             context = self._context(req, target, model.grpc_port, model.rest_port, body)
             user_code = self.directory.user_code(model)
-            return invoke(user_code, body, context, self.session, req.get_header("Accept"))
+            return invoke(user_code, body, context, self.session, req.get_header("Accept"),
+                          self.image_options)  # fmt: skip
 
         try:
             return with_failover(attempt, 1)

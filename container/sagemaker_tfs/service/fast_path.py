@@ -37,10 +37,10 @@ OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
 # (client.predict's stream_answer).
 STREAM_BYTES = 4 << 20
 
-IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
-
-def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
+def invoke(
+    body: bytes, context: Any, options: payloads.ImageOptions
+) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type; returns (body chunks, content type)."""
     if context.method != "predict":
         raise HttpError(
@@ -52,9 +52,7 @@ def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.Str
     if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {context.request_content_type}")
     signature = _signature(context)
-    inputs = payloads.decode_request(
-        body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
-    )
+    inputs = payloads.decode_request(body, context.request_content_type, signature.inputs, options)
     names = output_filter(context.custom_attributes)
     expected = expected_answer_bytes(signature, inputs.arrays, names)
     stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES

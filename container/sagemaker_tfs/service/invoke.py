@@ -16,6 +16,7 @@ from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
+from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
 
 logger = logging.getLogger(__name__)
@@ -27,6 +28,7 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+NO_SCALING = ImageOptions()
 
 
 class Reply(NamedTuple):
@@ -143,13 +145,17 @@ def _convert_and_predict(
     return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
 
 
-def _fast_path(body: bytes, context: Context) -> Reply:
-    chunks, content_type = fast_path.invoke(body, context)
+def _fast_path(body: bytes, context: Context, options: ImageOptions) -> Reply:
+    chunks, content_type = fast_path.invoke(body, context, options)
     return Reply(200, chunks, content_type)
 
 
 def default_handling(
-    body: bytes, context: Context, session: requests.Session, accept_header: str | None = None
+    body: bytes,
+    context: Context,
+    session: requests.Session,
+    accept_header: str | None = None,
+    options: ImageOptions = NO_SCALING,
 ) -> Reply:
     """No user code: convert JSON/CSV here, hand everything else to the fast path.
 
@@ -159,7 +165,7 @@ def default_handling(
     convertible = context.request_content_type in conversion.CONVERTIBLE_TYPES
     if convertible and first_accept(context.accept_header) in JSON_ACCEPTS:
         return _convert_and_predict(body, context, session, accept_header)
-    return _fast_path(body, context)
+    return _fast_path(body, context, options)
 
 
 def invoke(
@@ -168,7 +174,8 @@ def invoke(
     context: Context,
     session: requests.Session,
     accept_header: str | None = None,
+    options: ImageOptions = NO_SCALING,
 ) -> Reply:
     if user_code is not None:
         return call_user_code(user_code, body, context, session)
-    return default_handling(body, context, session, accept_header)
+    return default_handling(body, context, session, accept_header, options)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import struct
 import tokenize
 import zipfile
@@ -83,34 +82,13 @@ _DECODE_ERRORS = (
 class ImageOptions:
     """How decoded pixels become float inputs: ``value = pixel * scale + offset``.
 
-    Read once from ``SAGEMAKER_TFS_IMAGE_SCALE`` (default 1.0) and ``SAGEMAKER_TFS_IMAGE_OFFSET``
-    (default 0.0); integer inputs always get the raw 0-255 pixels. Example: MobileNet-style
-    [-1, 1] inputs use scale ``0.00784313725`` (2/255) and offset ``-1``.
+    ``SAGEMAKER_TFS_IMAGE_SCALE`` / ``_OFFSET`` (``StackConfig.image_scale`` / ``image_offset``);
+    integer inputs always get the raw 0-255 pixels. Example: MobileNet-style [-1, 1] inputs
+    use scale ``0.00784313725`` (2/255) and offset ``-1``.
     """
 
     scale: float = 1.0
     offset: float = 0.0
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageOptions:
-        environ = os.environ if environ is None else environ
-        return cls(
-            scale=_float_env(environ, "SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
-            offset=_float_env(environ, "SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
-        )
-
-
-def _float_env(environ: Mapping[str, str], name: str, default: float) -> float:
-    text = environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {text!r}") from None
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {text!r}")
-    return value
 
 
 def media_type(header: str | None) -> str:
