@@ -24,6 +24,7 @@ import numpy as np
 from sagemaker_tfs import client
 from sagemaker_tfs.service import answers, payloads
 from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
 from sagemaker_tfs.wire.signatures import Signature
@@ -32,28 +33,29 @@ from sagemaker_tfs.wire.tensors import TensorConversionError
 
 logger = logging.getLogger(__name__)
 
-OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
 # Requests or answers (expected) this large are streamed to and from the model server
 # (client.predict's stream_answer).
 STREAM_BYTES = 4 << 20
 
 
 def invoke(
-    body: bytes, context: Any, options: payloads.ImageOptions
+    body: bytes, request: ParsedRequest, context: Any, options: payloads.ImageOptions
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
-    """Serve one request with a binary content type; returns (body chunks, content type)."""
-    if context.method != "predict":
+    """Serve one request with a binary content type over ``context``'s model server; returns
+    (body chunks, content type)."""
+    kind = request.content_type.name
+    if request.target.method != "predict":
         raise HttpError(
             400,
-            f"tfs-method={context.method} is not supported for "
-            f"{context.request_content_type}; use application/json",
+            f"tfs-method={request.target.method} is not supported for {kind}; "
+            "use application/json",
         )
-    output_type = payloads.choose_output_type(context.accept_header)
-    if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
-        raise HttpError(415, f"Unsupported Media Type: {context.request_content_type}")
+    output_type = payloads.choose_output_type(request.accept)
+    if kind not in payloads.INPUT_TYPES:
+        raise HttpError(415, f"Unsupported Media Type: {kind}")
     signature = _signature(context)
-    inputs = payloads.decode_request(body, context.request_content_type, signature.inputs, options)
-    names = output_filter(context.custom_attributes)
+    inputs = payloads.decode_request(body, kind, signature.inputs, options)
+    names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, inputs.arrays, names)
     stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES
     return _predict(context, inputs, names, stream, output_type)
@@ -75,15 +77,6 @@ def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: l
             return 0
         total += batch * int(np.prod(spec.shape[1:], dtype=np.int64)) * itemsize
     return total
-
-
-def output_filter(custom_attributes: str | None) -> list[str]:
-    """The output names of ``tfs-output-filter=a;b`` in the custom attributes (none: all)."""
-    for pair in (custom_attributes or "").split(","):
-        key, sep, value = pair.partition("=")
-        if sep and key.strip() == OUTPUT_FILTER_ATTRIBUTE:
-            return [name.strip() for name in value.split(";") if name.strip()]
-    return []
 
 
 def _signature(context: Any) -> Signature:

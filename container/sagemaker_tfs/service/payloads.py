@@ -19,7 +19,7 @@ import math
 import struct
 import tokenize
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from PIL import Image, UnidentifiedImageError
 from sagemaker_tfs.service import conversion, native_threads
 from sagemaker_tfs.wire import pixels, tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.http_headers import MediaType
 from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
@@ -91,23 +92,17 @@ class ImageOptions:
     offset: float = 0.0
 
 
-def media_type(header: str | None) -> str:
-    """``image/jpeg`` from ``Image/JPEG; q=1`` (lower case, parameters dropped)."""
-    return (header or "").split(";", 1)[0].strip().lower()
-
-
-def choose_output_type(accept: str | None) -> str:
-    """The first supported type of an Accept header; JSON when absent or ``*/*``."""
-    entries = [media_type(entry) for entry in (accept or "").split(",")]
-    entries = [entry for entry in entries if entry]
-    if not entries:
+def choose_output_type(accept: Sequence[MediaType]) -> str:
+    """The first supported type of an Accept header's types; JSON when none or ``*/*``."""
+    if not accept:
         return JSON
-    for entry in entries:
-        if entry in OUTPUT_TYPES:
-            return entry
-        if entry in ("*/*", "application/*"):
+    for entry in accept:
+        if entry.name in OUTPUT_TYPES:
+            return entry.name
+        if entry.name in ("*/*", "application/*"):
             return JSON
-    raise HttpError(406, f"Not Acceptable: {accept}; supported: {', '.join(OUTPUT_TYPES)}")
+    listed = ", ".join(entry.name for entry in accept)
+    raise HttpError(406, f"Not Acceptable: {listed}; supported: {', '.join(OUTPUT_TYPES)}")
 
 
 # ---------------------------------------------------------------- inputs
@@ -132,19 +127,19 @@ class DecodedInputs:
 
 
 def decode_inputs(
-    body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> dict[str, np.ndarray]:
     """Decode a request body into arrays keyed by input alias, converted to the signature."""
-    return decode_request(body, content_type, inputs, options).widened()
+    return decode_request(body, kind, inputs, options).widened()
 
 
 def decode_request(
-    body: bytes, content_type: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> DecodedInputs:
-    """Decode a request body into inputs keyed by alias, image pixels not yet widened."""
-    kind = media_type(content_type)
+    """Decode a request body of media type ``kind`` into inputs keyed by alias, image pixels
+    not yet widened."""
     if kind not in INPUT_TYPES:
-        raise HttpError(415, f"Unsupported Media Type: {content_type or 'none'}")
+        raise HttpError(415, f"Unsupported Media Type: {kind or 'none'}")
     if not body:
         raise HttpError(400, f"Empty request body for {kind}")
     if kind == NPY:

@@ -11,34 +11,17 @@ from typing import NamedTuple
 
 from sagemaker_tfs.config import MODEL_NAME_PATTERN, Instance
 from sagemaker_tfs.wire.errors import HttpError, excerpt
+from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, CustomAttributes
 
-CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
-TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 METHODS = ("predict", "classify", "regress")
 _VERSION = re.compile(r"[0-9]{1,19}")
 MAX_VERSION = 2**63 - 1
-_OPTIONAL_WHITESPACE = " \t"
 
 
 class Route(NamedTuple):
     model_name: str
     model_version: str | None
     method: str
-
-
-def parse_custom_attributes(header: str | None) -> dict[str, str]:
-    """``tfs-model-name=NAME,tfs-model-version=N,tfs-method=M``; other text is ignored.
-
-    Keys and values lose the spaces and tabs around them (HTTP's optional whitespace) and
-    nothing else, as the njs's ``parseCustomAttributes`` does.
-    """
-    attributes: dict[str, str] = {}
-    for pair in (header or "").split(","):
-        key, sep, value = pair.partition("=")
-        key = key.strip(_OPTIONAL_WHITESPACE)
-        if sep and key in ("tfs-model-name", "tfs-model-version", "tfs-method"):
-            attributes[key] = value.strip(_OPTIONAL_WHITESPACE)
-    return attributes
 
 
 def valid_version(text: str) -> bool:
@@ -52,16 +35,15 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def route(custom_attributes: str | None, default_model: str | None) -> Route:
+def route(attributes: CustomAttributes, default_model: str | None) -> Route:
     """The TF Serving target of a request; 400 for names, versions or methods that are wrong."""
-    attributes = parse_custom_attributes(custom_attributes)
-    name = attributes.get("tfs-model-name") or default_model
+    name = attributes.model_name or default_model
     if not name:
         raise HttpError(400, f"No model name: set tfs-model-name in {CUSTOM_ATTRIBUTES_HEADER}")
-    version = attributes.get("tfs-model-version")
+    version = attributes.model_version
     if version is not None and not valid_version(version):
         raise HttpError(400, f"Invalid model version: {excerpt(version)}")
-    method = attributes.get("tfs-method") or "predict"
+    method = attributes.method or "predict"
     if method not in METHODS:
         raise HttpError(
             400, f"Invalid method: {excerpt(method)} (expected predict, classify or regress)"

@@ -1,4 +1,4 @@
-"""The fast path's output filter, when it streams an answer, and ``client.predict``'s streamed
+"""When the fast path streams an answer, and ``client.predict``'s streamed
 answer against a real gRPC server in this process: one that offers the project's streamed
 Predict, and one that lacks it as TF Serving's binary does (the client falls back)."""
 
@@ -13,26 +13,25 @@ import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path, payloads
 from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.model_servers import ModelServer
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
+from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
-
-
-@pytest.mark.parametrize(
-    ("attributes", "names"),
-    [
-        ("", []),
-        ("tfs-model-name=m", []),
-        ("tfs-model-name=m,tfs-output-filter=boxes", ["boxes"]),
-        ("tfs-output-filter= boxes ; scores ;,tfs-method=predict", ["boxes", "scores"]),
-        ("tfs-output-filter=", []),
-    ],
+REQUEST = ParsedRequest(
+    method="POST",
+    path="/invocations",
+    content_type=MediaType("application/x-npy"),
+    accept=(),
+    accept_header="",
+    custom_attributes=CustomAttributes(),
+    target=Route("m", None, "predict"),
+    content_length=0,
 )
-def test_output_filter_from_custom_attributes(attributes: str, names: list[str]) -> None:
-    assert fast_path.output_filter(attributes) == names
 
 
 def signature(**outputs: tuple[int, ...] | None) -> Signature:
@@ -99,7 +98,7 @@ class FakeModelServer:
 def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
     server = FakeModelServer(streamed)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     try:
         x = np.arange(5000, dtype=np.float32)
         for _ in range(2):
@@ -122,7 +121,7 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
     model sees the same values either way, and so does a call without the cast."""
     server = FakeModelServer(streamed)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     image = np.arange(3 * 64 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(3, 64, 64, 3)
     cast = {"x": pixels.PixelCast("float32", scale=2 / 255, offset=-1)}
     expected = (image.astype(np.float32) * np.float32(2 / 255) + np.float32(-1)) * 2
@@ -154,7 +153,7 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
     server = FakeModelServer(streamed=True, drop_last_bytes=3)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     x = np.arange(5000, dtype=np.float32)
     try:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):

@@ -23,6 +23,7 @@ from sagemaker_tfs.service import answers, native_threads, payloads
 from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import accept_list
 from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
@@ -210,11 +211,14 @@ def test_bad_bodies(body: bytes, content_type: str, status: int, match: str) -> 
 
 
 def test_accept_negotiation() -> None:
-    assert payloads.choose_output_type(None) == "application/json"
-    assert payloads.choose_output_type("*/*") == "application/json"
-    assert payloads.choose_output_type("text/html, application/x-npy;q=0.9") == "application/x-npy"
+    def choose(header: str | None) -> str:
+        return payloads.choose_output_type(accept_list(header))
+
+    assert choose(None) == "application/json"
+    assert choose("*/*") == "application/json"
+    assert choose("text/html, application/x-npy;q=0.9") == "application/x-npy"
     with pytest.raises(HttpError, match="Not Acceptable: text/html") as raised:
-        payloads.choose_output_type("text/html")
+        choose("text/html")
     assert raised.value.status == 406
 
 
