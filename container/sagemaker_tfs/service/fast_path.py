@@ -109,7 +109,7 @@ def _predict(
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
-        client.forget_signatures(context.model_name, context.model_version)
+        client.forget_signatures(context)
         raise _rpc_failure(error) from None
     except TensorConversionError as error:
         raise HttpError(400, str(error)) from None

@@ -97,7 +97,7 @@ class FakeModelServer:
 @pytest.mark.parametrize("streamed", [True, False])
 def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
     server = FakeModelServer(streamed)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
     context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     try:
         x = np.arange(5000, dtype=np.float32)
@@ -112,6 +112,7 @@ def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
         assert server.calls == {"unary": 1, "streamed": 2}
     else:  # asked once, found unimplemented, then not asked again on this channel
         assert server.calls == {"unary": 3, "streamed": 0}
+    assert channel.offers_streamed_predict is streamed
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -120,7 +121,7 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
     its metadata; a server without it (TF Serving) gets the float32 values by Predict. The
     model sees the same values either way, and so does a call without the cast."""
     server = FakeModelServer(streamed)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
     context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     image = np.arange(3 * 64 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(3, 64, 64, 3)
     cast = {"x": pixels.PixelCast("float32", scale=2 / 255, offset=-1)}
@@ -152,7 +153,7 @@ def as_decoded(x: np.ndarray) -> payloads.DecodedInputs:
 def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
     server = FakeModelServer(streamed=True, drop_last_bytes=3)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
     context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     x = np.arange(5000, dtype=np.float32)
     try:

@@ -38,8 +38,11 @@ def registered(name: str, state: str = "AVAILABLE", root: str = "/work/models",
     return LoadedModel(name, url, f"{root}/{name}", Instance(*ports), state)
 
 
-def directory(registry: Registry, models_root: str = "/opt/ml/models") -> ModelDirectory:
-    return ModelDirectory(registry, Channels(), models_root)  # type: ignore[arg-type]
+def directory(
+    registry: Registry, models_root: str = "/opt/ml/models", channels: Channels | None = None
+) -> ModelDirectory:
+    channels = Channels() if channels is None else channels
+    return ModelDirectory(registry, channels, models_root)  # type: ignore[arg-type]
 
 
 def test_a_loaded_model_is_found_where_the_registry_put_it() -> None:
@@ -136,3 +139,17 @@ def test_code_that_cannot_be_imported_leaves_nothing_behind(tmp_path: Path) -> N
         models.user_code(models.lookup("m"))
     prefix = prefix_of(str(root / "m" / "code"))
     assert not [name for name in sys.modules if name.startswith(prefix)]
+
+
+def test_the_channels_of_unloaded_models_are_closed_and_dropped() -> None:
+    registry = Registry(registered("a", ports=(9001, 9002)), registered("b", ports=(9003, 9004)))
+    channels = Channels()
+    models = directory(registry, channels=channels)
+    for name in ("a", "b"):
+        channels.get(models.lookup(name).grpc_port)
+    assert len(channels) == 2
+    del registry.models["b"]
+    registry.models["a"] = registered("a", ports=(9005, 9006))  # reloaded elsewhere
+    models.forget("a")
+    assert models.lookup("a").grpc_port == 9005
+    assert len(channels) == 0  # both old ones dropped; the new one is made when used
