@@ -27,11 +27,11 @@ from sagemaker_tfs.service.handlers import (
     ensure_requirements,
     load_user_code,
 )
+from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, RegisteredModel
-from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
 
 logger = logging.getLogger(__name__)

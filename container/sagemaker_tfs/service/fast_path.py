@@ -1,6 +1,6 @@
 """Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
 
-The request body is decoded by :mod:`sagemaker_tfs.service.payloads` into the inputs the model's
+The request body is decoded by :mod:`sagemaker_tfs.service.inputs` into the inputs the model's
 signature wants (metadata fetched once per model/version and cached), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. Requests or answers of ``STREAM_BYTES`` or more go over the project's streamed
@@ -22,8 +22,10 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import answers, payloads
+from sagemaker_tfs.service import answers, content_types, inputs
 from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.inputs import DecodedInputs
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
@@ -39,7 +41,7 @@ STREAM_BYTES = 4 << 20
 
 
 def invoke(
-    body: bytes, request: ParsedRequest, context: Any, options: payloads.ImageOptions
+    body: bytes, request: ParsedRequest, context: Any, options: ImageOptions
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type over ``context``'s model server; returns
     (body chunks, content type)."""
@@ -50,15 +52,15 @@ def invoke(
             f"tfs-method={request.target.method} is not supported for {kind}; "
             "use application/json",
         )
-    output_type = payloads.choose_output_type(request.accept)
-    if kind not in payloads.INPUT_TYPES:
+    output_type = content_types.choose_output_type(request.accept)
+    if kind not in content_types.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
     signature = _signature(context)
-    inputs = payloads.decode_request(body, kind, signature.inputs, options)
+    decoded = inputs.decode_request(body, kind, signature.inputs, options)
     names = list(request.custom_attributes.output_filter)
-    expected = expected_answer_bytes(signature, inputs.arrays, names)
-    stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, inputs, names, stream, output_type)
+    expected = expected_answer_bytes(signature, decoded.arrays, names)
+    stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
+    return _predict(context, decoded, names, stream, output_type)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -92,7 +94,7 @@ def _signature(context: Any) -> Signature:
 
 def _predict(
     context: Any,
-    inputs: payloads.DecodedInputs,
+    decoded: DecodedInputs,
     names: list[str],
     stream: bool,
     output_type: str,
@@ -101,10 +103,10 @@ def _predict(
     try:
         answer = client.predict_answer(
             context,
-            inputs.arrays,
+            decoded.arrays,
             output_filter=names,
             stream_answer=stream,
-            pixel_casts=inputs.casts,
+            pixel_casts=decoded.casts,
         )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:

@@ -19,8 +19,8 @@ from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
+from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer, with_failover
-from sagemaker_tfs.service.payloads import ImageOptions
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
 from sagemaker_tfs.wire.errors import HttpError, error_body, shorten

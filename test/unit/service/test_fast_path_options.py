@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
-from sagemaker_tfs.service import fast_path, payloads
+from sagemaker_tfs.service import fast_path, inputs
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
@@ -146,8 +146,8 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
         assert server.received == [np.float32, np.float32]
 
 
-def as_decoded(x: np.ndarray) -> payloads.DecodedInputs:
-    return payloads.DecodedInputs({"x": x}, {})
+def as_decoded(x: np.ndarray) -> inputs.DecodedInputs:
+    return inputs.DecodedInputs({"x": x}, {})
 
 
 def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
