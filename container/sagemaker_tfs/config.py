@@ -227,18 +227,6 @@ class _Env:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def fraction(self, name: str, default: float) -> float:
-        value = self.raw(name)
-        if value is None:
-            return default
-        try:
-            number = float(value)
-        except ValueError:
-            raise ConfigError(f"{name} must be a number, got {value!r}") from None
-        if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
-        return number
-
     def finite(self, name: str, default: float) -> float:
         value = self.raw(name)
         if value is None:
@@ -249,6 +237,12 @@ class _Env:
             raise ConfigError(f"{name} must be a number, got {value!r}") from None
         if not math.isfinite(number):
             raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        return number
+
+    def fraction(self, name: str, default: float) -> float:
+        number = self.finite(name, default)
+        if not 0.0 <= number < 1.0:
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
         return number
 
 

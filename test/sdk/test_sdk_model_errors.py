@@ -10,7 +10,6 @@ front in between is an AWS API and cannot exist here: ``runtime_front.py`` plays
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from sagemaker.deserializers import JSONDeserializer
 from sagemaker.predictor import Predictor
 from sagemaker.serializers import IdentitySerializer, JSONSerializer
 from sagemaker.session import Session
-from whole_stack import RunningStack, running_stack
+from whole_stack import RunningStack, stack_with_code
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
@@ -32,10 +31,7 @@ PASSTHROUGH_CODE = REPO_ROOT / "test" / "resources" / "code" / "io_passthrough"
 @pytest.fixture(scope="module")
 def passthrough_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     root = tmp_path_factory.mktemp("sdk_io_passthrough")
-    shutil.copytree(MODEL, root / "model" / "half_plus_three")
-    shutil.copytree(PASSTHROUGH_CODE, root / "model" / "code")
-    (root / "work").mkdir()
-    with running_stack(root / "model", root / "work") as stack:
+    with stack_with_code(root, MODEL, PASSTHROUGH_CODE) as stack:
         yield stack
 
 

@@ -11,13 +11,12 @@ client must get.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from whole_stack import RunningStack, running_stack
+from whole_stack import RunningStack, stack_with_code
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -37,11 +36,7 @@ IDS = ["invalid-json", "empty", "unsupported-type", "instances-not-a-list"]
 
 def start(tmp_path_factory: pytest.TempPathFactory, code: str | None) -> Iterator[RunningStack]:
     root = tmp_path_factory.mktemp(f"stack_{code or 'no_code'}")
-    shutil.copytree(MODEL, root / "model" / "half_plus_three")
-    if code is not None:
-        shutil.copytree(CODE / code, root / "model" / "code")
-    (root / "work").mkdir()
-    with running_stack(root / "model", root / "work") as stack:
+    with stack_with_code(root, MODEL, CODE / code if code else None) as stack:
         yield stack
 
 
