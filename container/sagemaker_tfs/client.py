@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +43,10 @@ from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 DEFAULT_SIGNATURE = "serving_default"
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_TIMEOUT_SECONDS = 60.0
+# How long predict asks a model server that cannot be reached again (a restarted one is
+# back within a second or two), and the pause between tries.
+UNAVAILABLE_RETRY_SECONDS = 20.0
+UNAVAILABLE_PAUSE_SECONDS = 0.1
 # No message size limits; and a channel whose model server was restarted reconnects within
 # a second instead of gRPC's default backoff (up to 2 minutes).
 CHANNEL_OPTIONS = (
@@ -227,6 +232,7 @@ def predict(
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
+    unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
 ) -> dict[str, np.ndarray]:
     """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out.
 
@@ -235,7 +241,8 @@ def predict(
     on; a small call costs ~1 ms more). ``pixel_casts``: inputs given as integer pixels that
     the model wants as floats (``{"images": PixelCast("float32")}``); with ``stream_answer``
     the project's model server widens them, so a quarter of the bytes travel; otherwise they
-    are widened here before sending.
+    are widened here before sending. ``unavailable_retry_seconds``: how long a model server
+    that cannot be reached is asked again (see ``predict_answer``).
     """
     return predict_answer(
         context,
@@ -247,6 +254,7 @@ def predict(
         timeout=timeout,
         stream_answer=stream_answer,
         pixel_casts=pixel_casts,
+        unavailable_retry_seconds=unavailable_retry_seconds,
     ).complete()
 
 
@@ -261,15 +269,25 @@ def predict_answer(
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
+    unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
 ) -> StreamedTensors:
     """``predict`` with the answer still arriving: its outputs fill as ``pieces()`` is read
     (``streamed_predict.StreamedTensors``). An error while reading raises ``grpc.RpcError``,
-    or ``streamed_predict.StreamError`` for an answer that does not match its header."""
+    or ``streamed_predict.StreamError`` for an answer that does not match its header.
+
+    A model server that cannot be reached (UNAVAILABLE: it died or restarts) is asked again
+    every 100 ms for up to ``unavailable_retry_seconds`` (predictions are idempotent)."""
     spec = model_spec(context, signature_name, model_name, model_version)
     channel = channel_of(context)
-    return _predict_answer(
-        channel, spec, inputs, list(output_filter), timeout, stream_answer, pixel_casts or {}
-    )
+    deadline = time.monotonic() + unavailable_retry_seconds
+    while True:
+        try:
+            return _predict_answer(channel, spec, inputs, list(output_filter), timeout,
+                                   stream_answer, pixel_casts or {})  # fmt: skip
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
+                raise
+            time.sleep(UNAVAILABLE_PAUSE_SECONDS)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

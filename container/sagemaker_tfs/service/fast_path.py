@@ -107,6 +107,7 @@ def _predict(
             output_filter=names,
             stream_answer=stream,
             pixel_casts=decoded.casts,
+            unavailable_retry_seconds=0,  # the service fails over to another model server
         )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:

@@ -20,7 +20,12 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.model_servers import Candidates, ModelServer, with_failover
+from sagemaker_tfs.service.model_servers import (
+    Candidates,
+    ModelServer,
+    reached_no_model_server,
+    with_failover,
+)
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
 from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
@@ -111,7 +116,8 @@ def call_user_code(
     (as AWS's current container does), so that a client sees a bad request as a 4xx rather
     than as a 200 carrying an error.
     """
-    context = build_context(request, candidates.first())
+    first = candidates.first()
+    context = build_context(request, first)
     try:
         if user_code.handler is not None:
             return _handler_result(user_code.handler(io.BytesIO(body), context), context)
@@ -120,6 +126,8 @@ def call_user_code(
     except HttpError:
         raise
     except Exception as error:
+        if reached_no_model_server(error, first):  # not run again; the next requests avoid it
+            candidates.unreachable(first)
         raise _user_error(user_code, error) from error
 
     def post(server: ModelServer) -> tuple[requests.Response, ModelServer]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar
 
 import grpc
+import requests
 
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service.connections import Channels
@@ -52,6 +53,33 @@ class Candidates(ABC):
 
     @abstractmethod
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer: ...
+
+    @abstractmethod
+    def unreachable(self, server: ModelServer) -> None:
+        """``server`` could not be reached (by a handler's own call): the next requests go to
+        another model server first, while this one restarts."""
+
+
+def reached_no_model_server(error: BaseException, server: ModelServer) -> bool:
+    """Whether ``error`` (or one it was raised from) is a failed call to ``server``: REST that
+    could not connect to its port or lost the connection, or gRPC UNAVAILABLE naming its port
+    or socket."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, requests.ConnectionError):
+            url = getattr(current.request, "url", None) or ""
+            if f":{server.rest_port}/" in url:
+                return True
+        if isinstance(current, grpc.RpcError) and callable(getattr(current, "code", None)):
+            details = current.details() if callable(getattr(current, "details", None)) else ""
+            if current.code() == grpc.StatusCode.UNAVAILABLE and str(server.grpc_port) in (
+                details or ""
+            ):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def with_failover(candidates: Candidates, call: Callable[[ModelServer], T]) -> T:
@@ -134,5 +162,8 @@ class InstanceRotation(Candidates):
         return self._servers[0]
 
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
-        self._picker.mark_down(Instance(failed.grpc_port, failed.rest_port))
+        self.unreachable(failed)
         return self._servers[attempt % len(self._servers)]
+
+    def unreachable(self, server: ModelServer) -> None:
+        self._picker.mark_down(Instance(server.grpc_port, server.rest_port))

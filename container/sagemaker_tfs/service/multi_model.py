@@ -220,6 +220,9 @@ class RegisteredModel(Candidates):
         return self._server()
 
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
-        self._directory.forget(self._name)
+        self.unreachable(failed)
         self.location = self._directory.lookup(self._name)
         return self._server()
+
+    def unreachable(self, server: ModelServer) -> None:
+        self._directory.forget(self._name)

@@ -5,6 +5,9 @@ Predict, and one that lacks it as TF Serving's binary does (the client falls bac
 from __future__ import annotations
 
 import concurrent.futures
+import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -56,7 +59,7 @@ class FakeModelServer:
     Predict widens pixels as its metadata says). ``drop_last_bytes`` cuts the streamed answer
     short."""
 
-    def __init__(self, streamed: bool, drop_last_bytes: int = 0) -> None:
+    def __init__(self, streamed: bool, drop_last_bytes: int = 0, port: int = 0) -> None:
         self.drop_last_bytes = drop_last_bytes
         self.calls = {"unary": 0, "streamed": 0}
         self.received: list[np.dtype] = []
@@ -70,7 +73,7 @@ class FakeModelServer:
             self.server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
             )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.server.start()
 
     def _answer(self, request: bytes) -> tuple:
@@ -170,3 +173,44 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     finally:
         channel.close()
         server.server.stop(None)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_predict_waits_for_a_model_server_that_comes_back() -> None:
+    """UNAVAILABLE (the model server died or restarts) is asked again for a while: a handler's
+    gRPC call outlives a restart without the handler being run again."""
+    port = free_port()
+    channel = client.ModelServerChannel(f"127.0.0.1:{port}")
+    context = build_context(REQUEST, ModelServer(port, 0, channel))
+    x = np.arange(4, dtype=np.float32)
+    servers = []
+    timer = threading.Timer(0.5, lambda: servers.append(FakeModelServer(False, port=port)))
+    started = time.monotonic()
+    timer.start()
+    try:
+        outputs = client.predict(context, {"x": x})
+        np.testing.assert_array_equal(outputs["y"], x * 2)
+        assert time.monotonic() - started >= 0.5
+    finally:
+        timer.join()
+        channel.close()
+        for server in servers:
+            server.server.stop(None)
+
+
+def test_predict_gives_up_on_an_unreachable_model_server() -> None:
+    channel = client.ModelServerChannel(f"127.0.0.1:{free_port()}")
+    context = build_context(REQUEST, ModelServer(0, 0, channel))
+    x = np.arange(4, dtype=np.float32)
+    with channel:
+        for seconds in (0, 0.4):
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as raised:
+                client.predict(context, {"x": x}, unavailable_retry_seconds=seconds)
+            assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert seconds <= time.monotonic() - started < seconds + 2

@@ -41,12 +41,16 @@ class Fixed(Candidates):
     def __init__(self, *servers: ModelServer) -> None:
         self.servers = servers
         self.round_size = len(servers)
+        self.unreached: list[ModelServer] = []
 
     def first(self) -> ModelServer:
         return self.servers[0]
 
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
         return self.servers[attempt % len(self.servers)]
+
+    def unreachable(self, server: ModelServer) -> None:
+        self.unreached.append(server)
 
 
 SERVER = ModelServer(9000, 8501, None)
@@ -196,12 +200,32 @@ def test_a_handler_whose_own_call_fails_runs_once_with_its_error() -> None:
         requests.get(f"http://127.0.0.1:{port}/", timeout=5)
 
     other = ModelServer(9002, 8503, None)
+    servers = Fixed(SERVER, other)
     with pytest.raises(HttpError) as raised:
-        call_user_code(UserCode("x.py", handler=handler), b"abc", REQUEST,
-                       Fixed(SERVER, other), requests.Session())  # fmt: skip
+        call_user_code(UserCode("x.py", handler=handler), b"abc", REQUEST, servers,
+                       requests.Session())  # fmt: skip
     assert raised.value.status == 500
     assert f"port={port}" in raised.value.message and "Connection refused" in raised.value.message
     assert len(runs) == 1
+    assert servers.unreached == []  # nothing to do with the model servers
+
+
+def test_a_handler_that_finds_its_model_server_down_runs_once_and_it_goes_last() -> None:
+    """The handler's own REST call to ``context.rest_uri`` is refused: its error (500), once;
+    the model server is reported unreachable so that the next requests go elsewhere."""
+    runs = []
+
+    def handler(data, context):  # type: ignore[no-untyped-def]
+        runs.append(context.rest_uri)
+        return requests.post(context.rest_uri, data=data.read(), timeout=5).content
+
+    down = ModelServer(9000, closed_port(), None)
+    servers = Fixed(down, SERVER)
+    with pytest.raises(HttpError) as raised:
+        call_user_code(UserCode("x.py", handler=handler), b"[1]", REQUEST, servers,
+                       requests.Session())  # fmt: skip
+    assert raised.value.status == 500 and "Connection refused" in raised.value.message
+    assert len(runs) == 1 and servers.unreached == [down]
 
 
 @pytest.mark.parametrize("unreachable", ["refused", "503"])

@@ -34,8 +34,11 @@ class Numbered(Candidates):
         return ModelServer(0, 0, None)
 
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
-        self.failed.append(failed.grpc_port)
+        self.unreachable(failed)
         return ModelServer(attempt, attempt, None)
+
+    def unreachable(self, server: ModelServer) -> None:
+        self.failed.append(server.grpc_port)
 
 
 def test_the_next_candidate_answers() -> None:
