@@ -1,4 +1,4 @@
-"""The stack's configuration: every environment variable of CONTRACT.md, parsed once.
+"""The stack's configuration: every environment variable of docs/contract.md, parsed once.
 
 ``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
 overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -123,6 +124,9 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+    # Decoded image pixels for a float input: pixel * image_scale + image_offset.
+    image_scale: float = 1.0
+    image_offset: float = 0.0
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -223,7 +227,7 @@ class _Env:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def fraction(self, name: str, default: float) -> float:
+    def finite(self, name: str, default: float) -> float:
         value = self.raw(name)
         if value is None:
             return default
@@ -231,8 +235,14 @@ class _Env:
             number = float(value)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        return number
+
+    def fraction(self, name: str, default: float) -> float:
+        number = self.finite(name, default)
         if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
         return number
 
 
@@ -286,7 +296,7 @@ def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
 
 
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
-    """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
+    """The models under ``model_dir`` (docs/contract.md "Model directory").
 
     ``model_dir`` itself is a model when it holds version directories (it takes the
     directory's name); otherwise each non-hidden sub-directory other than ``code`` that
@@ -492,4 +502,6 @@ def load_config(
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+        image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
     )

@@ -32,8 +32,8 @@ from sagemaker_tfs.model_server.servable import (
     output_aliases,
 )
 from sagemaker_tfs.model_server.signatures import (
+    GraphTensor,
     ServableSignature,
-    TensorSpec,
     find_signature,
     signature_def_of,
 )
@@ -47,10 +47,10 @@ def tflite_path(version_dir: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _tensor_spec(detail: dict[str, Any]) -> TensorSpec:
+def _graph_tensor(detail: dict[str, Any]) -> GraphTensor:
     dtype = tf.dtypes.as_dtype(detail["dtype"]).as_datatype_enum
     shape = tuple(int(size) for size in detail.get("shape_signature", detail["shape"]))
-    return TensorSpec(detail["name"], dtype, shape)
+    return GraphTensor(detail["name"], dtype, shape)
 
 
 def _signatures(interpreter: tf.lite.Interpreter) -> dict[str, ServableSignature]:
@@ -61,11 +61,11 @@ def _signatures(interpreter: tf.lite.Interpreter) -> dict[str, ServableSignature
             name=key,
             method_name=PREDICT_METHOD,
             inputs={
-                alias: _tensor_spec(detail)
+                alias: _graph_tensor(detail)
                 for alias, detail in sorted(runner.get_input_details().items())
             },
             outputs={
-                alias: _tensor_spec(detail)
+                alias: _graph_tensor(detail)
                 for alias, detail in sorted(runner.get_output_details().items())
             },
         )
