@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 import falcon
 import requests
 
-from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
+from sagemaker_tfs.config import STACK_CONFIG_ENV, Instance, StackConfig
 from sagemaker_tfs.service import errors, native_threads
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
@@ -26,7 +26,7 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
+from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory
 from sagemaker_tfs.service.routing import (
     CUSTOM_ATTRIBUTES_HEADER,
     TARGET_MODEL_HEADER,
@@ -224,19 +224,23 @@ class SingleModelService(Service):
 
 
 class MultiModelService(Service):
-    """Multi-model endpoint: models loaded and unloaded at run time, each in its own model
-    server; the request names its model in the path or the Target-Model header."""
+    """Multi-model endpoint: models loaded and unloaded at run time, served by the shared
+    model servers (``config.instances``, in turn, as ``SingleModelService`` does) or each by
+    a model server of its own; the request names its model in the path or the Target-Model
+    header."""
 
     def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
                  directory: ModelDirectory) -> None:  # fmt: skip
         super().__init__(config, channels, session)
         self.directory = directory
+        self.picker = InstancePicker(config.instances) if config.instances else None
 
     def invoke(self, req: falcon.Request, name: str | None) -> Reply:
         """Lookups are cached for a second, so another worker may have unloaded (or reloaded)
         the model meanwhile: while its model server is unreachable, ask the registry again
         before each retry (404 when the model is gone; its new ports when it was reloaded),
-        and after any other server-side failure answer 404 if the model was unloaded meanwhile.
+        and after any other server-side failure, or a 404 from the model server, answer the
+        registry's 404 if the model was unloaded meanwhile.
         """
         if name is None:
             raise errors.HttpError(
@@ -245,30 +249,50 @@ class MultiModelService(Service):
         check_model_name(name)
         target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
         body = _read_body(req)
-        used: list[ModelLocation] = []
+        shared = self.picker.rotation() if self.picker is not None else ()
+        used: list[Instance] = []
 
         def attempt(index: int) -> Reply:
             if index:
                 self.directory.forget(name)
             model = self.directory.lookup(name)  # raises 404 once it was unloaded
-            if used and used[-1] != model:
-                self.channels.drop(used[-1].grpc_port)
-            used.append(model)
-            context = self._context(req, target, model.grpc_port, model.rest_port, body)
+            instance = (
+                shared[index % len(shared)]
+                if shared
+                else Instance(model.grpc_port, model.rest_port)
+            )
+            if used and not shared and used[-1] != instance:
+                self.channels.drop(used[-1].grpc_port)  # its own model server moved
+            used.append(instance)
+            context = self._context(req, target, instance.grpc_port, instance.rest_port, body)
             user_code = self.directory.user_code(model)
-            return invoke(user_code, body, context, self.session, req.get_header("Accept"))
+            try:
+                return invoke(user_code, body, context, self.session, req.get_header("Accept"))
+            except errors.ModelServerUnavailable:
+                if self.picker is not None:
+                    self.picker.mark_down(instance)
+                raise
 
         try:
-            return with_failover(attempt, 1)
+            reply = with_failover(attempt, max(1, len(shared)))
         except errors.HttpError as error:
-            if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
+            client_error = error.status < 500 and error.status != 404
+            if client_error or isinstance(error, errors.ModelServerUnavailable):
                 raise
-            self.directory.forget(name)
-            self.directory.lookup(name)  # raises 404 if it was unloaded
+            self._raise_if_unloaded(name)
             raise
+        if reply.status == 404:  # a shared model server's answer for a model it dropped
+            self._raise_if_unloaded(name)
+        return reply
+
+    def _raise_if_unloaded(self, name: str) -> None:
+        """The registry's 404 if ``name`` was unloaded since it was looked up."""
+        self.directory.forget(name)
+        self.directory.lookup(name)
 
     def describe(self) -> str:
-        return "multi_model=True"
+        ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
+        return f"multi_model=True shared_instances={ports or None}"
 
 
 class Ping:

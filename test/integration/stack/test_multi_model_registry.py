@@ -1,8 +1,9 @@
-"""Multi-model endpoints, process side: the supervisor's registry and its control API.
+"""Multi-model endpoints with a model server per model: the registry and its control API.
 
 These talk to the control API on its unix socket (what nginx and the Python service use)
-and look at the per-model model server processes; the public HTTP endpoints are tested by
-the request-path tests.
+and look at the per-model model server processes (``SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL``);
+the public HTTP endpoints are tested by the request-path tests, the shared model servers by
+test_multi_model_shared.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import requests
 from whole_stack import Stack, StartStack, pid_alive, port_is_free, wait_for
 
 pytestmark = pytest.mark.slow
+PER_MODEL = {"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"}
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -83,7 +85,7 @@ def models_root(resources_dir: Path, tmp_path: Path) -> Path:
 def test_two_models_at_once_without_blocking_the_rest(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     assert control(stack, "GET", "/models") == (200, {"models": []})
     results: dict[str, tuple[int, Any]] = {}
     threads = [
@@ -118,7 +120,7 @@ def test_two_models_at_once_without_blocking_the_rest(
 
 
 def test_load_errors(start_stack: StartStack, models_root: Path, tmp_path: Path) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     assert load(stack, "a", "other") == (409, {"error": "Model a is already loaded"})
@@ -164,7 +166,7 @@ def body_rest_port(stack: Stack, name: str) -> int:
 def test_unload_ends_the_process_and_frees_its_ports(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     pid = server_pid(stack, body["rest_port"])
@@ -182,7 +184,7 @@ def test_unload_ends_the_process_and_frees_its_ports(
 
 
 def test_507_when_the_port_range_is_exhausted(start_stack: StartStack, models_root: Path) -> None:
-    stack = start_stack(models_root, multi_model=True, port_range_size=2)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True, port_range_size=2)
     assert load(stack, "a", "half_plus_three")[0] == 200
     status, body = load(stack, "b", "other")
     assert status == 507 and "No free ports" in body["error"]
@@ -191,7 +193,7 @@ def test_507_when_the_port_range_is_exhausted(start_stack: StartStack, models_ro
 
 
 def test_crashed_model_process_is_restarted(start_stack: StartStack, models_root: Path) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     pid = server_pid(stack, body["rest_port"])
@@ -214,7 +216,7 @@ def test_a_model_that_fails_to_load_leaves_nothing_behind(
     broken = models_root / "broken" / "1"
     broken.mkdir(parents=True)
     (broken / "saved_model.pb").write_bytes(b"this is not a SavedModel")
-    stack = start_stack(models_root, multi_model=True, port_range_size=2)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True, port_range_size=2)
     status, body = load(stack, "broken", "broken")
     assert status == 500
     assert body["error"].startswith("Model broken failed to load from broken: ")

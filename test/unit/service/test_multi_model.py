@@ -29,7 +29,7 @@ class Registry:
 
 def registered(name: str, state: str = "AVAILABLE") -> LoadedModel:
     url = f"/opt/ml/models/{name}"
-    return LoadedModel(name, url, f"/work/models/{name}", Instance(9001, 9002), state)
+    return LoadedModel(name, url, f"/work/models/{name}", (Instance(9001, 9002),), state, 0)
 
 
 def directory(registry: Registry) -> ModelDirectory:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 from launchers import RecordingLauncher, StuckLauncher
 from sagemaker_tfs.config import PortRange
+from sagemaker_tfs.supervisor.memory import available_memory_bytes
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers, PortPool
 from sagemaker_tfs.supervisor.registry import (
     ModelRegistry,
-    PortPool,
-    available_memory_bytes,
     resolve_model_url,
     validate_model_name,
 )
@@ -76,8 +77,9 @@ def test_port_pool_hands_out_and_takes_back() -> None:
 def test_available_memory(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 100 kB\nMemAvailable:  2048 kB\n")
-    assert available_memory_bytes(str(meminfo)) == 2048 * 1024
-    assert available_memory_bytes(str(tmp_path / "missing")) is None
+    no_cgroup = str(tmp_path / "no-cgroup")
+    assert available_memory_bytes(str(meminfo), no_cgroup) == 2048 * 1024
+    assert available_memory_bytes(str(tmp_path / "missing"), no_cgroup) is None
 
 
 def test_registry_refuses_with_507_when_memory_is_low(
@@ -88,11 +90,14 @@ def test_registry_refuses_with_507_when_memory_is_low(
         {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_SAFE_PORT_RANGE": "40000-40100"}
     )
     launcher = RecordingLauncher()
-    registry = ModelRegistry(config, launcher, memory_margin=10**9, available_memory=lambda: 10)
+    servers = PerModelServers(config, launcher)
+    registry = ModelRegistry(config, servers, memory_margin=10**9, available_memory=lambda: 10)
     with pytest.raises(HttpError) as error:
         registry.load("m", "m")
     assert error.value.status == 507
-    assert error.value.message == "Not enough memory to load model m: 10 bytes available"
+    assert error.value.message == (
+        "Not enough memory to load model m: it needs about 16 MB, 0 MB available"
+    )
     assert launcher.started == [] and registry.list() == []
 
 
@@ -102,8 +107,9 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
 ) -> None:
     make_model(tmp_path / "models" / "m")
     config = stack_config({"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "1"})
+    config = dataclasses.replace(config, model_server_per_model=True)
     launcher = StuckLauncher()
-    registry = ModelRegistry(config, launcher)
+    registry = ModelRegistry(config, PerModelServers(config, launcher))
     started = time.monotonic()
     with pytest.raises(HttpError) as error:
         registry.load("m", "m")
