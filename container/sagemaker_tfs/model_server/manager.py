@@ -22,6 +22,7 @@ from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
+from sagemaker_tfs.model_server.garbage import COLLECTOR
 from sagemaker_tfs.model_server.model_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.servable import Servable
 
@@ -83,8 +84,11 @@ class ModelManager:
         load_retry_interval_seconds: float = 60.0,
         poll_wait_seconds: float = 1.0,
         num_load_threads: int = 2,
+        after_unload: Callable[[], None] = COLLECTOR.collect_soon,
     ) -> None:
         self._loader = loader
+        # Once a version is closed: its graph's memory comes back with a collection.
+        self._after_unload = after_unload
         self._max_retries = max_num_load_retries
         self._retry_interval = load_retry_interval_seconds
         self._poll_wait = poll_wait_seconds
@@ -292,7 +296,11 @@ class ModelManager:
             servable.close()
         else:
             # Closing waits for requests in flight; never do that under the manager lock.
-            self._pool.submit(servable.close)
+            self._pool.submit(self._close, servable)
+
+    def _close(self, servable: Servable) -> None:
+        servable.close()
+        self._after_unload()
 
     def _remove_model(self, model: Model) -> None:
         for state in model.versions.values():

@@ -144,11 +144,21 @@ def test_labels(tmp_path: Path) -> None:
 
 def test_removed_model_is_unloaded(tmp_path: Path) -> None:
     (tmp_path / "1").mkdir()
-    manager = _manager(Loader())
+    loader = Loader()
+    closed_before_collection: list[bool] = []
+    manager = ModelManager(
+        loader,
+        poll_wait_seconds=0,
+        after_unload=lambda: closed_before_collection.append(loader.loaded[0].closed),
+    )
     manager.reload_config(_config(tmp_path))
     manager.reload_config(model_server_config_pb2.ModelServerConfig())
     with pytest.raises(ServingError, match="Could not find any versions of model m"):
         _status(manager)
+    deadline = time.monotonic() + 5
+    while not closed_before_collection and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed_before_collection == [True]  # the memory is collected once it is closed
 
 
 def _models_config(base: Path, names: list[str], policy: str = ""):
