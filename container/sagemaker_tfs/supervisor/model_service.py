@@ -8,14 +8,24 @@ alone; it answers once the new ones have loaded or failed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import grpc
-from google.protobuf.message import Message
+# The supervisor forks its children while these channels live. gRPC's fork handlers then
+# stop and restart its pollers around each fork ("epoll_wait error: Bad file descriptor" in
+# the supervisor, and once in a while a child that dies before its exec); the supervisor's
+# calls need no gRPC in its children. Read when gRPC is first imported, so set before; the
+# children get the user's own setting back (``child_environment``).
+FORK_SUPPORT_VARIABLE = "GRPC_ENABLE_FORK_SUPPORT"
+USER_FORK_SUPPORT = os.environ.get(FORK_SUPPORT_VARIABLE)
+os.environ[FORK_SUPPORT_VARIABLE] = "false"
 
-from sagemaker_tfs.config import ModelSpec
-from sagemaker_tfs.wire import protos
+import grpc  # noqa: E402
+from google.protobuf.message import Message  # noqa: E402
+
+from sagemaker_tfs.config import ModelSpec  # noqa: E402
+from sagemaker_tfs.wire import protos  # noqa: E402
 
 AVAILABLE = (
     protos.POOL.FindEnumTypeByName("tensorflow.serving.ModelVersionStatus.State")

@@ -41,6 +41,7 @@ from sagemaker_tfs.supervisor.model_server_processes import (
     render_model_config,
     wait_until_available,
 )
+from sagemaker_tfs.supervisor.model_service import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.polling import poll_until
 from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
@@ -465,6 +466,9 @@ MALLOC_DEFAULTS = {
 
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
+    if USER_FORK_SUPPORT is not None:
+        env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
     env["OMP_NUM_THREADS"] = config.omp_num_threads
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in MALLOC_DEFAULTS.items():
