@@ -43,6 +43,23 @@ class VersionState:
     servable: Servable | None = None
 
 
+# A directory changed this recently may change again within its mtime's granularity unseen.
+SETTLED_SECONDS = 2.0
+
+
+def directory_stamp(base_path: str) -> tuple[int, int] | None:
+    """(inode, mtime) of a settled base path: the same stamp means the same version
+    directories (adding, removing or renaming one changes the mtime). None when the
+    directory is missing or changed too recently to tell."""
+    try:
+        stat = os.stat(base_path)
+    except OSError:
+        return None
+    if time.time_ns() - stat.st_mtime_ns < SETTLED_SECONDS * 1e9:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
 def list_versions(base_path: str) -> dict[int, str]:
     """Version number -> directory; hidden and non-numeric names are ignored."""
     try:
@@ -65,6 +82,8 @@ class Model:
         self.versions: dict[int, VersionState] = {}
         # Applied only once every label points at an available version (see reload_config).
         self.labels: dict[str, int] = {}
+        # The base path's stamp when the poller last listed it (see directory_stamp).
+        self.listed_stamp: tuple[int, int] | None = None
 
     def available(self) -> dict[int, Servable]:
         return {
@@ -164,16 +183,21 @@ class ModelManager:
         self._poller.start()
 
     def _poll_loop(self) -> None:
-        """Each round lists the directories without the lock (a thousand models take a
-        while to list) and applies each listing under it, so requests never wait for it."""
+        """Each round lists the directories without the lock and applies each listing under
+        it, so requests never wait for it; a base path whose stamp did not change since it
+        was listed is not listed again (a thousand listings a second cost ~5% of a core)."""
         while not self._stopping.wait(self._poll_wait):
             with self._lock:
                 models = list(self._models.values())
             for model in models:
+                stamp = directory_stamp(model.spec.base_path)
+                if stamp is not None and stamp == model.listed_stamp:
+                    continue
                 on_disk = list_versions(model.spec.base_path)
                 with self._lock:
                     if self._models.get(model.spec.name) is model:
                         self._scan(model, on_disk)
+                        model.listed_stamp = stamp
 
     def shutdown(self) -> None:
         """Stop polling and loading, and close every session."""

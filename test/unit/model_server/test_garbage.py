@@ -24,7 +24,7 @@ def test_a_burst_of_unloads_is_collected_once_and_soon() -> None:
         refs = [weakref.ref(node) for node in cycles]
         del cycles
         assert all(ref() is not None for ref in refs)  # refcounting alone frees nothing
-        collector = GarbageCollector(coalesce_seconds=0.1)
+        collector = GarbageCollector(coalesce_seconds=0.1, min_interval_seconds=0.5)
         for _ in range(3):
             collector.collect_soon()
         deadline = time.monotonic() + 5
@@ -35,3 +35,15 @@ def test_a_burst_of_unloads_is_collected_once_and_soon() -> None:
         assert collector.collections == 1
     finally:
         gc.enable()
+
+
+def test_collections_are_spaced_out() -> None:
+    collector = GarbageCollector(coalesce_seconds=0.01, min_interval_seconds=0.5)
+    started = time.monotonic()
+    collector.collect_soon()
+    while collector.collections < 1:
+        time.sleep(0.005)
+    collector.collect_soon()  # right after the first: waits out the interval
+    while collector.collections < 2:
+        time.sleep(0.005)
+    assert time.monotonic() - started >= 0.5

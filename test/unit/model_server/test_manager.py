@@ -6,6 +6,7 @@ function so retries, policies and unloading can be checked quickly and exactly.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -240,3 +241,31 @@ def test_a_reload_waits_for_its_own_loads_only(tmp_path: Path) -> None:
     release.set()
     slow.join(10)
     assert manager.get_servable("slow").version == 1
+
+
+def test_the_poller_lists_only_directories_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("still", "moving"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    old = time.time() - 60
+    for name in ("still", "moving"):
+        os.utime(tmp_path / name, (old, old))
+    manager = ModelManager(Loader(), poll_wait_seconds=0.05)
+    manager.reload_config(_models_config(tmp_path, ["still", "moving"], policy="latest2"))
+    listed: list[str] = []
+    real_list_versions = manager_module.list_versions
+    monkeypatch.setattr(
+        manager_module,
+        "list_versions",
+        lambda base_path: listed.append(Path(base_path).name) or real_list_versions(base_path),
+    )
+    manager.start_polling()
+    time.sleep(0.5)  # about ten rounds
+    assert listed.count("still") == listed.count("moving") == 1  # listed once, then stamped
+    (tmp_path / "moving" / "2").mkdir()
+    deadline = time.monotonic() + 5
+    while manager.get_servable("moving").version != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert manager.get_servable("moving").version == 2
+    assert listed.count("still") == 1 and listed.count("moving") >= 2
