@@ -16,7 +16,7 @@ server) with ``--models`` copies of half_plus_three, each in its own directory, 
 - the time a killed model server takes to serve every model again.
 
     .venv/bin/python test/perf/bench_multi_model.py [--models 1000] [--extra 100] \\
-        [--invokes 500] [--cycles 1000] [--in-process-cycles 1000]
+        [--invokes 500] [--cycles 1000] [--in-process-cycles 1000] [--no-restart]
 
 ``--in-process-cycles`` also loads and closes a Servable that many times in this process
 (no stack), to tell TensorFlow's own cost per load from the stack's.
@@ -262,6 +262,7 @@ def main() -> None:
     parser.add_argument("--invokes", type=int, default=500)
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--in-process-cycles", type=int, default=0)
+    parser.add_argument("--no-restart", action="store_true", help="skip the killed model server")
     args = parser.parse_args()
 
     with models_stack(args.models + args.extra) as stack:
@@ -274,8 +275,10 @@ def main() -> None:
             Bench(small, 10, 0).load_range(0, 10)
             labels = {"10 models loaded": small, f"{args.models} models loaded": stack}
             print_latencies(alternating_latencies(labels, name_of(0), args.invokes), args.invokes)
-        bench.cycles(args.cycles)
-        bench.restart()
+        if args.cycles:
+            bench.cycles(args.cycles)
+        if not args.no_restart:
+            bench.restart()
     if args.in_process_cycles:
         in_process_cycles(args.in_process_cycles)
 

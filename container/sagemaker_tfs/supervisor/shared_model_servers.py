@@ -144,8 +144,10 @@ class SharedModelServers:
             self._write_config_file()
 
     def unload(self, name: str, instances: tuple[Instance, ...]) -> None:
+        """Stop serving ``name`` (nothing to do after a failed load: it is gone already)."""
         with self._lock:
-            self._wanted.pop(name, None)
+            if self._wanted.pop(name, None) is None:
+                return
             self._generation += 1
             if self._served.pop(name, None) is not None:
                 self._write_config_file()
