@@ -109,7 +109,7 @@ def test_models_share_one_model_server_that_comes_back_with_them(container: Cont
         assert invoke(container, name, "[1.0]").json() == {"predictions": [[3.5]]}
     assert invoke(container, "shared_hp2", "[2.0]").json() == {"predictions": [[3.0]]}
 
-    container.exec("kill", "-9", server)
+    container.exec("sh", "-c", f"kill -9 {server}")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if all(answers(container, name) for name in names):
