@@ -16,7 +16,7 @@ server) with ``--models`` copies of half_plus_three, each in its own directory, 
 - the time a killed model server takes to serve every model again.
 
     .venv/bin/python test/perf/bench_multi_model.py [--models 1000] [--extra 100] \\
-        [--invokes 500] [--cycles 1000] [--in-process-cycles 1000] [--no-restart]
+        [--invokes 500] [--cycles 1000] [--in-process-cycles 1000] [--no-restart] [--per-model]
 
 ``--in-process-cycles`` also loads and closes a Servable that many times in this process
 (no stack), to tell TensorFlow's own cost per load from the stack's.
@@ -120,7 +120,7 @@ def describe_latency(label: str, times: list[float]) -> float:
 
 
 @contextlib.contextmanager
-def models_stack(count: int) -> Iterator[Stack]:
+def models_stack(count: int, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
     temp = Path(tempfile.mkdtemp(prefix="bench-multi-model-"))
     try:
         root = temp / "models"
@@ -129,6 +129,7 @@ def models_stack(count: int) -> Iterator[Stack]:
         work_dir = temp / "work"
         work_dir.mkdir()
         env = {"SAGEMAKER_TFS_LOG_LEVEL": "WARNING", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "600"}
+        env.update(extra_env or {})
         with running_stack(root, work_dir, env, multi_model=True) as stack:
             stack.wait_until_settled()
             yield stack
@@ -263,15 +264,21 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--in-process-cycles", type=int, default=0)
     parser.add_argument("--no-restart", action="store_true", help="skip the killed model server")
+    parser.add_argument(
+        "--per-model",
+        action="store_true",
+        help="SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL=true (for comparison: use few --models)",
+    )
     args = parser.parse_args()
+    mode = {"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"} if args.per_model else {}
 
-    with models_stack(args.models + args.extra) as stack:
+    with models_stack(args.models + args.extra, mode) as stack:
         bench = Bench(stack, args.models, args.extra)
         bench.density()
         bench.one_more()
         for index in range(args.models, args.models + args.extra):
             unload(stack, name_of(index))
-        with models_stack(10) as small:
+        with models_stack(10, mode) as small:
             Bench(small, 10, 0).load_range(0, 10)
             labels = {"10 models loaded": small, f"{args.models} models loaded": stack}
             print_latencies(alternating_latencies(labels, name_of(0), args.invokes), args.invokes)
