@@ -239,11 +239,13 @@ class Bench:
 def alternating_latencies(
     stacks: dict[str, Stack], name: str, invokes: int
 ) -> dict[str, list[float]]:
-    """One request to each stack in turn, ``invokes`` rounds (after 50 to warm up)."""
+    """One request to each stack in turn, ``invokes`` rounds (after 50 to warm up); every
+    other round the other stack goes first, so neither always follows the other's request."""
     sessions = {label: requests.Session() for label in stacks}
     times: dict[str, list[float]] = {label: [] for label in stacks}
     for round_ in range(50 + invokes):
-        for label, stack in stacks.items():
+        order = list(stacks.items())
+        for label, stack in order if round_ % 2 else reversed(order):
             (took,) = invoke_latencies(sessions[label], stack, name, 1)
             if round_ >= 50:
                 times[label].append(took)
