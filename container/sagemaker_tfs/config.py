@@ -1,4 +1,4 @@
-"""The stack's configuration: every environment variable of CONTRACT.md, parsed once.
+"""The stack's configuration: every environment variable of docs/contract.md, parsed once.
 
 ``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
 overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -126,6 +127,9 @@ class StackConfig:
     # Multi-model: one model server process per loaded model (isolation), instead of the
     # ``instances`` serving every loaded model (density; the default).
     model_server_per_model: bool = False
+    # Decoded image pixels for a float input: pixel * image_scale + image_offset.
+    image_scale: float = 1.0
+    image_offset: float = 0.0
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -226,7 +230,7 @@ class _Env:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def fraction(self, name: str, default: float) -> float:
+    def finite(self, name: str, default: float) -> float:
         value = self.raw(name)
         if value is None:
             return default
@@ -234,8 +238,14 @@ class _Env:
             number = float(value)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        return number
+
+    def fraction(self, name: str, default: float) -> float:
+        number = self.finite(name, default)
         if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
         return number
 
 
@@ -289,7 +299,7 @@ def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
 
 
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
-    """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
+    """The models under ``model_dir`` (docs/contract.md "Model directory").
 
     ``model_dir`` itself is a model when it holds version directories (it takes the
     directory's name); otherwise each non-hidden sub-directory other than ``code`` that
@@ -500,4 +510,6 @@ def load_config(
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
         model_server_per_model=per_model,
+        image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+        image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
     )

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import requests
 from control_socket import control, load, predict_direct
-from whole_stack import Stack, StartStack, pid_alive, port_is_free, wait_for
+from sagemaker_tfs.supervisor.sockets import port_is_free
+from whole_stack import Stack, StartStack, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 PER_MODEL = {"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"}
