@@ -168,7 +168,7 @@ def test_a_load_in_flight_when_its_model_server_dies_fails_alone(
     result: dict[str, tuple[int, Any]] = {}
     loading = threading.Thread(target=lambda: result.update(slow=load(stack, "slow", "slow")))
     loading.start()
-    assert wait_for(lambda: "Loading servable: {name: slow" in stack.log_text(), 60)
+    assert wait_for(lambda: "Loading servable version {name: slow" in stack.log_text(), 60)
     started = time.monotonic()
     assert answers(stack, "m00")  # the other models serve while it loads
     assert time.monotonic() - started < 2
