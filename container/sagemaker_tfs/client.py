@@ -99,9 +99,8 @@ class ModelServerChannel(grpc.Channel):
     def __enter__(self) -> ModelServerChannel:
         return self
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
-        return False
 
 
 _opened: dict[str, ModelServerChannel] = {}

@@ -136,7 +136,9 @@ def classification_result(
             f"Got {classes.shape[1]} vs. {scores.shape[1]}"
         )
     result = classification_pb2.ClassificationResult()
-    num_classes = (classes if classes is not None else scores).shape[1]
+    rows = classes if classes is not None else scores
+    assert rows is not None, "classification_outputs() asked for classes or scores"
+    num_classes = rows.shape[1]
     score_rows = scores.tolist() if scores is not None else None
     for row in range(num_examples):
         classifications = result.classifications.add()

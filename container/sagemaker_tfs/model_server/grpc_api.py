@@ -24,6 +24,7 @@ from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
+    get_model_status_pb2,
     inference_pb2,
     input_pb2,
     model_management_pb2,
@@ -52,7 +53,7 @@ logger = logging.getLogger(__name__)
 MAX_ERROR_MESSAGE = 1024
 SIGNATURE_DEF_FIELD = "signature_def"
 
-Response = TypeVar("Response")
+Response = TypeVar("Response", bound=Message)
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 
 
@@ -150,11 +151,13 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self._max_streamed_bytes = max_message_bytes  # a streamed request's bound, as Predict's
         self._tensor_content = tensor_content  # --enable_serialization_as_tensor_content
 
-    def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
+    def Predict(
+        self, request: bytes, context: grpc.ServicerContext
+    ) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
 
     def PredictStreamed(  # noqa: N802 - gRPC method name
-        self, messages: Iterator[bytes], context
+        self, messages: Iterator[bytes], context: grpc.ServicerContext
     ) -> Iterator[bytes]:
         """Predict with the request and answer streamed (``streamed_predict``), pixels named
         in the call's metadata widened first (``wire.pixels``)."""
@@ -205,7 +208,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         outputs = servable.predict(signature_name, inputs, output_filter)
         return _model_spec(servable, signature_name), outputs
 
-    def Classify(self, request, context):  # noqa: N802
+    def Classify(  # noqa: N802
+        self, request: classification_pb2.ClassificationRequest, context: grpc.ServicerContext
+    ) -> classification_pb2.ClassificationResponse:
         return _handle(context, lambda: self._classify(request), "Classify")
 
     def _classify(
@@ -218,7 +223,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             classification_pb2.ClassificationResponse,
         )
 
-    def Regress(self, request, context):  # noqa: N802
+    def Regress(  # noqa: N802
+        self, request: regression_pb2.RegressionRequest, context: grpc.ServicerContext
+    ) -> regression_pb2.RegressionResponse:
         return _handle(context, lambda: self._regress(request), "Regress")
 
     def _regress(
@@ -231,7 +238,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             regression_pb2.RegressionResponse,
         )
 
-    def MultiInference(self, request, context):  # noqa: N802
+    def MultiInference(  # noqa: N802
+        self, request: inference_pb2.MultiInferenceRequest, context: grpc.ServicerContext
+    ) -> inference_pb2.MultiInferenceResponse:
         return _handle(context, lambda: self._multi_inference(request), "MultiInference")
 
     def _multi_inference(
@@ -270,7 +279,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                 )
         return response
 
-    def GetModelMetadata(self, request, context):  # noqa: N802
+    def GetModelMetadata(  # noqa: N802
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest, context: grpc.ServicerContext
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
         return _handle(context, lambda: self._metadata(request), "GetModelMetadata")
 
     def _metadata(
@@ -296,14 +307,18 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
-    def GetModelStatus(self, request, context):  # noqa: N802
+    def GetModelStatus(  # noqa: N802
+        self, request: get_model_status_pb2.GetModelStatusRequest, context: grpc.ServicerContext
+    ) -> get_model_status_pb2.GetModelStatusResponse:
         return _handle(
             context,
             lambda: self._manager.get_model_status(request),
             "GetModelStatus",
         )
 
-    def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+    def HandleReloadConfigRequest(  # noqa: N802
+        self, request: model_management_pb2.ReloadConfigRequest, context: grpc.ServicerContext
+    ) -> model_management_pb2.ReloadConfigResponse:
         return _handle(context, lambda: self._reload(request), "HandleReloadConfigRequest")
 
     def _reload(

@@ -13,11 +13,13 @@ import binascii
 import json
 import math
 import re
+from types import ModuleType
 from typing import Any
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.json_writer import B64_KEY, json_value_error
 
+orjson: ModuleType | None
 try:  # several times faster on large numeric payloads; the standard parser remains the judge
     import orjson
 except ImportError:  # pragma: no cover - orjson ships with the model-server extra
@@ -60,7 +62,7 @@ def _json_double(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_int=_json_integer, parse_float=_json_double)
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_NOT_WHITESPACE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace: these four
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 # A \uD800-\uDBFF escape must be followed by a \uDC00-\uDFFF one; a low one must follow a
 # high one. Runs of backslashes are matched from their start, so "\\\\ud800" (a backslash, then
@@ -97,7 +99,8 @@ def _strict_fast_parse(body: bytes) -> Any | None:
 def _lenient_parse(body: bytes) -> Any:
     """The standard parser: NaN/Infinity, trailing bytes ignored, rapidjson's error words."""
     text = body.decode("utf-8", errors="surrogateescape")
-    start = _WHITESPACE.match(text).end()
+    first = _NOT_WHITESPACE.search(text)
+    start = len(text) if first is None else first.start()
     if start == len(text):
         raise invalid_argument(f"JSON Parse error: The document is empty. at offset: {start}")
     try:

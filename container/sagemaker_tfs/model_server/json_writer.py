@@ -79,6 +79,7 @@ def rapidjson_double(value: float) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     sign = "-" if math.copysign(1.0, value) < 0 else ""
     _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)  # a finite value: not 'n', 'N' or 'F'
     digits = "".join(map(str, digit_tuple)) or "0"
     if digits == "0":
         return sign + "0.0"

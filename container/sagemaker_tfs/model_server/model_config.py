@@ -14,14 +14,12 @@ from typing import Any
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
+from tensorflow_serving.config.model_server_config_pb2 import ModelConfig, ModelServerConfig
 
 from sagemaker_tfs.model_server.errors import Code, ServingError
 
 logger = logging.getLogger(__name__)
 _LOCATION_PREFIX = re.compile(r"^\d+(:\d+)? : ")
-
-ModelServerConfig = model_server_config_pb2.ModelServerConfig
-ModelConfig = model_server_config_pb2.ModelConfig
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _read_chunked(self) -> bytes:
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
             try:

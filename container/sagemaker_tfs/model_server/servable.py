@@ -183,7 +183,7 @@ class Servable:
 
     def _callable(
         self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
-    ):
+    ) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
         key = (signature.name, inputs, outputs)
         runner = self._callables.get(key)
         if runner is not None:

@@ -63,7 +63,7 @@ def _encode_npy(array: np.ndarray) -> list[Chunk]:
         np.lib.format.write_array_header_1_0(header, fields)
     except ValueError:  # a header over 64 KiB (huge structured dtypes) needs version 2.0
         np.lib.format.write_array_header_2_0(header, fields)
-    return [header.getvalue(), memoryview(array.reshape(-1).view(np.uint8))]
+    return [header.getvalue(), array.reshape(-1).view(np.uint8).data]
 
 
 class StreamedBody(NamedTuple):
@@ -87,7 +87,8 @@ def _encode_npz(answer: StreamedTensors) -> StreamedBody:
     """What ``np.savez`` writes (a zip of one ``.npy`` per output, stored uncompressed, in
     the order of their names): the arrays' bytes are the answer's pieces, not copies."""
     arriving = set(answer.arriving)
-    members, index = [], {}
+    members: list[npz_writer.Member] = []
+    index: dict[str, int] = {}
     for name in sorted(answer.arrays):
         head, data = _encode_npy(answer.arrays[name])
         index[name] = len(members)

@@ -13,6 +13,7 @@ import os
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import falcon
 import requests
@@ -111,8 +112,8 @@ def _pieces(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
     view of a whole ``bytes`` (a message as received from the model server) is that ``bytes``,
     not a copy."""
     for chunk in chunks:
-        if isinstance(chunk, memoryview) and _whole_bytes(chunk):
-            chunk = chunk.obj
+        if isinstance(chunk, memoryview):
+            chunk = _whole_bytes(chunk) or chunk
         if isinstance(chunk, bytes) and len(chunk) <= SEND_PIECE_BYTES:
             yield chunk
             continue
@@ -121,8 +122,12 @@ def _pieces(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
             yield bytes(view[start : start + SEND_PIECE_BYTES])
 
 
-def _whole_bytes(view: memoryview) -> bool:
-    return isinstance(view.obj, bytes) and view.nbytes == len(view.obj) and view.c_contiguous
+def _whole_bytes(view: memoryview) -> bytes | None:
+    """The ``bytes`` object ``view`` shows all of, if it is one."""
+    whole = view.obj
+    if isinstance(whole, bytes) and view.nbytes == len(whole) and view.c_contiguous:
+        return whole
+    return None
 
 
 class Service(ABC):
@@ -245,7 +250,7 @@ class ModelInvoke:
         _serve(self._service, req, resp, name)
 
 
-def not_found(req: falcon.Request, resp: falcon.Response) -> None:
+def not_found(req: falcon.Request, resp: falcon.Response, **groups: Any) -> None:
     errors.json_error(resp, 404, f"Not Found: {req.path}")
 
 

@@ -193,10 +193,9 @@ def decode_image(data: bytes, index: int, target: _Geometry, out: np.ndarray) ->
     mode = _CHANNELS_TO_MODE[target.channels]
     height, width = out.shape[:2]
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-            if image.mode != mode:
-                image = image.convert(mode)
+        with Image.open(io.BytesIO(data)) as encoded:
+            encoded.load()
+            image = encoded if encoded.mode == mode else encoded.convert(mode)
             if image.size != (width, height):
                 image = image.resize((width, height), Image.Resampling.BILINEAR)
             pixels = np.asarray(image)

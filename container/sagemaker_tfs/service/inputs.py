@@ -233,7 +233,9 @@ def _text_inputs(
     ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
     if kind in conversion.CSV_TYPES:
         spec = _single_input(inputs, kind)
-        return [(spec.name, _csv_instances(conversion.read_values(kind, body), spec))]
+        rows = conversion.read_values(kind, body)
+        assert isinstance(rows, list)  # CSV reads as the list of its rows
+        return [(spec.name, _csv_instances(rows, spec))]
     document = conversion.read_values(kind, body)
     if isinstance(document, dict) and "inputs" in document:
         value = document["inputs"]

@@ -142,6 +142,7 @@ def download_code(
     target = Path(target_dir)
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
+    failures: tuple[type[BaseException], ...] = (OSError, *_client_errors())
     try:
         staging.mkdir(parents=True)
         result = _download_all(client or default_s3_client(), bucket, prefix, staging)
@@ -150,7 +151,7 @@ def download_code(
     except CodeDownloadError as error:
         shutil.rmtree(staging, ignore_errors=True)
         raise CodeDownloadError(f"downloading {uri} failed: {error}") from None
-    except (OSError, *_client_errors()) as error:
+    except failures as error:
         shutil.rmtree(staging, ignore_errors=True)
         reason = " ".join(str(error).split()) or type(error).__name__
         raise CodeDownloadError(f"downloading {uri} failed: {reason}") from None

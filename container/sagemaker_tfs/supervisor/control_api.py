@@ -10,7 +10,6 @@ import os
 import socketserver
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
@@ -46,6 +45,9 @@ class ControlHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     default_request_version = "HTTP/1.1"  # errors before the version is read still get headers
     MAX_BODY = 64 * 1024
+    # Per request: the Allow header of a 405, whether the body was read.
+    _allow: str | None = None
+    _body_read = False
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._dispatch(self._get)
@@ -126,8 +128,8 @@ class ControlHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, action: Callable[[list[str]], dict[str, Any]]) -> None:
         self._body_read = False
-        self._allow: str | None = None
-        parts = [p for p in urllib.request.unquote(self.path.split("?")[0]).split("/") if p]
+        self._allow = None
+        parts = [p for p in urllib.parse.unquote(self.path.split("?")[0]).split("/") if p]
         try:
             status, payload = 200, action(parts)
         except HttpError as error:
@@ -153,7 +155,6 @@ class ControlHandler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (a bad request line, an unknown method, headers too
         large...) as JSON instead of its HTML page."""
-        self._allow = getattr(self, "_allow", None)
         self.close_connection = True
         try:
             phrase = HTTPStatus(code).phrase

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 
@@ -144,7 +145,7 @@ class ModelLoadError(Exception):
 
 def model_version_statuses(rest_port: int, name: str, timeout: float = 2.0) -> list[dict]:
     """``model_version_status`` of TF Serving's REST status call; empty when unanswered."""
-    url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.request.quote(name, safe='')}"
+    url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.parse.quote(name, safe='')}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             status = json.load(response)

@@ -77,7 +77,8 @@ def execution_parameters(config: StackConfig) -> dict[str, object]:
 
 
 def has_inference_script(config: StackConfig) -> bool:
-    return bool(config.code_dir) and os.path.isfile(os.path.join(config.code_dir, "inference.py"))
+    code_dir = config.code_dir
+    return code_dir is not None and os.path.isfile(os.path.join(code_dir, "inference.py"))
 
 
 def _checked_name(name: str) -> str:

@@ -71,12 +71,18 @@ def _gives_array(path: JSONPath) -> bool:
     return False
 
 
+def _field_name(path: JSONPath) -> str:
+    """The name a match of a ``Fields`` step was found under (its path is ``Fields(name)``)."""
+    assert isinstance(path, Fields)
+    return str(path.fields[0])
+
+
 def select(path: JSONPath, document: Any) -> Any:
     """What ``path`` picks out of ``document``, shaped as SageMaker shapes it."""
     matches = path.find(document)
     last = path.right if isinstance(path, Child) else path
     if isinstance(last, Fields) and len(last.fields) > 1:
-        return {str(m.path.fields[0]): m.value for m in matches}
+        return {_field_name(m.path): m.value for m in matches}
     if _gives_array(path):
         return [m.value for m in matches]
     if not matches:

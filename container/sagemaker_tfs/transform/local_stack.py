@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from sagemaker_tfs.supervisor.sockets import port_is_free
@@ -66,7 +66,9 @@ def running_stack(model_dir: str, env: dict[str, str], start_timeout: float) -> 
         stack.close()
 
 
-def _started_stack(model_dir: str, env: dict[str, str], start_timeout: float) -> Iterator[str]:
+def _started_stack(
+    model_dir: str, env: dict[str, str], start_timeout: float
+) -> Generator[str, None, None]:
     """A generator that yields the URL once the stack answers /ping and stops it when closed."""
     with tempfile.TemporaryDirectory(prefix="sagemaker-tfs-transform-") as work_dir:
         low = _free_ports(PORT_RANGE_SIZE + 1)

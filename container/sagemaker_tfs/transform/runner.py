@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from sagemaker_tfs.transform import records as recs
 from sagemaker_tfs.transform.batching import MiniBatch, mini_batches
@@ -134,7 +135,7 @@ class Runner:
                 for batch in mini_batches(
                     records, self.job.split_type, self.job.batch_strategy or "", self.limit, prepare
                 ):
-                    yield batch.describe(), len(batch.body), lambda b=batch: self._invoke(b)
+                    yield batch.describe(), len(batch.body), partial(self._invoke, batch)
         except (recs.RecordError, FilterError, StorageError, OSError, EOFError) as error:
             raise JobFailed(f"{source.location}: {error}") from None
 

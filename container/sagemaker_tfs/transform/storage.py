@@ -92,7 +92,7 @@ class _S3Raw(io.RawIOBase):
 def _open_s3(bucket: str, key: str) -> BinaryIO:
     uri = f"s3://{bucket}/{key}"
     response = _s3_call(f"reading {uri}", lambda: s3_client().get_object(Bucket=bucket, Key=key))
-    return io.BufferedReader(_S3Raw(response["Body"]), READ_BUFFER_BYTES)  # type: ignore[return-value]
+    return io.BufferedReader(_S3Raw(response["Body"]), READ_BUFFER_BYTES)
 
 
 def _s3_input(bucket: str, key: str, name: str, size: int | None) -> InputObject:

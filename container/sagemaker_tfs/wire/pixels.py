@@ -30,6 +30,7 @@ class PixelCast:
     offset: float = 0.0
 
     def __post_init__(self) -> None:
+        kind: str
         try:
             kind = np.dtype(self.dtype).kind
         except TypeError:

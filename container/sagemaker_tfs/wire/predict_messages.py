@@ -46,7 +46,7 @@ _RESPONSE_OUTPUTS, _RESPONSE_SPEC = 1, 2
 _ENTRY_KEY, _ENTRY_VALUE = 1, 2
 _TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_VERSION, _TENSOR_CONTENT = 1, 2, 3, 4
 # packed float_val (5) / double_val (6) hold the raw little-endian values, like tensor_content
-_RAW_VAL_FIELDS = {5: np.dtype(np.float32), 6: np.dtype(np.float64)}
+_RAW_VAL_FIELDS: dict[int, np.dtype] = {5: np.dtype(np.float32), 6: np.dtype(np.float64)}
 
 
 # ---------------------------------------------------------------- writing
@@ -103,7 +103,7 @@ def predict_response_chunks(
     """``encode_predict_response`` before the join: headers and views of the output buffers."""
     encode = _request_tensor if as_tensor_content else tensors.tensor_chunks
     chunks = _tensor_map(
-        _RESPONSE_OUTPUTS, {name: encode(value) for name, value in outputs.items()}
+        _RESPONSE_OUTPUTS, {name: encode(np.asarray(value)) for name, value in outputs.items()}
     )
     chunks += _length_delimited(_RESPONSE_SPEC, [model_spec.SerializeToString()])
     return chunks
@@ -155,7 +155,9 @@ def _fields(data: memoryview, start: int, end: int) -> list[tuple[int, int, int,
 
 def _tensor(data: bytes, view: memoryview, start: int, end: int) -> np.ndarray:
     """The TensorProto at ``data[start:end]``; raw numeric values are viewed in place."""
-    dtype, shape, raw = tensors.DT_INVALID, (), None
+    dtype = tensors.DT_INVALID
+    shape: tuple[int, ...] = ()
+    raw: tuple[int, int, np.dtype | None] | None = None  # offset, length, *_val's dtype
     for number, wire_type, value, length in _fields(view, start, end):
         if number == _TENSOR_DTYPE and wire_type == _VARINT:
             dtype = value

@@ -239,7 +239,7 @@ def _check_total(described: Any, max_bytes: int | None) -> None:
 def _raw_views(arrays: Mapping[str, np.ndarray]) -> list[tuple[str, memoryview]]:
     """The bytes of each non-empty numeric array, in stream order (by name)."""
     return [
-        (name, memoryview(arrays[name].reshape(-1).view(np.uint8)))
+        (name, arrays[name].reshape(-1).view(np.uint8).data)
         for name in sorted(arrays)
         if raw_type(arrays[name]) is not None and arrays[name].size
     ]

@@ -190,7 +190,7 @@ def _varints(values: np.ndarray) -> bytes:
 def raw_bytes(array: np.ndarray) -> memoryview:
     """The array's values as little-endian bytes in C order; a view when already laid out so."""
     little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-    return memoryview(little.reshape(-1).view(np.uint8))
+    return little.reshape(-1).view(np.uint8).data
 
 
 def _packed_values(flat: np.ndarray, info: _DtypeInfo) -> bytes | memoryview:
