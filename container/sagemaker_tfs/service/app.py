@@ -24,7 +24,7 @@ from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
-from sagemaker_tfs.service.invoke import Reply, invoke
+from sagemaker_tfs.service.invoke import Limits, Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
 from sagemaker_tfs.service.routing import (
@@ -167,6 +167,7 @@ class Service(ABC):
         self.config = config
         self.channels = channels
         self.session = session
+        self.limits = Limits(config.max_text_body_mb, config.model_server_timeout)
 
     @abstractmethod
     def invoke(self, req: falcon.Request, name: str | None) -> Reply:
@@ -210,7 +211,8 @@ class SingleModelService(Service):
             instance = instances[index % len(instances)]
             context = self._context(req, target, instance.grpc_port, instance.rest_port, body)
             try:
-                return invoke(self.user_code, body, context, self.session, req.get_header("Accept"))
+                accept = req.get_header("Accept")
+                return invoke(self.user_code, body, context, self.session, accept, self.limits)
             except errors.ModelServerUnavailable:
                 self.picker.mark_down(instance)
                 raise
@@ -256,7 +258,8 @@ class MultiModelService(Service):
             used.append(model)
             context = self._context(req, target, model.grpc_port, model.rest_port, body)
             user_code = self.directory.user_code(model)
-            return invoke(user_code, body, context, self.session, req.get_header("Accept"))
+            accept = req.get_header("Accept")
+            return invoke(user_code, body, context, self.session, accept, self.limits)
 
         try:
             return with_failover(attempt, 1)

@@ -40,8 +40,11 @@ STREAM_BYTES = 4 << 20
 IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
 
-def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
-    """Serve one request with a binary content type; returns (body chunks, content type)."""
+def invoke(
+    body: bytes, context: Any, timeout: float = client.DEFAULT_TIMEOUT_SECONDS
+) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
+    """Serve one request with a binary content type; returns (body chunks, content type).
+    ``timeout``: the Predict call's deadline, in seconds."""
     if context.method != "predict":
         raise HttpError(
             400,
@@ -58,7 +61,7 @@ def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.Str
     names = output_filter(context.custom_attributes)
     expected = expected_answer_bytes(signature, inputs.arrays, names)
     stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, inputs, names, stream, output_type)
+    return _predict(context, inputs, names, stream, output_type, timeout)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -105,6 +108,7 @@ def _predict(
     names: list[str],
     stream: bool,
     output_type: str,
+    timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
@@ -114,6 +118,7 @@ def _predict(
             output_filter=names,
             stream_answer=stream,
             pixel_casts=inputs.casts,
+            timeout=timeout,
         )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:

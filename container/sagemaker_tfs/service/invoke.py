@@ -6,11 +6,14 @@ import io
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import grpc
 import requests
 
+from sagemaker_tfs import client
+from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
@@ -27,6 +30,14 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the built-in handling allows one request (``StackConfig``'s values)."""
+
+    text_body_mb: int = DEFAULT_MAX_TEXT_BODY_MB  # JSON and CSV converted here
+    model_server_timeout: float = client.DEFAULT_TIMEOUT_SECONDS  # the Predict deadline
 
 
 class Reply(NamedTuple):
@@ -123,13 +134,12 @@ def _convert_and_predict(
     return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
 
 
-def _fast_path(body: bytes, context: Context) -> Reply:
-    chunks, content_type = fast_path.invoke(body, context)
-    return Reply(200, chunks, content_type)
-
-
 def default_handling(
-    body: bytes, context: Context, session: requests.Session, accept_header: str | None = None
+    body: bytes,
+    context: Context,
+    session: requests.Session,
+    accept_header: str | None = None,
+    limits: Limits = Limits(),
 ) -> Reply:
     """No user code: convert JSON/CSV here, hand everything else to the fast path.
 
@@ -137,9 +147,12 @@ def default_handling(
     application/json for none at all, where the model server's JSON is answered unchanged).
     """
     convertible = context.request_content_type in conversion.CONVERTIBLE_TYPES
+    if convertible and len(body) > limits.text_body_mb << 20:
+        raise conversion.text_too_large(limits.text_body_mb)
     if convertible and first_accept(context.accept_header) in JSON_ACCEPTS:
         return _convert_and_predict(body, context, session, accept_header)
-    return _fast_path(body, context)
+    chunks, content_type = fast_path.invoke(body, context, limits.model_server_timeout)
+    return Reply(200, chunks, content_type)
 
 
 def invoke(
@@ -148,7 +161,8 @@ def invoke(
     context: Context,
     session: requests.Session,
     accept_header: str | None = None,
+    limits: Limits = Limits(),
 ) -> Reply:
     if user_code is not None:
         return call_user_code(user_code, body, context, session)
-    return default_handling(body, context, session, accept_header)
+    return default_handling(body, context, session, accept_header, limits)

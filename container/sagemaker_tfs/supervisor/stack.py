@@ -427,6 +427,8 @@ def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
         "--limit-request-fields=32768",
         "--limit-request-field_size=0",
         "--no-control-socket",
+        # Its workers' heartbeat files too are written under the work dir (read-only images).
+        f"--worker-tmp-dir={config.work_dir}",
         # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
         f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",
