@@ -4,7 +4,7 @@ Start-up order: model servers (and wait until their models are AVAILABLE), the P
 service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
 are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
 goes the other way: nginx gracefully first (SIGQUIT lets in-flight requests finish), then
-gunicorn, then the model servers.
+gunicorn, then the model servers, within 27 s of the stop (SageMaker's SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ GUNICORN_KEEP_ALIVE_SECONDS = 75
 # The children's tiers, in start order: they stop in reverse (nginx first).
 MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
 TIERS = (MODEL_SERVERS, SERVICE, FRONT)
+# SageMaker sends SIGKILL 30 s after SIGTERM (scale-in, updates). Requests in flight get until
+# this many seconds after the stop began, each tier after nginx its share of the rest, so that
+# serve exits 0 in time; a request still running then is cut (one warning line names nginx).
+STOP_DEADLINES = {FRONT: 23.0, SERVICE: 25.0, MODEL_SERVERS: 27.0}
 
 
 class StartupError(RuntimeError):
@@ -338,7 +342,9 @@ class Supervisor:
         reap_orphans()
 
     def shutdown(self) -> None:
-        """nginx first (in-flight requests finish), then gunicorn, then the model servers."""
+        """nginx first (in-flight requests finish), then gunicorn, then the model servers,
+        all within ``STOP_DEADLINES``."""
+        started = time.monotonic()
         logger.info("stopping the stack")
         if self.control is not None:
             self.control.shutdown()
@@ -348,7 +354,7 @@ class Supervisor:
         self.public_port.close()
         if self.standby is not None:
             self.standby.stop()
-        self.children.stop()
+        self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)
