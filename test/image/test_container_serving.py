@@ -113,6 +113,27 @@ def test_npy_in_npy_out(container: Container) -> None:
     np.testing.assert_array_equal(answer, values * 0.5 + 3)
 
 
+def test_200_mb_npy_and_50_mb_csv(container: Container) -> None:
+    """Asynchronous inference's sizes: nginx, njs, the service and the model server of the
+    image carry them (the default limit is 1 GB)."""
+    x = (np.arange(200 * 2**20 // 4) % 4093).astype(np.float32)
+    headers = {"Content-Type": "application/x-npy", "Accept": "application/x-npy"}
+    response = requests.post(container.url("/invocations"), data=npy(x), headers=headers,
+                             timeout=600)  # fmt: skip
+    assert response.status_code == 200, response.text[:300]
+    np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), x * 0.5 + 3)
+
+    values = (np.arange(5_200_000) % 1000).astype(np.float32) / 8
+    text = "\n".join(f"{value:.6f}" for value in values) + "\n"
+    assert len(text) > 50 * 2**20
+    headers = {"Content-Type": "text/csv", "Accept": "application/json"}
+    response = requests.post(container.url("/invocations"), data=text.encode(), headers=headers,
+                             timeout=600)  # fmt: skip
+    assert response.status_code == 200, response.text[:300]
+    predictions = np.array(json.loads(response.content)["predictions"], np.float32)
+    np.testing.assert_array_equal(predictions, values * np.float32(0.5) + np.float32(3.0))
+
+
 def test_jpeg_fast_path_matches_tensorflow_in_process(
     container: Container, models_dir: Path
 ) -> None:

@@ -166,7 +166,10 @@ def test_one_variable_sets_every_timeout(
         ({}, (1024, 100)),
         ({"SAGEMAKER_TFS_MAX_BODY_MB": "10"}, (10, 10)),
         ({"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "2"}, (1024, 2)),
-        ({"SAGEMAKER_TFS_MAX_BODY_MB": "4096", "SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "500"}, (4096, 500)),
+        (
+            {"SAGEMAKER_TFS_MAX_BODY_MB": "4096", "SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "500"},
+            (4096, 500),
+        ),
     ],
 )
 def test_body_limits(

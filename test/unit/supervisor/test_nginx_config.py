@@ -140,7 +140,11 @@ def test_body_limit(
     [
         ({}, 256 << 10, 100),
         ({"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "300"}, 256 << 10, 300),
-        ({"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "300", "SAGEMAKER_TFS_MAX_BODY_MB": "50"}, 256 << 10, 50),
+        (
+            {"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "300", "SAGEMAKER_TFS_MAX_BODY_MB": "50"},
+            256 << 10,
+            50,
+        ),
     ],
 )
 def test_text_limits_reach_the_njs(
