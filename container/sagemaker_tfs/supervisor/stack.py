@@ -4,7 +4,7 @@ Start-up order: model servers (and wait until their models are AVAILABLE), the P
 service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
 are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
 goes the other way: nginx gracefully first (SIGQUIT lets in-flight requests finish), then
-gunicorn, then the model servers, within 27 s of the stop (SageMaker's SIGKILL comes at 30 s).
+gunicorn, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ TIERS = (MODEL_SERVERS, SERVICE, FRONT)
 # SageMaker sends SIGKILL 30 s after SIGTERM (scale-in, updates). Requests in flight get until
 # this many seconds after the stop began, each tier after nginx its share of the rest, so that
 # serve exits 0 in time; a request still running then is cut (one warning line names nginx).
-STOP_DEADLINES = {FRONT: 23.0, SERVICE: 25.0, MODEL_SERVERS: 27.0}
+STOP_DEADLINES = {FRONT: 22.0, SERVICE: 24.0, MODEL_SERVERS: 26.0}
 
 
 class StartupError(RuntimeError):
