@@ -95,9 +95,14 @@ def reset_peaks(pids: list[int]) -> None:
             raise SystemExit(f"cannot reset the peak RSS of pid {pid}: {error}") from None
 
 
+def npy_count(mb: int) -> int:
+    """The float32 values of an .npy of ``mb`` MB, its 128-byte header included."""
+    return (mb * MB - 128) // 4
+
+
 def npy_body(mb: int) -> bytearray:
     """An .npy of float32 (0..4092, repeating) in one buffer: the client holds no second copy."""
-    count = mb * MB // 4
+    count = npy_count(mb)
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         header, {"descr": "<f4", "fortran_order": False, "shape": (count,)}
@@ -105,6 +110,7 @@ def npy_body(mb: int) -> bytearray:
     body = bytearray(header.getbuffer())
     offset = len(body)
     body.extend(bytes(count * 4))
+    assert offset == 128, offset
     values = np.frombuffer(body, np.float32, count, offset)
     values[:] = np.arange(count) % 4093
     return body
@@ -113,7 +119,7 @@ def npy_body(mb: int) -> bytearray:
 def check_npy(mb: int) -> Callable[[bytes], None]:
     def check(answer: bytes) -> None:
         y = np.load(io.BytesIO(answer))
-        assert y.shape == (mb * MB // 4,), y.shape
+        assert y.shape == (npy_count(mb),), y.shape
         index = np.arange(0, len(y), 9973)
         np.testing.assert_array_equal(y[index], (index % 4093).astype(np.float32) * 0.5 + 3)
 

@@ -37,7 +37,7 @@ class ServerOptions:
     load_retry_interval_micros: int = 60_000_000
     file_system_poll_wait_seconds: int = 1
     enable_model_warmup: bool = True
-    grpc_max_message_bytes: int = 512 * 1024 * 1024
+    grpc_max_message_bytes: int = 2**31 - 1  # TF Serving's (INT32_MAX): a 1 GB body fits
 
 
 def _parse_bool(name: str, text: str) -> bool:

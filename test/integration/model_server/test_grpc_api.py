@@ -130,7 +130,7 @@ def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
     with pytest.raises(grpc.RpcError) as error:
         list(method(iter([huge.SerializeToString()])))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "more than 536870912" in error.value.details()
+    assert "more than 2147483647" in error.value.details()
     channel.close()
 
 
@@ -163,12 +163,12 @@ def test_streamed_predict_widens_the_pixels_its_metadata_names(server: ServerHan
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "float type, not 'int32'" in error.value.details()
     header = predict_pb2.PredictRequest(model_spec=spec)
-    header.inputs["x"].dtype = 4  # DT_UINT8: 200 MB announced, 800 MB once widened
-    header.inputs["x"].tensor_shape.dim.add(size=200_000_000)
+    header.inputs["x"].dtype = 4  # DT_UINT8: 600 MB announced, 2.4 GB once widened
+    header.inputs["x"].tensor_shape.dim.add(size=600_000_000)
     with pytest.raises(grpc.RpcError) as error:
         list(method(iter([header.SerializeToString()]), metadata=pixels.to_metadata({"x": cast})))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "widened pixels take 800000000 bytes, more than 536870912" in error.value.details()
+    assert "widened pixels take 2400000000 bytes, more than 2147483647" in error.value.details()
     channel.close()
 
 
