@@ -96,6 +96,17 @@ class Container:
     def logs(self) -> str:
         return podman("logs", self.image.container_name, merge_stderr=True)
 
+    def invoke(
+        self, body: bytes | str, content_type: str, timeout: float = 60, **headers: str
+    ) -> requests.Response:
+        """``POST /invocations`` with ``body`` as ``content_type`` (and other ``headers``)."""
+        return requests.post(
+            self.url("/invocations"),
+            data=body,
+            headers={"Content-Type": content_type, **headers},
+            timeout=timeout,
+        )
+
     def exec(self, *command: str, check: bool = True) -> str:
         return podman("exec", self.image.container_name, *command, check=check)
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import requests
 from image_scripts import Container, Image, start_container
 from local_ports import free_port
 from PIL import Image as PILImage
@@ -42,15 +41,6 @@ def container(image_under_test: Image, bin_dir: Path, models_dir: Path) -> Itera
     yield started
     stopped = started.stop()
     assert stopped.returncode == 0, stopped.stderr
-
-
-def post(container: Container, body: bytes | str, content_type: str, **headers: str):
-    return requests.post(
-        container.url("/invocations"),
-        data=body,
-        headers={"Content-Type": content_type, **headers},
-        timeout=60,
-    )
 
 
 def writable(container: Container, directory: str) -> bool:
@@ -80,10 +70,10 @@ def test_everything_written_at_start_up_is_under_the_work_dir(container: Contain
 
 
 def test_serves_json_and_csv(container: Container) -> None:
-    response = post(container, '{"instances": [1.0, 2.0, 5.0]}', "application/json")
+    response = container.invoke('{"instances": [1.0, 2.0, 5.0]}', "application/json")
     assert response.status_code == 200, response.text
     assert response.json() == {"predictions": [3.5, 4.0, 5.5]}
-    response = post(container, "1.0\n2.0\n5.0\n", "text/csv")
+    response = container.invoke("1.0\n2.0\n5.0\n", "text/csv")
     assert response.status_code == 200, response.text
     assert response.json() == {"predictions": [3.5, 4.0, 5.5]}
 
@@ -93,7 +83,7 @@ def test_serves_an_image(container: Container) -> None:
     jpeg = io.BytesIO()
     PILImage.fromarray(pixels).save(jpeg, format="JPEG")
     headers = {ATTRIBUTES: "tfs-model-name=mobilenet_v2", "Accept": "application/x-npy"}
-    response = post(container, jpeg.getvalue(), "image/jpeg", **headers)
+    response = container.invoke(jpeg.getvalue(), "image/jpeg", **headers)
     assert response.status_code == 200, response.text
     answer = np.load(io.BytesIO(response.content), allow_pickle=False)
     assert answer.shape == (1, 1000)

@@ -34,12 +34,7 @@ def container(image_under_test: Image, bin_dir: Path, models_dir: Path) -> Itera
 
 
 def post(container: Container, body: bytes | str, content_type: str, **headers: str):
-    return requests.post(
-        container.url("/invocations"),
-        data=body,
-        headers={"Content-Type": content_type, **headers},
-        timeout=60,
-    )
+    return container.invoke(body, content_type, **headers)
 
 
 def npy(array: np.ndarray) -> bytes:
@@ -117,18 +112,14 @@ def test_200_mb_npy_and_50_mb_csv(container: Container) -> None:
     """Asynchronous inference's sizes: nginx, njs, the service and the model server of the
     image carry them (the default limit is 1 GB)."""
     x = (np.arange(200 * 2**20 // 4) % 4093).astype(np.float32)
-    headers = {"Content-Type": "application/x-npy", "Accept": "application/x-npy"}
-    response = requests.post(container.url("/invocations"), data=npy(x), headers=headers,
-                             timeout=600)  # fmt: skip
+    response = container.invoke(npy(x), "application/x-npy", 600, Accept="application/x-npy")
     assert response.status_code == 200, response.text[:300]
     np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), x * 0.5 + 3)
 
     values = (np.arange(5_200_000) % 1000).astype(np.float32) / 8
     text = "\n".join(f"{value:.6f}" for value in values) + "\n"
     assert len(text) > 50 * 2**20
-    headers = {"Content-Type": "text/csv", "Accept": "application/json"}
-    response = requests.post(container.url("/invocations"), data=text.encode(), headers=headers,
-                             timeout=600)  # fmt: skip
+    response = container.invoke(text.encode(), "text/csv", 600, Accept="application/json")
     assert response.status_code == 200, response.text[:300]
     predictions = np.array(json.loads(response.content)["predictions"], np.float32)
     np.testing.assert_array_equal(predictions, values * np.float32(0.5) + np.float32(3.0))

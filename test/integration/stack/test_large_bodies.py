@@ -3,15 +3,18 @@
 SageMaker's asynchronous inference posts bodies of up to 1 GB to ``/invocations``: a 200 MB
 ``.npy`` (nginx buffers it in a file, the service sends it over the streamed gRPC Predict) and
 a 50 MB CSV (over the njs limit, so the service converts it and posts it to the model server's
-REST API) get their correct answers. ``SAGEMAKER_TFS_MAX_BODY_MB`` and
-``SAGEMAKER_TFS_MAX_TEXT_BODY_MB`` lower the limits; beyond them, a 413 JSON names the limit.
+REST API) get their correct answers, and an ``inference.py`` handler reads a 200 MB body
+whole. ``SAGEMAKER_TFS_MAX_BODY_MB`` and ``SAGEMAKER_TFS_MAX_TEXT_BODY_MB`` lower the limits;
+beyond them, a 413 JSON names the limit.
 (The memory these bodies cost: test/perf/bench_large_bodies.py.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +36,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     root = tmp_path_factory.mktemp("large_bodies")
     with running_stack(MODEL.parent, root) as running:
         yield running
+
+
+DIGEST_HANDLER = """
+import hashlib
+import json
+
+
+def handler(data, context):
+    body = data.read()
+    digest = hashlib.sha256(body).hexdigest()
+    answer = {"bytes": len(body), "sha256": digest, "content_length": context.content_length}
+    return json.dumps(answer), "application/json"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +137,20 @@ def test_body_over_the_configured_limit_is_413(limited_stack: RunningStack) -> N
         "error": "Request body is larger than 8 MB (SAGEMAKER_TFS_MAX_BODY_MB)"
     }
     assert post(limited_stack, b"1.0", "text/csv").json() == {"predictions": [3.5]}
+
+
+def test_200_mb_to_an_inference_py_handler(tmp_path: Path) -> None:
+    """The handler reads the whole body from ``data``, as sent."""
+    shutil.copytree(MODEL, tmp_path / "model" / "half_plus_three")
+    (tmp_path / "model" / "code").mkdir()
+    (tmp_path / "model" / "code" / "inference.py").write_text(DIGEST_HANDLER)
+    (tmp_path / "work").mkdir()
+    body = np.random.default_rng(5).integers(0, 256, 200 * MB, np.uint8).tobytes()
+    with running_stack(tmp_path / "model", tmp_path / "work") as stack:
+        response = post(stack, body, "application/octet-stream")
+    assert response.status_code == 200, response.text[:300]
+    assert response.json() == {
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "content_length": len(body),
+    }
