@@ -139,6 +139,18 @@ class Supervisor:
     # --- start-up ---
 
     def write_configs(self) -> None:
+        """Every file of the stack goes to the work directory: one that cannot be written (a
+        read-only root without a writable /tmp) stops start-up with one clear line."""
+        try:
+            self._write_configs()
+        except OSError as error:
+            raise StartupError(
+                f"cannot write to the work directory {self.work_dir}: {error}; the stack writes "
+                "only there (on a read-only root filesystem, mount a writable /tmp or give "
+                "--work-dir)"
+            ) from None
+
+    def _write_configs(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_file(self.config.stack_config_path, self.config.to_json())
         if self.config.batching is not None:

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.supervisor.stack import Supervisor, child_environment, gunicorn_command
+from sagemaker_tfs.supervisor.stack import (
+    StartupError,
+    Supervisor,
+    child_environment,
+    gunicorn_command,
+)
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
 
 
@@ -23,6 +28,7 @@ def test_gunicorn_command(stack_config: StackConfigBuilder, tmp_path: Path) -> N
         "--worker-class=gthread",
         "--timeout=45",
         "--log-level=debug",
+        f"--worker-tmp-dir={config.work_dir}",  # nothing written outside the work dir
     ):
         assert flag in argv
     assert argv[-1] == "sagemaker_tfs.service.app:create_app()"
@@ -46,3 +52,13 @@ def test_write_configs(stack_config: StackConfigBuilder, tmp_path: Path) -> None
     assert "num_batch_threads { value: 2 }" in (work / "batching.config").read_text()
     assert 'name: "half_plus_three"' in (work / "models.config").read_text()
     assert StackConfig.load(work / "stack.json") == config
+
+
+def test_a_work_dir_that_cannot_be_written_stops_start_up_clearly(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    """As on a read-only root without a writable /tmp (here: a file where a directory goes)."""
+    (tmp_path / "not_a_dir").write_text("")
+    config = stack_config(work_dir=tmp_path / "not_a_dir" / "work")
+    with pytest.raises(StartupError, match="cannot write to the work directory .*not_a_dir/work"):
+        Supervisor(config).write_configs()
