@@ -7,7 +7,7 @@ temporary files, gunicorn's heartbeat files, the packages of ``requirements.txt`
 work directory ``/tmp/sagemaker-tfs``, and serves JSON, CSV and an image (an ``inference.py``
 model whose ``requirements.txt`` is installed at start-up: test_container_user_code.py).
 ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` reaches the model server's command line (the one the real
-``tensorflow_model_server`` gets).
+``tensorflow_model_server`` gets), and ``SAGEMAKER_TFS_MAX_BODY_MB`` bounds the body.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def container(image_under_test: Image, bin_dir: Path, models_dir: Path) -> Itera
     env = {
         "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three",
         "SAGEMAKER_MODEL_SERVER_TIMEOUT": "20",
+        "SAGEMAKER_TFS_MAX_BODY_MB": "6",  # Serverless sends at most 4 MB
     }
     started = start_container(
         image_under_test, bin_dir, free_port(), models_dir, env, serverless_memory=MEMORY
@@ -99,3 +100,14 @@ def test_the_model_server_gets_the_umbrella_timeout(container: Container) -> Non
     command_lines = container.exec("sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
     assert "--rest_api_timeout_in_ms=20000" in command_lines
     assert "proxy_read_timeout 25s;" in container.exec("cat", f"{WORK_DIR}/nginx.conf")
+
+
+def test_a_body_over_the_configured_limit_is_a_413(container: Container) -> None:
+    body = np.zeros(7 * 2**20 // 4, np.float32)
+    buffer = io.BytesIO()
+    np.save(buffer, body)
+    response = container.invoke(buffer.getvalue(), "application/x-npy")
+    assert response.status_code == 413
+    assert response.json() == {
+        "error": "Request body is larger than 6 MB (SAGEMAKER_TFS_MAX_BODY_MB)"
+    }
