@@ -403,7 +403,23 @@ function appendCsvInstance(pieces, row, width, number) {
  * The text is walked once and the request joined once: njs frees nothing until the request
  * ends, so every intermediate string or list per row stays allocated.
  */
-function convertCsv(text) {
+/*
+ * The body as text: njs 0.7 reads it as a byte string, whose characters are its bytes (so
+ * trim() would keep a UTF-8 byte order mark or no-break space); njs 0.8 reads it as text.
+ */
+function unicodeText(text) {
+    if (typeof text.fromUTF8 !== 'function') {
+        return text;
+    }
+    var decoded = text.fromUTF8();
+    if (decoded === null) {
+        throw new RequestError(400, 'Invalid CSV: the request body is not UTF-8');
+    }
+    return decoded;
+}
+
+function convertCsv(body) {
+    var text = unicodeText(body);
     var pieces = ['{"instances": ['];
     var width = 0;
     var rows = 0;
