@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,9 +185,18 @@ def test_bad_input_gets_4xx_json(container: Container, content_type, body, statu
 
 
 def test_nginx_own_errors_are_json(container: Container) -> None:
-    too_large = post(container, b"0" * (7 * 1024 * 1024), "application/json")
-    assert too_large.status_code == 413
-    assert too_large.json()["error"]
+    """A Content-Length over the 1 GB limit is refused from the headers, before any body."""
+    head = (
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+        f"Content-Length: {1025 << 20}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", container.port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        answer = sock.makefile("rb").read()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert answer.endswith(
+        b'{"error": "Request body is larger than 1024 MB (SAGEMAKER_TFS_MAX_BODY_MB)"}'
+    )
     assert requests.get(container.url("/ping"), timeout=5).status_code == 200
 
 
