@@ -69,6 +69,14 @@ def read_releases(path: Path = VERSIONS_FILE) -> list[Release]:
     return releases
 
 
+def model_server_source(release: Release, arch: str) -> str:
+    """Where the model server binary comes from: TF Serving's release image, or EI's file."""
+    if arch == "eia":
+        return EI_ARTIFACT
+    suffix = "-gpu" if arch == "gpu" else ""
+    return f"tensorflow/serving:{release.full}{suffix}"
+
+
 def model_server_stage(release: Release, arch: str) -> str:
     """The stage that puts the model server binary at /usr/bin/tensorflow_model_server."""
     if arch == "eia":
@@ -78,10 +86,9 @@ def model_server_stage(release: Release, arch: str) -> str:
             "FROM scratch AS model-server\n"
             f"COPY {EI_ARTIFACT} /usr/bin/tensorflow_model_server"
         )
-    suffix = "-gpu" if arch == "gpu" else ""
     return (
         "# The official TF Serving release image; only its binary is copied.\n"
-        f"FROM tensorflow/serving:{release.full}{suffix} AS model-server"
+        f"FROM {model_server_source(release, arch)} AS model-server"
     )
 
 
@@ -123,6 +130,7 @@ def render(template: str, release: Release, arch: str) -> str:
         "TFS_SHORT_VERSION": release.short,
         "ARCH": arch,
         "MODEL_SERVER_STAGE": model_server_stage(release, arch),
+        "MODEL_SERVER_SOURCE": model_server_source(release, arch),
         "VENV_BASE": base.venv_image,
         "RUNTIME_BASE": base.runtime_image,
         "DISTRIBUTION": base.distribution,

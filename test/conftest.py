@@ -1,4 +1,4 @@
-"""Fixtures shared by every test: TF Serving's test data, the generated test models, ports."""
+"""Fixtures shared by every test: the generated test models (TF Serving's among them)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,28 @@ MODEL_GENERATOR = REPO_ROOT / "test" / "models" / "make_test_models.py"
 SAGEMAKER_SDK = "sagemaker==2.257.7"  # v2: Predictor, serializers, local mode
 PODMAN_COMPOSE = "podman-compose==1.6.0"  # the SDK's local mode runs docker-compose
 SAGEMAKER_SDK_V3 = "sagemaker==3.27.0"  # v3: sagemaker.core's local mode, ModelBuilder
+# TF Serving's own test models, made by test/models/tfs_models.py (the testdata_dir fixture).
+TFS_TEST_MODELS = (
+    "saved_model_half_plus_three",
+    "saved_model_half_plus_two_2_versions",
+    "saved_model_half_plus_two_cpu",
+    "saved_model_half_plus_two_tf2_cpu",
+    "saved_model_counter",
+)
+
+
+# Every test under these directories starts real processes or TensorFlow (whole stacks, model
+# servers, containers, the SDK): they are the ``slow`` tier, the rest is the fast one
+# (``pytest -m "not slow" test``, under two minutes).
+SLOW_DIRS = ("integration/stack", "integration/model_server", "reliability", "image", "sdk")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    test_dir = REPO_ROOT / "test"
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        if any(path.is_relative_to(test_dir / directory) for directory in SLOW_DIRS):
+            item.add_marker(pytest.mark.slow)
 
 
 class TestModels:
@@ -55,20 +77,27 @@ def model_generator():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def testdata_dir() -> Path:
-    """TF Serving's own test models and reference outputs."""
-    default = REPO_ROOT.parent / "shared" / "testdata" / "tfs"
-    path = Path(os.environ.get("SAGEMAKER_TFS_TESTDATA") or default)
-    if not path.is_dir():
-        pytest.skip(f"TF Serving test data not found at {path} (set SAGEMAKER_TFS_TESTDATA)")
-    return path
-
-
-@pytest.fixture(scope="session")
 def test_models() -> TestModels:
     """The project's generated test models (cached); ``test_models("half_plus_three")``."""
     root = Path(os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache")
     return TestModels(root)
+
+
+@pytest.fixture(scope="session")
+def testdata_dir(test_models: TestModels) -> Path:
+    """The directory holding TF Serving's own test models (``TFS_TEST_MODELS``), as the project
+    makes them (``test/models/tfs_models.py``) in the generated models' cache.
+
+    ``SAGEMAKER_TFS_TESTDATA`` runs the same tests on another copy of them (TF Serving's own
+    files, say); a model missing there fails the tests that need it."""
+    copy = os.environ.get("SAGEMAKER_TFS_TESTDATA")
+    if copy:
+        missing = [name for name in TFS_TEST_MODELS if not (Path(copy) / name).is_dir()]
+        if missing:
+            pytest.fail(f"SAGEMAKER_TFS_TESTDATA={copy} lacks {', '.join(missing)}")
+        return Path(copy)
+    test_models.ensure(TFS_TEST_MODELS)
+    return test_models.root
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The stack's configuration: every environment variable of CONTRACT.md, parsed once.
+"""The stack's configuration: every environment variable of docs/contract.md, parsed once.
 
 ``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
 overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and
@@ -126,6 +126,9 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+    # Decoded image pixels for a float input: pixel * image_scale + image_offset.
+    image_scale: float = 1.0
+    image_offset: float = 0.0
     # Largest request body accepted (nginx's client_max_body_size), in MB (MiB).
     max_body_mb: int = DEFAULT_MAX_BODY_MB
     # Largest JSON / JSON lines / CSV body the container converts itself, in MB.
@@ -236,7 +239,7 @@ def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
 
 
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:
-    """The models under ``model_dir`` (CONTRACT.md "Model directory layouts").
+    """The models under ``model_dir`` (docs/contract.md "Model directory").
 
     ``model_dir`` itself is a model when it holds version directories (it takes the
     directory's name); otherwise each non-hidden sub-directory other than ``code`` that
@@ -464,6 +467,8 @@ def load_config(
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+        image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,

@@ -3,6 +3,7 @@ its value (``ConfigError``, which ``serve`` turns into exit code 2)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 
@@ -61,7 +62,7 @@ class EnvReader:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def fraction(self, name: str, default: float) -> float:
+    def finite(self, name: str, default: float) -> float:
         value = self.raw(name)
         if value is None:
             return default
@@ -69,6 +70,12 @@ class EnvReader:
             number = float(value)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        return number
+
+    def fraction(self, name: str, default: float) -> float:
+        number = self.finite(name, default)
         if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
         return number

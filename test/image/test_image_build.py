@@ -3,9 +3,12 @@ base images it starts from): what SageMaker reads from it and what is, and is no
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
-from engine import image_info, podman
-from image_scripts import Image
+from engine import image_info, podman, podman_succeeds
+from image_scripts import REPO_ROOT, Image
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +75,64 @@ def test_service_imports_from_the_venv_without_tensorflow(built_image: Image) ->
         ' print("tensorflow" in sys.modules)\'',
     )
     assert out.strip() == "False"
+
+
+SBOM = "/usr/share/sagemaker-tfs/sbom.cdx.json"
+
+
+def locked_versions() -> dict[str, str]:
+    """``name -> version`` of docker/requirements.lock (names normalized as pip lists them)."""
+    pins = {}
+    for match in re.finditer(
+        r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)",
+        (REPO_ROOT / "docker/requirements.lock").read_text(),
+        re.M,
+    ):
+        pins[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return pins
+
+
+def test_the_venv_holds_exactly_the_locked_distributions(built_image: Image) -> None:
+    """What the hash-checked install put in /opt/venv: the lock's versions (those that apply on
+    Linux), pip itself and the project; no tensorflow-serving-api."""
+    listed = json.loads(run_in(built_image, "/opt/venv/bin/pip list --format json 2>/dev/null"))
+    installed = {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"] for d in listed}
+    locked = locked_versions()
+    assert set(installed) - set(locked) == {"pip", "sagemaker-tfs"}
+    for name, version in installed.items():
+        assert name in ("pip", "sagemaker-tfs") or locked[name] == version, name
+    assert set(locked) - set(installed) <= {"cffi", "pycparser"}  # Windows only (markers)
+
+
+def test_the_sbom_lists_the_python_distributions_packages_and_model_server(
+    built_image: Image,
+) -> None:
+    document = json.loads(run_in(built_image, f"cat {SBOM}"))
+    assert document["bomFormat"] == "CycloneDX"
+    debs = {c["name"]: c for c in document["components"] if "pkg:deb/" in c.get("purl", "")}
+    python = {c["name"]: c for c in document["components"] if "pkg:deb/" not in c.get("purl", "")}
+    locked = locked_versions()
+    for name in ("numpy", "grpcio", "gevent"):
+        assert python[name]["version"] == locked[name]
+        assert python[name]["purl"] == f"pkg:pypi/{name}@{locked[name]}"
+    assert "sagemaker-tfs" in python  # built from the context: no PyPI purl
+    version = run_in(built_image, "dpkg-query -W -f '${Version}' nginx")
+    assert debs["nginx"]["version"] == version
+    assert debs["nginx"]["purl"].startswith("pkg:deb/debian/nginx@")
+    server = next(c for c in document["components"] if c["name"] == "tensorflow_model_server")
+    digest = run_in(built_image, "sha256sum /usr/bin/tensorflow_model_server").split()[0]
+    assert server["hashes"] == [{"alg": "SHA-256", "content": digest}]
+    assert server["purl"] == f"pkg:docker/tensorflow/serving@{built_image.version}"
+
+
+def test_the_smoke_stage_ran_and_fails_a_broken_image(built_image: Image) -> None:
+    """The build ran docker/smoke_test.sh as its last step; the same script, run in the image
+    with a model server binary that cannot answer, fails."""
+    history = podman("history", "--no-trunc", "--format", "{{.CreatedBy}}", built_image.name)
+    assert "sh /tmp/smoke_test.sh" in history.splitlines()[0]
+    script = REPO_ROOT / "docker" / "smoke_test.sh"
+    run = ["run", "--rm", "--mount", f"type=bind,source={script},target=/tmp/smoke_test.sh,ro"]
+    check = ["--entrypoint", "/bin/sh", built_image.name, "/tmp/smoke_test.sh"]
+    assert podman(*run, *check).rstrip().endswith("smoke test: passed")
+    no_answer = "type=bind,source=/bin/false,target=/usr/bin/tensorflow_model_server,ro"
+    assert not podman_succeeds(*run, "--mount", no_answer, *check)

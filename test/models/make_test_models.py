@@ -6,7 +6,8 @@ model whose directory already exists is skipped, so a warm cache costs nothing. 
 directory is ``$SAGEMAKER_TFS_TEST_MODELS`` or ``test/.models-cache`` (gitignored).
 
 Every model is checked to load and run in a TF1 session with tags ``{"serve"}``, the way
-TF Serving loads SavedModels.
+TF Serving loads SavedModels. TF Serving's own test models (``saved_model_*``) are made by
+``tfs_models.py`` and checked against their known answers.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tfs_models  # noqa: E402  TF Serving's own test models, built with the rest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = REPO_ROOT / "test" / ".models-cache"
@@ -58,15 +62,7 @@ def _save_tf1_graph(export_dir: Path, build: Callable[[], dict]) -> None:
         tf.compat.v1.set_random_seed(SEED)
         signatures = build()
         with tf.compat.v1.Session(graph=graph) as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            builder = tf.compat.v1.saved_model.Builder(str(export_dir))
-            builder.add_meta_graph_and_variables(
-                session,
-                [tf.compat.v1.saved_model.tag_constants.SERVING],
-                signature_def_map=signatures,
-                strip_default_attrs=True,
-            )
-            builder.save()
+            tfs_models.write_saved_model(session, export_dir, signatures)
 
 
 def _half_plus_three_graph(offset: float) -> dict:
@@ -310,6 +306,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "detector_uint8": make_detector_uint8,
     "sleeper": make_sleeper,
 }
+MODELS.update(tfs_models.MODELS)
 
 
 def _sample_jpeg() -> bytes:
@@ -366,7 +363,10 @@ def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
     try:
         MODELS[name](staging)
         for version_dir in sorted(staging.iterdir()):
-            check_serves_in_tf1_session(version_dir, _sample_feeds(name))
+            if name in tfs_models.MODELS:
+                tfs_models.check(name, version_dir)
+            else:
+                check_serves_in_tf1_session(version_dir, _sample_feeds(name))
         if force and target.exists():
             shutil.rmtree(target)
         try:

@@ -49,6 +49,7 @@ from PIL import Image
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "test" / "examples"
+sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -32,15 +32,13 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "model_server"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
 
 from grpc_helpers import predict_request, prediction_stub  # noqa: E402
 from model_server_process import launch_model_server, wait_until_ready  # noqa: E402
 
-TESTDATA = Path(
-    os.environ.get("SAGEMAKER_TFS_TESTDATA") or REPO_ROOT.parent / "shared" / "testdata" / "tfs"
-)
 CLIENTS = 16
 # Default: one batch thread; the 16 clients' requests wait while a batch runs and then form
 # the next full batch together (the timeout only bounds the wait when fewer are active).
@@ -58,9 +56,10 @@ def _generator():  # type: ignore[no-untyped-def]
     return make_test_models
 
 
-def _mobilenet_base() -> Path:
-    """The generator's MobileNetV2 (built and cached on first use)."""
-    return _generator().ensure_models(["mobilenet_v2"]) / "mobilenet_v2"
+def _model_base(name: str) -> Path:
+    """A generated model (built and cached on first use): TF Serving's TF1
+    saved_model_half_plus_three or MobileNetV2."""
+    return _generator().ensure_models([name]) / name
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:
@@ -243,8 +242,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     bases = {
-        "half_plus_three": TESTDATA / "saved_model_half_plus_three",
-        "mobilenet_v2": _mobilenet_base(),
+        "half_plus_three": _model_base("saved_model_half_plus_three"),
+        "mobilenet_v2": _model_base("mobilenet_v2"),
     }
     print(f"CPUs: {os.cpu_count()}; {args.seconds:.0f} s per figure; {CLIENTS} clients", flush=True)
     local_calls, workloads = _in_process_calls(bases)

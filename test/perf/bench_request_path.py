@@ -24,6 +24,7 @@ from pathlib import Path
 
 import requests
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # local_ports
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "stack"))
 from front_end import EXAMPLE_MODELS, start_front_end  # noqa: E402
 

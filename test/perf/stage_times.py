@@ -1,22 +1,21 @@
 """Where one built-in request's time goes, stage by stage, across the stack's processes.
 
-Needs the timestamps patched in (they are not part of the product)::
-
-    git apply test/perf/stage_times.patch
-    .venv/bin/python test/perf/stage_times.py --requests 220
-    git apply -R test/perf/stage_times.patch
+Usage: ``.venv/bin/python test/perf/stage_times.py --requests 220``
 
 The client, the service (gunicorn worker) and the model server each write CLOCK_MONOTONIC
 timestamps (``time.perf_counter``), which one machine's processes share, so the stages
-between processes (nginx, gRPC) are differences of two processes' clocks. Requests are sent
-one at a time to one stack (scenario 1 of bench_fast_paths.py: one 224x224 JPEG,
-MobileNetV2). Prints each stage's median and mean in ms.
+between processes (nginx, gRPC) are differences of two processes' clocks. The stack's marks
+come from ``stage_marks/sitecustomize.py`` (on the stack's PYTHONPATH here only), which wraps
+named functions of the product as they are imported: nothing in the product changes.
+Requests are sent one at a time to one stack (scenario 1 of bench_fast_paths.py: one 224x224
+JPEG, MobileNetV2). Prints each stage's median and mean in ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import statistics
 import sys
 import tempfile
@@ -33,14 +32,14 @@ from bench_fast_paths import (
 )  # noqa: E402
 
 # (stage, where it starts, where it ends) as "process.mark": "client" marks are this script's,
-# "service" (gunicorn worker) and "model_server" marks the patch's.
+# "service" (gunicorn worker) and "model_server" marks those of stage_marks/sitecustomize.py.
+STAGE_MARKS = Path(__file__).resolve().parent / "stage_marks"
 STAGES = (
     ("client -> falcon handler (nginx)", "client.sent", "service.handler_start"),
     ("falcon handler -> fast path", "service.handler_start", "service.fast_path_start"),
     ("JPEG decoding, signature lookup", "service.fast_path_start", "service.decoded"),
     ("Predict request encoded", "service.decoded", "service.request_encoded"),
-    ("gRPC call started", "service.request_encoded", "service.call_started"),
-    ("-> model server's handler", "service.call_started", "model_server.server_entry"),
+    ("gRPC call -> model server's handler", "service.request_encoded", "model_server.server_entry"),
     ("model server: request decoded", "model_server.server_entry", "model_server.session_start"),
     ("model server: TensorFlow session", "model_server.session_start", "model_server.session_end"),
     ("model server: answer encoded", "model_server.session_end", "model_server.server_exit"),
@@ -92,7 +91,11 @@ def main() -> None:
     models_root = load_test_models(["mobilenet_v2"])
     logs = Path(tempfile.mkdtemp(prefix="stage-times-"))
     logs.chmod(0o777)  # the service may run as another user
-    env = dict(pair.split("=", 1) for pair in args.env) | {"STAGE_TIMES_DIR": str(logs)}
+    python_path = os.pathsep.join(filter(None, [str(STAGE_MARKS), os.environ.get("PYTHONPATH")]))
+    env = dict(pair.split("=", 1) for pair in args.env) | {
+        "STAGE_TIMES_DIR": str(logs),
+        "PYTHONPATH": python_path,
+    }
     with stack_for(models_root, ["mobilenet_v2"], env=env) as stack:
         client = send_requests(stack.port, args.accept, args.requests)
     by_process = {
@@ -101,7 +104,7 @@ def main() -> None:
         "model_server": read_log(logs / "model_server.log"),
     }
     if not len(by_process["service"]) == len(by_process["model_server"]) == len(client):
-        raise SystemExit("not one line per request in each log: is the patch applied?")
+        raise SystemExit("not one line per request in each log: see stage_marks/sitecustomize.py")
     rows = [
         {process: marks[i] for process, marks in by_process.items()}
         for i in range(args.skip, len(client))

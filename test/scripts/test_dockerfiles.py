@@ -59,6 +59,26 @@ def expected_bases(arch: str, cuda: str) -> tuple[str, str, str]:
     return "debian:trixie-slim", "debian:trixie-slim", "python3.13"
 
 
+def runtime_stage(path: Path):  # type: ignore[no-untyped-def]
+    """The stage that is the image (the smoke stage after it only checks it)."""
+    return next(s for s in parse_dockerfile(path) if s.name == "runtime")
+
+
+def lock_pins(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """``name -> (version, sha256 hashes)`` of a lock written by scripts/lock.sh (uv's
+    requirements format: ``name==version ; marker \\`` then ``--hash=sha256:...`` lines)."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    for entry in re.split(r"\n(?=\S)", path.read_text()):
+        text = " ".join(line.split("#", 1)[0] for line in entry.splitlines()).replace("\\", " ")
+        if not text.strip():
+            continue
+        requirement, *options = text.split("--hash=")
+        name, _, version = requirement.split(";")[0].strip().partition("==")
+        assert version, f"{path.name}: {requirement.strip()!r} is not an exact pin"
+        pins[normalized(name)] = (version.strip(), [o.strip() for o in options])
+    return pins
+
+
 def apt_packages(run: str) -> list[str]:
     """The packages of an `apt-get install --no-install-recommends ...` RUN."""
     return run.split("--no-install-recommends", 1)[1].split("&&")[0].split()
@@ -92,7 +112,7 @@ def test_model_server_stage(full: str, cuda: str, cudnn: str, arch: str) -> None
     else:
         suffix = "-gpu" if arch == "gpu" else ""
         assert model_server.base == f"tensorflow/serving:{full}{suffix}"
-    final = stages[-1]
+    final = runtime_stage(dockerfile(full, arch))
     assert (
         "--from=model-server /usr/bin/tensorflow_model_server /usr/bin/tensorflow_model_server"
         in final.all("COPY")
@@ -120,12 +140,63 @@ def test_venv_stage_builds_the_project_wheel_with_pinned_dependencies(
     copies = venv.all("COPY")
     assert "setup.py pyproject.toml ./" in copies
     assert "container/ container/" in copies
-    assert "docker/requirements.lock /tmp/requirements.lock" in copies
+    assert "docker/requirements.lock docker/build-requirements.lock /tmp/" in copies
     (run,) = venv.all("RUN")[1:]
+    hashed = "pip install --require-hashes --only-binary=:all: -r"
+    assert f"/tmp/build-env/bin/{hashed} /tmp/build-requirements.lock" in run
     assert "pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheels ." in run
-    assert "--constraint /tmp/requirements.lock /tmp/wheels/sagemaker_tfs-*.whl" in run
-    assert f"pip install --no-deps tensorflow-serving-api=={full}" in run
+    assert f"/opt/venv/bin/{hashed} /tmp/requirements.lock" in run
+    assert "pip install --no-deps --no-index /tmp/wheels/sagemaker_tfs-*.whl" in run
+    assert run.index("sagemaker_tfs-*.whl") < run.index("/opt/venv/bin/pip check")
     assert "PIP_NO_CACHE_DIR=1" in " ".join(venv.all("ENV"))
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_every_download_pip_makes_is_hash_checked(full: str, cuda: str, cudnn: str, arch: str):
+    """pip installs only from the hash-locked files, or our own wheel from no index at all;
+    nothing is installed without its dependencies from an index (tensorflow-serving-api
+    once was, and could not be imported without TensorFlow)."""
+    text = " ".join(
+        run for stage in parse_dockerfile(dockerfile(full, arch)) for run in stage.all("RUN")
+    )
+    installs = re.findall(r"pip install ([^&]*)", text)
+    assert len(installs) == 3, installs
+    for arguments in installs:
+        if "--no-index" not in arguments:
+            assert arguments.startswith("--require-hashes --only-binary=:all: -r /tmp/"), arguments
+    assert "tensorflow-serving-api" not in dockerfile(full, arch).read_text()
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_the_image_carries_its_sbom(full: str, cuda: str, cudnn: str, arch: str) -> None:
+    """cyclonedx-py writes /opt/venv's part in the venv stage; the runtime stage adds the
+    distribution's packages and the model server binary, with the image's own Python."""
+    venv = next(s for s in parse_dockerfile(dockerfile(full, arch)) if s.name == "venv")
+    assert "/tmp/build-env/bin/cyclonedx-py environment" in venv.all("RUN")[-1]
+    assert "--output-file /tmp/sbom.cdx.json /opt/venv/bin/python" in venv.all("RUN")[-1]
+    runtime = runtime_stage(dockerfile(full, arch))
+    sbom = "/usr/share/sagemaker-tfs/sbom.cdx.json"
+    assert f"--from=venv /tmp/sbom.cdx.json {sbom}" in runtime.all("COPY")
+    (completing,) = [run for run in runtime.all("RUN") if "sbom_image_parts.py" in run]
+    assert completing.startswith("--mount=type=bind,source=docker/sbom_image_parts.py,")
+    source = EI_ARTIFACT if arch == "eia" else f"tensorflow/serving:{full}"
+    assert f"--model-server {source}" in completing and completing.endswith(sbom)
+
+
+@pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
+def test_the_last_stage_smoke_tests_the_image(full: str, cuda: str, cudnn: str, arch: str):
+    """The image that is tagged is the runtime stage plus the smoke test's (empty) layer, so
+    `docker build` cannot produce an image whose check failed."""
+    smoke = parse_dockerfile(dockerfile(full, arch))[-1]
+    assert (smoke.base, smoke.name) == ("runtime", "smoke")
+    assert [i.keyword for i in smoke.instructions] == ["RUN"]
+    assert smoke.all("RUN") == [
+        "--mount=type=bind,source=docker/smoke_test.sh,target=/tmp/smoke_test.sh"
+        " sh /tmp/smoke_test.sh"
+    ]
+    script = (DOCKER_DIR / "smoke_test.sh").read_text()
+    for check in ("/usr/bin/tensorflow_model_server --version", "nginx -t", "import sagemaker_tfs"):
+        assert check in script
 
 
 @pytest.mark.parametrize(("full", "cuda", "cudnn", "arch"), CASES)
@@ -133,7 +204,7 @@ def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, a
     from sagemaker_tfs.supervisor.nginx_config import NJS_MODULE_CANDIDATES
 
     _, final_base, python = expected_bases(arch, cuda)
-    final = parse_dockerfile(dockerfile(full, arch))[-1]
+    final = runtime_stage(dockerfile(full, arch))
     assert final.base == final_base
     (install,) = [run for run in final.all("RUN") if "apt-get install" in run]
     packages = apt_packages(install)
@@ -164,7 +235,7 @@ def test_no_secrets_downloads_or_build_tools_in_the_final_image(
     assert not re.search(r"(?i)(AWS_ACCESS|AWS_SECRET|PASSWORD|TOKEN)", text)
     stages = parse_dockerfile(path)
     assert not any(s.all("ADD") for s in stages), "ADD of URLs/archives: use COPY"
-    final_runs = " ".join(stages[-1].all("RUN"))
+    final_runs = " ".join(runtime_stage(path).all("RUN") + stages[-1].all("RUN"))
     _, _, python = expected_bases(arch, cuda)
     for tool in ("gcc", "build-essential", f"{python}-venv", "python3-pip", "curl", "wget"):
         assert tool not in final_runs.split()
@@ -215,21 +286,32 @@ def normalized(name: str) -> str:
 
 
 def test_every_runtime_dependency_is_pinned_in_the_lock() -> None:
-    """The venv stage installs with --constraint requirements.lock: a dependency missing from
-    it would float, and a pin outside setup.py's range would fail at `docker build`."""
+    """A dependency missing from requirements.lock fails `pip check` at `docker build`, and a
+    pin outside setup.py's range would too: both are caught here first."""
     requires = ast.literal_eval(setup_py_calls()["install_requires"])
-    pins = {}
-    for line in (DOCKER_DIR / "requirements.lock").read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            name, _, pinned = line.partition("==")
-            assert pinned, f"requirements.lock: {line!r} is not an exact pin"
-            pins[normalized(name)] = pinned
+    pins = lock_pins(DOCKER_DIR / "requirements.lock")
     for text in requires:
         requirement = Requirement(text)
         name = normalized(requirement.name)
         assert name in pins, f"{name} (setup.py) is not pinned in requirements.lock"
-        assert requirement.specifier.contains(pins[name]), f"lock {name}=={pins[name]} vs {text}"
+        version = pins[name][0]
+        assert requirement.specifier.contains(version), f"lock {name}=={version} vs {text}"
+
+
+@pytest.mark.parametrize("name", ["requirements", "build-requirements"])
+def test_the_locks_hash_every_pin_and_follow_their_inputs(name: str) -> None:
+    """Each pin carries sha256 hashes (pip --require-hashes refuses the file otherwise), and
+    each exact pin of the .in file is the lock's: a lock not compiled again after the .in
+    changed (scripts/lock.sh) fails here."""
+    pins = lock_pins(DOCKER_DIR / f"{name}.lock")
+    for package, (_, hashes) in pins.items():
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), package
+    for line in (DOCKER_DIR / f"{name}.in").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (pinned,) = [str(spec.version) for spec in requirement.specifier]
+            assert pins[normalized(requirement.name)][0] == pinned, line
 
 
 def dependency_closure(requirements: list[str]) -> set[str]:
@@ -255,12 +337,7 @@ def dependency_closure(requirements: list[str]) -> set[str]:
 
 def test_the_lock_pins_every_transitive_dependency() -> None:
     requires = ast.literal_eval(setup_py_calls()["install_requires"])
-    locked = {
-        normalized(line.split("==", 1)[0])
-        for line in (DOCKER_DIR / "requirements.lock").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
-    assert dependency_closure(requires) <= locked
+    assert dependency_closure(requires) <= set(lock_pins(DOCKER_DIR / "requirements.lock"))
 
 
 def test_serve_is_a_console_script_of_the_package() -> None:
@@ -270,7 +347,16 @@ def test_serve_is_a_console_script_of_the_package() -> None:
 
 def test_dockerignore_keeps_the_context_small_but_complete() -> None:
     patterns = dockerignore_patterns()
-    for needed in ("setup.py", "pyproject.toml", "docker/requirements.lock", EI_ARTIFACT):
+    needed_files = ("setup.py", "pyproject.toml", EI_ARTIFACT) + tuple(
+        f"docker/{name}"
+        for name in (
+            "requirements.lock",
+            "build-requirements.lock",
+            "sbom_image_parts.py",
+            "smoke_test.sh",
+        )
+    )
+    for needed in needed_files:
         assert dockerignore_includes(needed, patterns), needed
     assert dockerignore_includes(
         "container/sagemaker_tfs/supervisor/templates/nginx.conf.template", patterns
@@ -324,8 +410,8 @@ assert callable(entry.serve), "serve entry point"
 
 
 def test_everything_the_image_runs_imports_without_tensorflow() -> None:
-    """The image has tensorflow-serving-api without TensorFlow (--no-deps), so neither
-    tensorflow nor tensorflow_serving may be imported by anything but model_server/."""
+    """The image has neither TensorFlow nor tensorflow-serving-api, so neither may be
+    imported by anything but model_server/."""
     result = subprocess.run(
         [sys.executable, "-c", IMPORT_WITHOUT_TENSORFLOW],
         capture_output=True,

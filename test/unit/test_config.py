@@ -1,4 +1,4 @@
-"""StackConfig parsing: every variable of CONTRACT.md, its default and its errors."""
+"""StackConfig parsing: every variable of docs/contract.md, its default and its errors."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sagemaker_tfs import config
 from sagemaker_tfs.config import (
     BatchingConfig,
     ConfigError,
@@ -49,15 +50,29 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.service_socket == "/tmp/sagemaker-tfs/gunicorn.sock"
     assert cfg.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
     assert cfg.standby_model_server
+    assert (cfg.image_scale, cfg.image_offset) == (1.0, 0.0)
     assert cfg.model_server_timeout == 60
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (1024, 100)
 
 
-def test_image_default_model_dirs() -> None:
-    with pytest.raises(ConfigError, match="no model found in /opt/ml/model:"):
+def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without ``--model-dir``, SageMaker's directories; here stand-ins for them, so that the
+    host's own /opt/ml (if any) changes nothing."""
+    assert (config.DEFAULT_MODEL_DIR, config.DEFAULT_MULTI_MODEL_DIR) == (
+        "/opt/ml/model",
+        "/opt/ml/models",
+    )
+    single, multi = tmp_path / "opt_ml_model", tmp_path / "opt_ml_models"
+    monkeypatch.setattr(config, "DEFAULT_MODEL_DIR", str(single))
+    monkeypatch.setattr(config, "DEFAULT_MULTI_MODEL_DIR", str(multi))
+    with pytest.raises(ConfigError, match=f"no model found in {single}:"):
         load_config({})
-    with pytest.raises(ConfigError, match="/opt/ml/models does not exist"):
+    with pytest.raises(ConfigError, match=f"{multi} does not exist"):
         load_config({"SAGEMAKER_MULTI_MODEL": "true"})
+    make_model(single / "half_plus_three")
+    multi.mkdir()
+    assert load_config({}).model_dir == str(single)
+    assert load_config({"SAGEMAKER_MULTI_MODEL": "true"}).model_dir == str(multi)
 
 
 def test_overrides(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
@@ -87,6 +102,7 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.universal_bucket, cfg.universal_prefix) == ("bucket", "prefix/")
     assert cfg.omp_num_threads == "4"
     assert not cfg.standby_model_server
+    assert (cfg.image_scale, cfg.image_offset) == (0.0078125, -1.0)
     assert cfg.model_server_timeout == 900
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
 
@@ -246,6 +262,8 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
         ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "-1", "must be an integer >= 0"),
         ("SAGEMAKER_BATCH_STRATEGY", "ALL", "must be one of MULTI_RECORD, SINGLE_RECORD"),
         ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "missing", "'missing' is not one of the models"),
+        ("SAGEMAKER_TFS_IMAGE_SCALE", "abc", "must be a number, got 'abc'"),
+        ("SAGEMAKER_TFS_IMAGE_OFFSET", "nan", "must be a finite number, got 'nan'"),
     ],
 )
 def test_errors_name_the_variable_and_value(

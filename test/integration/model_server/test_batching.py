@@ -19,9 +19,11 @@ import requests
 from grpc_helpers import float_tensor, output_array, predict_request, prediction_stub
 from model_server_process import ServerHandle, start_batching_server, stop_server
 
+pytestmark = pytest.mark.slow
+
 BATCHING_PARAMETERS = """
 max_batch_size { value: 16 }
-batch_timeout_micros { value: 4000000 }
+batch_timeout_micros { value: 10000000 }
 max_enqueued_batches { value: 1 }
 num_batch_threads { value: 1 }
 allowed_batch_sizes: 4
@@ -54,7 +56,7 @@ def _predict(stub, values: list) -> np.ndarray:
 
 
 def test_config_is_logged(server: ServerHandle) -> None:
-    assert "Batching enabled: max_batch_size: 16, batch_timeout_micros: 4000000" in server.log
+    assert "Batching enabled: max_batch_size: 16, batch_timeout_micros: 10000000" in server.log
 
 
 def test_concurrent_requests_are_merged_and_split_back(server: ServerHandle) -> None:
@@ -92,15 +94,16 @@ def test_task_larger_than_max_batch_size(server: ServerHandle) -> None:
 
 
 def test_full_queue_is_unavailable(server: ServerHandle) -> None:
-    """A first task opens a batch that waits 4 s; a second that does not fit needs a new
-    batch, but max_enqueued_batches is 1, so it is refused at once (gRPC and REST)."""
+    """A first task opens a batch that waits 10 s; a second that does not fit needs a new
+    batch, but max_enqueued_batches is 1, so it is refused at once (gRPC and REST). The 10 s
+    leave room for both calls after the 2 s given to the first, on a loaded machine too."""
     stub = prediction_stub(server.grpc_target)
     first_done = threading.Event()
     first = threading.Thread(
         target=lambda: (_predict(stub, [1.0] * 10), first_done.set()), daemon=True
     )
     first.start()
-    time.sleep(1.0)
+    time.sleep(2.0)
     with pytest.raises(grpc.RpcError) as caught:
         _predict(stub, [1.0] * 10)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -116,7 +119,7 @@ def test_full_queue_is_unavailable(server: ServerHandle) -> None:
     assert "The batch scheduling queue to which this task was submitted is full" in (
         response.json()["error"]
     )
-    first.join(timeout=10)
+    first.join(timeout=30)
     assert first_done.is_set()
 
 

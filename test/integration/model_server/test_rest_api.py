@@ -1,5 +1,5 @@
 """REST API of a real ``sagemaker-tfs model-server`` process, compared byte for byte with
-TF Serving's documented answers (``shared/docs/TFS_API.md``) and TF Serving's own test data."""
+TF Serving's documented answers (its REST API guide) on TF Serving's own test models."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tfs_metadata
 from model_server_process import start_server, stop_server
 from rest_helpers import RestClient, model_config
 
@@ -284,28 +285,35 @@ def test_status_versions_newest_first_and_filters(client: RestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "reference"),
+    ("model", "directory"),
     [
-        ("half_plus_two_2_versions", "saved_model_half_plus_two_2_versions_metadata.json"),
-        ("tf1_cpu", "half_plus_two_model_metadata.json"),
+        ("half_plus_two_2_versions", "saved_model_half_plus_two_2_versions"),
+        ("tf1_cpu", "saved_model_half_plus_two_cpu"),
         ("tf2", None),
     ],
 )
 def test_metadata_matches_tf_serving(
-    client: RestClient, testdata_dir: Path, model: str, reference: str | None
+    client: RestClient, testdata_dir: Path, model: str, directory: str | None
 ) -> None:
     response = client.get(f"/v1/models/{model}/versions/123/metadata")
     assert response.status_code == 200, response.text
     assert response.headers["Content-Type"] == "application/json"
     document = response.json()
-    if reference is None:
-        signature = document["metadata"]["signature_def"]["signature_def"]["serving_default"]
-        assert signature["method_name"] == "tensorflow/serving/predict"
-        assert document["model_spec"] == {"name": model, "signature_name": "", "version": "123"}
+    assert document["model_spec"] == {"name": model, "signature_name": "", "version": "123"}
+    signatures = document["metadata"]["signature_def"]["signature_def"]
+    if directory is None:
+        assert signatures["serving_default"]["method_name"] == "tensorflow/serving/predict"
         return
-    expected = json.loads((testdata_dir / reference).read_text())
-    expected["model_spec"]["name"] = model
-    assert document == expected
+    assert signatures["serving_default"]["inputs"]["x"] == {  # TF Serving's way of printing it
+        "dtype": "DT_FLOAT",
+        "tensor_shape": {
+            "dim": [{"size": "-1", "name": ""}, {"size": "1", "name": ""}],
+            "unknown_rank": False,
+        },
+        "name": "x:0",
+    }
+    expected = tfs_metadata.signature_def_map(testdata_dir / directory / "00000123")
+    assert document["metadata"]["signature_def"] == expected
 
 
 # ----------------------------------------------------------------------------- errors

@@ -1,4 +1,4 @@
-"""The batching rows of TFS_API.md's error table, over REST on a real server with batching on."""
+"""The batching errors of TF Serving's REST API, over REST on a real server with batching on."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_queue_full_is_503_and_merged_batch_still_answers(batching_server: Any) 
     assert warm_up.status_code == 200
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(RestClient(url).post, PREDICT, '{"instances": [1.0]}')
-        time.sleep(2.0)  # the first request is now in the open batch (20 s timeout)
+        time.sleep(5.0)  # the first request is now in the open batch (20 s timeout)
         assert not waiting.done()
         rejected = RestClient(url).post(PREDICT, '{"instances": [2.0, 3.0]}')
         merged = RestClient(url).post(PREDICT, '{"instances": [5.0]}')  # fills the batch

@@ -130,7 +130,8 @@ class FrontEnd:
 
     def post(self, body: bytes | str, content_type: str | None = "application/json",
              path: str = "/invocations", **headers: str) -> requests.Response:  # fmt: skip
-        return http_post(self.url + path, body, content_type, headers, timeout=30)
+        # Generous: converting megabytes in njs and echoing them takes a while on a loaded machine.
+        return http_post(self.url + path, body, content_type, headers, timeout=120)
 
     def stop(self) -> None:
         for process in self.processes.values():

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 import requests
-from whole_stack import Stack, StartStack, pid_alive, port_is_free, wait_for
+from sagemaker_tfs.supervisor.sockets import port_is_free
+from whole_stack import Stack, StartStack, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 

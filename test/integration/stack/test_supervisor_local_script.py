@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from whole_stack import free_port_range, pid_alive, wait_for
+from local_ports import free_port_range
+from whole_stack import pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
 

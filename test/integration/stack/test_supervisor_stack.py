@@ -36,6 +36,9 @@ import time
 
 def input_handler(data, context):
     body = json.loads(data.read().decode("utf-8"))
+    arrived = body.pop("arrived", None)
+    if arrived:
+        open(arrived, "w").close()
     time.sleep(body.pop("sleep_seconds", 0))
     return json.dumps(body)
 
@@ -175,14 +178,20 @@ def test_batching_variables_reach_the_file_the_flags_and_the_log(
     assert predict(stack, [1.0, 2.0]) == [3.5, 4.0]
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SAGEMAKER_TFS_ENABLE_BATCHING", "yes", "must be 'true' or 'false', got 'yes'"),
+        ("SAGEMAKER_TFS_IMAGE_SCALE", "abc", "must be a number, got 'abc'"),  # read by the service
+    ],
+)
 def test_bad_configuration_stops_start_up_with_a_clear_message(
-    start_stack: StartStack, bundled_models
+    start_stack: StartStack, bundled_models, name: str, value: str, message: str
 ) -> None:
-    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_ENABLE_BATCHING": "yes"}, wait=False)
+    stack = start_stack(bundled_models, env={name: value}, wait=False)
     assert stack.process.wait(30) == 2
-    assert "SAGEMAKER_TFS_ENABLE_BATCHING must be 'true' or 'false', got 'yes'" in (
-        stack.log_text()
-    )
+    assert f"invalid configuration: {name} {message}" in stack.log_text()
+    assert "model-server" not in stack.log_text()  # nothing was started
 
 
 def test_a_model_that_cannot_load_stops_start_up_clearly(
@@ -289,16 +298,22 @@ def test_nginx_killed_during_start_up_is_started_again(
     assert wait_for(lambda: stack.child_pids("nginx") != [], 120, interval=0.002), stack.log_tail()
     (first,) = stack.child_pids("nginx")
     os.kill(first, signal.SIGKILL)
-    stack.wait_for_ping()
-    assert predict(stack, [2.0]) == [4.0]
-    assert stack.process.poll() is None
-    log = stack.log_text()
     during_start_up = (
         f"nginx (pid {first}) was killed by SIGKILL during start-up; starting it again"
     )
     # The kill lands before the start-up check saw nginx listen, almost always; after it, the
-    # watch loop restarts it as it does any crash.
-    assert during_start_up in log or f"nginx (pid {first}) was killed by SIGKILL after" in log
+    # watch loop restarts it as it does any crash. Either way the dead master's workers may
+    # answer a while longer, so /ping alone does not show that the supervisor noticed.
+    after = f"nginx (pid {first}) was killed by SIGKILL after"
+
+    def noticed() -> bool:
+        log = stack.log_text()
+        return during_start_up in log or after in log
+
+    assert wait_for(noticed, 60), stack.log_tail()
+    stack.wait_for_ping()
+    assert predict(stack, [2.0]) == [4.0]
+    assert stack.process.poll() is None
 
 
 def test_sigterm_lets_an_in_flight_request_finish(
@@ -306,16 +321,17 @@ def test_sigterm_lets_an_in_flight_request_finish(
 ) -> None:
     stack = start_stack(models_with_script)
     results: list[object] = []
+    arrived = stack.work_dir / "request-arrived"
 
     def slow_request() -> None:
         try:
-            results.append(predict(stack, [4.0], sleep_seconds=3))
+            results.append(predict(stack, [4.0], sleep_seconds=3, arrived=str(arrived)))
         except Exception as error:  # reported by the assertion below
             results.append(error)
 
     thread = threading.Thread(target=slow_request)
     thread.start()
-    wait_for(lambda: False, 1.0)  # let the request reach the handler
+    assert wait_for(arrived.exists, 60, interval=0.05), stack.log_tail()  # in the handler
     stack.process.send_signal(signal.SIGTERM)
     thread.join(30)
     assert results == [[5.0]], stack.log_tail(4000)

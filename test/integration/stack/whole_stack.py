@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from local_ports import free_port_range
 
 STARTUP_TIMEOUT_SECONDS = 180.0
 STANDBY_WAITING = "standby model server (waiting)"  # its title (model_server/standby.py)
@@ -30,18 +30,6 @@ STOP_TIMEOUT_SECONDS = 60.0
 
 class StackError(RuntimeError):
     """The stack did not start or stop as expected (the message ends with its log)."""
-
-
-def free_port_range(size: int) -> tuple[int, int]:
-    """``size`` consecutive ports that are all free right now, below the kernel's ephemeral
-    range (32768-60999): a port in it can be taken at any moment as the source port of some
-    client's connection (seen: ``cannot listen on port 34924`` at start-up), or a client
-    reconnecting to a dead server's port can get that very port (a TCP self-connect)."""
-    for _ in range(200):
-        low = random.randrange(20000, 32000 - size)
-        if all(port_is_free(p) for p in range(low, low + size)):
-            return low, low + size - 1
-    raise RuntimeError(f"no {size} consecutive free ports below 32000")
 
 
 def _ppid_and_state(pid: int) -> tuple[int, str] | None:
@@ -254,6 +242,20 @@ def running_stack(
         with contextlib.suppress(StackError):
             stack.stop()
         stack.kill_session()
+
+
+@contextlib.contextmanager
+def stack_with_code(
+    root: Path, model: Path, code: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """``running_stack`` on a copy of the model directory ``model`` under ``root``, with a copy
+    of ``code`` as its ``code/`` when given."""
+    shutil.copytree(model, root / "model" / model.name)
+    if code is not None:
+        shutil.copytree(code, root / "model" / "code")
+    (root / "work").mkdir()
+    with running_stack(root / "model", root / "work", env) as stack:
+        yield stack
 
 
 RunningStack = Stack

@@ -18,6 +18,7 @@ def test_flags_are_what_follows_model_server() -> None:
         flags_of(["gunicorn", "--port=9000"])
 
 
+@pytest.mark.slow  # the standby imports TensorFlow first
 def test_an_empty_stdin_ends_it_with_code_0() -> None:
     """Its supervisor died (the pipe closed) before it was needed: nothing to serve."""
     process = subprocess.run(

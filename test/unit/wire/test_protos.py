@@ -11,6 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow  # builds the descriptor set with TensorFlow's protos
 def test_descriptor_file_is_up_to_date_with_installed_packages() -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts/make_protos.py"), "--check"],
