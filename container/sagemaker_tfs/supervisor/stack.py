@@ -9,6 +9,7 @@ gunicorn, then the model servers, within 26 s of the stop (SageMaker's SIGKILL c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -41,8 +42,11 @@ from sagemaker_tfs.supervisor.model_server_processes import (
     render_model_config,
     wait_until_available,
 )
+from sagemaker_tfs.supervisor.model_service import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.polling import poll_until
-from sagemaker_tfs.supervisor.registry import ModelRegistry
+from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
+from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
 from sagemaker_tfs.supervisor.sockets import (
     HeldPort,
     HeldSocket,
@@ -68,9 +72,8 @@ GUNICORN_KEEP_ALIVE_SECONDS = 75
 # The children's tiers, in start order: they stop in reverse (nginx first).
 MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
 TIERS = (MODEL_SERVERS, SERVICE, FRONT)
-# SageMaker sends SIGKILL 30 s after SIGTERM (scale-in, updates). Requests in flight get until
-# this many seconds after the stop began, each tier after nginx its share of the rest, so that
-# serve exits 0 in time; a request still running then is cut (one warning line names nginx).
+# SageMaker sends SIGKILL 30 s after SIGTERM (scale-in): each tier is stopped by then (a request
+# still in flight at 22 s is cut, one warning line), so that serve exits 0 in time.
 STOP_DEADLINES = {FRONT: 22.0, SERVICE: 24.0, MODEL_SERVERS: 26.0}
 
 
@@ -136,21 +139,14 @@ class Supervisor:
         child = self.children.get(key)
         return child is not None and child.running()
 
+    def model_server_pid(self, key: str) -> int | None:
+        """The pid of model server ``key`` while it runs, else None."""
+        child = self.children.get(key)
+        return child.pid if child is not None and child.running() else None
+
     # --- start-up ---
 
     def write_configs(self) -> None:
-        """Every file of the stack goes to the work directory: one that cannot be written (a
-        read-only root without a writable /tmp) stops start-up with one clear line."""
-        try:
-            self._write_configs()
-        except OSError as error:
-            raise StartupError(
-                f"cannot write to the work directory {self.work_dir}: {error}; the stack writes "
-                "only there (on a read-only root filesystem, mount a writable /tmp or give "
-                "--work-dir)"
-            ) from None
-
-    def _write_configs(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_file(self.config.stack_config_path, self.config.to_json())
         if self.config.batching is not None:
@@ -166,7 +162,8 @@ class Supervisor:
         self.write_configs()
         if self.config.multi_model:
             self._download_universal_code()
-            self._start_control_api()
+            servers = self._multi_model_servers()
+            self._start_control_api(servers)
         else:
             self._start_model_servers()
         self._start_gunicorn()
@@ -215,8 +212,64 @@ class Supervisor:
         except CodeDownloadError as error:
             raise StartupError(str(error)) from None
 
-    def _start_control_api(self) -> None:
-        self.registry = ModelRegistry(self.config, self)
+    def _multi_model_servers(self) -> ModelServers:
+        """One process per model, or the shared model servers, started now (see registry.py)."""
+        if self.config.model_server_per_model:
+            logger.info("multi-model: one model server process per loaded model")
+            return PerModelServers(self.config, self)
+        logger.info(
+            "multi-model: %d model server(s) shared by every model", len(self.config.instances)
+        )
+        shared = SharedModelServers(self.config, self.model_server_pid)
+        for server in shared.servers:
+            self._start_shared_model_server(shared, server.key, server.instance)
+        for server in shared.servers:
+            self._wait_until_in_line(shared, server.key)
+        return shared
+
+    def _start_shared_model_server(
+        self, shared: SharedModelServers, key: str, instance: Instance
+    ) -> None:
+        """A model server of the shared mode: it starts with the models loaded so far (after
+        a failed start: with none) and is ready once it serves what the registry holds."""
+
+        def choose_config() -> None:
+            config_file = shared.start_config_file(child.failed_starts)
+            child.argv = model_server_command() + model_server_args(
+                instance, config_file, self.config, self._batching_file()
+            )
+
+        child = Child(
+            key,
+            [],
+            self.env,
+            stop_timeout=MODEL_SERVER_STOP_SECONDS,
+            ready_check=partial(shared.ready, key),
+            before_start=choose_config,
+            take_standby=self.standby.take if self.standby is not None else None,
+        )
+        self.children.start(MODEL_SERVERS, child)
+
+    def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
+        child = self.children.get(key)
+        assert child is not None
+        ready = partial(shared.ready, key)
+        if not poll_until(
+            ready, self.config.wait_time_seconds, POLL_SECONDS, self._starting(child)
+        ):
+            self._raise_if_stop_requested()
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before it answered "
+                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
+            )
+        child.mark_ready()
+        logger.info("%s: serving multi-model (shared by every model)", key)
+
+    def _start_control_api(self, servers: ModelServers) -> None:
+        self.registry = ModelRegistry(self.config, servers)
+        if isinstance(servers, SharedModelServers):
+            servers.on_lost = self.registry.lost
         self.control = ControlServer(self.config.control_socket, self.registry)
         self.control.serve_in_background()
         logger.info("multi-model control API on unix:%s", self.config.control_socket)
@@ -354,8 +407,7 @@ class Supervisor:
         reap_orphans()
 
     def shutdown(self) -> None:
-        """nginx first (in-flight requests finish), then gunicorn, then the model servers,
-        all within ``STOP_DEADLINES``."""
+        """nginx (in-flight requests finish), gunicorn, model servers: by ``STOP_DEADLINES``."""
         started = time.monotonic()
         logger.info("stopping the stack")
         if self.control is not None:
@@ -367,9 +419,12 @@ class Supervisor:
         if self.standby is not None:
             self.standby.stop()
         self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
+        if self.registry is not None:
+            self.registry.close()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
-            Path(path).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # gone, or never made (no work directory)
+                Path(path).unlink()
         logger.info("stopped")
 
     def _model_config_file(self) -> str:
@@ -417,6 +472,9 @@ MALLOC_DEFAULTS = {
 
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
+    if USER_FORK_SUPPORT is not None:
+        env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
     env["OMP_NUM_THREADS"] = config.omp_num_threads
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in MALLOC_DEFAULTS.items():
@@ -445,8 +503,7 @@ def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
         "--limit-request-fields=32768",
         "--limit-request-field_size=0",
         "--no-control-socket",
-        # Its workers' heartbeat files too are written under the work dir (read-only images).
-        f"--worker-tmp-dir={config.work_dir}",
+        f"--worker-tmp-dir={config.work_dir}",  # heartbeat files: nothing outside the work dir
         # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
         f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",
