@@ -1,0 +1,154 @@
+"""The README's ``code/inference.py`` examples (``examples/inference/``), each served by the
+whole stack (nginx, gunicorn, the Python model server) beside its model, as a user ships it.
+
+The answers are compared with the same SavedModel run in the test process with TensorFlow,
+and the failure statuses with what the README says a client sees.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_fast_path import jpeg
+from whole_stack import stack_with_code
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = REPO_ROOT / "examples" / "inference"
+BUNDLED_MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
+VERSION = "123"  # the bundled model's only version
+X = [1.0, 2.0, 5.0, -7.25]
+
+
+def served_by(root: Path, example: str, model: Path = BUNDLED_MODEL):
+    """The stack serving ``model`` with the example's ``code/`` beside it."""
+    return stack_with_code(root, model, EXAMPLES / example / "code")
+
+
+def model_answers(model_dir: Path, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+    """The SavedModel's serving_default run in this process."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(model_dir))
+    outputs = loaded.signatures["serving_default"](
+        **{name: tf.constant(value) for name, value in inputs.items()}
+    )
+    return {name: value.numpy() for name, value in outputs.items()}
+
+
+@pytest.fixture(scope="module")
+def expected_y() -> list[float]:
+    y = model_answers(BUNDLED_MODEL / f"00000{VERSION}", x=np.array(X, np.float32))["y"]
+    assert y.shape == (len(X),)
+    return y.tolist()
+
+
+def test_json_input_and_output_handlers(tmp_path: Path, expected_y: list[float]) -> None:
+    with served_by(tmp_path, "json") as stack:
+        answer = stack.post(json.dumps({"values": X}), "application/json")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["Content-Type"].startswith("application/json")
+        assert answer.json() == {"model": "half_plus_three", "y": expected_y}
+        # a body that is not JSON: the handler's json.load fails on the request, a 400
+        not_json = stack.post(b'{"values": [1.0,', "application/json")
+        assert not_json.status_code == 400, not_json.text
+        assert "Expecting value" in not_json.json()["error"]
+        # the handler raises for another type: 500 with its message
+        wrong_type = stack.post(b"1.0", "text/csv")
+        assert wrong_type.status_code == 500
+        assert wrong_type.json() == {"error": "expected application/json, got text/csv"}
+        # the model server refuses what input_handler sent: its status and error, and
+        # output_handler is not called (it would fail on the missing "predictions")
+        refused = stack.post(json.dumps({"values": ["a", "b"]}), "application/json")
+        assert refused.status_code == 400, refused.text
+        assert "error" in refused.json() and "y" not in refused.json()
+
+
+def test_csv_input_and_output_handlers(tmp_path: Path, expected_y: list[float]) -> None:
+    body = f"{X[0]}\n{X[1]},{X[2]}\n\n{X[3]}\n"
+    with served_by(tmp_path, "csv") as stack:
+        answer = stack.post(body, "text/csv", Accept="text/csv")
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["Content-Type"].startswith("text/csv")
+        assert [float(line) for line in answer.text.splitlines()] == expected_y
+        assert answer.text.endswith("\n") and answer.text.count("\n") == len(X)
+        not_utf8 = stack.post(b"1.0\n\xff\xfe\n", "text/csv")
+        assert not_utf8.status_code == 400, not_utf8.text
+        not_a_number = stack.post(b"1.0\nabc\n", "text/csv")
+        assert not_a_number.status_code == 500
+        assert "could not convert string to float: 'abc'" in not_a_number.json()["error"]
+
+
+def test_images_as_jpeg_and_as_base64_json(tmp_path: Path, test_models) -> None:
+    model = test_models("jpeg_classifier")
+    images = [jpeg(150, 120, seed=60), jpeg(64, 96, seed=61), jpeg(32, 32, seed=62)]
+    outputs = model_answers(model / "1", image_bytes=np.array(images, dtype=object))
+    pairs = zip(outputs["classes"], outputs["probabilities"], strict=True)
+    expected = [(int(c), float(p[c])) for c, p in pairs]
+    with served_by(tmp_path, "images", model) as stack:
+        answers = []
+        for content_type in ("application/x-image", "image/jpeg"):
+            one = stack.post(images[0], content_type)
+            assert one.status_code == 200, one.text
+            answers.append(one.json()["predictions"])
+        assert answers[0] == answers[1] and len(answers[0]) == 1
+        batch = {"images": [base64.b64encode(image).decode("ascii") for image in images]}
+        many = stack.post(json.dumps(batch), "application/json")
+        assert many.status_code == 200, many.text
+        predictions = many.json()["predictions"]
+        refused = stack.post(b"GIF89a", "image/gif")
+        assert refused.status_code == 500
+        assert refused.json() == {"error": "unsupported content type image/gif"}
+        # not a JPEG: the model's DecodeJpeg refuses it at the model server, a 400
+        not_jpeg = stack.post(b"not an image", "application/x-image")
+        assert not_jpeg.status_code == 400, not_jpeg.text
+    assert answers[0][0]["class"] == expected[0][0]
+    assert [p["class"] for p in predictions] == [c for c, _ in expected]
+    np.testing.assert_allclose([p["probability"] for p in predictions],
+                               [p for _, p in expected], rtol=1e-5)  # fmt: skip
+
+
+def test_single_handler_over_rest(tmp_path: Path, expected_y: list[float]) -> None:
+    with served_by(tmp_path, "handler") as stack:
+        as_json = stack.post(json.dumps({"instances": X}), "application/json")
+        assert as_json.status_code == 200, as_json.text
+        assert as_json.json() == {"predictions": expected_y}
+        csv_body = "".join(f"{x}\n" for x in X)
+        as_csv = stack.post(csv_body, "text/csv", Accept="text/csv")
+        assert as_csv.status_code == 200, as_csv.text
+        assert as_csv.headers["Content-Type"].startswith("text/csv")
+        assert [float(line) for line in as_csv.text.splitlines()] == expected_y
+        pinned = stack.post(
+            json.dumps({"instances": X}), "application/json",
+            **{"X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-version={VERSION}"},
+        )  # fmt: skip
+        assert pinned.json() == {"predictions": expected_y}
+        # the model server's 404 for a version it does not serve, passed on as the handler's
+        # own error: a handler owns its answer (500)
+        missing = stack.post(
+            json.dumps({"instances": X}), "application/json",
+            **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-version=999"},
+        )  # fmt: skip
+        assert missing.status_code == 500
+        assert "model server answered 404" in missing.json()["error"]
+
+
+def test_handler_with_its_own_grpc_predict(tmp_path: Path, expected_y: list[float]) -> None:
+    with served_by(tmp_path, "grpc") as stack:
+        answer = stack.post(json.dumps({"instances": X}), "application/json")
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"predictions": expected_y}
+        again = stack.post(
+            json.dumps({"instances": X[:2]}), "application/json",
+            **{"X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-version={VERSION}"},
+        )  # fmt: skip
+        assert again.json() == {"predictions": expected_y[:2]}
+        missing = stack.post(
+            json.dumps({"instances": X}), "application/json",
+            **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-version=999"},
+        )  # fmt: skip
+        assert missing.status_code == 500
+        assert "999" in missing.json()["error"]
