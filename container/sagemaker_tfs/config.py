@@ -398,7 +398,10 @@ def load_config(
     env = EnvReader(environ)
     cpus = cpu_count or os.cpu_count() or 1
     multi_model = env.boolean("SAGEMAKER_MULTI_MODEL", False)
-    model_dir = model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
+    # absolute: the model servers take base paths only as absolute paths (TF Serving's rule)
+    model_dir = os.path.abspath(
+        model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
+    )
     work_dir = os.path.abspath(work_dir or DEFAULT_WORK_DIR)
     if port is None:
         raw_port = env.raw("SAGEMAKER_BIND_TO_PORT")

@@ -75,6 +75,21 @@ def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert load_config({"SAGEMAKER_MULTI_MODEL": "true"}).model_dir == str(multi)
 
 
+def test_relative_model_dir_is_made_absolute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``serve --model-dir test/resources/models`` (the README's form): the model servers take
+    only absolute base paths, so the models, code and root are given as absolute paths."""
+    make_model(tmp_path / "models" / "half_plus_three")
+    (tmp_path / "models" / "code").mkdir()
+    (tmp_path / "models" / "code" / "inference.py").write_text("def handler(d, c):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config({}, model_dir="models")
+    assert cfg.model_dir == str(tmp_path / "models")
+    assert cfg.models[0].base_path == str(tmp_path / "models" / "half_plus_three")
+    assert cfg.code_dir == str(tmp_path / "models" / "code")
+
+
 def test_overrides(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
     cfg = stack_config({"SAGEMAKER_BIND_TO_PORT": "9999"}, work_dir=str(tmp_path / "w"))
     assert cfg.port == 9999
