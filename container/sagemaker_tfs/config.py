@@ -1,4 +1,4 @@
-"""The stack's configuration: every environment variable of docs/contract.md, parsed once.
+"""The stack's configuration: every environment variable (README.md's table), parsed once.
 
 ``load_config(environ, ...)`` turns the environment (plus the ``serve`` command line
 overrides) into a frozen ``StackConfig`` or raises ``ConfigError`` naming the variable and

@@ -1,4 +1,4 @@
-"""StackConfig parsing: every variable of docs/contract.md, its default and its errors."""
+"""StackConfig parsing: every variable of README.md's table, its default and its errors."""
 
 from __future__ import annotations
 
