@@ -1,6 +1,7 @@
-"""The shell commands the docs give (README.md and docs/*.md, but docs/performance.md, whose
-benchmark commands test/perf runs): fenced ``bash``/``sh`` blocks, and inline code spans that
-start with a project command (``./scripts/...``, ``.venv/bin/...``, ``sagemaker-tfs ...``).
+"""The shell commands the docs give (README.md and docs/*.md, but docs/performance.md and
+docs/reliability.md, whose commands test/scripts/test_doc_commands.py runs with ``--help``):
+fenced ``bash``/``sh`` blocks, and inline code spans that start with a project command
+(``./scripts/...``, ``.venv/bin/...``, ``sagemaker-tfs ...``).
 
 ``doc_blocks`` finds the fenced blocks, ``simple_commands`` cuts a block into the simple
 commands a shell would run (continuations joined, comments, ``VAR=value`` prefixes and
@@ -26,7 +27,8 @@ _REDIRECTIONS = {">", ">>", "<", "2>", "2>&1"}
 
 
 def doc_paths() -> list[Path]:
-    docs = sorted(p for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "performance.md")
+    others = ("performance.md", "reliability.md")
+    docs = sorted(p for p in (REPO_ROOT / "docs").glob("*.md") if p.name not in others)
     return [REPO_ROOT / "README.md", *docs]
 
 

@@ -1,6 +1,6 @@
 """The docs' command blocks that run on this machine, run as written, with the test's own ports
 and directories in place of 8080, 8500, 8501 and /tmp paths, and the test's Python
-environment for ``.venv/bin/`` (``test/docs/test_doc_commands.py`` checks every command names
+environment for ``.venv/bin/`` (``test/docs/test_doc_command_names.py`` checks every command names
 what exists; this runs those that need no AWS account or container engine):
 
 - README: the first command (``./scripts/start.sh --local``) and the "Try the first" block
