@@ -146,3 +146,12 @@ def test_anchor_follows_github() -> None:
     assert anchor("Binary payloads and gRPC without `inference.py`") == (
         "binary-payloads-and-grpc-without-inferencepy"
     )
+
+
+def test_ci_runs_the_test_command_the_readme_gives() -> None:
+    """.ci/run ends in the README's second first command, so what CI runs is what a newcomer
+    is told to run."""
+    first_steps = section(README.read_text(), "First steps")
+    assert "./scripts/test.sh              # run every test and lint check" in first_steps
+    ci = (REPO_ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == "exec scripts/test.sh"
