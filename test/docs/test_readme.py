@@ -42,12 +42,17 @@ def section(text: str, title: str) -> str:
 
 def expand(cell: str) -> list[str]:
     """``SAGEMAKER_TFS_IMAGE_SCALE`, `_OFFSET`` -> both full names: a name starting with ``_``
-    replaces as many trailing words of the previous one as it has."""
+    replaces the previous name's words from the last one equal to its first word
+    (``_METRICS_PATH`` after ``SAGEMAKER_TFS_METRICS``), else as many trailing words as it has."""
     names: list[str] = []
     for name in re.findall(r"`(_?[A-Z][A-Z0-9_]*)`", cell):
         if name.startswith("_") and names:
-            words = name[1:].split("_")
-            name = "_".join(names[-1].split("_")[: -len(words)] + words)
+            words, previous = name[1:].split("_"), names[-1].split("_")
+            if words[0] in previous:
+                keep = len(previous) - 1 - previous[::-1].index(words[0])
+            else:
+                keep = len(previous) - len(words)
+            name = "_".join(previous[:keep] + words)
         names.append(name)
     return names
 
@@ -73,6 +78,8 @@ def test_expand_shorthand_names() -> None:
         "SAGEMAKER_TFS_INTRA_OP_PARALLELISM",
     ]
     assert expand("`SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET`, `_PREFIX`")[1].endswith("AL_PREFIX")
+    metrics = expand("`SAGEMAKER_TFS_METRICS`, `_METRICS_PATH`")
+    assert metrics == ["SAGEMAKER_TFS_METRICS", "SAGEMAKER_TFS_METRICS_PATH"]
 
 
 def excerpts() -> list[tuple[str, str]]:
