@@ -30,6 +30,11 @@ MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
+ACCESS_LOG_FORMATS = ("off", "text", "json")
+DEFAULT_METRICS_PATH = "/metrics"
+# Paths the stack answers itself: the metrics endpoint may not take one of them.
+RESERVED_PATHS = ("/ping", "/invocations", "/execution-parameters", "/models")
+_METRICS_PATH = re.compile(r"(/[A-Za-z0-9_~.\-]+)+")
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 # In the work dir: left by a worker of gunicorn master PID once its app is loaded.
@@ -123,6 +128,13 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+    # Prometheus metrics at metrics_path on the public port (and their counting), or neither.
+    metrics: bool = True
+    metrics_path: str = DEFAULT_METRICS_PATH
+    # nginx's per-request log line: "off", "text" or "json"; with access_log_all, /ping and
+    # the metrics path are logged too.
+    access_log: str = "off"
+    access_log_all: bool = False
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -134,6 +146,21 @@ class StackConfig:
     @property
     def stack_config_path(self) -> str:
         return os.path.join(self.work_dir, "stack.json")
+
+    @property
+    def metrics_socket(self) -> str:
+        """The supervisor's metrics endpoint, which nginx's metrics path is proxied to."""
+        return os.path.join(self.work_dir, "metrics.sock")
+
+    @property
+    def edge_log_socket(self) -> str:
+        """The datagram socket on which nginx sends the supervisor one line per invocation."""
+        return os.path.join(self.work_dir, "edge-log.sock")
+
+    @property
+    def metrics_dir(self) -> str:
+        """``PROMETHEUS_MULTIPROC_DIR`` of the gunicorn workers."""
+        return os.path.join(self.work_dir, "prometheus")
 
     def service_ready_marker(self, gunicorn_master_pid: int) -> str:
         """The file a worker of that gunicorn master leaves once its app is loaded."""
@@ -391,6 +418,19 @@ def _batch_strategy(env: _Env) -> str | None:
     return normalized
 
 
+def _metrics_path(env: _Env) -> str:
+    name = "SAGEMAKER_TFS_METRICS_PATH"
+    path = env.string(name, DEFAULT_METRICS_PATH)
+    segments = path.split("/")[1:]
+    if not _METRICS_PATH.fullmatch(path) or "." in segments or ".." in segments:
+        raise ConfigError(
+            f"{name} must be a path like /metrics (letters, digits, -._~), got {path!r}"
+        )
+    if any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_PATHS):
+        raise ConfigError(f"{name} must not be one of the stack's own paths, got {path!r}")
+    return path
+
+
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
@@ -492,4 +532,8 @@ def load_config(
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        metrics=env.boolean("SAGEMAKER_TFS_METRICS", True),
+        metrics_path=_metrics_path(env),
+        access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
+        access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
     )

@@ -137,6 +137,9 @@ function tfsUri(r) {
         throw new RequestError(400, 'Invalid method: ' + excerpt(method) +
             ' (expected predict, classify or regress)');
     }
+    /* For the log lines (templates/logging.conf). */
+    r.variables.tfs_model = name;
+    r.variables.tfs_version = version || '';
     var uri = '/tfs/v1/models/' + name;
     if (version !== undefined) {
         uri += '/versions/' + version;
@@ -358,6 +361,7 @@ function invocations(r) {
     }
     predictWithRetries(r, uri, body, Date.now() + RETRY_WINDOW_MS, 0)
         .then(function (reply) {
+            r.variables.tfs_model_server_time = reply.variables.upstream_response_time || '';
             sendModelServerReply(r, reply, r.headersIn.Accept);
         })
         .catch(function (e) {

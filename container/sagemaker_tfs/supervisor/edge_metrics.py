@@ -1,0 +1,205 @@
+"""Invocations counted from nginx's log lines: every route, the njs conversions included.
+
+nginx sends one datagram per invocation to ``StackConfig.edge_log_socket`` (its syslog
+output, ``templates/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds,
+model server seconds, bytes in, bytes out; tab-separated). ``EdgeLog`` receives them on a
+thread of the supervisor, off every request's path, and keeps the counts that ``collect``
+turns into Prometheus families. A datagram the socket cannot queue is dropped by the kernel
+(nginx does not wait); the receive buffer is made large enough that this only happens when
+the supervisor gets no CPU for a long while.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from sagemaker_tfs.wire.metrics import (
+    LATENCY_BUCKETS,
+    MODEL_SERVER_CALL_HELP,
+    MODEL_SERVER_CALL_SECONDS,
+    PREFIX,
+    ROUTE_NJS,
+    SIZE_BUCKETS,
+)
+
+logger = logging.getLogger(__name__)
+
+TAG = b"tfs_edge: "  # the syslog tag in metrics.conf, followed by the line
+RECEIVE_BUFFER_BYTES = 4 << 20
+FIELDS = 7
+
+
+class Histogram:
+    """One histogram's counts: per bucket (not cumulative), their sum and the values' sum."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        """Cumulative, as Prometheus wants them, ``+Inf`` last."""
+        cumulative, running = [], 0
+        for bound, count in zip(
+            [*map(floatToGoString, self.bounds), "+Inf"], self.counts, strict=True
+        ):
+            running += count
+            cumulative.append((bound, running))
+        return cumulative
+
+
+class EdgeCounts:
+    """The invocations seen so far, by label values."""
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, str], int] = {}
+        self.seconds: dict[tuple[str, str], Histogram] = {}
+        self.model_server_seconds: dict[tuple[str, str], Histogram] = {}
+        self.request_bytes: dict[tuple[str], Histogram] = {}
+        self.response_bytes: dict[tuple[str], Histogram] = {}
+        self.unreadable = 0
+
+    def add(self, line: bytes) -> None:
+        """One ``tfs_edge`` line (without the syslog header)."""
+        fields = line.decode("utf-8", "replace").split("\t")
+        if len(fields) != FIELDS:
+            self.unreadable += 1
+            return
+        route, model, status, seconds, model_server, bytes_in, bytes_out = fields
+        try:
+            status_class = f"{int(status) // 100}xx"
+            values = float(seconds), int(bytes_in), int(bytes_out)
+        except ValueError:
+            self.unreadable += 1
+            return
+        key = (model, route, status_class)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        _histogram(self.seconds, (model, route), LATENCY_BUCKETS).observe(values[0])
+        _histogram(self.request_bytes, (route,), SIZE_BUCKETS).observe(values[1])
+        _histogram(self.response_bytes, (route,), SIZE_BUCKETS).observe(values[2])
+        if route == ROUTE_NJS:
+            spent = upstream_seconds(model_server)
+            if spent is not None:
+                hist = _histogram(self.model_server_seconds, (model, route), LATENCY_BUCKETS)
+                hist.observe(spent)
+
+    def families(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            f"{PREFIX}_requests",
+            "Invocations answered, by model, route and status class (counted by nginx)",
+            labels=("model", "route", "status_class"),
+        )
+        for labels, count in sorted(self.requests.items()):
+            requests.add_metric(labels, count)
+        yield requests
+        yield _family(
+            f"{PREFIX}_request_duration_seconds",
+            "Whole invocations as nginx saw them, from the first byte read to the last sent",
+            ("model", "route"),
+            self.seconds,
+        )
+        yield _family(
+            MODEL_SERVER_CALL_SECONDS, MODEL_SERVER_CALL_HELP, ("model", "route"),
+            self.model_server_seconds,
+        )  # fmt: skip
+        yield _family(
+            f"{PREFIX}_request_size_bytes",
+            "Invocation requests' sizes (request line, headers and body)",
+            ("route",),
+            self.request_bytes,
+        )
+        yield _family(
+            f"{PREFIX}_response_size_bytes",
+            "Invocation answers' sizes (status line, headers and body)",
+            ("route",),
+            self.response_bytes,
+        )
+
+
+def upstream_seconds(text: str) -> float | None:
+    """nginx's ``$upstream_response_time``: ``0.004``, or several tries (``0.001, 0.004``,
+    summed), or nothing (``""``, ``-``) when no model server answered."""
+    total, seen = 0.0, False
+    for part in text.replace(":", ",").split(","):
+        with contextlib.suppress(ValueError):
+            total += float(part)
+            seen = True
+    return total if seen else None
+
+
+def _histogram(
+    table: dict[tuple[str, ...], Histogram], key: tuple[str, ...], bounds: Sequence[float]
+) -> Histogram:
+    found = table.get(key)
+    if found is None:
+        found = table[key] = Histogram(bounds)
+    return found
+
+
+def _family(
+    name: str, documentation: str, labels: Sequence[str], table: dict[tuple[str, ...], Histogram]
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, documentation, labels=labels)
+    for label_values, histogram in sorted(table.items()):
+        family.add_metric(list(label_values), histogram.buckets(), histogram.total)
+    return family
+
+
+class EdgeLog:
+    """The datagram socket nginx logs invocations to, and the thread that counts them."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._counts = EdgeCounts()
+        self._lock = threading.Lock()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+        self._socket.bind(path)
+        os.chmod(path, 0o600)
+        self._thread = threading.Thread(target=self._receive, name="edge-log", daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                datagram = self._socket.recv(65536)
+            except OSError:
+                return  # closed
+            if not datagram:
+                return  # shut down (nginx never sends an empty one)
+            line = datagram.partition(TAG)[2].rstrip(b"\n")
+            with self._lock:
+                self._counts.add(line)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            families = list(self._counts.families())
+            unreadable = self._counts.unreadable
+        if unreadable:
+            logger.debug("edge log: %d unreadable lines so far", unreadable)
+        yield from families
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
