@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,7 +41,12 @@ from sagemaker_tfs.wire.signatures import Signature, signature_from_def
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 DEFAULT_SIGNATURE = "serving_default"
+PREDICT = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_TIMEOUT_SECONDS = 60.0
+# How long predict asks a model server that cannot be reached again (a restarted one is
+# back within a second or two), and the pause between tries.
+UNAVAILABLE_RETRY_SECONDS = 20.0
+UNAVAILABLE_PAUSE_SECONDS = 0.1
 # No message size limits; and a channel whose model server was restarted reconnects within
 # a second instead of gRPC's default backoff (up to 2 minutes).
 CHANNEL_OPTIONS = (
@@ -52,22 +58,65 @@ CHANNEL_OPTIONS = (
 )
 
 
-_channels: dict[str, grpc.Channel] = {}
-_stubs: dict[int, Any] = {}
-_raw_predicts: dict[int, tuple[grpc.Channel, grpc.UnaryUnaryMultiCallable]] = {}
-_streamed_predicts: dict[int, tuple[grpc.Channel, grpc.StreamStreamMultiCallable | None]] = {}
-_signatures: dict[tuple[str, str | None], dict[str, Signature]] = {}
+class ModelServerChannel(grpc.Channel):
+    """A gRPC channel to one model server (no message size limits), with what is kept per
+    model server: its method callables, whether it offers the streamed Predict, and the
+    signatures of its models. The service makes one per model server
+    (``service.connections.Channels``) and hands it to handlers as ``context.channel``; it is
+    an ordinary ``grpc.Channel`` for stubs of their own.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.offers_streamed_predict = True  # until the server says UNIMPLEMENTED
+        self.signatures: dict[tuple[str, str | None], dict[str, Signature]] = {}
+        self.stub = protos.PredictionServiceStub(self)
+        self.raw_predict = self._channel.unary_unary(PREDICT)
+        self.streamed_predict = self._channel.stream_stream(streamed_predict.STREAMED_PREDICT)
+
+    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
+        self._channel.subscribe(callback, try_to_connect)
+
+    def unsubscribe(self, callback: Any) -> None:
+        self._channel.unsubscribe(callback)
+
+    def unary_unary(self, *args: Any, **kwargs: Any) -> grpc.UnaryUnaryMultiCallable:
+        return self._channel.unary_unary(*args, **kwargs)
+
+    def unary_stream(self, *args: Any, **kwargs: Any) -> grpc.UnaryStreamMultiCallable:
+        return self._channel.unary_stream(*args, **kwargs)
+
+    def stream_unary(self, *args: Any, **kwargs: Any) -> grpc.StreamUnaryMultiCallable:
+        return self._channel.stream_unary(*args, **kwargs)
+
+    def stream_stream(self, *args: Any, **kwargs: Any) -> grpc.StreamStreamMultiCallable:
+        return self._channel.stream_stream(*args, **kwargs)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> ModelServerChannel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> bool:
+        self.close()
+        return False
+
+
+_opened: dict[str, ModelServerChannel] = {}
 _lock = threading.Lock()
 
 
-def open_channel(target: str | int) -> grpc.Channel:
-    """A shared channel to ``host:port`` (or a bare port on localhost) with no size limits."""
+def open_channel(target: str | int) -> ModelServerChannel:
+    """A channel to ``host:port`` (or a bare port on localhost) with no size limits, shared by
+    every call with the same target: for code run outside the service (inside it,
+    ``context.channel`` is the model server's channel)."""
     address = f"127.0.0.1:{target}" if str(target).isdigit() else str(target)
     with _lock:
-        channel = _channels.get(address)
+        channel = _opened.get(address)
         if channel is None:
-            channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
-            _channels[address] = channel
+            channel = _opened[address] = ModelServerChannel(address)
         return channel
 
 
@@ -78,31 +127,25 @@ def channel_of(context: Any) -> grpc.Channel:
 
 
 def prediction_stub(channel: grpc.Channel) -> protos.PredictionServiceStub:
-    """One stub per channel, kept (building the method callables costs a little)."""
-    stub = _stubs.get(id(channel))
-    if stub is None or stub.channel is not channel:
-        stub = protos.PredictionServiceStub(channel)
-        stub.channel = channel
-        _stubs[id(channel)] = stub
-    return stub
+    """The model server's stub (kept with a ``ModelServerChannel``, made for any other)."""
+    if isinstance(channel, ModelServerChannel):
+        return channel.stub
+    return protos.PredictionServiceStub(channel)
 
 
 def _raw_predict(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
     """Predict taking and returning serialized messages (see ``predict_messages``)."""
-    callable_ = _raw_predicts.get(id(channel))
-    if callable_ is None or callable_[0] is not channel:
-        method = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
-        callable_ = _raw_predicts[id(channel)] = (channel, method)
-    return callable_[1]
+    if isinstance(channel, ModelServerChannel):
+        return channel.raw_predict
+    return channel.unary_unary(PREDICT)
 
 
 def _streamed_predict(channel: grpc.Channel) -> grpc.StreamStreamMultiCallable | None:
-    """The streamed Predict of the project's model server; None once found unimplemented."""
-    callable_ = _streamed_predicts.get(id(channel))
-    if callable_ is None or callable_[0] is not channel:
-        method = channel.stream_stream(streamed_predict.STREAMED_PREDICT)
-        callable_ = _streamed_predicts[id(channel)] = (channel, method)
-    return callable_[1]
+    """The streamed Predict of the project's model server; None once found unimplemented
+    (TF Serving's binary) on a ``ModelServerChannel``."""
+    if isinstance(channel, ModelServerChannel):
+        return channel.streamed_predict if channel.offers_streamed_predict else None
+    return channel.stream_stream(streamed_predict.STREAMED_PREDICT)
 
 
 def _predict_answer(
@@ -128,7 +171,8 @@ def _predict_answer(
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
-            _streamed_predicts[id(channel)] = (channel, None)  # TF Serving: ask it as usual
+            if isinstance(channel, ModelServerChannel):  # TF Serving: ask it as usual
+                channel.offers_streamed_predict = False
     if casts:
         inputs = pixels.widen(inputs, casts)
     request = predict_messages.encode_predict_request(spec, inputs, output_filter)
@@ -188,6 +232,7 @@ def predict(
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
+    unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
 ) -> dict[str, np.ndarray]:
     """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out.
 
@@ -196,7 +241,8 @@ def predict(
     on; a small call costs ~1 ms more). ``pixel_casts``: inputs given as integer pixels that
     the model wants as floats (``{"images": PixelCast("float32")}``); with ``stream_answer``
     the project's model server widens them, so a quarter of the bytes travel; otherwise they
-    are widened here before sending.
+    are widened here before sending. ``unavailable_retry_seconds``: how long a model server
+    that cannot be reached is asked again (see ``predict_answer``).
     """
     return predict_answer(
         context,
@@ -208,6 +254,7 @@ def predict(
         timeout=timeout,
         stream_answer=stream_answer,
         pixel_casts=pixel_casts,
+        unavailable_retry_seconds=unavailable_retry_seconds,
     ).complete()
 
 
@@ -222,15 +269,25 @@ def predict_answer(
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
+    unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
 ) -> StreamedTensors:
     """``predict`` with the answer still arriving: its outputs fill as ``pieces()`` is read
     (``streamed_predict.StreamedTensors``). An error while reading raises ``grpc.RpcError``,
-    or ``streamed_predict.StreamError`` for an answer that does not match its header."""
+    or ``streamed_predict.StreamError`` for an answer that does not match its header.
+
+    A model server that cannot be reached (UNAVAILABLE: it died or restarts) is asked again
+    every 100 ms for up to ``unavailable_retry_seconds`` (predictions are idempotent)."""
     spec = model_spec(context, signature_name, model_name, model_version)
     channel = channel_of(context)
-    return _predict_answer(
-        channel, spec, inputs, list(output_filter), timeout, stream_answer, pixel_casts or {}
-    )
+    deadline = time.monotonic() + unavailable_retry_seconds
+    while True:
+        try:
+            return _predict_answer(channel, spec, inputs, list(output_filter), timeout,
+                                   stream_answer, pixel_casts or {})  # fmt: skip
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
+                raise
+            time.sleep(UNAVAILABLE_PAUSE_SECONDS)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:
@@ -257,23 +314,30 @@ def get_signatures(
     model_version: int | str | None = None,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> dict[str, Signature]:
-    """Every signature of the model, fetched once per model/version over GetModelMetadata."""
+    """Every signature of the model over GetModelMetadata, kept with the context's
+    ``ModelServerChannel`` (fetched once per model/version and model server)."""
     name = model_name or context.model_name
     version = model_version if model_version is not None else context.model_version
-    key = (name, None if version in (None, "") else str(version))
-    cached = _signatures.get(key)
+    channel = channel_of(context)
+    cache = channel.signatures if isinstance(channel, ModelServerChannel) else {}
+    key = _signature_key(name, version)
+    cached = cache.get(key)
     if cached is not None:
         return cached
     request = protos.GetModelMetadataRequest(model_spec=model_spec(context, "", name, version))
     request.metadata_field.append("signature_def")
-    response = prediction_stub(channel_of(context)).GetModelMetadata(request, timeout=timeout)
+    response = prediction_stub(channel).GetModelMetadata(request, timeout=timeout)
     signature_map = protos.SignatureDefMap.FromString(response.metadata["signature_def"].value)
     by_alias = {
         alias: signature_from_def(alias, definition)
         for alias, definition in signature_map.signature_def.items()
     }
-    _signatures[key] = by_alias
+    cache[key] = by_alias
     return by_alias
+
+
+def _signature_key(name: str, version: int | str | None) -> tuple[str, str | None]:
+    return name, None if version in (None, "") else str(version)
 
 
 def get_signature(
@@ -282,7 +346,7 @@ def get_signature(
     model_name: str | None = None,
     model_version: int | str | None = None,
 ) -> Signature:
-    """One signature of the model (cached); KeyError names the ones that exist."""
+    """One signature of the model (kept); KeyError names the ones that exist."""
     signatures = get_signatures(context, model_name, model_version)
     try:
         return signatures[signature_name or DEFAULT_SIGNATURE]
@@ -293,7 +357,13 @@ def get_signature(
         ) from None
 
 
-def forget_signatures(model_name: str, model_version: int | str | None = None) -> None:
-    """Drop cached metadata (after a model was reloaded with another signature)."""
-    key = (model_name, None if model_version in (None, "") else str(model_version))
-    _signatures.pop(key, None)
+def forget_signatures(
+    context: Any, model_name: str | None = None, model_version: int | str | None = None
+) -> None:
+    """Drop the kept metadata of the context's model (after a model was reloaded with another
+    signature), so that the next call asks the model server again."""
+    channel = channel_of(context)
+    if isinstance(channel, ModelServerChannel):
+        name = model_name or context.model_name
+        version = model_version if model_version is not None else context.model_version
+        channel.signatures.pop(_signature_key(name, version), None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -128,6 +129,9 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+    # Decoded image pixels for a float input: pixel * image_scale + image_offset.
+    image_scale: float = 1.0
+    image_offset: float = 0.0
     # Prometheus metrics at metrics_path on the public port (and their counting), or neither.
     metrics: bool = True
     metrics_path: str = DEFAULT_METRICS_PATH
@@ -250,7 +254,7 @@ class _Env:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
         return value
 
-    def fraction(self, name: str, default: float) -> float:
+    def finite(self, name: str, default: float) -> float:
         value = self.raw(name)
         if value is None:
             return default
@@ -258,8 +262,14 @@ class _Env:
             number = float(value)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        if not math.isfinite(number):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        return number
+
+    def fraction(self, name: str, default: float) -> float:
+        number = self.finite(name, default)
         if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {value!r}")
+            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
         return number
 
 
@@ -532,6 +542,8 @@ def load_config(
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+        image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
         metrics=env.boolean("SAGEMAKER_TFS_METRICS", True),
         metrics_path=_metrics_path(env),
         access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",

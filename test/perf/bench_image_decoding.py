@@ -1,9 +1,9 @@
-"""How long the service takes to turn image requests into a batch (``payloads.decode_inputs``),
+"""How long the service takes to turn image requests into a batch (``inputs.decode_inputs``),
 in this process: scenario 2's ten 512x512 JPEGs as an image stream, scenario 1's one 224x224
 JPEG, and streams of small images. ``--container`` measures another version of the code
 (``git archive BASE container | tar -x -C /tmp/base``), for an A/B; ``--one-thread`` and
 ``--always-on-cores`` force where the images are decoded (see
-``payloads.DECODE_ON_CORES_MIN_BYTES``)::
+``image_inputs.DECODE_ON_CORES_MIN_BYTES``)::
 
     .venv/bin/python test/perf/bench_image_decoding.py [--container /tmp/base/container]
 
@@ -46,17 +46,24 @@ def main() -> None:
         sys.path.insert(0, str(Path(args.container).resolve()))
     sys.path.insert(1, str(PERF))
     from bench_fast_paths import image_stream, photo_like_jpeg
-    from sagemaker_tfs.service import payloads
     from sagemaker_tfs.wire.signatures import TensorSpec
+
+    try:
+        from sagemaker_tfs.service import image_inputs
+        from sagemaker_tfs.service import inputs as decoder
+    except ImportError:  # a version from before payloads.py was split (A/B runs)
+        from sagemaker_tfs.service import payloads as decoder
+
+        image_inputs = decoder
 
     if args.one_thread:
         from sagemaker_tfs.service import native_threads
 
         native_threads.usable_cores = lambda: 1
     if args.always_on_cores:
-        payloads.DECODE_ON_CORES_MIN_BYTES = 0
+        image_inputs.DECODE_ON_CORES_MIN_BYTES = 0
 
-    print(f"code from {Path(payloads.__file__).parents[2]}")
+    print(f"code from {Path(decoder.__file__).parents[2]}")
     requests = {
         "10 JPEGs 512x512, image stream": (
             image_stream([photo_like_jpeg(512, seed=10 + i) for i in range(10)]),
@@ -79,12 +86,12 @@ def main() -> None:
             {"x": TensorSpec("x", DT_FLOAT, (-1, 28, 28, 1))},
         ),
     }
-    options = payloads.ImageOptions()
+    options = image_inputs.ImageOptions()
     latencies: dict[str, list[float]] = {label: [] for label in requests}
     for _ in range(args.calls):
         for label, (body, content_type, inputs) in requests.items():
             started = time.perf_counter()
-            payloads.decode_inputs(body, content_type, inputs, options)
+            decoder.decode_inputs(body, content_type, inputs, options)
             latencies[label].append(1000 * (time.perf_counter() - started))
     for label, values in latencies.items():
         print(f"{label:32s} p50 {statistics.median(values):7.3f} ms")

@@ -173,6 +173,7 @@ def stack_processes(stack: Stack) -> dict[str, int]:
 class StreamResult:
     requests: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
+    lost_on: Counter[str] = field(default_factory=Counter)  # requests lost, by path
     wrong: int = 0
     refused: int = 0  # connections refused: nothing listened on the port
     failures: list[str] = field(default_factory=list)
@@ -232,5 +233,7 @@ class RequestStream:
             self.result.refused += "Connection refused" in detail
             self.result.statuses[status] += 1
             self.result.wrong += wrong
-            if (status != "200" or wrong) and len(self.result.failures) < 20:
-                self.result.failures.append(detail)
+            if status != "200" or wrong:
+                self.result.lost_on[path.name] += 1
+                if len(self.result.failures) < 20:
+                    self.result.failures.append(detail)

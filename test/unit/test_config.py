@@ -50,6 +50,7 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.service_socket == "/tmp/sagemaker-tfs/gunicorn.sock"
     assert cfg.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
     assert cfg.standby_model_server
+    assert (cfg.image_scale, cfg.image_offset) == (1.0, 0.0)
 
 
 def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -99,6 +100,7 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.universal_bucket, cfg.universal_prefix) == ("bucket", "prefix/")
     assert cfg.omp_num_threads == "4"
     assert not cfg.standby_model_server
+    assert (cfg.image_scale, cfg.image_offset) == (0.0078125, -1.0)
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
@@ -198,6 +200,8 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
         ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "-1", "must be an integer >= 0"),
         ("SAGEMAKER_BATCH_STRATEGY", "ALL", "must be one of MULTI_RECORD, SINGLE_RECORD"),
         ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "missing", "'missing' is not one of the models"),
+        ("SAGEMAKER_TFS_IMAGE_SCALE", "abc", "must be a number, got 'abc'"),
+        ("SAGEMAKER_TFS_IMAGE_OFFSET", "nan", "must be a finite number, got 'nan'"),
     ],
 )
 def test_errors_name_the_variable_and_value(

@@ -1,7 +1,9 @@
 """A loaded SavedModel's signatures in typed form, and TF dtypes as TF Serving names them.
 
-``ServableSignature`` is what the model server reads a SignatureDef into (the service's view of
-a signature, built from metadata, is ``sagemaker_tfs.client.Signature``).
+``ServableSignature`` is what the model server reads a SignatureDef into: its tensors are
+``GraphTensor``s, which hold the graph's tensor names (``x:0``) that a session feeds and
+fetches. Everyone else (the service, the client) sees a signature by aliases only, as
+GetModelMetadata describes it: ``sagemaker_tfs.wire.signatures.Signature``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
+
+from sagemaker_tfs.wire.signatures import shape_of
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -30,8 +34,9 @@ def datatype_of(array: np.ndarray) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class TensorSpec:
-    """A signature input or output: graph tensor name, TF dtype enum, shape (None = unknown)."""
+class GraphTensor:
+    """A signature input or output in the graph: its tensor's name there (``x:0``), TF dtype
+    enum, shape (None = unknown rank)."""
 
     name: str
     dtype: int
@@ -44,15 +49,13 @@ class ServableSignature:
 
     name: str
     method_name: str
-    inputs: dict[str, TensorSpec]
-    outputs: dict[str, TensorSpec]
+    inputs: dict[str, GraphTensor]
+    outputs: dict[str, GraphTensor]
 
 
-def _tensor_spec(info: meta_graph_pb2.TensorInfo) -> TensorSpec:
-    shape_proto = info.tensor_shape
-    known = info.HasField("tensor_shape") and not shape_proto.unknown_rank
-    shape = tuple(dim.size for dim in shape_proto.dim) if known else None
-    return TensorSpec(info.name, info.dtype, shape)
+def _graph_tensor(info: meta_graph_pb2.TensorInfo) -> GraphTensor:
+    """The shape read by the rule the service reads it by (``wire.signatures.shape_of``)."""
+    return GraphTensor(info.name, info.dtype, shape_of(info))
 
 
 def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSignature:
@@ -60,6 +63,6 @@ def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSi
     return ServableSignature(
         name=name,
         method_name=proto.method_name,
-        inputs={alias: _tensor_spec(proto.inputs[alias]) for alias in sorted(proto.inputs)},
-        outputs={alias: _tensor_spec(proto.outputs[alias]) for alias in sorted(proto.outputs)},
+        inputs={alias: _graph_tensor(proto.inputs[alias]) for alias in sorted(proto.inputs)},
+        outputs={alias: _graph_tensor(proto.outputs[alias]) for alias in sorted(proto.outputs)},
     )

@@ -3,7 +3,7 @@
 ``application/json`` (TF Serving's ``{"predictions": ...}``), ``application/jsonlines`` (the
 same on one line), ``application/x-npy`` (one output), ``application/x-npz`` (every output,
 passed on while it arrives from the model server) and ``text/csv`` (one output). The content
-types, and which one an Accept header chooses, are in ``payloads``.
+types, and which one an Accept list chooses, are in ``content_types``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from sagemaker_tfs.service import npz_writer
-from sagemaker_tfs.service.payloads import CSV, JSON, NPY, NPZ
+from sagemaker_tfs.service.content_types import CSV, JSON, NPY, NPZ
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 

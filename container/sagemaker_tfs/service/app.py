@@ -11,9 +11,8 @@ import errno
 import logging
 import os
 import socket
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import falcon
 import requests
@@ -22,19 +21,18 @@ from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service import errors, native_threads
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
-from sagemaker_tfs.service.context import Context, build_context
-from sagemaker_tfs.service.handlers import UserCode, ensure_requirements, load_user_code
+from sagemaker_tfs.service.handlers import (
+    UserCode,
+    add_installed_packages,
+    ensure_requirements,
+    load_user_code,
+)
+from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.invoke import Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, ModelLocation
-from sagemaker_tfs.service.routing import (
-    CUSTOM_ATTRIBUTES_HEADER,
-    TARGET_MODEL_HEADER,
-    InstancePicker,
-    Route,
-    check_model_name,
-    route,
-)
+from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
+from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, RegisteredModel
+from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
 
 logger = logging.getLogger(__name__)
 
@@ -127,39 +125,6 @@ def _whole_bytes(view: memoryview) -> bool:
     return isinstance(view.obj, bytes) and view.nbytes == len(view.obj) and view.c_contiguous
 
 
-# How long a request whose model server is unreachable is retried (on the other instances,
-# then on the same one once it is back), and the pause after each round over the instances.
-FAILOVER_SECONDS = 10.0
-FAILOVER_PAUSE_SECONDS = 0.1
-
-
-def with_failover(attempt: Callable[[int], Reply], candidates: int) -> Reply:
-    """``attempt(0)``, ``attempt(1)``, ... while the model server is unreachable.
-
-    Predictions are idempotent, so a request whose model server died (or was restarting) is
-    sent again: to each of the ``candidates`` once, then round after round with a short pause
-    until one answers or ``FAILOVER_SECONDS`` have passed.
-    """
-    started = time.monotonic()
-    tries = 0
-    while True:
-        try:
-            return attempt(tries)
-        except errors.ModelServerUnavailable as error:
-            tries += 1
-            if time.monotonic() - started >= FAILOVER_SECONDS:
-                logger.warning(
-                    "no model server answered in %.1fs (%d attempts): %s",
-                    time.monotonic() - started,
-                    tries,
-                    error.message,
-                )
-                raise
-            logger.debug("retrying (attempt %d): %s", tries + 1, error.message)
-            if tries % candidates == 0:
-                time.sleep(FAILOVER_PAUSE_SECONDS)
-
-
 class Service(ABC):
     """Everything a worker keeps between requests (made once per worker, for one mode)."""
 
@@ -167,27 +132,19 @@ class Service(ABC):
         self.config = config
         self.channels = channels
         self.session = session
+        self.image_options = ImageOptions(config.image_scale, config.image_offset)
 
     @abstractmethod
-    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
-        """Serve one invocation; ``name``: the model the request names (path or header)."""
+    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
+        """The request as this mode reads it; ``path_name``: the model named in the path."""
+
+    @abstractmethod
+    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+        """Serve one invocation."""
 
     @abstractmethod
     def describe(self) -> str:
         """What this worker serves, for the start-up log line."""
-
-    def _context(self, req: falcon.Request, target: Route, grpc_port: int, rest_port: int,
-                 body: bytes) -> Context:  # fmt: skip
-        return build_context(
-            target,
-            grpc_port=grpc_port,
-            rest_port=rest_port,
-            channel=self.channels.get(grpc_port),
-            custom_attributes=req.get_header(CUSTOM_ATTRIBUTES_HEADER),
-            content_type=req.content_type,
-            accept=req.get_header("Accept"),
-            content_length=req.content_length if req.content_length is not None else len(body),
-        )
 
 
 class SingleModelService(Service):
@@ -200,22 +157,14 @@ class SingleModelService(Service):
         self.user_code = user_code
         self.picker = picker
 
-    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
-        """``name`` (the Target-Model header) means nothing here and is not read."""
-        target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), self.config.default_model)
-        instances = self.picker.rotation()
-        body = _read_body(req)
+    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
+        """The Target-Model header means nothing here and is not read."""
+        return parse_request(req, body_length, self.config.default_model, None)
 
-        def attempt(index: int) -> Reply:
-            instance = instances[index % len(instances)]
-            context = self._context(req, target, instance.grpc_port, instance.rest_port, body)
-            try:
-                return invoke(self.user_code, body, context, self.session, req.get_header("Accept"))
-            except errors.ModelServerUnavailable:
-                self.picker.mark_down(instance)
-                raise
-
-        return with_failover(attempt, len(instances))
+    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+        candidates = InstanceRotation(self.picker, self.channels)
+        return invoke(self.user_code, body, request, candidates, self.session,
+                      self.image_options)  # fmt: skip
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -232,34 +181,16 @@ class MultiModelService(Service):
         super().__init__(config, channels, session)
         self.directory = directory
 
-    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
-        """Lookups are cached for a second, so another worker may have unloaded (or reloaded)
-        the model meanwhile: while its model server is unreachable, ask the registry again
-        before each retry (404 when the model is gone; its new ports when it was reloaded),
-        and after any other server-side failure answer 404 if the model was unloaded meanwhile.
-        """
-        if name is None:
-            raise errors.HttpError(
-                400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
-            )
-        check_model_name(name)
-        target = route(req.get_header(CUSTOM_ATTRIBUTES_HEADER), name)._replace(model_name=name)
-        body = _read_body(req)
-        used: list[ModelLocation] = []
+    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
+        return parse_request(req, body_length, None, model_named_by(req, path_name))
 
-        def attempt(index: int) -> Reply:
-            if index:
-                self.directory.forget(name)
-            model = self.directory.lookup(name)  # raises 404 once it was unloaded
-            if used and used[-1] != model:
-                self.channels.drop(used[-1].grpc_port)
-            used.append(model)
-            context = self._context(req, target, model.grpc_port, model.rest_port, body)
-            user_code = self.directory.user_code(model)
-            return invoke(user_code, body, context, self.session, req.get_header("Accept"))
-
+    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+        """After a server-side failure, 404 if the model was unloaded meanwhile."""
+        name = request.target.model_name
+        model = RegisteredModel(self.directory, self.channels, name)
+        user_code = self.directory.user_code(model.location)
         try:
-            return with_failover(attempt, 1)
+            return invoke(user_code, body, request, model, self.session, self.image_options)
         except errors.HttpError as error:
             if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
                 raise
@@ -276,13 +207,20 @@ class Ping:
         resp.media = {}
 
 
+def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
+           path_name: str | None) -> None:  # fmt: skip
+    """The edge: the request read once (body, then line and headers), served, answered."""
+    body = _read_body(req)
+    request = service.parse(req, path_name, len(body))
+    _answer(req, resp, service.invoke(request, body))
+
+
 class Invocations:
     def __init__(self, service: Service) -> None:
         self._service = service
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        name = req.get_header(TARGET_MODEL_HEADER)
-        _answer(req, resp, self._service.invoke(req, name.strip() if name else None))
+        _serve(self._service, req, resp, None)
 
 
 class ModelInvoke:
@@ -290,7 +228,7 @@ class ModelInvoke:
         self._service = service
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        _answer(req, resp, self._service.invoke(req, name))
+        _serve(self._service, req, resp, name)
 
 
 def not_found(req: falcon.Request, resp: falcon.Response) -> None:
@@ -301,10 +239,11 @@ def make_service(config: StackConfig) -> Service:
     """The service of the endpoint's mode, chosen once per worker."""
     channels = Channels(config.grpc_socket_path)
     if config.multi_model:
+        add_installed_packages(config.work_dir)  # the shared requirements.txt's
         directory = ModelDirectory(
             ControlClient(config.control_socket),
+            channels,
             config.model_dir,
-            config.work_dir,
             config.universal_code_dir,
         )
         return MultiModelService(config, channels, rest_session(), directory)

@@ -6,11 +6,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-import grpc
 import requests
 import requests.adapters
 
-from sagemaker_tfs.client import CHANNEL_OPTIONS
+from sagemaker_tfs.client import ModelServerChannel
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +30,10 @@ def init_gevent_if_patched() -> bool:
 
 
 class Channels:
-    """One gRPC channel per model server, created on first use and kept.
+    """One gRPC channel per model server, created on first use and kept until the model server
+    goes away (``drop``: a multi-model unload); the worker's only channels. Each is a
+    ``client.ModelServerChannel``, which keeps what the client learns about its model server
+    (method callables, the streamed Predict, signatures), so that goes with it.
 
     A channel goes to the model server's UNIX socket when ``socket_path_of(grpc_port)`` names
     one (the supervisor starts every model server with ``--grpc_socket_path``), else to its
@@ -40,17 +42,19 @@ class Channels:
     """
 
     def __init__(self, socket_path_of: Callable[[int], str | None] = lambda _port: None) -> None:
-        self._channels: dict[int, grpc.Channel] = {}
+        self._channels: dict[int, ModelServerChannel] = {}
         self._lock = threading.Lock()
         self._socket_path_of = socket_path_of
 
-    def get(self, grpc_port: int) -> grpc.Channel:
+    def get(self, grpc_port: int) -> ModelServerChannel:
         with self._lock:
             channel = self._channels.get(grpc_port)
             if channel is None:
-                channel = grpc.insecure_channel(self.target(grpc_port), options=CHANNEL_OPTIONS)
-                self._channels[grpc_port] = channel
+                channel = self._channels[grpc_port] = ModelServerChannel(self.target(grpc_port))
             return channel
+
+    def __len__(self) -> int:
+        return len(self._channels)
 
     def target(self, grpc_port: int) -> str:
         """The gRPC target of the model server listening on ``grpc_port``."""

@@ -1,13 +1,13 @@
-"""``Context``: what a user handler learns of its request (docs/contract.md, field order kept)."""
+"""``Context``: what a user handler learns about its request (docs/contract.md, field order kept),
+made from the parsed request and the model server chosen to serve it."""
 
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
 
-from sagemaker_tfs.service.routing import Route, rest_uri
-
-DEFAULT_MEDIA_TYPE = "application/json"
+from sagemaker_tfs.service.model_servers import ModelServer
+from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.routing import rest_uri
 
 Context = namedtuple(
     "Context",
@@ -27,37 +27,23 @@ Context = namedtuple(
 )
 
 
-def media_type(header: str | None) -> str:
-    """``application/json; charset=utf-8`` -> ``application/json``; default when absent."""
-    value = (header or "").split(";")[0].strip().lower()
-    return value or DEFAULT_MEDIA_TYPE
-
-
-def build_context(
-    target: Route,
-    grpc_port: int,
-    rest_port: int,
-    channel: Any,
-    custom_attributes: str | None,
-    content_type: str | None,
-    accept: str | None,
-    content_length: int,
-) -> Context:
-    """The gRPC port is given as a string (as the reference container does) under both names."""
-    port = str(grpc_port)
-    accept_header = (accept or "").strip()
+def build_context(request: ParsedRequest, server: ModelServer) -> Context:
+    """The gRPC port is given as a string (as the reference container does) under both names;
+    an Accept of ``*/*`` or none at all says application/json."""
+    port = str(server.grpc_port)
+    accept_header = request.accept_header
     if accept_header in ("", "*/*"):
         accept_header = DEFAULT_MEDIA_TYPE
     return Context(
-        model_name=target.model_name,
-        model_version=target.model_version,
-        method=target.method,
-        rest_uri=rest_uri(rest_port, target),
+        model_name=request.target.model_name,
+        model_version=request.target.model_version,
+        method=request.target.method,
+        rest_uri=rest_uri(server.rest_port, request.target),
         grpc_port=port,
-        channel=channel,
-        custom_attributes=custom_attributes or "",
-        request_content_type=media_type(content_type),
+        channel=server.channel,
+        custom_attributes=request.custom_attributes.header,
+        request_content_type=request.content_type.name,
         accept_header=accept_header,
-        content_length=content_length,
+        content_length=request.content_length,
         grpc_uri=port,
     )

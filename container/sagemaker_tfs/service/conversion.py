@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.http_headers import MediaType
 
 JSON_TYPES = ("application/json",)
 JSON_LINES_TYPES = ("application/jsonlines", "application/jsons", "application/x-jsonlines")
@@ -143,14 +145,14 @@ def convert_csv(text: str) -> str:
     return _instances(instances)
 
 
-def one_line_json_type(accept_header: str | None) -> str | None:
+def one_line_json_type(accept: Sequence[MediaType]) -> str | None:
     """The reference container's rule for the model server's JSON answer (as the njs's
-    ``oneLineJsonType``): when Accept lists application/json or a JSON lines type, the body is
-    answered on one line (newlines removed) with the first listed type as Content-Type
-    (application/json when the first is a wildcard). None: answer it as the model server
-    wrote it (no Accept, or only wildcards)."""
-    types = [trim(entry.split(";")[0]).lower() for entry in (accept_header or "").split(",")]
-    types = [entry for entry in types if entry]
+    ``oneLineJsonType``), given the Accept header's types (``http_headers.accept_list``): when
+    it lists application/json or a JSON lines type, the body is answered on one line
+    (newlines removed) with the first listed type as Content-Type (application/json when the
+    first is a wildcard). None: answer it as the model server wrote it (no Accept, or only
+    wildcards)."""
+    types = [entry.name for entry in accept]
     json_types = [entry for entry in types if entry in JSON_TYPES or entry in JSON_LINES_TYPES]
     if not json_types:
         return None

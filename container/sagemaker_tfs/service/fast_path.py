@@ -1,6 +1,6 @@
 """Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
 
-The request body is decoded by :mod:`sagemaker_tfs.service.payloads` into the inputs the model's
+The request body is decoded by :mod:`sagemaker_tfs.service.inputs` into the inputs the model's
 signature wants (metadata fetched once per model/version and cached), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. Requests or answers of ``STREAM_BYTES`` or more go over the project's streamed
@@ -22,8 +22,11 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import answers, payloads
+from sagemaker_tfs.service import answers, content_types, inputs
 from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.inputs import DecodedInputs
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
 from sagemaker_tfs.wire.signatures import Signature
@@ -32,33 +35,32 @@ from sagemaker_tfs.wire.tensors import TensorConversionError
 
 logger = logging.getLogger(__name__)
 
-OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
 # Requests or answers (expected) this large are streamed to and from the model server
 # (client.predict's stream_answer).
 STREAM_BYTES = 4 << 20
 
-IMAGE_OPTIONS = payloads.ImageOptions.from_env()  # read once; a bad value fails worker start-up
 
-
-def invoke(body: bytes, context: Any) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
-    """Serve one request with a binary content type; returns (body chunks, content type)."""
-    if context.method != "predict":
+def invoke(
+    body: bytes, request: ParsedRequest, context: Any, options: ImageOptions
+) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
+    """Serve one request with a binary content type over ``context``'s model server; returns
+    (body chunks, content type)."""
+    kind = request.content_type.name
+    if request.target.method != "predict":
         raise HttpError(
             400,
-            f"tfs-method={context.method} is not supported for "
-            f"{context.request_content_type}; use application/json",
+            f"tfs-method={request.target.method} is not supported for {kind}; "
+            "use application/json",
         )
-    output_type = payloads.choose_output_type(context.accept_header)
-    if payloads.media_type(context.request_content_type) not in payloads.INPUT_TYPES:
-        raise HttpError(415, f"Unsupported Media Type: {context.request_content_type}")
+    output_type = content_types.choose_output_type(request.accept)
+    if kind not in content_types.INPUT_TYPES:
+        raise HttpError(415, f"Unsupported Media Type: {kind}")
     signature = _signature(context)
-    inputs = payloads.decode_request(
-        body, context.request_content_type, signature.inputs, IMAGE_OPTIONS
-    )
-    names = output_filter(context.custom_attributes)
-    expected = expected_answer_bytes(signature, inputs.arrays, names)
-    stream = max(inputs.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, inputs, names, stream, output_type)
+    decoded = inputs.decode_request(body, kind, signature.inputs, options)
+    names = list(request.custom_attributes.output_filter)
+    expected = expected_answer_bytes(signature, decoded.arrays, names)
+    stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
+    return _predict(context, decoded, names, stream, output_type)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -79,15 +81,6 @@ def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: l
     return total
 
 
-def output_filter(custom_attributes: str | None) -> list[str]:
-    """The output names of ``tfs-output-filter=a;b`` in the custom attributes (none: all)."""
-    for pair in (custom_attributes or "").split(","):
-        key, sep, value = pair.partition("=")
-        if sep and key.strip() == OUTPUT_FILTER_ATTRIBUTE:
-            return [name.strip() for name in value.split(";") if name.strip()]
-    return []
-
-
 def _signature(context: Any) -> Signature:
     try:
         return client.get_signature(context)
@@ -101,7 +94,7 @@ def _signature(context: Any) -> Signature:
 
 def _predict(
     context: Any,
-    inputs: payloads.DecodedInputs,
+    decoded: DecodedInputs,
     names: list[str],
     stream: bool,
     output_type: str,
@@ -110,15 +103,16 @@ def _predict(
     try:
         answer = client.predict_answer(
             context,
-            inputs.arrays,
+            decoded.arrays,
             output_filter=names,
             stream_answer=stream,
-            pixel_casts=inputs.casts,
+            pixel_casts=decoded.casts,
+            unavailable_retry_seconds=0,  # the service fails over to another model server
         )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
-        client.forget_signatures(context.model_name, context.model_version)
+        client.forget_signatures(context)
         raise _rpc_failure(error) from None
     except TensorConversionError as error:
         raise HttpError(400, str(error)) from None

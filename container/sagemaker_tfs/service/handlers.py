@@ -15,9 +15,12 @@ import logging
 import os
 import subprocess
 import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from sagemaker_tfs.service.code_namespaces import CodeNamespace
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +60,18 @@ def _prepend_sys_path(path: str) -> None:
 
 
 def add_import_paths(code_dir: str | None, work_dir: str) -> None:
-    """``code/lib`` first, then installed requirements, then ``code`` itself."""
+    """``code/lib`` first, then installed requirements, then ``code`` itself (single-model
+    endpoints; a multi-model endpoint's models each have their ``code_namespaces``)."""
     if code_dir:
         _prepend_sys_path(code_dir)
-    _prepend_sys_path(packages_dir(work_dir))
+    add_installed_packages(work_dir)
     if code_dir:
         _prepend_sys_path(os.path.join(code_dir, "lib"))
+
+
+def add_installed_packages(work_dir: str) -> None:
+    """The packages of the ``requirements.txt`` installed at start-up, on ``sys.path``."""
+    _prepend_sys_path(packages_dir(work_dir))
 
 
 def install_requirements(code_dir: str | None, work_dir: str) -> bool:
@@ -125,7 +134,8 @@ def _module_name(path: str) -> str:
 
 
 def load_script(path: str) -> UserCode:
-    """Import ``path`` under a name of its own (several models may each have one)."""
+    """Import ``path`` under a name of its own (single-model endpoints: ``code/`` and
+    ``code/lib`` are on ``sys.path``)."""
     name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -137,6 +147,19 @@ def load_script(path: str) -> UserCode:
     except Exception as error:
         sys.modules.pop(name, None)
         raise UserCodeError(f"importing {path} failed: {type(error).__name__}: {error}") from error
+    return handlers_of(module, path)
+
+
+def load_script_in(namespace: CodeNamespace, path: str) -> UserCode:
+    """Import ``path`` inside a model's code namespace (multi-model endpoints)."""
+    try:
+        module = namespace.load(path)
+    except Exception as error:
+        raise UserCodeError(f"importing {path} failed: {type(error).__name__}: {error}") from error
+    return handlers_of(module, path)
+
+
+def handlers_of(module: types.ModuleType, path: str) -> UserCode:
     handler = getattr(module, "handler", None)
     if callable(handler):
         return UserCode(path=path, handler=handler)

@@ -1,4 +1,8 @@
-"""One invocation: user handlers, else the JSON/CSV conversions, else the binary fast path."""
+"""One invocation: the user's handlers, else the JSON/CSV conversion, else the binary fast path.
+
+User code runs once per request, whatever happens: failover (``model_servers.with_failover``)
+wraps only the stack's own calls to a model server, never a handler.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,23 @@ import logging
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import grpc
 import requests
 
 from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.answers import StreamedBody
-from sagemaker_tfs.service.context import DEFAULT_MEDIA_TYPE, Context
+from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.model_servers import (
+    Candidates,
+    ModelServer,
+    reached_no_model_server,
+    with_failover,
+)
+from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.routing import rest_uri
+from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +38,6 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # ValueError with this text).
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
-UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
 
 class Reply(NamedTuple):
@@ -35,10 +46,6 @@ class Reply(NamedTuple):
     status: int
     body: bytes | Sequence[bytes | memoryview] | StreamedBody
     content_type: str
-
-
-def first_accept(accept_header: str) -> str:
-    return accept_header.split(",")[0].split(";")[0].strip().lower()
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -67,88 +74,126 @@ def _handler_error(error: Exception) -> HttpError:
     return HttpError(400 if caused_by_request else 500, message)
 
 
-def post_to_model_server(session: requests.Session, uri: str, body: Any) -> requests.Response:
+def post_to_model_server(session: requests.Session, uri: str, body: bytes) -> requests.Response:
+    """The stack's own REST call; a model server that cannot be reached, or says it is
+    unavailable (503), raises ``ModelServerUnavailable`` (failover)."""
     try:
-        return session.post(
+        response = session.post(
             uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
         )
     except requests.ConnectionError as error:
         raise ModelServerUnavailable(f"The model server is not available: {error}") from None
+    if response.status_code == 503:
+        text = response.content.decode("utf-8", errors="replace").strip()
+        raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
+    return response
+
+
+def model_server_error(response: requests.Response) -> Reply:
+    """The model server's error answer, passed to the client as it is: its status and its
+    JSON ``{"error": ...}`` body (a body that is not JSON becomes one, with its text)."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        text = response.content.decode("utf-8", errors="replace").strip()
+        return Reply(response.status_code, error_body(shorten(text or response.reason or "")),
+                     DEFAULT_MEDIA_TYPE)  # fmt: skip
+    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
 
 
 def call_user_code(
-    user_code: UserCode, body: bytes, context: Context, session: requests.Session
+    user_code: UserCode,
+    body: bytes,
+    request: ParsedRequest,
+    candidates: Candidates,
+    session: requests.Session,
 ) -> Reply:
-    """Run the user's handler(s); their exceptions become JSON errors with the same text."""
+    """Run the user's handler(s), once; their exceptions become JSON errors with the same text.
+
+    With ``input_handler`` + ``output_handler``, the service posts what ``input_handler``
+    returned (with failover) and hands the model server's answer to ``output_handler`` only
+    when it is a success (2xx); an error answer goes to the client as the model server gave it
+    (as AWS's current container does), so that a client sees a bad request as a 4xx rather
+    than as a 200 carrying an error.
+    """
+    first = candidates.first()
+    context = build_context(request, first)
     try:
         if user_code.handler is not None:
             return _handler_result(user_code.handler(io.BytesIO(body), context), context)
         assert user_code.input_handler and user_code.output_handler
-        request_body = user_code.input_handler(io.BytesIO(body), context)
-        response = post_to_model_server(session, context.rest_uri, _as_bytes(request_body))
+        request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
+    except HttpError:
+        raise
+    except Exception as error:
+        if reached_no_model_server(error, first):  # not run again; the next requests avoid it
+            candidates.unreachable(first)
+        raise _user_error(user_code, error) from error
+
+    def post(server: ModelServer) -> tuple[requests.Response, ModelServer]:
+        uri = rest_uri(server.rest_port, request.target)
+        return post_to_model_server(session, uri, request_body), server
+
+    response, server = with_failover(candidates, post)
+    if not 200 <= response.status_code < 300:
+        return model_server_error(response)
+    context = build_context(request, server)  # the model server that answered
+    try:
         return _handler_result(user_code.output_handler(response, context), context)
     except HttpError:
         raise
     except Exception as error:
-        if model_server_unreachable(error):  # retried on another instance: no warning yet
-            raise ModelServerUnavailable(str(error) or type(error).__name__) from error
-        logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
-        raise _handler_error(error) from error
+        raise _user_error(user_code, error) from error
 
 
-def model_server_unreachable(error: BaseException) -> bool:
-    """The error (or one it was raised from) says the model server could not be reached:
-    ``requests`` could not connect or lost the connection, or gRPC answered UNAVAILABLE."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, requests.ConnectionError):
-            return True
-        code = getattr(current, "code", None)
-        if isinstance(current, grpc.RpcError) and callable(code) and code() == UNAVAILABLE:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+def _user_error(user_code: UserCode, error: Exception) -> HttpError:
+    logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
+    return _handler_error(error)
 
 
 def _convert_and_predict(
-    body: bytes, context: Context, session: requests.Session, accept_header: str | None
+    body: bytes, request: ParsedRequest, server: ModelServer, session: requests.Session
 ) -> Reply:
-    request_body = conversion.convert(context.request_content_type, body)
-    response = post_to_model_server(session, context.rest_uri, request_body.encode("utf-8"))
-    one_line_type = conversion.one_line_json_type(accept_header)
+    request_body = conversion.convert(request.content_type.name, body)
+    uri = rest_uri(server.rest_port, request.target)
+    response = post_to_model_server(session, uri, request_body.encode("utf-8"))
+    one_line_type = conversion.one_line_json_type(request.accept)
     if one_line_type is not None:
         return Reply(response.status_code, response.content.replace(b"\n", b""), one_line_type)
     return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
 
 
-def _fast_path(body: bytes, context: Context) -> Reply:
-    chunks, content_type = fast_path.invoke(body, context)
-    return Reply(200, chunks, content_type)
-
-
 def default_handling(
-    body: bytes, context: Context, session: requests.Session, accept_header: str | None = None
+    body: bytes,
+    request: ParsedRequest,
+    candidates: Candidates,
+    session: requests.Session,
+    options: ImageOptions,
 ) -> Reply:
-    """No user code: convert JSON/CSV here, hand everything else to the fast path.
+    """No user code: convert JSON/CSV here, hand everything else to the fast path; either way
+    with failover, since no user code runs."""
+    convertible = request.content_type.name in conversion.CONVERTIBLE_TYPES
+    if convertible and request.first_accept in JSON_ACCEPTS:
+        return with_failover(
+            candidates, lambda server: _convert_and_predict(body, request, server, session)
+        )
 
-    ``accept_header`` is the request's own Accept (``context.accept_header`` says
-    application/json for none at all, where the model server's JSON is answered unchanged).
-    """
-    convertible = context.request_content_type in conversion.CONVERTIBLE_TYPES
-    if convertible and first_accept(context.accept_header) in JSON_ACCEPTS:
-        return _convert_and_predict(body, context, session, accept_header)
-    return _fast_path(body, context)
+    def fast(server: ModelServer) -> Reply:
+        chunks, content_type = fast_path.invoke(body, request, build_context(request, server),
+                                                options)  # fmt: skip
+        return Reply(200, chunks, content_type)
+
+    return with_failover(candidates, fast)
 
 
 def invoke(
     user_code: UserCode | None,
     body: bytes,
-    context: Context,
+    request: ParsedRequest,
+    candidates: Candidates,
     session: requests.Session,
-    accept_header: str | None = None,
+    options: ImageOptions,
 ) -> Reply:
     if user_code is not None:
-        return call_user_code(user_code, body, context, session)
-    return default_handling(body, context, session, accept_header)
+        return call_user_code(user_code, body, request, candidates, session)
+    return default_handling(body, request, candidates, session, options)

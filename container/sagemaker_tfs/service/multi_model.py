@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import math
 import os
 import socket
 import threading
 import time
 from dataclasses import dataclass
 
-from sagemaker_tfs.service.handlers import UserCode, add_import_paths, load_script, script_path
+from sagemaker_tfs.service.code_namespaces import CodeNamespace
+from sagemaker_tfs.service.connections import Channels
+from sagemaker_tfs.service.handlers import UserCode, load_script_in, script_path
+from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.wire.errors import HttpError
+
+logger = logging.getLogger(__name__)
 
 LOOKUP_TTL_SECONDS = 1.0
 CONTROL_TIMEOUT_SECONDS = 10.0
@@ -68,65 +75,86 @@ def not_loaded(name: str) -> HttpError:
 
 
 class ControlClient:
-    """The supervisor's control API (``GET /models/NAME``)."""
+    """The supervisor's control API (``GET /models``)."""
 
     def __init__(self, socket_path: str) -> None:
         self._socket_path = socket_path
 
-    def describe(self, name: str) -> dict | None:
-        """The model's description, or None when it is not loaded."""
+    def loaded(self) -> list[dict]:
+        """The descriptions of the models in the registry."""
         connection = UnixHTTPConnection(self._socket_path, CONTROL_TIMEOUT_SECONDS)
         try:
-            connection.request("GET", f"/models/{name}")
+            connection.request("GET", "/models")
             response = connection.getresponse()
             body = response.read()
         except OSError as error:
             raise HttpError(503, f"The model registry is not available: {error}") from None
         finally:
             connection.close()
-        if response.status == 404:
-            return None
         if response.status != 200:
             raise HttpError(502, f"The model registry answered {response.status}: {body!r}")
-        return json.loads(body)
+        return json.loads(body)["models"]
 
 
 class ModelDirectory:
-    """Loaded models by name, cached for ``LOOKUP_TTL_SECONDS``; user code cached by path."""
+    """The loaded models (the registry's list, asked again once it is ``LOOKUP_TTL_SECONDS``
+    old) and what the worker keeps for each: its model server's channel (in ``Channels``)
+    and its code's namespace. Both are let go once the model is unloaded, or reloaded
+    elsewhere: the worker holds no more than the models loaded."""
 
-    def __init__(
-        self,
-        client: ControlClient,
-        models_root: str,
-        work_dir: str,
-        universal_code_dir: str | None = None,
-    ) -> None:
+    def __init__(self, client: ControlClient, channels: Channels, models_root: str,
+                 universal_code_dir: str | None = None) -> None:  # fmt: skip
         self._client = client
+        self._channels = channels
         self._models_root = models_root
-        self._work_dir = work_dir
         self._universal_code_dir = universal_code_dir
         self._lock = threading.Lock()
-        self._models: dict[str, tuple[float, ModelLocation]] = {}
-        self._code: dict[str, UserCode | None] = {}
+        self._models: dict[str, ModelLocation] = {}
+        self._fetched = -math.inf
+        # code dir -> its namespace and handlers; and the loaded models that use it
+        self._code: dict[str, tuple[CodeNamespace, UserCode]] = {}
+        self._code_users: dict[str, set[ModelLocation]] = {}
 
     def lookup(self, name: str) -> ModelLocation:
-        now = time.monotonic()
+        """Where the model is; 404 when it is not loaded (or not yet AVAILABLE)."""
+        if time.monotonic() - self._fetched >= LOOKUP_TTL_SECONDS:
+            self._refresh()
         with self._lock:
-            cached = self._models.get(name)
-        if cached is not None and now - cached[0] < LOOKUP_TTL_SECONDS:
-            return cached[1]
-        description = self._client.describe(name)
-        if description is None or description["state"] != AVAILABLE:
-            self.forget(name)
+            model = self._models.get(name)
+        if model is None:
             raise not_loaded(name)
-        model = ModelLocation.from_description(description)
-        with self._lock:
-            self._models[name] = (now, model)
         return model
 
     def forget(self, name: str) -> None:
+        """Ask the registry again at the next lookup."""
+        self._fetched = -math.inf
+
+    def _refresh(self) -> None:
+        fetched = time.monotonic()
+        models = {}
+        for description in self._client.loaded():
+            if description.get("state") == AVAILABLE:
+                model = ModelLocation.from_description(description)
+                models[model.name] = model
         with self._lock:
-            self._models.pop(name, None)
+            gone = [m for name, m in self._models.items() if models.get(name) != m]
+            self._models, self._fetched = models, fetched
+        for model in gone:
+            self._let_go(model)
+
+    def _let_go(self, model: ModelLocation) -> None:
+        """A model was unloaded (or moved): close its channel, drop code no model uses now."""
+        self._channels.drop(model.grpc_port)
+        unused = []
+        with self._lock:
+            for code_dir, users in list(self._code_users.items()):
+                users.discard(model)
+                if not users:
+                    del self._code_users[code_dir]
+                    unused.append(self._code.pop(code_dir)[0])
+        for namespace in unused:
+            namespace.unload()
+            logger.info("unloaded the code of %s", namespace.code_dir)
 
     def code_dirs(self, model: ModelLocation) -> list[str]:
         """Where a model's ``inference.py`` may be, most specific first.
@@ -140,20 +168,61 @@ class ModelDirectory:
         return dirs
 
     def user_code(self, model: ModelLocation) -> UserCode | None:
+        """The handlers of the model's ``inference.py``, in its code's namespace."""
         for code_dir in self.code_dirs(model):
             path = script_path(code_dir)
             if path is not None:
-                return self._load_cached(code_dir, path)
+                return self._load(model, code_dir, path)
         return None
 
-    def _load_cached(self, code_dir: str, path: str) -> UserCode:
+    def _load(self, model: ModelLocation, code_dir: str, path: str) -> UserCode:
         with self._lock:
-            if path in self._code:
-                cached = self._code[path]
-                assert cached is not None
-                return cached
-        add_import_paths(code_dir, self._work_dir)
-        user_code = load_script(path)
+            loaded = self._code.get(code_dir)
+            if loaded is not None:
+                self._code_users[code_dir].add(model)
+                return loaded[1]
+        namespace = CodeNamespace(code_dir)
+        try:
+            user_code = load_script_in(namespace, path)
+        except Exception:
+            namespace.unload()
+            raise
         with self._lock:
-            self._code[path] = user_code
+            self._code[code_dir] = (namespace, user_code)
+            self._code_users.setdefault(code_dir, set()).add(model)
+        logger.info("loaded %s for model %s", path, model.name)
         return user_code
+
+    def namespaces(self) -> list[CodeNamespace]:
+        with self._lock:
+            return [namespace for namespace, _ in self._code.values()]
+
+
+class RegisteredModel(Candidates):
+    """A multi-model request's candidate: the one model server of the model it names. Lookups
+    are cached for a second, so another worker may have unloaded (or reloaded) the model
+    meanwhile: after a failure the registry is asked again (404 once the model is gone; its
+    new ports when it was reloaded, the old channel closed)."""
+
+    def __init__(self, directory: ModelDirectory, channels: Channels, name: str) -> None:
+        self._directory = directory
+        self._channels = channels
+        self._name = name
+        self.location = directory.lookup(name)  # raises 404 when it is not loaded
+
+    def _server(self) -> ModelServer:
+        location = self.location
+        return ModelServer(
+            location.grpc_port, location.rest_port, self._channels.get(location.grpc_port)
+        )
+
+    def first(self) -> ModelServer:
+        return self._server()
+
+    def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
+        self.unreachable(failed)
+        self.location = self._directory.lookup(self._name)
+        return self._server()
+
+    def unreachable(self, server: ModelServer) -> None:
+        self._directory.forget(self._name)

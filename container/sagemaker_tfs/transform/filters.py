@@ -25,6 +25,8 @@ from typing import Any
 from jsonpath_ng import JSONPath, parse
 from jsonpath_ng.jsonpath import Child, Descendants, Fields, Index, Root, Slice, Wildcard
 
+from sagemaker_tfs.wire.http_headers import media_type
+
 JOIN_KEY = "SageMakerOutput"
 _SUPPORTED_NODES = (Root, Child, Fields, Index, Slice, Wildcard)
 
@@ -34,7 +36,7 @@ class FilterError(ValueError):
 
 
 def _is_csv(content_type: str) -> bool:
-    return content_type.split(";")[0].strip().lower() == "text/csv"
+    return media_type(content_type).name == "text/csv"
 
 
 def compile_path(expression: str, option: str) -> JSONPath:

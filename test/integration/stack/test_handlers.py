@@ -63,10 +63,10 @@ def test_input_output_handler_pair(stack_with) -> None:
     response = stack.post(b"\x89PNG", "image/png")
     assert response.status_code == 500
     assert response.json() == {"error": "unsupported content type image/png"}
-    # the model server refuses: output_handler raises with TF Serving's message
+    # the model server refuses: its 400 and error reach the client, output_handler is not run
     response = stack.post('{"instances": ["a"]}')
-    assert response.status_code == 500
-    assert "error" in json.loads(response.json()["error"])
+    assert response.status_code == 400
+    assert set(response.json()) == {"error"}
     assert stack.post("1.0", "text/csv").json()["predictions"] == [3.5]
 
 
@@ -96,6 +96,10 @@ def test_handler_with_rest_sees_the_whole_context(stack_with) -> None:
     assert defaults["request_content_type"] == "application/json"
     assert defaults["accept_header"] == "application/json"
     assert defaults["model_version"] is None
+    # a handler that calls the model server itself owns its errors: its 500, its text
+    refused = stack.post('{"instances": ["a"]}')
+    assert refused.status_code == 500
+    assert set(json.loads(refused.json()["error"])) == {"error"}
 
 
 @pytest.mark.parametrize(

@@ -178,14 +178,20 @@ def test_batching_variables_reach_the_file_the_flags_and_the_log(
     assert predict(stack, [1.0, 2.0]) == [3.5, 4.0]
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SAGEMAKER_TFS_ENABLE_BATCHING", "yes", "must be 'true' or 'false', got 'yes'"),
+        ("SAGEMAKER_TFS_IMAGE_SCALE", "abc", "must be a number, got 'abc'"),  # read by the service
+    ],
+)
 def test_bad_configuration_stops_start_up_with_a_clear_message(
-    start_stack: StartStack, bundled_models
+    start_stack: StartStack, bundled_models, name: str, value: str, message: str
 ) -> None:
-    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_ENABLE_BATCHING": "yes"}, wait=False)
+    stack = start_stack(bundled_models, env={name: value}, wait=False)
     assert stack.process.wait(30) == 2
-    assert "SAGEMAKER_TFS_ENABLE_BATCHING must be 'true' or 'false', got 'yes'" in (
-        stack.log_text()
-    )
+    assert f"invalid configuration: {name} {message}" in stack.log_text()
+    assert "model-server" not in stack.log_text()  # nothing was started
 
 
 def test_a_model_that_cannot_load_stops_start_up_clearly(

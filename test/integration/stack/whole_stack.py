@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -241,6 +242,20 @@ def running_stack(
         with contextlib.suppress(StackError):
             stack.stop()
         stack.kill_session()
+
+
+@contextlib.contextmanager
+def stack_with_code(
+    root: Path, model: Path, code: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """``running_stack`` on a copy of the model directory ``model`` under ``root``, with a copy
+    of ``code`` as its ``code/`` when given."""
+    shutil.copytree(model, root / "model" / model.name)
+    if code is not None:
+        shutil.copytree(code, root / "model" / "code")
+    (root / "work").mkdir()
+    with running_stack(root / "model", root / "work", env) as stack:
+        yield stack
 
 
 RunningStack = Stack

@@ -27,7 +27,7 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
         "Invocations.on_post": ("handler_start", "answer_handed_to_gunicorn", "service"),
     },
     "sagemaker_tfs.service.fast_path": {"invoke": ("fast_path_start", None, None)},
-    "sagemaker_tfs.service.payloads": {"decode_request": (None, "decoded", None)},
+    "sagemaker_tfs.service.inputs": {"decode_request": (None, "decoded", None)},
     "sagemaker_tfs.wire.predict_messages": {
         "encode_predict_request": (None, "request_encoded", None),
         "decode_predict_response": ("answer_received", None, None),

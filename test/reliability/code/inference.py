@@ -3,8 +3,8 @@
 JSON bodies are parsed (so a bad body raises JSONDecodeError, RecursionError or the ValueError
 of a 5000-digit integer, which the service answers 400) and sent on unchanged; any other body
 goes to the model server as one base64 string, which it refuses with a 4xx. The model
-server's 4xx answers come back as they are (status 200: a handler cannot set the status); a
-5xx from it raises, so the fuzz test would see it.
+server's error answers reach the client with their status and body (``output_handler`` sees
+successes only), so the fuzz test sees any 5xx of the model server.
 """
 
 import base64
@@ -20,6 +20,4 @@ def input_handler(data, context):
 
 
 def output_handler(response, context):
-    if response.status_code >= 500:
-        raise RuntimeError(f"model server answered {response.status_code}: {response.text[:200]}")
     return response.content, "application/json"

@@ -9,13 +9,13 @@ import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
-from sagemaker_tfs.model_server.signatures import ServableSignature, TensorSpec
+from sagemaker_tfs.model_server.signatures import GraphTensor, ServableSignature
 from tensorflow.core.framework import types_pb2
 
 
 def signature(inputs: dict[str, int], outputs: dict[str, int] | None = None) -> ServableSignature:
-    def specs(aliases: dict[str, int]) -> dict[str, TensorSpec]:
-        return {alias: TensorSpec(f"{alias}:0", dtype, None) for alias, dtype in aliases.items()}
+    def specs(aliases: dict[str, int]) -> dict[str, GraphTensor]:
+        return {alias: GraphTensor(f"{alias}:0", dtype, None) for alias, dtype in aliases.items()}
 
     return ServableSignature(
         "serving_default", "tensorflow/serving/predict", specs(inputs), specs(outputs or {})

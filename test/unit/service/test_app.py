@@ -1,119 +1,24 @@
-"""sagemaker_tfs.service.app: failover and how answers are handed to falcon.
+"""sagemaker_tfs.service.app: how answers are handed to falcon, and the routes of each mode.
 
-A prediction whose model server is unreachable is sent again: other instances first, then
-the same ones after a pause, within a bounded time; other errors are not retried. Small
-answers are sent whole, large chunk lists in pieces.
+Small answers are sent whole, large chunk lists in pieces.
 """
 
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 import falcon
 import falcon.testing
-import grpc
 import numpy as np
 import pytest
-import requests
-from sagemaker_tfs.config import Instance, load_config
+from sagemaker_tfs.config import load_config
 from sagemaker_tfs.service import app
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.connections import Channels, rest_session
-from sagemaker_tfs.service.errors import ModelServerUnavailable
-from sagemaker_tfs.service.invoke import Reply, model_server_unreachable
+from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
-from sagemaker_tfs.service.routing import TARGET_MODEL_HEADER, InstancePicker
-from sagemaker_tfs.wire.errors import HttpError
-
-
-class Unavailable(grpc.RpcError):
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-
-class InvalidArgument(grpc.RpcError):
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.INVALID_ARGUMENT
-
-
-def test_rotation_starts_with_the_next_instance_and_covers_all() -> None:
-    instances = [Instance(1, 2), Instance(3, 4), Instance(5, 6)]
-    picker = InstancePicker(instances)
-    assert picker.rotation() == tuple(instances)
-    assert picker.rotation() == (instances[1], instances[2], instances[0])
-    assert picker.next() == instances[2]
-
-
-def test_the_next_candidate_answers() -> None:
-    tried: list[int] = []
-
-    def attempt(index: int) -> Reply:
-        tried.append(index)
-        if index == 0:
-            raise ModelServerUnavailable("connection refused")
-        return Reply(200, b"ok", "application/json")
-
-    assert app.with_failover(attempt, 2).body == b"ok"
-    assert tried == [0, 1]
-
-
-def test_other_errors_are_not_retried() -> None:
-    tried: list[int] = []
-
-    def attempt(index: int) -> Reply:
-        tried.append(index)
-        raise HttpError(400, "bad input")
-
-    with pytest.raises(HttpError):
-        app.with_failover(attempt, 2)
-    assert tried == [0]
-
-
-def test_retries_stop_after_the_failover_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app, "FAILOVER_SECONDS", 0.3)
-    monkeypatch.setattr(app, "FAILOVER_PAUSE_SECONDS", 0.05)
-    tried: list[int] = []
-
-    def attempt(index: int) -> Reply:
-        tried.append(index)
-        raise ModelServerUnavailable("connection refused")
-
-    with pytest.raises(ModelServerUnavailable) as caught:
-        app.with_failover(attempt, 1)
-    assert caught.value.status == 503
-    assert 3 <= len(tried) <= 10  # paused between rounds, did not spin
-
-
-def _raised_from(cause: BaseException) -> Exception:
-    try:
-        try:
-            raise cause
-        except BaseException as inner:
-            raise ValueError("handler failed") from inner
-    except ValueError as outer:
-        return outer
-
-
-def test_unreachable_model_server_is_recognised_through_user_exceptions() -> None:
-    assert model_server_unreachable(requests.ConnectionError("refused"))
-    assert model_server_unreachable(_raised_from(requests.ConnectionError("reset")))
-    assert model_server_unreachable(_raised_from(Unavailable()))
-    assert not model_server_unreachable(_raised_from(InvalidArgument()))
-    assert not model_server_unreachable(ValueError("bad input"))
-    assert not model_server_unreachable(requests.HTTPError("400"))
-
-
-def test_an_unreachable_instance_is_tried_last_for_a_while() -> None:
-    a, b = Instance(1, 2), Instance(3, 4)
-    picker = InstancePicker([a, b], down_seconds=0.2)
-    picker.mark_down(a)
-    assert picker.rotation() == (b, a)
-    assert picker.rotation() == (b, a)  # whatever the turn
-    time.sleep(0.25)
-    assert picker.rotation() in ((a, b), (b, a))
-    assert {picker.rotation()[0], picker.rotation()[0]} == {a, b}  # round-robin again
+from sagemaker_tfs.wire.http_headers import TARGET_MODEL_HEADER
 
 
 def test_small_chunk_lists_are_sent_whole() -> None:
@@ -144,7 +49,10 @@ class FixedAnswer(app.Service):
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def invoke(self, req: falcon.Request, name: str | None) -> Reply:
+    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> None:
+        return None
+
+    def invoke(self, request: object, body: bytes) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")
 
     def describe(self) -> str:
@@ -174,8 +82,8 @@ def test_enlarging_the_send_buffer_is_best_effort() -> None:
 class NoModels:
     """The registry's control API with no model loaded."""
 
-    def describe(self, name: str) -> None:
-        return None
+    def loaded(self) -> list[dict]:
+        return []
 
 
 def models_dir(tmp_path: Path) -> str:
@@ -187,8 +95,9 @@ def models_dir(tmp_path: Path) -> str:
 def test_a_multi_model_endpoint_routes_by_model_name(tmp_path: Path) -> None:
     env = {"SAGEMAKER_MULTI_MODEL": "true"}
     config = load_config(env, models_dir(tmp_path), str(tmp_path), 8080, 1)
-    directory = ModelDirectory(NoModels(), config.model_dir, config.work_dir)  # type: ignore[arg-type]
-    service = app.MultiModelService(config, Channels(), rest_session(), directory)
+    channels = Channels()
+    directory = ModelDirectory(NoModels(), channels, config.model_dir)  # type: ignore[arg-type]
+    service = app.MultiModelService(config, channels, rest_session(), directory)
     client = falcon.testing.TestClient(app.build_app(service))
     unnamed = client.simulate_post("/invocations", body="[1]")
     assert unnamed.status_code == 400 and TARGET_MODEL_HEADER in unnamed.json["error"]

@@ -14,6 +14,7 @@ import pytest
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.service.conversion import convert, one_line_json_type, read_values
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import accept_list
 
 
 @pytest.mark.parametrize(
@@ -110,4 +111,4 @@ def test_read_values_reads_what_convert_wraps(content_type: str, body: str) -> N
 
 @pytest.mark.parametrize(("accept", "expected"), ACCEPT_CASES)
 def test_one_line_type(accept: str | None, expected: str | None) -> None:
-    assert one_line_json_type(accept) == expected
+    assert one_line_json_type(accept_list(accept)) == expected

@@ -1,38 +1,40 @@
-"""The fast path's output filter, when it streams an answer, and ``client.predict``'s streamed
+"""When the fast path streams an answer, and ``client.predict``'s streamed
 answer against a real gRPC server in this process: one that offers the project's streamed
 Predict, and one that lacks it as TF Serving's binary does (the client falls back)."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
-from sagemaker_tfs.service import fast_path, payloads
+from sagemaker_tfs.service import fast_path, inputs
 from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.model_servers import ModelServer
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
+from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
-
-
-@pytest.mark.parametrize(
-    ("attributes", "names"),
-    [
-        ("", []),
-        ("tfs-model-name=m", []),
-        ("tfs-model-name=m,tfs-output-filter=boxes", ["boxes"]),
-        ("tfs-output-filter= boxes ; scores ;,tfs-method=predict", ["boxes", "scores"]),
-        ("tfs-output-filter=", []),
-    ],
+REQUEST = ParsedRequest(
+    method="POST",
+    path="/invocations",
+    content_type=MediaType("application/x-npy"),
+    accept=(),
+    accept_header="",
+    custom_attributes=CustomAttributes(),
+    target=Route("m", None, "predict"),
+    content_length=0,
 )
-def test_output_filter_from_custom_attributes(attributes: str, names: list[str]) -> None:
-    assert fast_path.output_filter(attributes) == names
 
 
 def signature(**outputs: tuple[int, ...] | None) -> Signature:
@@ -57,7 +59,7 @@ class FakeModelServer:
     Predict widens pixels as its metadata says). ``drop_last_bytes`` cuts the streamed answer
     short."""
 
-    def __init__(self, streamed: bool, drop_last_bytes: int = 0) -> None:
+    def __init__(self, streamed: bool, drop_last_bytes: int = 0, port: int = 0) -> None:
         self.drop_last_bytes = drop_last_bytes
         self.calls = {"unary": 0, "streamed": 0}
         self.received: list[np.dtype] = []
@@ -71,7 +73,7 @@ class FakeModelServer:
             self.server.add_generic_rpc_handlers(
                 (grpc.method_handlers_generic_handler(streamed_service, {method: handler}),)
             )
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.server.start()
 
     def _answer(self, request: bytes) -> tuple:
@@ -98,8 +100,8 @@ class FakeModelServer:
 @pytest.mark.parametrize("streamed", [True, False])
 def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
     server = FakeModelServer(streamed)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     try:
         x = np.arange(5000, dtype=np.float32)
         for _ in range(2):
@@ -113,6 +115,7 @@ def test_predict_streams_the_answer_or_falls_back(streamed: bool) -> None:
         assert server.calls == {"unary": 1, "streamed": 2}
     else:  # asked once, found unimplemented, then not asked again on this channel
         assert server.calls == {"unary": 3, "streamed": 0}
+    assert channel.offers_streamed_predict is streamed
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -121,8 +124,8 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
     its metadata; a server without it (TF Serving) gets the float32 values by Predict. The
     model sees the same values either way, and so does a call without the cast."""
     server = FakeModelServer(streamed)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     image = np.arange(3 * 64 * 64 * 3, dtype=np.uint32).astype(np.uint8).reshape(3, 64, 64, 3)
     cast = {"x": pixels.PixelCast("float32", scale=2 / 255, offset=-1)}
     expected = (image.astype(np.float32) * np.float32(2 / 255) + np.float32(-1)) * 2
@@ -146,15 +149,15 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
         assert server.received == [np.float32, np.float32]
 
 
-def as_decoded(x: np.ndarray) -> payloads.DecodedInputs:
-    return payloads.DecodedInputs({"x": x}, {})
+def as_decoded(x: np.ndarray) -> inputs.DecodedInputs:
+    return inputs.DecodedInputs({"x": x}, {})
 
 
 def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     """An answer shorter than its header announces: a clear error, neither a hang nor a 500."""
     server = FakeModelServer(streamed=True, drop_last_bytes=3)
-    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    context = build_context(Route("m", None, "predict"), server.port, 0, channel, "", "", "", 0)
+    channel = client.ModelServerChannel(f"127.0.0.1:{server.port}")
+    context = build_context(REQUEST, ModelServer(server.port, 0, channel))
     x = np.arange(5000, dtype=np.float32)
     try:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
@@ -170,3 +173,44 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
     finally:
         channel.close()
         server.server.stop(None)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_predict_waits_for_a_model_server_that_comes_back() -> None:
+    """UNAVAILABLE (the model server died or restarts) is asked again for a while: a handler's
+    gRPC call outlives a restart without the handler being run again."""
+    port = free_port()
+    channel = client.ModelServerChannel(f"127.0.0.1:{port}")
+    context = build_context(REQUEST, ModelServer(port, 0, channel))
+    x = np.arange(4, dtype=np.float32)
+    servers = []
+    timer = threading.Timer(0.5, lambda: servers.append(FakeModelServer(False, port=port)))
+    started = time.monotonic()
+    timer.start()
+    try:
+        outputs = client.predict(context, {"x": x})
+        np.testing.assert_array_equal(outputs["y"], x * 2)
+        assert time.monotonic() - started >= 0.5
+    finally:
+        timer.join()
+        channel.close()
+        for server in servers:
+            server.server.stop(None)
+
+
+def test_predict_gives_up_on_an_unreachable_model_server() -> None:
+    channel = client.ModelServerChannel(f"127.0.0.1:{free_port()}")
+    context = build_context(REQUEST, ModelServer(0, 0, channel))
+    x = np.arange(4, dtype=np.float32)
+    with channel:
+        for seconds in (0, 0.4):
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as raised:
+                client.predict(context, {"x": x}, unavailable_retry_seconds=seconds)
+            assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert seconds <= time.monotonic() - started < seconds + 2

@@ -1,32 +1,71 @@
-"""What the service makes of handler results and handler exceptions (handler style only:
-no model server is involved, the pair style is covered by the stack tests)."""
+"""What the service makes of handler results and handler exceptions, and that user code runs
+once: a failed call of its own is its error; a model server that cannot be reached between
+``input_handler`` and ``output_handler`` is failed over without running either again (two
+real HTTP servers on localhost stand for the model servers, one of them down)."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import requests
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.service.invoke import Reply, call_user_code, first_accept
+from sagemaker_tfs.service.invoke import Reply, call_user_code, model_server_error
+from sagemaker_tfs.service.model_servers import Candidates, ModelServer
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
-CONTEXT = build_context(
-    Route("m", None, "predict"), 9000, 8501, None, "", "text/csv", "text/csv", 3
+REQUEST = ParsedRequest(
+    method="POST",
+    path="/invocations",
+    content_type=MediaType("text/csv"),
+    accept=accept_list("text/csv"),
+    accept_header="text/csv",
+    custom_attributes=CustomAttributes(),
+    target=Route("m", None, "predict"),
+    content_length=3,
 )
+
+
+class Fixed(Candidates):
+    """The given servers in turn."""
+
+    def __init__(self, *servers: ModelServer) -> None:
+        self.servers = servers
+        self.round_size = len(servers)
+        self.unreached: list[ModelServer] = []
+
+    def first(self) -> ModelServer:
+        return self.servers[0]
+
+    def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
+        return self.servers[attempt % len(self.servers)]
+
+    def unreachable(self, server: ModelServer) -> None:
+        self.unreached.append(server)
+
+
+SERVER = ModelServer(9000, 8501, None)
+CONTEXT = build_context(REQUEST, SERVER)
 
 
 def run(result_or_error: Any) -> Reply:
     def handler(data, context):  # type: ignore[no-untyped-def]
-        assert data.read() == b"abc" and context is CONTEXT
+        assert data.read() == b"abc" and context == CONTEXT
         if isinstance(result_or_error, Exception):
             raise result_or_error
         return result_or_error
 
-    return call_user_code(UserCode("x.py", handler=handler), b"abc", CONTEXT, requests.Session())
+    user_code = UserCode("x.py", handler=handler)
+    return call_user_code(user_code, b"abc", REQUEST, Fixed(SERVER), requests.Session())
 
 
 @pytest.mark.parametrize(
@@ -68,19 +107,6 @@ def test_exception_without_text_uses_its_type() -> None:
     assert raised.value.message == "KeyError"
 
 
-@pytest.mark.parametrize(
-    ("header", "expected"),
-    [
-        ("application/jsonlines", "application/jsonlines"),
-        ("Application/JSONLines; q=1, application/json", "application/jsonlines"),
-        ("", ""),
-        ("*/*", "*/*"),
-    ],
-)
-def test_first_accept(header: str, expected: str) -> None:
-    assert first_accept(header) == expected
-
-
 @pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000, "[" + "7" * 5000 + "]"])
 def test_handlers_parsing_hostile_json_give_400(body: str) -> None:
     """A deep nesting (RecursionError) or a 5000-digit integer (ValueError from int()) raised
@@ -92,3 +118,137 @@ def test_handlers_parsing_hostile_json_give_400(body: str) -> None:
     with pytest.raises(HttpError) as raised:
         run(parse_error)
     assert raised.value.status == 400
+
+
+def model_server_response(status: int, body: bytes, reason: str = "") -> requests.Response:
+    response = requests.Response()
+    response.status_code, response._content, response.reason = status, body, reason
+    return response
+
+
+def test_a_model_server_error_is_passed_on_as_it_is() -> None:
+    body = b'{ "error": "JSON Parse error: The document is empty. at offset: 0" }'
+    assert model_server_error(model_server_response(400, body)) == Reply(
+        400, body, "application/json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "message"),
+    [
+        (b"<html>Bad Gateway</html>\n", "", "<html>Bad Gateway</html>"),
+        (b"", "Bad Gateway", "Bad Gateway"),
+    ],
+)
+def test_a_model_server_error_that_is_not_json_becomes_json(
+    body: bytes, reason: str, message: str
+) -> None:
+    reply = model_server_error(model_server_response(502, body, reason))
+    assert (reply.status, json.loads(reply.body)) == (502, {"error": message})
+
+
+class ModelServerStandIn(BaseHTTPRequestHandler):
+    """Answers every POST with ``status`` and a JSON body naming its port."""
+
+    status = 200
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps({"predictions": [self.server.server_address[1]]}).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[Callable[[int], int]]:
+    """Starts a stand-in answering ``status``; returns its port."""
+    servers = []
+
+    def start(status: int) -> int:
+        handler = type("Answering", (ModelServerStandIn,), {"status": status})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_handler_whose_own_call_fails_runs_once_with_its_error() -> None:
+    """An unrelated service that is down is the handler's failure (500, its text), not a model
+    server's (503), and nothing runs it again."""
+    runs = []
+    port = closed_port()
+
+    def handler(data, context):  # type: ignore[no-untyped-def]
+        runs.append(context.rest_uri)
+        requests.get(f"http://127.0.0.1:{port}/", timeout=5)
+
+    other = ModelServer(9002, 8503, None)
+    servers = Fixed(SERVER, other)
+    with pytest.raises(HttpError) as raised:
+        call_user_code(UserCode("x.py", handler=handler), b"abc", REQUEST, servers,
+                       requests.Session())  # fmt: skip
+    assert raised.value.status == 500
+    assert f"port={port}" in raised.value.message and "Connection refused" in raised.value.message
+    assert len(runs) == 1
+    assert servers.unreached == []  # nothing to do with the model servers
+
+
+def test_a_handler_that_finds_its_model_server_down_runs_once_and_it_goes_last() -> None:
+    """The handler's own REST call to ``context.rest_uri`` is refused: its error (500), once;
+    the model server is reported unreachable so that the next requests go elsewhere."""
+    runs = []
+
+    def handler(data, context):  # type: ignore[no-untyped-def]
+        runs.append(context.rest_uri)
+        return requests.post(context.rest_uri, data=data.read(), timeout=5).content
+
+    down = ModelServer(9000, closed_port(), None)
+    servers = Fixed(down, SERVER)
+    with pytest.raises(HttpError) as raised:
+        call_user_code(UserCode("x.py", handler=handler), b"[1]", REQUEST, servers,
+                       requests.Session())  # fmt: skip
+    assert raised.value.status == 500 and "Connection refused" in raised.value.message
+    assert len(runs) == 1 and servers.unreached == [down]
+
+
+@pytest.mark.parametrize("unreachable", ["refused", "503"])
+def test_the_pairs_model_server_call_fails_over_without_running_the_handlers_again(
+    http_server: Callable[[int], int], unreachable: str
+) -> None:
+    live = http_server(200)
+    down = closed_port() if unreachable == "refused" else http_server(503)
+    runs: list[str] = []
+
+    def input_handler(data, context):  # type: ignore[no-untyped-def]
+        runs.append(f"input {context.rest_uri}")
+        return data.read()
+
+    def output_handler(response, context):  # type: ignore[no-untyped-def]
+        runs.append(f"output {context.rest_uri}")
+        return response.content, "application/json"
+
+    user_code = UserCode("x.py", input_handler=input_handler, output_handler=output_handler)
+    servers = Fixed(ModelServer(1, down, None), ModelServer(2, live, None))
+    reply = call_user_code(user_code, b"[1]", REQUEST, servers, requests.Session())
+    assert (reply.status, json.loads(reply.body)) == (200, {"predictions": [live]})
+    assert runs == [
+        f"input http://127.0.0.1:{down}/v1/models/m:predict",
+        f"output http://127.0.0.1:{live}/v1/models/m:predict",  # the one that answered
+    ]

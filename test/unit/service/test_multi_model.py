@@ -7,8 +7,14 @@ in place of the unix-socket client.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from sagemaker_tfs.config import Instance
+from sagemaker_tfs.service.code_namespaces import prefix_of
+from sagemaker_tfs.service.connections import Channels
+from sagemaker_tfs.service.handlers import UserCodeError
 from sagemaker_tfs.service.multi_model import ModelDirectory, ModelLocation
 from sagemaker_tfs.supervisor.registry import LoadedModel
 from sagemaker_tfs.wire.errors import HttpError
@@ -21,19 +27,22 @@ class Registry:
         self.models = {model.name: model for model in models}
         self.asked = 0
 
-    def describe(self, name: str) -> dict | None:
+    def loaded(self) -> list[dict]:
         self.asked += 1
-        model = self.models.get(name)
-        return model.describe() if model is not None else None
+        return [model.describe() for model in self.models.values()]
 
 
-def registered(name: str, state: str = "AVAILABLE") -> LoadedModel:
+def registered(name: str, state: str = "AVAILABLE", root: str = "/work/models",
+               ports: tuple[int, int] = (9001, 9002)) -> LoadedModel:  # fmt: skip
     url = f"/opt/ml/models/{name}"
-    return LoadedModel(name, url, f"/work/models/{name}", Instance(9001, 9002), state)
+    return LoadedModel(name, url, f"{root}/{name}", Instance(*ports), state)
 
 
-def directory(registry: Registry) -> ModelDirectory:
-    return ModelDirectory(registry, "/opt/ml/models", "/work")  # type: ignore[arg-type]
+def directory(
+    registry: Registry, models_root: str = "/opt/ml/models", channels: Channels | None = None
+) -> ModelDirectory:
+    channels = Channels() if channels is None else channels
+    return ModelDirectory(registry, channels, models_root)  # type: ignore[arg-type]
 
 
 def test_a_loaded_model_is_found_where_the_registry_put_it() -> None:
@@ -59,3 +68,88 @@ def test_lookups_are_cached_until_forgotten() -> None:
     models.forget("m")
     models.lookup("m")
     assert registry.asked == 2
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+INFERENCE = """
+import utils
+from mylib import version
+from mylib.sub import helper
+
+
+def handler(data, context):
+    return f"{utils.NAME} {version()} {helper()}", "text/plain"
+"""
+
+
+def model_with_code(root: Path, name: str) -> None:
+    """A model whose code/ has a utils.py and a code/lib package of its own (``mylib``, which
+    imports itself by its plain name, and a submodule importing its parent relatively)."""
+    code = root / name / "code"
+    write(code / "inference.py", INFERENCE)
+    write(code / "utils.py", f"NAME = {name!r}\n")
+    write(code / "lib" / "mylib" / "__init__.py",
+          "from mylib.core import VERSION\n\ndef version():\n    return VERSION\n")  # fmt: skip
+    write(code / "lib" / "mylib" / "core.py", f"VERSION = '{name}-lib'\n")
+    write(code / "lib" / "mylib" / "sub.py",
+          "from . import core\n\ndef helper():\n    return core.VERSION.upper()\n")  # fmt: skip
+
+
+def answer(models: ModelDirectory, name: str) -> object:
+    user_code = models.user_code(models.lookup(name))
+    assert user_code is not None and user_code.handler is not None
+    return user_code.handler(None, None)[0]
+
+
+def test_each_model_imports_its_own_modules(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    for name in ("a", "b"):
+        model_with_code(root, name)
+    registry = Registry(
+        registered("a", root=str(root), ports=(9001, 9002)),
+        registered("b", root=str(root), ports=(9003, 9004)),
+    )
+    models = directory(registry, str(root))
+    assert answer(models, "a") == "a a-lib A-LIB"
+    assert answer(models, "b") == "b b-lib B-LIB"
+    assert answer(models, "a") == "a a-lib A-LIB"
+    assert "utils" not in sys.modules and "mylib" not in sys.modules  # nothing plain leaks
+    namespaces = {namespace.code_dir: namespace for namespace in models.namespaces()}
+    b_modules = namespaces[str(root / "b" / "code")].modules()
+    assert {name.rsplit(".", 1)[-1] for name in b_modules} >= {"inference", "utils", "sub"}
+
+    del registry.models["b"]  # unloaded: its modules go at the next look at the registry
+    models.forget("a")
+    assert answer(models, "a") == "a a-lib A-LIB"
+    assert [name for name in b_modules if name in sys.modules] == []
+    assert [n.code_dir for n in models.namespaces()] == [str(root / "a" / "code")]
+    models.namespaces()[0].unload()
+
+
+def test_code_that_cannot_be_imported_leaves_nothing_behind(tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    write(root / "m" / "code" / "inference.py", "import utils\n")
+    write(root / "m" / "code" / "utils.py", "raise RuntimeError('broken on purpose')\n")
+    models = directory(Registry(registered("m", root=str(root))), str(root))
+    with pytest.raises(UserCodeError, match="broken on purpose"):
+        models.user_code(models.lookup("m"))
+    prefix = prefix_of(str(root / "m" / "code"))
+    assert not [name for name in sys.modules if name.startswith(prefix)]
+
+
+def test_the_channels_of_unloaded_models_are_closed_and_dropped() -> None:
+    registry = Registry(registered("a", ports=(9001, 9002)), registered("b", ports=(9003, 9004)))
+    channels = Channels()
+    models = directory(registry, channels=channels)
+    for name in ("a", "b"):
+        channels.get(models.lookup(name).grpc_port)
+    assert len(channels) == 2
+    del registry.models["b"]
+    registry.models["a"] = registered("a", ports=(9005, 9006))  # reloaded elsewhere
+    models.forget("a")
+    assert models.lookup("a").grpc_port == 9005
+    assert len(channels) == 0  # both old ones dropped; the new one is made when used

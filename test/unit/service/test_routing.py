@@ -1,27 +1,24 @@
-"""Custom attributes -> model/version/method, Context, and spreading over instances."""
+"""Custom attributes -> model/version/method, and spreading over instances."""
 
 from __future__ import annotations
 
 import pytest
 from sagemaker_tfs.config import Instance
-from sagemaker_tfs.service.context import build_context
-from sagemaker_tfs.service.routing import (
-    InstancePicker,
-    Route,
-    check_model_name,
-    rest_uri,
-    route,
-)
+from sagemaker_tfs.service.model_servers import InstancePicker
+from sagemaker_tfs.service.routing import Route, check_model_name, rest_uri, route
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import custom_attributes
 
 
 def test_defaults_to_the_default_model_and_predict() -> None:
-    assert route(None, "half_plus_three") == Route("half_plus_three", None, "predict")
+    assert route(custom_attributes(None), "half_plus_three") == Route(
+        "half_plus_three", None, "predict"
+    )
 
 
 def test_custom_attributes_pick_model_version_and_method() -> None:
     header = "foo=bar, tfs-model-name=other,tfs-model-version=00123 ,tfs-method=classify,junk"
-    assert route(header, "default") == Route("other", "00123", "classify")
+    assert route(custom_attributes(header), "default") == Route("other", "00123", "classify")
 
 
 @pytest.mark.parametrize(
@@ -37,7 +34,7 @@ def test_custom_attributes_pick_model_version_and_method() -> None:
 )
 def test_bad_attributes_are_400(header: str | None, default: str | None, message: str) -> None:
     with pytest.raises(HttpError) as raised:
-        route(header, default)
+        route(custom_attributes(header), default)
     assert raised.value.status == 400
     assert message in raised.value.message
 
@@ -57,34 +54,6 @@ def test_picker_round_robins() -> None:
     assert [picker.next() for _ in range(4)] == instances * 2
 
 
-def test_context_fields_in_the_contract_order_and_defaults() -> None:
-    """Handlers may unpack the context by position: docs/contract.md's order, grpc_uri last."""
-    context = build_context(Route("m", "2", "predict"), 9000, 8501, "chan", None, None, None, 5)
-    assert tuple(context) == (
-        "m",  # model_name
-        "2",  # model_version
-        "predict",  # method
-        "http://127.0.0.1:8501/v1/models/m/versions/2:predict",  # rest_uri
-        "9000",  # grpc_port, a string as the reference container gives it
-        "chan",  # channel
-        "",  # custom_attributes
-        "application/json",  # request_content_type (default)
-        "application/json",  # accept_header (default)
-        5,  # content_length
-        "9000",  # grpc_uri
-    )
-    assert context.grpc_uri == context.grpc_port and context.accept_header == "application/json"
-
-
-def test_context_keeps_given_types() -> None:
-    context = build_context(
-        Route("m", None, "predict"), 1, 2, None, "a=b", "text/csv; charset=utf-8", "*/*", 0
-    )
-    assert context.request_content_type == "text/csv"
-    assert context.accept_header == "application/json"
-    assert context.custom_attributes == "a=b"
-
-
 @pytest.mark.parametrize(
     "attributes",
     [
@@ -96,7 +65,7 @@ def test_context_keeps_given_types() -> None:
 )
 def test_out_of_range_versions_and_bad_names_are_400(attributes: str) -> None:
     with pytest.raises(HttpError) as raised:
-        route(attributes, "m")
+        route(custom_attributes(attributes), "m")
     assert raised.value.status == 400
 
 
@@ -109,6 +78,6 @@ def test_names_with_a_trailing_newline_are_refused(name: str) -> None:
 
 
 def test_the_largest_int64_version_is_accepted() -> None:
-    assert route("tfs-model-version=9223372036854775807", "m").model_version == (
+    assert route(custom_attributes("tfs-model-version=9223372036854775807"), "m").model_version == (
         "9223372036854775807"
     )

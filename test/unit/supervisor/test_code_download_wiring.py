@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.multi_model import (
     UNIVERSAL_CODE_DIR,
     ControlClient,
@@ -58,7 +59,7 @@ def test_the_models_code_dir_wins_for_requirements(
 
 def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path) -> None:
     directory = ModelDirectory(
-        ControlClient(str(tmp_path / "sock")), "/models", "/work", "/work/universal_code"
+        ControlClient(str(tmp_path / "sock")), Channels(), "/models", "/work/universal_code"
     )
     model = ModelLocation("m", "/models/m", 1, 2)
     assert directory.code_dirs(model) == [
@@ -67,7 +68,7 @@ def test_service_looks_in_the_universal_code_after_the_models_own(tmp_path: Path
         "/work/universal_code",
         UNIVERSAL_CODE_DIR,
     ]
-    plain = ModelDirectory(ControlClient(str(tmp_path / "sock")), "/models", "/work")
+    plain = ModelDirectory(ControlClient(str(tmp_path / "sock")), Channels(), "/models")
     assert "/work/universal_code" not in plain.code_dirs(model)
 
 

@@ -5,8 +5,9 @@ Python service does the same work for multi-model endpoints and for what njs han
 Each rule written in both languages is run here by both on the same cases: the
 JSON/JSON lines/CSV conversion (docs/contract.md's table; the same request, or the same error
 status), the one-line JSON answer's type for an Accept header (also run under nginx in
-test/integration/stack/test_versions_and_accept.py), the custom attributes header, the model
-name pattern and the version rule.
+test/integration/stack/test_versions_and_accept.py), the headers' parsers
+(``wire/http_headers.py``: Content-Type, Accept, the custom attributes), the model name
+pattern and the version rule.
 """
 
 from __future__ import annotations
@@ -15,33 +16,13 @@ import json
 from pathlib import Path
 
 from conversion_cases import ACCEPT_CASES, CASES
+from header_cases import ACCEPT_HEADERS, CONTENT_TYPES, CUSTOM_ATTRIBUTES
 from njs_functions import call_njs, needs_node
 from sagemaker_tfs.config import MODEL_NAME_PATTERN
 from sagemaker_tfs.service.conversion import convert, one_line_json_type
-from sagemaker_tfs.service.routing import parse_custom_attributes, valid_version
+from sagemaker_tfs.service.routing import valid_version
 from sagemaker_tfs.wire.errors import HttpError
-
-CUSTOM_ATTRIBUTES = [
-    None,
-    "",
-    "tfs-model-name=half_plus_two",
-    "tfs-model-name=m,tfs-model-version=2,tfs-method=regress",
-    " tfs-model-name = m , tfs-model-version= 12 ",
-    "tfs-model-name=a=b",
-    "tfs-model-name=a,tfs-model-name=b",
-    "tfs-model-name",
-    "=x,tfs-method=classify",
-    "tfs-model-name=,tfs-method=",
-    "other=1,tfs-output-filter=a;b,tfs-model-version=3",
-    "TFS-MODEL-NAME=upper",
-    "tfs-model-name=m\t,\ttfs-method=predict",
-    ",,,",
-    "tfs-model-name=mödel",
-    "tfs-model-name=m\x1c",
-    "tfs-model-name=m\xa0",
-    "tfs-model-name=\ufeffm",
-    "tfs-model-name=m\x0b,tfs-method=\x85predict",
-]
+from sagemaker_tfs.wire.http_headers import accept_list, custom_attributes, media_type
 
 MODEL_NAMES = [
     "m",
@@ -93,10 +74,33 @@ def test_njs_and_python_convert_alike(tmp_path: Path) -> None:
 @needs_node
 def test_njs_and_python_read_custom_attributes_alike(tmp_path: Path) -> None:
     njs = call_njs(tmp_path, "parseCustomAttributes", [[header] for header in CUSTOM_ATTRIBUTES])
-    python = [{"value": parse_custom_attributes(header)} for header in CUSTOM_ATTRIBUTES]
+    python = [{"value": custom_attributes(header).as_dict()} for header in CUSTOM_ATTRIBUTES]
     assert dict(zip(CUSTOM_ATTRIBUTES, njs, strict=True)) == dict(
         zip(CUSTOM_ATTRIBUTES, python, strict=True)
     )
+
+
+@needs_node
+def test_njs_and_python_read_content_types_alike(tmp_path: Path) -> None:
+    njs = [
+        result["value"] for result in call_njs(tmp_path, "mediaType", [[h] for h in CONTENT_TYPES])
+    ]
+    python = [media_type(header).name for header in CONTENT_TYPES]
+    assert dict(zip(CONTENT_TYPES, njs, strict=True)) == dict(
+        zip(CONTENT_TYPES, python, strict=True)
+    )
+
+
+@needs_node
+def test_njs_and_python_read_accept_headers_alike(tmp_path: Path) -> None:
+    cases = [[header] for header in ACCEPT_HEADERS]
+    python = [[entry.name for entry in accept_list(header)] for header in ACCEPT_HEADERS]
+    njs = [result["value"] for result in call_njs(tmp_path, "acceptList", cases)]
+    assert dict(zip(ACCEPT_HEADERS, njs, strict=True)) == dict(
+        zip(ACCEPT_HEADERS, python, strict=True)
+    )
+    first = [result["value"] for result in call_njs(tmp_path, "firstAccept", cases)]
+    assert first == [types[0] if types else "" for types in python]
 
 
 @needs_node
@@ -124,4 +128,4 @@ def test_njs_and_python_pick_the_same_one_line_type(tmp_path: Path) -> None:
     njs = [
         result["value"] for result in call_njs(tmp_path, "oneLineJsonType", [[a] for a in accepts])
     ]
-    assert njs == [one_line_json_type(accept) for accept in accepts]
+    assert njs == [one_line_json_type(accept_list(accept)) for accept in accepts]

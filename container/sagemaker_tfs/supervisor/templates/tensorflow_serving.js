@@ -38,20 +38,33 @@ function sendError(r, status, message) {
     sendJson(r, status, JSON.stringify({error: message}));
 }
 
-/* 'application/json; charset=utf-8' -> 'application/json' */
+/* The headers are read by the rules of sagemaker_tfs/wire/http_headers.py (the tests run both
+ * on the same cases): a value loses the spaces and tabs around it (HTTP's optional
+ * whitespace) and nothing else (String's trim() also removes other Unicode spaces); media
+ * types are lower-cased. */
+function trimOws(text) {
+    return text.replace(/^[ \t]+|[ \t]+$/g, '');
+}
+
+/* 'Application/JSON; charset=utf-8' -> 'application/json' ('' when absent) */
 function mediaType(value) {
     if (!value) {
         return '';
     }
-    return value.split(';')[0].trim().toLowerCase();
+    return trimOws(value.split(';')[0]).toLowerCase();
 }
 
-/* The first media type of an Accept header ('' when absent). */
+/* The media types of an Accept header, in the order listed, empty entries dropped. */
+function acceptList(value) {
+    return (value || '').split(',').map(mediaType).filter(function (type) {
+        return type !== '';
+    });
+}
+
+/* The first media type of an Accept header ('' when none is listed). */
 function firstAccept(value) {
-    if (!value) {
-        return '';
-    }
-    return mediaType(value.split(',')[0]);
+    var types = acceptList(value);
+    return types.length > 0 ? types[0] : '';
 }
 
 /*
@@ -61,9 +74,7 @@ function firstAccept(value) {
  * a wildcard). null: answer as the model server wrote it (no Accept, or only wildcards).
  */
 function oneLineJsonType(acceptHeader) {
-    var types = (acceptHeader || '').split(',').map(mediaType).filter(function (type) {
-        return type !== '';
-    });
+    var types = acceptList(acceptHeader);
     var jsonTypes = types.filter(function (type) {
         return JSON_TYPES.indexOf(type) >= 0 || JSON_LINES_TYPES.indexOf(type) >= 0;
     });
@@ -79,12 +90,6 @@ function acceptHandledHere(accept) {
 }
 
 /* tfs-model-name=NAME,tfs-model-version=N,tfs-method=M; other text is ignored. */
-/* HTTP's optional whitespace (spaces and tabs) around a value, and nothing else: String's
- * trim() also removes other Unicode spaces, Python's strip() another set. */
-function trimOws(text) {
-    return text.replace(/^[ \t]+|[ \t]+$/g, '');
-}
-
 function parseCustomAttributes(header) {
     var attributes = {};
     if (!header) {
@@ -432,5 +437,6 @@ function ping(r) {
 }
 
 export default {
-    invocations, ping, convert, parseCustomAttributes, oneLineJsonType, validVersion, MODEL_NAME
+    invocations, ping, convert, mediaType, acceptList, firstAccept, parseCustomAttributes,
+    oneLineJsonType, validVersion, MODEL_NAME
 };

@@ -1,4 +1,5 @@
-"""sagemaker_tfs.service.payloads: request decoding and response encoding, with real files."""
+"""sagemaker_tfs.service.inputs, image_inputs, content_types and answers: request decoding and
+response encoding, with real files."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from payload_bytes import (
     zip_needing_version_11_3,
 )
 from PIL import Image
-from sagemaker_tfs.service import answers, native_threads, payloads
-from sagemaker_tfs.service.payloads import ImageOptions
+from sagemaker_tfs.service import answers, content_types, image_inputs, inputs, native_threads
+from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import accept_list
 from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
@@ -33,7 +35,7 @@ RED = (200, 10, 30)
 
 
 def test_png_is_resized_to_the_signature_in_rgb_order() -> None:
-    arrays = payloads.decode_inputs(
+    arrays = inputs.decode_inputs(
         image_bytes((20, 10), color=RED), "image/png", IMAGE_INPUT, NO_SCALING
     )
     batch = arrays["images"]
@@ -42,15 +44,11 @@ def test_png_is_resized_to_the_signature_in_rgb_order() -> None:
 
 
 def test_scaling_applies_to_float_inputs() -> None:
-    options = ImageOptions.from_env(
-        {"SAGEMAKER_TFS_IMAGE_SCALE": "0.5", "SAGEMAKER_TFS_IMAGE_OFFSET": "-1"}
-    )
-    batch = payloads.decode_inputs(
-        image_bytes((6, 8), color=RED), "image/png", IMAGE_INPUT, options
-    )
+    options = ImageOptions(scale=0.5, offset=-1.0)
+    batch = inputs.decode_inputs(image_bytes((6, 8), color=RED), "image/png", IMAGE_INPUT, options)
     np.testing.assert_allclose(batch["images"][0, 0, 0], [99, 4, 14])
     uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, -1, -1, 3))}
-    raw = payloads.decode_inputs(image_bytes((5, 4), color=RED), "image/png", uint8_input, options)[
+    raw = inputs.decode_inputs(image_bytes((5, 4), color=RED), "image/png", uint8_input, options)[
         "x"
     ]
     assert raw.dtype == np.uint8 and raw.shape == (1, 4, 5, 3) and raw[0, 0, 0, 0] == 200
@@ -61,36 +59,30 @@ def test_pixels_for_a_float_input_stay_uint8_with_their_cast() -> None:
     widens when it can); decode_inputs gives the same values widened."""
     options = ImageOptions(scale=0.5, offset=-1.0)
     body = image_stream_bytes([image_bytes((6, 8), color=RED)] * 2)
-    decoded = payloads.decode_request(body, "application/x-image-stream", IMAGE_INPUT, options)
+    decoded = inputs.decode_request(body, "application/x-image-stream", IMAGE_INPUT, options)
     assert decoded.arrays["images"].dtype == np.uint8
     assert decoded.casts == {"images": PixelCast("float32", 0.5, -1.0)}
     assert decoded.widened_bytes() == 2 * 8 * 6 * 3 * 4 == 4 * decoded.arrays["images"].nbytes
-    widened = payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, options)
+    widened = inputs.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, options)
     np.testing.assert_array_equal(decoded.widened()["images"], widened["images"])
     uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, 8, 6, 3))}
     assert (
-        payloads.decode_request(body, "application/x-image-stream", uint8_input, options).casts
-        == {}
+        inputs.decode_request(body, "application/x-image-stream", uint8_input, options).casts == {}
     )
-
-
-def test_bad_scale_setting_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="SAGEMAKER_TFS_IMAGE_SCALE must be a number"):
-        ImageOptions.from_env({"SAGEMAKER_TFS_IMAGE_SCALE": "half"})
 
 
 def test_jpeg_stream_becomes_one_batch() -> None:
     body = image_stream_bytes(
         [image_bytes((16, 16), fmt="JPEG", color=(i * 40, 0, 0)) for i in range(3)]
     )
-    batch = payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+    batch = inputs.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert batch["images"].shape == (3, 8, 6, 3)
     assert batch["images"][2, 0, 0, 0] > batch["images"][1, 0, 0, 0] > batch["images"][0, 0, 0, 0]
 
 
 def test_seed_stream_terminated_by_zero_length_is_accepted() -> None:
     body = image_stream_bytes([image_bytes((4, 4), color=RED)]) + (0).to_bytes(4, "big")
-    assert len(payloads.split_image_stream(body)) == 1
+    assert len(image_inputs.split_image_stream(body)) == 1
 
 
 def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
@@ -99,11 +91,11 @@ def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
         image_bytes((5, 5), fmt="JPEG", color=RED),
     ]
     spec = {"image_bytes": TensorSpec("image_bytes", DT_STRING, (-1,))}
-    batch = payloads.decode_inputs(
+    batch = inputs.decode_inputs(
         image_stream_bytes(images), "application/x-image-stream", spec, NO_SCALING
     )
     assert batch["image_bytes"].tolist() == images
-    single = payloads.decode_inputs(images[0], "application/x-image", spec, NO_SCALING)
+    single = inputs.decode_inputs(images[0], "application/x-image", spec, NO_SCALING)
     assert single["image_bytes"].tolist() == images[:1]
 
 
@@ -130,7 +122,7 @@ def test_string_input_gets_the_encoded_bytes_unchanged() -> None:
 )
 def test_bad_image_streams(body: bytes, match: str) -> None:
     with pytest.raises(HttpError, match=match) as raised:
-        payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+        inputs.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == 400
 
 
@@ -138,12 +130,12 @@ def test_varying_sizes_need_a_fixed_model_size() -> None:
     free = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     body = image_stream_bytes([image_bytes((4, 4), color=RED), image_bytes((5, 4), color=RED)])
     with pytest.raises(HttpError, match="same size"):
-        payloads.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
+        inputs.decode_inputs(body, "application/x-image-stream", free, NO_SCALING)
 
 
 def test_npy_roundtrip_with_same_kind_cast() -> None:
     spec = {"x": TensorSpec("x", DT_FLOAT, (-1, 3))}
-    decoded = payloads.decode_inputs(
+    decoded = inputs.decode_inputs(
         npy_bytes(np.ones((2, 3), np.int64)), "application/x-npy", spec, NO_SCALING
     )
     assert decoded["x"].dtype == np.float32 and decoded["x"].shape == (2, 3)
@@ -172,7 +164,7 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
 )
 def test_wrong_arrays_are_refused(array: np.ndarray, spec: TensorSpec, match: str) -> None:
     with pytest.raises(HttpError, match=match) as raised:
-        payloads.decode_inputs(npy_bytes(array), "application/x-npy", {"x": spec}, NO_SCALING)
+        inputs.decode_inputs(npy_bytes(array), "application/x-npy", {"x": spec}, NO_SCALING)
     assert raised.value.status == 400
 
 
@@ -184,20 +176,20 @@ def test_pickled_npy_is_refused_without_unpickling() -> None:
     body = npy_bytes(np.array([Boom()], dtype=object))
     assert b"pytest" in body and pickle  # the payload really carries a pickle
     with pytest.raises(HttpError, match="Pickled object arrays are not accepted"):
-        payloads.decode_inputs(
+        inputs.decode_inputs(
             body, "application/x-npy", {"x": TensorSpec("x", DT_FLOAT, None)}, NO_SCALING
         )
 
 
 def test_npz_named_inputs() -> None:
     body = npz_bytes(a=np.ones(2, np.float32), b=np.arange(3, dtype=np.int32))
-    inputs = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
-    decoded = payloads.decode_inputs(body, "application/x-npz", inputs, NO_SCALING)
+    specs = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
+    decoded = inputs.decode_inputs(body, "application/x-npz", specs, NO_SCALING)
     assert sorted(decoded) == ["a", "b"] and decoded["b"].tolist() == [0, 1, 2]
     with pytest.raises(HttpError, match=r"not inputs of the signature"):
-        payloads.decode_inputs(body, "application/x-npz", {"a": inputs["a"]}, NO_SCALING)
+        inputs.decode_inputs(body, "application/x-npz", {"a": specs["a"]}, NO_SCALING)
     with pytest.raises(HttpError, match=r"signature has 2 \(a, b\); send application/x-npz"):
-        payloads.decode_inputs(npy_bytes(np.ones(2)), "application/x-npy", inputs, NO_SCALING)
+        inputs.decode_inputs(npy_bytes(np.ones(2)), "application/x-npy", specs, NO_SCALING)
 
 
 @pytest.mark.parametrize(
@@ -212,16 +204,19 @@ def test_npz_named_inputs() -> None:
 )
 def test_bad_bodies(body: bytes, content_type: str, status: int, match: str) -> None:
     with pytest.raises(HttpError, match=match) as raised:
-        payloads.decode_inputs(body, content_type, IMAGE_INPUT, NO_SCALING)
+        inputs.decode_inputs(body, content_type, IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == status
 
 
 def test_accept_negotiation() -> None:
-    assert payloads.choose_output_type(None) == "application/json"
-    assert payloads.choose_output_type("*/*") == "application/json"
-    assert payloads.choose_output_type("text/html, application/x-npy;q=0.9") == "application/x-npy"
+    def choose(header: str | None) -> str:
+        return content_types.choose_output_type(accept_list(header))
+
+    assert choose(None) == "application/json"
+    assert choose("*/*") == "application/json"
+    assert choose("text/html, application/x-npy;q=0.9") == "application/x-npy"
     with pytest.raises(HttpError, match="Not Acceptable: text/html") as raised:
-        payloads.choose_output_type("text/html")
+        choose("text/html")
     assert raised.value.status == 406
 
 
@@ -292,18 +287,18 @@ def test_json_and_csv_inputs_for_binary_answers() -> None:
         (b"[1, 2]\n[3, 4]\n", "application/jsonlines"),
         (b"1,2\n3,4\n", "text/csv"),
     ]:
-        decoded = payloads.decode_inputs(body, kind, spec, NO_SCALING)["x"]
+        decoded = inputs.decode_inputs(body, kind, spec, NO_SCALING)["x"]
         assert decoded.dtype == np.float32 and decoded.tolist() == [[1, 2], [3, 4]], kind
     two = {"a": TensorSpec("a", DT_FLOAT, (-1,)), "b": TensorSpec("b", DT_INT32, (-1,))}
     rows = b'{"instances": [{"a": 1.5, "b": 1}, {"a": 2.5, "b": 2}]}'
-    decoded = payloads.decode_inputs(rows, "application/json", two, NO_SCALING)
+    decoded = inputs.decode_inputs(rows, "application/json", two, NO_SCALING)
     assert decoded["a"].tolist() == [1.5, 2.5] and decoded["b"].dtype == np.int32
     with pytest.raises(HttpError, match="Invalid JSON: "):
-        payloads.decode_inputs(b"{", "application/json", spec, NO_SCALING)
+        inputs.decode_inputs(b"{", "application/json", spec, NO_SCALING)
     with pytest.raises(HttpError, match="not a rectangular array"):
-        payloads.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
+        inputs.decode_inputs(b"[[1, 2], [3]]", "application/json", spec, NO_SCALING)
     with pytest.raises(HttpError, match=r"Inputs \['c'\] are not in the signature"):
-        payloads.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
+        inputs.decode_inputs(b'{"inputs": {"c": [1]}}', "application/json", two, NO_SCALING)
 
 
 def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
@@ -311,18 +306,18 @@ def test_one_column_csv_is_a_batch_of_scalars_for_a_rank_1_input() -> None:
     a CSV Accept works on a rank-1 input; inputs of other ranks keep the (rows, 1) matrix."""
     body = b"1.0\n2.5\n5\n"
     vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
-    assert payloads.decode_inputs(body, "text/csv", vector, NO_SCALING)["x"].tolist() == [
+    assert inputs.decode_inputs(body, "text/csv", vector, NO_SCALING)["x"].tolist() == [
         1.0,
         2.5,
         5.0,
     ]
     for shape in [(-1, 1), None]:
         column = {"x": TensorSpec("x", DT_FLOAT, shape)}
-        decoded = payloads.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
+        decoded = inputs.decode_inputs(body, "text/csv", column, NO_SCALING)["x"]
         assert decoded.shape == (3, 1), shape
     scalar = {"x": TensorSpec("x", DT_FLOAT, ())}
     with pytest.raises(HttpError, match=r"expects shape \[\], got an array of shape \[3, 1\]"):
-        payloads.decode_inputs(body, "text/csv", scalar, NO_SCALING)
+        inputs.decode_inputs(body, "text/csv", scalar, NO_SCALING)
 
 
 def test_json_of_numeric_outputs_matches_the_standard_library() -> None:
@@ -357,28 +352,33 @@ GOOD_NPZ = zip_bytes({"x.npy": GOOD_NPY})
 @pytest.mark.parametrize(
     ("kind", "body", "status", "text"),
     [
-        (payloads.NPZ, b"PK\x03\x04" + bytes(5), 400, "BadZipFile"),
-        (payloads.NPZ, zip_needing_version_11_3(GOOD_NPZ), 400, "zip file version"),
+        (content_types.NPZ, b"PK\x03\x04" + bytes(5), 400, "BadZipFile"),
+        (content_types.NPZ, zip_needing_version_11_3(GOOD_NPZ), 400, "zip file version"),
         (
-            payloads.NPZ,
+            content_types.NPZ,
             zip_bytes({"x.npy": zip_bytes({"a.npy": GOOD_NPY})}),
             400,
             "not an .npy array",
         ),
-        (payloads.NPZ, zip_bytes({"x.npy": GOOD_NPY[:-4]}), 400, "20 bytes of data follow"),
-        (payloads.NPZ, zip_bytes({"x.npy": GOOD_NPY, "x": GOOD_NPY}), 400, "appears twice"),
-        (payloads.NPZ, zip_bytes({}), 400, "no arrays"),
-        (payloads.NPY, GOOD_NPY.replace(b"'descr'", b"'''des"), 400, "TokenError"),
-        (payloads.NPY, GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)"), 400, "40000000000 bytes"),
-        (payloads.NPY, GOOD_NPY + b"\x00", 400, "25 bytes of data follow"),
-        (payloads.NPY, GOOD_NPY.replace(b"<f4", b"|O "), 400, "descr"),
-        (payloads.JSON, b"[" * 10000 + b"]" * 10000, 400, "RecursionError"),
-        (payloads.JSON, b"[[" + b"1" * 5000 + b",1,1]]", 400, "digits"),
+        (content_types.NPZ, zip_bytes({"x.npy": GOOD_NPY[:-4]}), 400, "20 bytes of data follow"),
+        (content_types.NPZ, zip_bytes({"x.npy": GOOD_NPY, "x": GOOD_NPY}), 400, "appears twice"),
+        (content_types.NPZ, zip_bytes({}), 400, "no arrays"),
+        (content_types.NPY, GOOD_NPY.replace(b"'descr'", b"'''des"), 400, "TokenError"),
+        (
+            content_types.NPY,
+            GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)"),
+            400,
+            "40000000000 bytes",
+        ),
+        (content_types.NPY, GOOD_NPY + b"\x00", 400, "25 bytes of data follow"),
+        (content_types.NPY, GOOD_NPY.replace(b"<f4", b"|O "), 400, "descr"),
+        (content_types.JSON, b"[" * 10000 + b"]" * 10000, 400, "RecursionError"),
+        (content_types.JSON, b"[[" + b"1" * 5000 + b",1,1]]", 400, "digits"),
     ],
 )
 def test_corrupted_binary_bodies_are_400(kind: str, body: bytes, status: int, text: str) -> None:
     with pytest.raises(HttpError) as caught:
-        payloads.decode_inputs(body, kind, FLOAT_ROWS, ImageOptions())
+        inputs.decode_inputs(body, kind, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == status
     assert text in caught.value.message
     assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
@@ -389,15 +389,15 @@ def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() ->
     bomb = zip_bytes({"x.npy": header + bytes(100_000_000 * 12)}, zipfile.ZIP_DEFLATED)
     assert len(bomb) < 2_000_000
     with pytest.raises(HttpError) as caught:
-        payloads.decode_inputs(bomb, payloads.NPZ, FLOAT_ROWS, ImageOptions())
+        inputs.decode_inputs(bomb, content_types.NPZ, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == 413
 
 
 def test_an_npy_member_declaring_more_than_its_bytes_is_refused() -> None:
     member = GOOD_NPY.replace(b"(2, 3)", b"(10000000000,)")
     with pytest.raises(HttpError) as caught:
-        payloads.decode_inputs(
-            zip_bytes({"x.npy": member}), payloads.NPZ, FLOAT_ROWS, ImageOptions()
+        inputs.decode_inputs(
+            zip_bytes({"x.npy": member}), content_types.NPZ, FLOAT_ROWS, ImageOptions()
         )
     assert caught.value.status == 400
     assert "40000000000 bytes" in caught.value.message
@@ -409,10 +409,10 @@ def test_images_declaring_too_many_pixels_are_413_before_decoding(side: int) -> 
     spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     for kind, body in (
         ("image/png", png),
-        (payloads.IMAGE_STREAM, image_stream_bytes([png])),
+        (content_types.IMAGE_STREAM, image_stream_bytes([png])),
     ):
         with pytest.raises(HttpError) as caught:
-            payloads.decode_inputs(body, kind, spec, ImageOptions())
+            inputs.decode_inputs(body, kind, spec, ImageOptions())
         assert caught.value.status == 413, caught.value.message
 
 
@@ -420,14 +420,14 @@ def test_an_image_stream_whose_images_add_up_to_too_much_is_413() -> None:
     record = image_stream_bytes([image_bytes((4000, 4000))])
     spec = {"x": TensorSpec("x", DT_FLOAT, (-1, -1, -1, 3))}
     with pytest.raises(HttpError) as caught:  # 6 x 4000 x 4000 x 3 floats = 1.15 GB
-        payloads.decode_inputs(record * 6, payloads.IMAGE_STREAM, spec, ImageOptions())
+        inputs.decode_inputs(record * 6, content_types.IMAGE_STREAM, spec, ImageOptions())
     assert caught.value.status == 413
     assert "more than" in caught.value.message
 
 
 def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
     with pytest.raises(HttpError) as caught:
-        payloads.decode_inputs(bytes(range(256)) * 20, payloads.CSV, FLOAT_ROWS, ImageOptions())
+        inputs.decode_inputs(bytes(range(256)) * 20, content_types.CSV, FLOAT_ROWS, ImageOptions())
     assert caught.value.status == 400
     json.loads(json.dumps({"error": caught.value.message}).encode("utf-8"))
     assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
@@ -437,17 +437,17 @@ def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() 
     """Parsed by the same rules whatever the Accept (conversion.read_values)."""
     pair = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
     vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
-    flat = payloads.decode_inputs(b"[1, 2]", payloads.JSON, vector, NO_SCALING)["x"]
+    flat = inputs.decode_inputs(b"[1, 2]", content_types.JSON, vector, NO_SCALING)["x"]
     assert flat.tolist() == [1.0, 2.0]  # a bare list is the batch here
-    lines = payloads.decode_inputs(b"[1, 2]\n[3, 4]", payloads.JSON, pair, NO_SCALING)["x"]
+    lines = inputs.decode_inputs(b"[1, 2]\n[3, 4]", content_types.JSON, pair, NO_SCALING)["x"]
     assert lines.tolist() == [[1.0, 2.0], [3.0, 4.0]]
-    with_bom = payloads.decode_inputs(b"\xef\xbb\xbf1,2\n", payloads.CSV, pair, NO_SCALING)["x"]
+    with_bom = inputs.decode_inputs(b"\xef\xbb\xbf1,2\n", content_types.CSV, pair, NO_SCALING)["x"]
     assert with_bom.tolist() == [[1.0, 2.0]]
     text = {"s": TensorSpec("s", DT_STRING, (-1,))}
-    quoted = payloads.decode_inputs(b'"a ""b"""\nc\n', payloads.CSV, text, NO_SCALING)["s"]
+    quoted = inputs.decode_inputs(b'"a ""b"""\nc\n', content_types.CSV, text, NO_SCALING)["s"]
     assert quoted.tolist() == ['a "b"', "c"]
     with pytest.raises(HttpError, match="Invalid CSV"):
-        payloads.decode_inputs(b"1" * 5000, payloads.CSV, pair, NO_SCALING)
+        inputs.decode_inputs(b"1" * 5000, content_types.CSV, pair, NO_SCALING)
 
 
 @pytest.fixture(params=["in the request's thread", "on the cores"])
@@ -455,7 +455,7 @@ def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """Both ways a stream is decoded: small batches in the request's thread, large ones on
     two native threads (the threshold lowered so that these small images take that way)."""
     if request.param == "on the cores":
-        monkeypatch.setattr(payloads, "DECODE_ON_CORES_MIN_BYTES", 0)
+        monkeypatch.setattr(image_inputs, "DECODE_ON_CORES_MIN_BYTES", 0)
         monkeypatch.setattr(native_threads, "usable_cores", lambda: 2)
     return request.param
 
@@ -476,7 +476,7 @@ def test_only_a_batch_of_a_mib_or_more_is_decoded_on_the_cores(
     image = image_bytes((side, side), fmt="JPEG", color=RED)
     for count in (5, 6):  # 960 KiB, then 1,152 KiB of pixels
         body = image_stream_bytes([image] * count)
-        batch = payloads.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
+        batch = inputs.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
         assert batch.shape == (count, side, side, 3)
     assert spread == [6]
 
@@ -493,7 +493,7 @@ def test_a_stream_of_mixed_image_modes_gives_the_same_pixels_as_pillow(decoding:
     body = image_stream_bytes(encoded)
     for channels, mode in ((3, "RGB"), (1, "L"), (4, "RGBA")):
         spec = {"x": TensorSpec("x", DT_UINT8, (-1, 8, 6, channels))}
-        batch = payloads.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
+        batch = inputs.decode_inputs(body, "application/x-image-stream", spec, NO_SCALING)["x"]
         expected = np.stack(
             [np.asarray(image.convert(mode)).reshape(8, 6, channels) for image in images]
         )
@@ -507,7 +507,7 @@ def test_a_bad_image_in_the_middle_of_a_stream_is_named(decoding: str) -> None:
     truncated = good[: len(good) * 2 // 3]
     body = image_stream_bytes([good, good, truncated, good])
     with pytest.raises(HttpError, match="Image 2 cannot be decoded: .*truncated") as raised:
-        payloads.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
+        inputs.decode_inputs(body, "application/x-image-stream", IMAGE_INPUT, NO_SCALING)
     assert raised.value.status == 400
 
 

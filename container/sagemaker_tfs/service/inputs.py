@@ -1,0 +1,283 @@
+"""Requests of the fast path: request bodies -> named NumPy inputs, checked against the
+signature.
+
+``application/x-npy`` (one input), ``application/x-npz`` (one array per input) and JSON, JSON
+lines and CSV bodies sent with a binary Accept (read by the njs's rules, ``conversion``);
+images and image streams are ``image_inputs``'. Every problem with the request raises
+:class:`HttpError` with an HTTP status and a message that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service.content_types import (
+    DECODE_ERRORS,
+    IMAGE_STREAM,
+    INPUT_TYPES,
+    MAX_DECODED_BYTES,
+    NPY,
+    NPZ,
+    TEXT_TYPES,
+)
+from sagemaker_tfs.service.image_inputs import ImageOptions, images_to_batch, split_image_stream
+from sagemaker_tfs.wire import pixels, tensors
+from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.pixels import PixelCast
+from sagemaker_tfs.wire.signatures import TensorSpec
+
+_NPY_MAGIC = b"\x93NUMPY"
+_NPZ_MAGIC = b"PK\x03\x04"
+
+
+@dataclass(frozen=True)
+class DecodedInputs:
+    """A request's inputs by alias. Image inputs that the model wants as floats are still
+    ``uint8`` pixels here, with their ``casts``: the model server widens them when it can
+    (``wire.pixels``), so that a quarter of the bytes travel."""
+
+    arrays: dict[str, np.ndarray]
+    casts: dict[str, PixelCast]
+
+    def widened(self) -> dict[str, np.ndarray]:
+        """The arrays as the signature wants them."""
+        return pixels.widen(self.arrays, self.casts)
+
+    def widened_bytes(self) -> int:
+        """The size of the arrays as the signature wants them."""
+        return pixels.widened_bytes(self.arrays, self.casts)
+
+
+def decode_inputs(
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+) -> dict[str, np.ndarray]:
+    """Decode a request body into arrays keyed by input alias, converted to the signature."""
+    return decode_request(body, kind, inputs, options).widened()
+
+
+def decode_request(
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+) -> DecodedInputs:
+    """Decode a request body of media type ``kind`` into inputs keyed by alias, image pixels
+    not yet widened."""
+    if kind not in INPUT_TYPES:
+        raise HttpError(415, f"Unsupported Media Type: {kind or 'none'}")
+    if not body:
+        raise HttpError(400, f"Empty request body for {kind}")
+    if kind == NPY:
+        spec = _single_input(inputs, kind)
+        return DecodedInputs({spec.name: conform_array(decode_npy(body), spec)}, {})
+    if kind == NPZ:
+        arrays = {
+            name: conform_array(array, inputs[name]) for name, array in _npz_inputs(body, inputs)
+        }
+        return DecodedInputs(arrays, {})
+    if kind in TEXT_TYPES:
+        named = _text_inputs(body, kind, inputs)
+        arrays = {
+            name: conform_array(_as_array(value, name), inputs[name]) for name, value in named
+        }
+        return DecodedInputs(arrays, {})
+    spec = _single_input(inputs, kind)
+    images = split_image_stream(body) if kind == IMAGE_STREAM else [body]
+    batch, cast = images_to_batch(images, spec, options)
+    return DecodedInputs({spec.name: batch}, {spec.name: cast} if cast else {})
+
+
+def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
+    if len(inputs) == 1:
+        return next(iter(inputs.values()))
+    names = ", ".join(sorted(inputs)) or "none"
+    hint = f"; send {NPZ} with one array per input" if kind != NPZ else ""
+    raise HttpError(
+        400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
+    )
+
+
+def decode_npy(body: bytes) -> np.ndarray:
+    """Load one .npy array; object (pickled) arrays are refused."""
+    if body.startswith(_NPZ_MAGIC):
+        raise HttpError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
+    if not body.startswith(_NPY_MAGIC):
+        raise HttpError(400, "Invalid .npy payload: it does not start with the .npy magic")
+    stream = io.BytesIO(body)
+    check_npy_header(stream, len(body), ".npy payload")
+    stream.seek(0)
+    try:
+        return np.load(stream, allow_pickle=False)
+    except DECODE_ERRORS as error:
+        raise HttpError(400, f"Invalid .npy payload: {describe(error)}") from None
+
+
+def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> None:
+    """Read an .npy header from ``stream`` (``size`` bytes in all) and refuse it unless the
+    data it declares is exactly what follows: a 140-byte body declaring 10**10 floats must not
+    make NumPy allocate 75 GB before finding out that the bytes are missing."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"unsupported .npy format version {version}")
+    except DECODE_ERRORS as error:
+        raise HttpError(400, f"Invalid {what}: bad header: {describe(error)}") from None
+    if dtype.hasobject:
+        raise HttpError(400, f"Pickled object arrays are not accepted in {what}")
+    declared = math.prod(shape) * dtype.itemsize
+    present = size - stream.tell()
+    if declared != present:
+        raise HttpError(
+            400,
+            f"Invalid {what}: its header declares shape {list(shape)} of {dtype} "
+            f"({declared} bytes) but {present} bytes of data follow",
+        )
+
+
+def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str, np.ndarray]]:
+    if body.startswith(_NPY_MAGIC):
+        raise HttpError(400, f"Invalid .npz payload: it is a single .npy array; send it as {NPY}")
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            members = _npz_members(archive)
+            unknown = sorted(set(members) - set(inputs))
+            if unknown:
+                raise HttpError(
+                    400,
+                    f".npz has arrays {unknown} that are not inputs of the signature "
+                    f"(inputs: {', '.join(sorted(inputs))})",
+                )
+            return [(name, _npz_array(archive, info)) for name, info in members.items()]
+    except HttpError:
+        raise
+    except DECODE_ERRORS as error:
+        raise HttpError(400, f"Invalid .npz payload: {describe(error)}") from None
+
+
+def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """The archive's ``NAME.npy`` members by NAME, their declared sizes checked first."""
+    members: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise HttpError(
+                400, f"Invalid .npz payload: member {name!r} uses compression method "
+                f"{info.compress_type}; only stored and deflated members are read"
+            )  # fmt: skip
+        total += info.file_size
+        if total > MAX_DECODED_BYTES:
+            raise HttpError(
+                413, f".npz members declare more than {MAX_DECODED_BYTES} bytes uncompressed"
+            )
+        if name in members:
+            raise HttpError(400, f"Invalid .npz payload: member {name!r} appears twice")
+        members[name] = info
+    if not members:
+        raise HttpError(400, "Invalid .npz payload: the archive holds no arrays")
+    return members
+
+
+def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    what = f".npz member {info.filename!r}"
+    with archive.open(info) as stream:
+        if stream.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+            raise HttpError(400, f"Invalid {what}: it is not an .npy array")
+    with archive.open(info) as stream:
+        check_npy_header(stream, info.file_size, what)
+    with archive.open(info) as stream:
+        return np.lib.format.read_array(stream, allow_pickle=False)
+
+
+def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Check an array against an input: same-kind dtype casts are allowed, others refused."""
+    if spec.is_string:
+        if array.dtype.kind not in "SUO":
+            raise HttpError(
+                400, f"Input {spec.name} expects DT_STRING, got an array of {array.dtype}"
+            )
+        return array
+    try:
+        target = tensors.numpy_dtype(spec.dtype)
+    except tensors.TensorConversionError as error:
+        raise HttpError(400, f"Input {spec.name}: {error}") from None
+    if array.dtype != target and not np.can_cast(array.dtype, target, casting="same_kind"):
+        raise HttpError(
+            400,
+            f"Input {spec.name} expects {tensors.dtype_name(spec.dtype)}, "
+            f"got an array of {array.dtype}",
+        )
+    _check_shape(array.shape, spec)
+    return array.astype(target, copy=False)
+
+
+def _check_shape(shape: tuple[int, ...], spec: TensorSpec) -> None:
+    if spec.shape is None:
+        return
+    expected = spec.shape
+    fits = len(shape) == len(expected) and all(
+        want < 0 or want == got for want, got in zip(expected, shape, strict=True)
+    )
+    if not fits:
+        wanted = [None if dim < 0 else dim for dim in expected]
+        raise HttpError(
+            400, f"Input {spec.name} expects shape {wanted}, got an array of shape {list(shape)}"
+        )
+
+
+def _text_inputs(
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, object]]:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
+    by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
+    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
+    if kind in conversion.CSV_TYPES:
+        spec = _single_input(inputs, kind)
+        return [(spec.name, _csv_instances(conversion.read_values(kind, body), spec))]
+    document = conversion.read_values(kind, body)
+    if isinstance(document, dict) and "inputs" in document:
+        value = document["inputs"]
+        if isinstance(value, dict):
+            _check_names(value, inputs)
+            return list(value.items())
+        return [(_single_input(inputs, kind).name, value)]
+    rows = document.get("instances") if isinstance(document, dict) else document
+    if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
+        _check_names(rows[0], inputs)
+        return [(name, [row.get(name) for row in rows]) for name in rows[0]]
+    return [(_single_input(inputs, kind).name, rows)]
+
+
+def _csv_instances(instances: list, spec: TensorSpec) -> list:
+    """One-value rows are instances of one value each (as the njs path sends them): a batch
+    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
+    one_column = bool(instances) and not isinstance(instances[0], list)
+    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
+        return [[value] for value in instances]
+    return instances
+
+
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
+    unknown = sorted(set(named) - set(inputs))
+    if unknown:
+        raise HttpError(
+            400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
+        )
+
+
+def _as_array(value: object, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
+        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None

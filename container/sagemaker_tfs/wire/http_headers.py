@@ -1,0 +1,110 @@
+"""The request headers the stack reads, each parsed by one function.
+
+``Content-Type`` (:func:`media_type`), ``Accept`` (:func:`accept_list`) and SageMaker's
+``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`). The service reads them
+once per request (``service/request.py``), the Batch Transform driver reads content types
+with the same function, and the njs (``supervisor/templates/tensorflow_serving.js``) has
+twins of the first three, run against these on the cases of ``test/header_cases.py``.
+
+The rules: a value loses HTTP's optional whitespace (spaces and tabs) around it and nothing
+else; media types and parameter names are case-insensitive (lower-cased); parameters follow
+``;``. An Accept list keeps the order in which the client listed its types (quality values
+are not weighed, as the reference container did not weigh them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
+TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+OPTIONAL_WHITESPACE = " \t"
+MODEL_NAME_ATTRIBUTE = "tfs-model-name"
+MODEL_VERSION_ATTRIBUTE = "tfs-model-version"
+METHOD_ATTRIBUTE = "tfs-method"
+OUTPUT_FILTER_ATTRIBUTE = "tfs-output-filter"
+_ATTRIBUTES = (
+    MODEL_NAME_ATTRIBUTE,
+    MODEL_VERSION_ATTRIBUTE,
+    METHOD_ATTRIBUTE,
+    OUTPUT_FILTER_ATTRIBUTE,
+)
+
+
+def trim(text: str) -> str:
+    """``text`` without the spaces and tabs around it."""
+    return text.strip(OPTIONAL_WHITESPACE)
+
+
+@dataclass(frozen=True)
+class MediaType:
+    """``type/subtype`` in lower case ('' when the header is absent or empty) and its
+    parameters (names in lower case, values as sent, without quotes)."""
+
+    name: str
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    def parameter(self, name: str) -> str | None:
+        return next((value for key, value in self.parameters if key == name), None)
+
+
+def media_type(header: str | None) -> MediaType:
+    """``Application/JSON; charset="utf-8"`` -> ``MediaType("application/json",
+    (("charset", "utf-8"),))``."""
+    name, *parameters = (header or "").split(";")
+    pairs = []
+    for parameter in parameters:
+        key, sep, value = parameter.partition("=")
+        key = trim(key).lower()
+        if sep and key:
+            value = trim(value)
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+            pairs.append((key, value))
+    return MediaType(trim(name).lower(), tuple(pairs))
+
+
+def accept_list(header: str | None) -> tuple[MediaType, ...]:
+    """The media types of an Accept header, in the order listed (empty entries dropped)."""
+    types = (media_type(entry) for entry in (header or "").split(","))
+    return tuple(entry for entry in types if entry.name)
+
+
+@dataclass(frozen=True)
+class CustomAttributes:
+    """What the stack reads of the custom attributes: ``tfs-model-name=NAME``,
+    ``tfs-model-version=N``, ``tfs-method=M`` and ``tfs-output-filter=A;B`` (other text is
+    the user's, passed on untouched in ``header``). A key given twice: the last one counts."""
+
+    header: str = ""
+    model_name: str | None = None
+    model_version: str | None = None
+    method: str | None = None
+    output_filter: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, str]:
+        """The three routing attributes that were given, by key (as the njs returns them)."""
+        given = {
+            MODEL_NAME_ATTRIBUTE: self.model_name,
+            MODEL_VERSION_ATTRIBUTE: self.model_version,
+            METHOD_ATTRIBUTE: self.method,
+        }
+        return {key: value for key, value in given.items() if value is not None}
+
+
+def custom_attributes(header: str | None) -> CustomAttributes:
+    """Comma-separated ``key=value`` pairs; keys and values trimmed of spaces and tabs."""
+    found: dict[str, str] = {}
+    for pair in (header or "").split(","):
+        key, sep, value = pair.partition("=")
+        key = trim(key)
+        if sep and key in _ATTRIBUTES:
+            found[key] = trim(value)
+    names = found.get(OUTPUT_FILTER_ATTRIBUTE, "").split(";")
+    return CustomAttributes(
+        header=header or "",
+        model_name=found.get(MODEL_NAME_ATTRIBUTE),
+        model_version=found.get(MODEL_VERSION_ATTRIBUTE),
+        method=found.get(METHOD_ATTRIBUTE),
+        output_filter=tuple(trim(name) for name in names if trim(name)),
+    )

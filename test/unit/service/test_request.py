@@ -1,0 +1,110 @@
+"""The request read once at the edge (``request.parse_request``), and its ``Context``."""
+
+from __future__ import annotations
+
+import falcon
+import falcon.testing
+import pytest
+from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.model_servers import ModelServer
+from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
+from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER
+
+
+def falcon_request(headers: dict[str, str] | None = None, body: bytes = b"") -> falcon.Request:
+    env = falcon.testing.create_environ(
+        path="/invocations", method="POST", headers=headers or {}, body=body
+    )
+    return falcon.Request(env)
+
+
+def test_every_header_read_once_into_one_value() -> None:
+    req = falcon_request(
+        {
+            "Content-Type": "Image/PNG; q=1",
+            "Accept": " application/x-npy;q=0.5 , text/csv",
+            CUSTOM_ATTRIBUTES_HEADER: "tfs-model-version=2,tfs-output-filter=a; b,mine=1",
+            TARGET_MODEL_HEADER: "ignored.tar.gz",
+        },
+        b"abc",
+    )
+    request = parse_request(req, 3, "m", None)
+    assert request.method == "POST" and request.path == "/invocations"
+    assert request.content_type.name == "image/png"
+    assert request.content_type.parameter("q") == "1"
+    assert [entry.name for entry in request.accept] == ["application/x-npy", "text/csv"]
+    assert request.first_accept == "application/x-npy"
+    assert request.accept_header == "application/x-npy;q=0.5 , text/csv"
+    assert request.custom_attributes.output_filter == ("a", "b")
+    assert request.target == Route("m", "2", "predict")
+    assert request.content_length == 3
+
+
+def test_defaults() -> None:
+    request = parse_request(falcon_request(), 7, "m", None)
+    assert request.content_type.name == "application/json"
+    assert request.accept == () and request.first_accept == "" and request.accept_header == ""
+    assert request.custom_attributes.header == ""
+    assert request.content_length == 7  # no Content-Length header: the body's length
+
+
+def test_multi_model_requests_name_their_model() -> None:
+    req = falcon_request(
+        {TARGET_MODEL_HEADER: " m2 ", CUSTOM_ATTRIBUTES_HEADER: "tfs-method=regress"}
+    )
+    assert model_named_by(req, None) == "m2"
+    assert model_named_by(req, "from_path") == "from_path"
+    request = parse_request(req, 0, None, model_named_by(req, None))
+    assert request.target == Route("m2", None, "regress")
+    with pytest.raises(HttpError) as unnamed:
+        parse_request(falcon_request(), 0, None, None)
+    assert unnamed.value.status == 400 and TARGET_MODEL_HEADER in unnamed.value.message
+    with pytest.raises(HttpError) as bad:
+        parse_request(falcon_request(), 0, None, "../etc")
+    assert bad.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "attributes", ["tfs-model-version=x", "tfs-method=explode", "tfs-model-name=a/b"]
+)
+def test_a_bad_target_is_a_400_before_any_work(attributes: str) -> None:
+    with pytest.raises(HttpError) as raised:
+        parse_request(falcon_request({CUSTOM_ATTRIBUTES_HEADER: attributes}), 0, "m", None)
+    assert raised.value.status == 400
+
+
+def parsed(**headers: str) -> ParsedRequest:
+    return parse_request(falcon_request(headers, b"12345"), 5, "m", None)
+
+
+def test_context_fields_in_the_contract_order_and_defaults() -> None:
+    """Handlers may unpack the context by position: docs/contract.md's order, grpc_uri last."""
+    request = parse_request(
+        falcon_request({CUSTOM_ATTRIBUTES_HEADER: "tfs-model-version=2"}, b"12345"), 5, "m", None
+    )
+    context = build_context(request, ModelServer(9000, 8501, "chan"))
+    assert tuple(context) == (
+        "m",  # model_name
+        "2",  # model_version
+        "predict",  # method
+        "http://127.0.0.1:8501/v1/models/m/versions/2:predict",  # rest_uri
+        "9000",  # grpc_port, a string as the reference container gives it
+        "chan",  # channel
+        "tfs-model-version=2",  # custom_attributes
+        "application/json",  # request_content_type (default)
+        "application/json",  # accept_header (default)
+        5,  # content_length
+        "9000",  # grpc_uri
+    )
+
+
+def test_context_keeps_given_types() -> None:
+    request = parsed(**{"Content-Type": "text/csv; charset=utf-8", "Accept": "*/*"})
+    context = build_context(request, ModelServer(1, 2, None))
+    assert context.request_content_type == "text/csv"
+    assert context.accept_header == "application/json"
+    assert build_context(parsed(Accept="text/csv, */*"), ModelServer(1, 2, None)).accept_header == (
+        "text/csv, */*"
+    )
