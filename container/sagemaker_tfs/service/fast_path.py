@@ -26,6 +26,7 @@ from sagemaker_tfs.service import answers, content_types, inputs
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.inputs import DecodedInputs
+from sagemaker_tfs.service.metrics import RequestRecord
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
@@ -41,7 +42,7 @@ STREAM_BYTES = 4 << 20
 
 
 def invoke(
-    body: bytes, request: ParsedRequest, context: Any, options: ImageOptions
+    body: bytes, request: ParsedRequest, context: Any, options: ImageOptions, record: RequestRecord
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type over ``context``'s model server; returns
     (body chunks, content type)."""
@@ -60,7 +61,7 @@ def invoke(
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, decoded, names, stream, output_type)
+    return _predict(context, decoded, names, stream, output_type, record)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -98,17 +99,19 @@ def _predict(
     names: list[str],
     stream: bool,
     output_type: str,
+    record: RequestRecord,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
-        answer = client.predict_answer(
-            context,
-            decoded.arrays,
-            output_filter=names,
-            stream_answer=stream,
-            pixel_casts=decoded.casts,
-            unavailable_retry_seconds=0,  # the service fails over to another model server
-        )
+        with record.model_server_call():
+            answer = client.predict_answer(
+                context,
+                decoded.arrays,
+                output_filter=names,
+                stream_answer=stream,
+                pixel_casts=decoded.casts,
+                unavailable_retry_seconds=0,  # the service fails over to another model server
+            )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.

@@ -23,6 +23,7 @@ MODEL_SERVER_CALL_HELP = "Time of the stack's calls to a model server during an 
 
 # The route of an invocation (label "route"): which part of the stack answered it.
 ROUTE_NJS = "njs"  # JSON, JSON lines or CSV converted in nginx for the model server's REST API
+ROUTE_CONVERSION = "conversion"  # the same converted by the service (multi-model endpoints)
 ROUTE_FAST_PATH = "fast_path"  # binary payloads answered by the service over gRPC
 ROUTE_INFERENCE_PY = "inference_py"  # the user's code/inference.py
 ROUTE_SERVICE = "service"  # the service answered before it chose one of the two above
