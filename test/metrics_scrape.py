@@ -1,6 +1,6 @@
 """The stack's metrics path as the tests read it: with ``prometheus_client``'s own parser.
 
-Invocations are counted by the supervisor from nginx's log datagrams, which leave nginx as the
+Invocations are counted by the supervisor from nginx's log lines, which nginx writes once the
 answer is sent: ``wait_for_samples`` polls until a scrape shows what a test expects.
 """
 

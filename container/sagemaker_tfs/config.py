@@ -157,9 +157,9 @@ class StackConfig:
         return os.path.join(self.work_dir, "metrics.sock")
 
     @property
-    def edge_log_socket(self) -> str:
-        """The datagram socket on which nginx sends the supervisor one line per invocation."""
-        return os.path.join(self.work_dir, "edge-log.sock")
+    def edge_log_pipe(self) -> str:
+        """The named pipe to which nginx writes the supervisor one line per invocation."""
+        return os.path.join(self.work_dir, "edge-log.pipe")
 
     @property
     def metrics_dir(self) -> str:

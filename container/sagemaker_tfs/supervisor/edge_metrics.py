@@ -1,21 +1,19 @@
 """Invocations counted from nginx's log lines: every route, the njs conversions included.
 
-nginx sends one datagram per invocation to ``StackConfig.edge_log_socket`` (its syslog
-output, ``templates/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds,
-model server seconds, bytes in, bytes out; tab-separated). ``EdgeLog`` receives them on a
-thread of the supervisor, off every request's path, and keeps the counts that ``collect``
-turns into Prometheus families. A datagram the socket cannot queue is dropped by the kernel
-(nginx does not wait); the receive buffer is made large enough that this only happens when
-the supervisor gets no CPU for a long while.
+nginx writes one line per invocation to ``StackConfig.edge_log_pipe`` (an access log in
+``templates/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds, model server
+seconds, bytes in, bytes out; tab-separated). ``EdgeLog`` reads them on a thread of the
+supervisor, off every request's path, and keeps the counts that ``collect`` turns into
+Prometheus families.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import fcntl
 import logging
 import os
-import socket
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -33,9 +31,10 @@ from sagemaker_tfs.wire.metrics import (
 
 logger = logging.getLogger(__name__)
 
-TAG = b"tfs_edge: "  # the syslog tag in metrics.conf, followed by the line
-RECEIVE_BUFFER_BYTES = 4 << 20
 FIELDS = 7
+DRAIN_SECONDS = 0.05
+PIPE_BYTES = 1 << 20  # the kernel's default limit for an unprivileged pipe
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class Histogram:
@@ -75,7 +74,7 @@ class EdgeCounts:
         self.unreadable = 0
 
     def add(self, line: bytes) -> None:
-        """One ``tfs_edge`` line (without the syslog header)."""
+        """One ``tfs_edge`` line (without its newline)."""
         fields = line.decode("utf-8", "replace").split("\t")
         if len(fields) != FIELDS:
             self.unreadable += 1
@@ -161,35 +160,56 @@ def _family(
 
 
 class EdgeLog:
-    """The datagram socket nginx logs invocations to, and the thread that counts them."""
+    """The pipe nginx logs invocations to, and the thread that counts its lines.
+
+    A named pipe (FIFO) in the work directory: each line is one ``write`` of nginx's (well
+    under ``PIPE_BUF``, so lines of several workers never mix), nothing is lost, and nothing
+    goes over a network port. The supervisor holds both ends open, so nginx's open never waits
+    and the reader never sees an end of file while nginx restarts. The thread drains the pipe
+    every ``DRAIN_SECONDS`` (a scrape drains it too): no wake-up per request, and at 1 MiB
+    the pipe holds tens of thousands of lines meanwhile.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._counts = EdgeCounts()
         self._lock = threading.Lock()
+        self._partial = b""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        os.mkfifo(path, 0o600)
+        self._read_end = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self._write_end = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         with contextlib.suppress(OSError):
-            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
-        self._socket.bind(path)
-        os.chmod(path, 0o600)
-        self._thread = threading.Thread(target=self._receive, name="edge-log", daemon=True)
+            fcntl.fcntl(self._read_end, F_SETPIPE_SZ, PIPE_BYTES)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drain_forever, name="edge-log", daemon=True)
         self._thread.start()
 
-    def _receive(self) -> None:
-        while True:
+    def _drain_forever(self) -> None:
+        while not self._stop.wait(DRAIN_SECONDS):
             try:
-                datagram = self._socket.recv(65536)
-            except OSError:
-                return  # closed
-            if not datagram:
-                return  # shut down (nginx never sends an empty one)
-            line = datagram.partition(TAG)[2].rstrip(b"\n")
-            with self._lock:
-                self._counts.add(line)
+                self.drain()
+            except Exception:  # noqa: BLE001 - nginx would block on a pipe nobody reads
+                logger.exception("edge log: reading nginx's lines failed")
+
+    def drain(self) -> None:
+        """Count every complete line nginx has written so far."""
+        with self._lock:
+            while True:
+                try:
+                    data = os.read(self._read_end, PIPE_BYTES)
+                except BlockingIOError:
+                    return
+                if not data:
+                    return
+                lines = (self._partial + data).split(b"\n")
+                self._partial = lines.pop()
+                for line in lines:
+                    self._counts.add(line)
 
     def collect(self) -> Iterator[Metric]:
+        self.drain()
         with self._lock:
             families = list(self._counts.families())
             unreadable = self._counts.unreadable
@@ -198,8 +218,10 @@ class EdgeLog:
         yield from families
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._socket.shutdown(socket.SHUT_RDWR)
-        self._socket.close()
+        self._stop.set()
+        self._thread.join(5)
+        for fd in (self._read_end, self._write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)

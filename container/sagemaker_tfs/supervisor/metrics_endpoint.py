@@ -225,7 +225,7 @@ def start_metrics_endpoint(
     fresh_directory(config.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model else None
-    edge_log = EdgeLog(config.edge_log_socket)
+    edge_log = EdgeLog(config.edge_log_pipe)
     collectors = [
         edge_log,
         ServiceWorkers(config.metrics_dir),

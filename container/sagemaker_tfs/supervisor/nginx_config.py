@@ -12,8 +12,8 @@ to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/in
 the Python service.
 
 Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
-proxied to the supervisor's metrics socket, and each invocation sends the supervisor one
-datagram (``logging.conf``'s ``tfs_edge`` line) that it counts; ``access_log.conf`` writes
+proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
+line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
 the access log to nginx's standard output when ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
 """
 
@@ -177,7 +177,7 @@ def render(
         "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
         "METRICS_PATH": config.metrics_path,
         "METRICS_SOCKET": config.metrics_socket,
-        "EDGE_LOG_SOCKET": config.edge_log_socket,
+        "EDGE_LOG_PIPE": config.edge_log_pipe,
         "ACCESS_LOG_FORMAT": config.access_log,
         "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
     }

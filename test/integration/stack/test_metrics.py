@@ -3,6 +3,7 @@ each family moves with real requests, read with ``prometheus_client``'s parser."
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import os
@@ -40,7 +41,7 @@ def access_lines(stack: Stack) -> list[str]:
 
 
 def counted(stack: Stack, total: float) -> Scrape:
-    """A scrape once ``total`` invocations have been counted (nginx's datagrams are async)."""
+    """A scrape once ``total`` invocations have been counted (nginx's lines are read in batches)."""
     found = wait_for_samples(f"{stack.url}/metrics", lambda s: s.value(REQUESTS) >= total)
     assert found.value(REQUESTS) == total, found.text
     return found
@@ -89,6 +90,23 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     assert moved("sagemaker_tfs_response_size_bytes_count", route="njs") == 4
     assert after.value("sagemaker_tfs_service_requests_in_flight") == 0
     assert after.samples("sagemaker_tfs_service_requests_in_flight")
+
+
+def test_no_invocation_is_lost_under_concurrent_load(plain_stack: Stack) -> None:
+    """nginx's lines reach the supervisor through a pipe: none is dropped under a burst."""
+    before = scrape(f"{plain_stack.url}/metrics").value(REQUESTS)
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_maxsize=32)
+    session.mount("http://", adapter)
+
+    def post(_: int) -> int:
+        url = f"{plain_stack.url}/invocations"
+        return session.post(url, data='{"instances": [1.0]}', timeout=60).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        statuses = list(pool.map(post, range(600)))
+    assert statuses == [200] * 600
+    counted(plain_stack, before + 600)
 
 
 def test_the_stack_reports_its_processes(plain_stack: Stack) -> None:
@@ -177,7 +195,7 @@ def test_metrics_off_and_every_request_logged(start_stack: StartStack, resources
     assert (response.status_code, response.json()) == (404, {"error": "Not Found"})
     assert stack.post('{"instances": [1.0]}').status_code == 200
     names = set(os.listdir(stack.work_dir))
-    assert not names & {"metrics.sock", "edge-log.sock", "prometheus"}, names
+    assert not names & {"metrics.sock", "edge-log.pipe", "prometheus"}, names
     assert wait_for(lambda: any(json.loads(line)["path"] == "/ping"
                                 for line in access_lines(stack)), 10)  # fmt: skip
     assert any(json.loads(line)["path"] == "/metrics" for line in access_lines(stack))

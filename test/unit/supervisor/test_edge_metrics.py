@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-import time
 from pathlib import Path
 
 import pytest
 from metrics_scrape import Scrape
+from process_checks import wait_until
 from prometheus_client import CollectorRegistry, generate_latest
 from sagemaker_tfs.supervisor.edge_metrics import EdgeCounts, EdgeLog, upstream_seconds
 
@@ -64,21 +63,23 @@ def test_upstream_times_of_several_tries_add_up() -> None:
     assert upstream_seconds("") is None and upstream_seconds("-") is None
 
 
-def test_the_socket_receives_nginx_syslog_datagrams(tmp_path: Path) -> None:
-    log = EdgeLog(str(tmp_path / "edge.sock"))
+def test_the_pipe_is_read_as_nginx_writes_it(tmp_path: Path) -> None:
+    """Lines written in pieces (several workers, each line one write) are counted once
+    complete; the pipe stays open for writers (nginx restarts) and is removed at the end."""
+    path = tmp_path / "edge.pipe"
+    log = EdgeLog(str(path))
     try:
-        sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        line = b"<190>Nov 26 10:59:36 tfs_edge: njs\tm\t503\t0.1\t\t10\t20"
-        for _ in range(3):
-            sender.sendto(line, str(tmp_path / "edge.sock"))
-        sender.close()
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            found = exposed(log)
-            if found.value("sagemaker_tfs_requests_total") == 3:
-                break
-            time.sleep(0.01)
-        assert found.value("sagemaker_tfs_requests_total", status_class="5xx") == 3
+        for _ in range(2):
+            with open(path, "wb", buffering=0) as nginx:  # a restarted nginx opens it again
+                nginx.write(b"njs\tm\t503\t0.1\t\t10\t20\nnjs\tm\t200\t0.1")
+                assert exposed(log).value("sagemaker_tfs_requests_total") in (1, 3)
+                nginx.write(b"\t\t10\t20\n")
+        found = exposed(log)
+        assert found.value("sagemaker_tfs_requests_total", status_class="5xx") == 2
+        assert found.value("sagemaker_tfs_requests_total", status_class="2xx") == 2
+        with open(path, "wb", buffering=0) as nginx:
+            nginx.write(b"njs\tm\t200\t0.1\t\t10\t20\n")
+        assert wait_until(lambda: log._counts.requests.get(("m", "njs", "2xx")) == 3)
     finally:
         log.close()
-    assert not (tmp_path / "edge.sock").exists()
+    assert not path.exists()

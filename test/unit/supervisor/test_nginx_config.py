@@ -230,8 +230,7 @@ def test_metrics_and_access_log_render_valid_nginx(
     text = nginx_config.render(config)
     block = location_block(text, "= /stack/metrics")
     assert f"proxy_pass http://unix:{config.metrics_socket}:/metrics;" in block
-    edge = f"access_log syslog:server=unix:{config.edge_log_socket},nohostname,tag=tfs_edge"
-    assert f"{edge} tfs_edge if=$tfs_invocation;" in text
+    assert f"access_log {config.edge_log_pipe} tfs_edge if=$tfs_invocation;" in text
     assert "access_log /dev/stdout tfs_access_json if=$tfs_access_logged;" in text
     assert "        /stack/metrics 0;" in text  # not in the access log
     assert nginx_test(tmp_path / "work", text).returncode == 0
@@ -246,7 +245,7 @@ def test_metrics_off_and_the_text_access_log_of_every_request(
         "SAGEMAKER_TFS_ACCESS_LOG_ALL": "true",
     }
     text = nginx_config.render(stack_config(env))
-    assert "location = /metrics" not in text and "syslog:" not in text
+    assert "location = /metrics" not in text and " tfs_edge if=" not in text
     assert "access_log /dev/stdout tfs_access_text;" in text
     assert "/dev/stdout" not in nginx_config.render(stack_config())  # off by default
 

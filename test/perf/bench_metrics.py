@@ -1,0 +1,130 @@
+"""What the metrics cost (issue 27): the hot paths with ``SAGEMAKER_TFS_METRICS`` on and off,
+and the time of one scrape of a multi-model endpoint with many models loaded.
+
+1. Small JSON (``half_plus_three``, ``{"instances": [1.0, 2.0, 5.0]}``, converted in njs) and
+2. one 224x224 JPEG for MobileNetV2 (the service's fast path, ``.npy`` answer): two stacks,
+   metrics on and off, side by side, the requests interleaved (``bench_fast_paths.interleaved``:
+   each round takes the stacks in a new random order). Goal: p50 at most 2% more with metrics.
+3. A multi-model endpoint with ``--models`` models loaded (one shared model server, the
+   multi-model default), each invoked once: ``--scrapes`` scrapes of ``/metrics`` one after the
+   other. Goal: under 50 ms.
+
+Usage: ``.venv/bin/python test/perf/bench_metrics.py [--requests 400] [--image-requests 150]
+[--models 50] [--scrapes 40] [--scenarios 1,2,3]``. Prints one line of JSON per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_fast_paths import (  # noqa: E402
+    REPO_ROOT,
+    Poster,
+    interleaved,
+    latency_summary,
+    load_test_models,
+    photo_like_jpeg,
+    stack_for,
+)
+from whole_stack import running_stack  # noqa: E402
+
+SMALL_JSON = b'{"instances": [1.0, 2.0, 5.0]}'
+METRICS_OFF = {"SAGEMAKER_TFS_METRICS": "false"}
+
+
+def on_off(models_root: Path, model: str, content_type: str, accept: str, body: bytes,
+           count: int) -> dict:  # fmt: skip
+    """The same requests to a stack with metrics and one without, interleaved."""
+    with contextlib.ExitStack() as stacks:
+        calls = {}
+        for label, env in (("on", {}), ("off", METRICS_OFF)):
+            stack = stacks.enter_context(stack_for(models_root, [model], env=env))
+            calls[label] = functools.partial(Poster(stack, content_type, accept, model), body)
+        figures = interleaved(calls, count, warmup=20)
+    for label in ("on", "off"):
+        figures[label].pop("samples_ms", None)
+    figures["p50_added_percent"] = round(
+        100 * (figures["on"]["p50_ms"] / figures["off"]["p50_ms"] - 1), 2
+    )
+    return figures
+
+
+def scrape_with_models(models_root: Path, count: int, scrapes: int) -> dict:
+    """``count`` models loaded on one multi-model endpoint, each invoked once, then scraped."""
+    temp = Path(tempfile.mkdtemp(prefix="bench-metrics-"))
+    try:
+        models = temp / "models"
+        models.mkdir()
+        for index in range(count):
+            (models / f"m{index:03d}").symlink_to(models_root / "half_plus_three")
+        (temp / "work").mkdir()
+        with running_stack(models, temp / "work", multi_model=True) as stack:
+            session = requests.Session()
+            for index in range(count):
+                name = f"m{index:03d}"
+                body = {"model_name": name, "url": name}
+                loaded = session.post(f"{stack.url}/models", json=body, timeout=300)
+                assert loaded.status_code == 200, loaded.text
+                answer = session.post(
+                    f"{stack.url}/models/{name}/invoke",
+                    data=SMALL_JSON,
+                    headers={"Content-Type": "application/json"},
+                    timeout=60,
+                )
+                assert answer.status_code == 200, answer.text
+            latencies, text = [], ""
+            for _ in range(scrapes):
+                started = time.perf_counter()
+                response = session.get(f"{stack.url}/metrics", timeout=60)
+                latencies.append(time.perf_counter() - started)
+                assert response.status_code == 200
+                text = response.text
+            figures = latency_summary(latencies)
+            figures["max_ms"] = round(max(latencies) * 1e3, 2)
+            figures["bytes"] = len(text)
+            figures["lines"] = text.count("\n")
+            figures["models"] = count
+            return figures
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenarios", default="1,2,3")
+    parser.add_argument("--requests", type=int, default=400, help="scenario 1 rounds")
+    parser.add_argument("--image-requests", type=int, default=150, help="scenario 2 rounds")
+    parser.add_argument("--models", type=int, default=50, help="scenario 3 models loaded")
+    parser.add_argument("--scrapes", type=int, default=40, help="scenario 3 scrapes")
+    args = parser.parse_args()
+    chosen = args.scenarios.split(",")
+    models_root = load_test_models(["mobilenet_v2"])
+    bundled = REPO_ROOT / "test" / "resources" / "models"
+    if "1" in chosen:
+        figures = on_off(bundled, "half_plus_three", "application/json", "application/json",
+                         SMALL_JSON, args.requests)  # fmt: skip
+        print(json.dumps({"scenario": "small JSON (njs)", **figures}), flush=True)
+    if "2" in chosen:
+        image = photo_like_jpeg(224, seed=1)
+        figures = on_off(models_root, "mobilenet_v2", "image/jpeg", "application/x-npy", image,
+                         args.image_requests)  # fmt: skip
+        print(json.dumps({"scenario": "image (fast path)", **figures}), flush=True)
+    if "3" in chosen:
+        figures = scrape_with_models(bundled, args.models, args.scrapes)
+        print(json.dumps({"scenario": "scrape", **figures}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
