@@ -10,7 +10,8 @@ and the time of one scrape of a multi-model endpoint with many models loaded.
    other. Goal: under 50 ms.
 
 Usage: ``.venv/bin/python test/perf/bench_metrics.py [--requests 400] [--image-requests 150]
-[--models 50] [--scrapes 40] [--scenarios 1,2,3]``. Prints one line of JSON per scenario.
+[--models 50] [--scrapes 40] [--scenarios 1,2,3] [--aa]``. Prints one line of JSON per
+scenario; ``--aa`` adds a second stack without metrics, to show the noise of the figures.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
@@ -32,33 +34,62 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_fast_paths import (  # noqa: E402
     REPO_ROOT,
     Poster,
+    cpu_by_role,
     interleaved,
     latency_summary,
     load_test_models,
     photo_like_jpeg,
     stack_for,
 )
-from whole_stack import running_stack  # noqa: E402
+from whole_stack import RunningStack, running_stack  # noqa: E402
 
 SMALL_JSON = b'{"instances": [1.0, 2.0, 5.0]}'
 METRICS_OFF = {"SAGEMAKER_TFS_METRICS": "false"}
 
 
 def on_off(models_root: Path, model: str, content_type: str, accept: str, body: bytes,
-           count: int) -> dict:  # fmt: skip
-    """The same requests to a stack with metrics and one without, interleaved."""
+           count: int, same_twice: bool, cpu_count: int) -> dict:  # fmt: skip
+    """The same requests to a stack with metrics and one without, interleaved; with
+    ``same_twice`` a second stack without metrics too, whose difference to the first is
+    the noise of the measurement (an A/A comparison)."""
+    stacks_env = {"on": {}, "off": METRICS_OFF}
+    if same_twice:
+        stacks_env["off_again"] = METRICS_OFF
     with contextlib.ExitStack() as stacks:
-        calls = {}
-        for label, env in (("on", {}), ("off", METRICS_OFF)):
-            stack = stacks.enter_context(stack_for(models_root, [model], env=env))
+        calls, running = {}, {}
+        for label, env in stacks_env.items():
+            stack = running[label] = stacks.enter_context(stack_for(models_root, [model], env=env))
             calls[label] = functools.partial(Poster(stack, content_type, accept, model), body)
         figures = interleaved(calls, count, warmup=20)
-    for label in ("on", "off"):
+        for label in ("on", "off"):
+            figures[label]["cpu_us_per_request"] = cpu_per_request(running[label], calls[label],
+                                                                   cpu_count)  # fmt: skip
+    for label in stacks_env:
         figures[label].pop("samples_ms", None)
-    figures["p50_added_percent"] = round(
-        100 * (figures["on"]["p50_ms"] / figures["off"]["p50_ms"] - 1), 2
-    )
+    figures["p50_added_percent"] = added_percent(figures, "on", "off")
+    if same_twice:
+        figures["p50_noise_percent"] = added_percent(figures, "off_again", "off")
+    on, off = figures["on"]["cpu_us_per_request"], figures["off"]["cpu_us_per_request"]
+    figures["cpu_us_added_per_request"] = {role: round(on[role] - off[role]) for role in on}
     return figures
+
+
+def cpu_per_request(stack: RunningStack, call: Callable[[], object], count: int) -> dict:
+    """CPU microseconds per request of each of the stack's roles, over ``count`` requests
+    sent one after the other (the benchmark's own client left out)."""
+    before = cpu_by_role(stack)
+    for _ in range(count):
+        call()
+    after = cpu_by_role(stack)
+    return {
+        role: round(1e6 * (after[role] - before[role]) / count)
+        for role in after
+        if role != "benchmark clients"
+    }
+
+
+def added_percent(figures: dict, numerator: str, denominator: str) -> float:
+    return round(100 * (figures[numerator]["p50_ms"] / figures[denominator]["p50_ms"] - 1), 2)
 
 
 def scrape_with_models(models_root: Path, count: int, scrapes: int) -> dict:
@@ -108,18 +139,20 @@ def main() -> None:
     parser.add_argument("--image-requests", type=int, default=150, help="scenario 2 rounds")
     parser.add_argument("--models", type=int, default=50, help="scenario 3 models loaded")
     parser.add_argument("--scrapes", type=int, default=40, help="scenario 3 scrapes")
+    parser.add_argument("--aa", action="store_true", help="a second stack without metrics too")
+    parser.add_argument("--cpu-requests", type=int, default=3000, help="scenario 1 CPU phase")
     args = parser.parse_args()
     chosen = args.scenarios.split(",")
     models_root = load_test_models(["mobilenet_v2"])
     bundled = REPO_ROOT / "test" / "resources" / "models"
     if "1" in chosen:
         figures = on_off(bundled, "half_plus_three", "application/json", "application/json",
-                         SMALL_JSON, args.requests)  # fmt: skip
+                         SMALL_JSON, args.requests, args.aa, args.cpu_requests)  # fmt: skip
         print(json.dumps({"scenario": "small JSON (njs)", **figures}), flush=True)
     if "2" in chosen:
         image = photo_like_jpeg(224, seed=1)
         figures = on_off(models_root, "mobilenet_v2", "image/jpeg", "application/x-npy", image,
-                         args.image_requests)  # fmt: skip
+                         args.image_requests, args.aa, args.cpu_requests // 4)  # fmt: skip
         print(json.dumps({"scenario": "image (fast path)", **figures}), flush=True)
     if "3" in chosen:
         figures = scrape_with_models(bundled, args.models, args.scrapes)

@@ -62,40 +62,64 @@ class Histogram:
         return cumulative
 
 
+class Series:
+    """Where the lines of one route, model and status go (looked up once per line)."""
+
+    __slots__ = ("key", "seconds", "model_server_seconds", "request_bytes", "response_bytes")
+
+    def __init__(self, counts: EdgeCounts, route: str, model: str, status_class: str) -> None:
+        self.key = (model, route, status_class)
+        counts.requests.setdefault(self.key, 0)
+        self.seconds = _histogram(counts.seconds, (model, route), LATENCY_BUCKETS)
+        self.request_bytes = _histogram(counts.request_bytes, (route,), SIZE_BUCKETS)
+        self.response_bytes = _histogram(counts.response_bytes, (route,), SIZE_BUCKETS)
+        # nginx's model server time is only the njs conversions' (the service times its own).
+        self.model_server_seconds = (
+            _histogram(counts.model_server_seconds, (model, route), LATENCY_BUCKETS)
+            if route == ROUTE_NJS
+            else None
+        )
+
+
 class EdgeCounts:
     """The invocations seen so far, by label values."""
 
     def __init__(self) -> None:
         self.requests: dict[tuple[str, str, str], int] = {}
-        self.seconds: dict[tuple[str, str], Histogram] = {}
-        self.model_server_seconds: dict[tuple[str, str], Histogram] = {}
-        self.request_bytes: dict[tuple[str], Histogram] = {}
-        self.response_bytes: dict[tuple[str], Histogram] = {}
+        self.seconds: dict[tuple[str, ...], Histogram] = {}
+        self.model_server_seconds: dict[tuple[str, ...], Histogram] = {}
+        self.request_bytes: dict[tuple[str, ...], Histogram] = {}
+        self.response_bytes: dict[tuple[str, ...], Histogram] = {}
         self.unreadable = 0
+        self._series: dict[tuple[bytes, bytes, bytes], Series] = {}
 
     def add(self, line: bytes) -> None:
         """One ``tfs_edge`` line (without its newline)."""
-        fields = line.decode("utf-8", "replace").split("\t")
+        fields = line.split(b"\t")
         if len(fields) != FIELDS:
             self.unreadable += 1
             return
         route, model, status, seconds, model_server, bytes_in, bytes_out = fields
         try:
-            status_class = f"{int(status) // 100}xx"
             values = float(seconds), int(bytes_in), int(bytes_out)
+            series = self._series.get((route, model, status)) or self._new(route, model, status)
         except ValueError:
             self.unreadable += 1
             return
-        key = (model, route, status_class)
-        self.requests[key] = self.requests.get(key, 0) + 1
-        _histogram(self.seconds, (model, route), LATENCY_BUCKETS).observe(values[0])
-        _histogram(self.request_bytes, (route,), SIZE_BUCKETS).observe(values[1])
-        _histogram(self.response_bytes, (route,), SIZE_BUCKETS).observe(values[2])
-        if route == ROUTE_NJS:
-            spent = upstream_seconds(model_server)
+        self.requests[series.key] += 1
+        series.seconds.observe(values[0])
+        series.request_bytes.observe(values[1])
+        series.response_bytes.observe(values[2])
+        if series.model_server_seconds is not None:
+            spent = upstream_seconds(model_server.decode("ascii", "replace"))
             if spent is not None:
-                hist = _histogram(self.model_server_seconds, (model, route), LATENCY_BUCKETS)
-                hist.observe(spent)
+                series.model_server_seconds.observe(spent)
+
+    def _new(self, route: bytes, model: bytes, status: bytes) -> Series:
+        status_class = f"{int(status) // 100}xx"  # ValueError: not a status
+        text = (route.decode("utf-8", "replace"), model.decode("utf-8", "replace"))
+        series = self._series[(route, model, status)] = Series(self, *text, status_class)
+        return series
 
     def families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -133,6 +157,8 @@ class EdgeCounts:
 def upstream_seconds(text: str) -> float | None:
     """nginx's ``$upstream_response_time``: ``0.004``, or several tries (``0.001, 0.004``,
     summed), or nothing (``""``, ``-``) when no model server answered."""
+    with contextlib.suppress(ValueError):
+        return float(text)
     total, seen = 0.0, False
     for part in text.replace(":", ",").split(","):
         with contextlib.suppress(ValueError):
