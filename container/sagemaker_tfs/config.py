@@ -129,6 +129,9 @@ class StackConfig:
     universal_code_dir: str | None = None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool = False
+    # Multi-model: one model server process per loaded model (isolation), instead of the
+    # ``instances`` serving every loaded model (density; the default).
+    model_server_per_model: bool = False
     # Decoded image pixels for a float input: pixel * image_scale + image_offset.
     image_scale: float = 1.0
     image_offset: float = 0.0
@@ -483,11 +486,15 @@ def load_config(
     instance_count = env.required_integer("SAGEMAKER_TFS_INSTANCE_COUNT", 1)
     requested_default = env.raw("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
 
+    per_model = env.boolean("SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL", False) and multi_model
     if multi_model:
         if not Path(model_dir).is_dir():
             raise ConfigError(f"the multi-model directory {model_dir} does not exist")
         models: tuple[ModelSpec, ...] = ()
-        instances: tuple[Instance, ...] = ()
+        # Shared model servers get their ports now; per-model ones when a model loads.
+        instances: tuple[Instance, ...] = (
+            () if per_model else allocate_instances(instance_count, safe_port_range, port)
+        )
     else:
         models = discover_models(model_dir)
         if not models:
@@ -542,6 +549,7 @@ def load_config(
         control_socket=os.path.join(work_dir, "supervisor.sock"),
         universal_code_dir=_universal_code_dir(env, multi_model, work_dir),
         standby_model_server=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        model_server_per_model=per_model,
         image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
         image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
         metrics=env.boolean("SAGEMAKER_TFS_METRICS", True),

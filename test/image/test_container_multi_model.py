@@ -1,15 +1,18 @@
 """A multi-model container of the image under test (conftest.py says what is substituted):
 ``SAGEMAKER_MULTI_MODEL=true``, so start.sh mounts the models read-only at /opt/ml/models; load,
-list, invoke and unload as SageMaker does, through HTTP and through ``curl.sh multi-model``."""
+list, invoke and unload as SageMaker does, through HTTP and through ``curl.sh multi-model``.
+The models share one model server process (the default), reloaded over gRPC as the
+``tensorflow_model_server`` in the image is."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from image_scripts import Container, Image, run_script, start_container
+from image_scripts import Container, Image, run_script, start_container, tail
 from local_ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -82,3 +85,49 @@ def test_curl_script_multi_model_examples(container: Container) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("-- HTTP 200") == 4
+
+
+def model_server_pids(container: Container) -> list[str]:
+    """The processes in the container running a model server (``[=]``: not grep itself)."""
+    out = container.exec("sh", "-c", "grep -l -a 'rest_api_port[=]' /proc/[0-9]*/cmdline")
+    return sorted(line.split("/")[2] for line in out.split())
+
+
+def test_models_share_one_model_server_that_comes_back_with_them(container: Container) -> None:
+    names = [f"shared{index}" for index in range(6)]
+    for name in names:
+        response = load(container, name, "/opt/ml/models/half_plus_three")
+        assert response.status_code == 200, response.text
+    assert load(container, "shared_hp2", "/opt/ml/models/half_plus_two").status_code == 200
+    (server,) = model_server_pids(container)
+    ports = {
+        (m["grpc_port"], m["rest_port"])
+        for m in requests.get(container.url("/models"), timeout=5).json()["models"]
+    }
+    assert len(ports) == 1  # no ports per model
+    for name in names:
+        assert invoke(container, name, "[1.0]").json() == {"predictions": [[3.5]]}
+    assert invoke(container, "shared_hp2", "[2.0]").json() == {"predictions": [[3.0]]}
+
+    container.exec("sh", "-c", f"kill -9 {server}")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if all(answers(container, name) for name in names):
+            break
+        time.sleep(0.5)
+    assert all(answers(container, name) for name in names), tail(container.logs())
+    assert model_server_pids(container) != [server]
+    listed = {
+        m["model_name"] for m in requests.get(container.url("/models"), timeout=5).json()["models"]
+    }
+    assert listed == {*names, "shared_hp2"}
+    for name in [*names, "shared_hp2"]:
+        assert requests.delete(container.url(f"/models/{name}"), timeout=60).status_code == 200
+
+
+def answers(container: Container, name: str) -> bool:
+    try:
+        response = invoke(container, name, "[1.0]")
+    except requests.RequestException:
+        return False
+    return response.status_code == 200 and response.json() == {"predictions": [[3.5]]}

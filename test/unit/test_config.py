@@ -293,8 +293,26 @@ def test_multi_model_starts_with_no_models(
         model_dir=tmp_path,
         env={"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"},
     )
-    assert cfg.multi_model
-    assert cfg.models == () and cfg.instances == () and cfg.default_model is None
+    assert cfg.multi_model and not cfg.model_server_per_model
+    assert cfg.models == () and cfg.default_model is None
+    # the shared model servers have their ports from the start, one pair per instance
+    assert cfg.instances == (Instance(9000, 8501), Instance(9002, 8503))
+
+
+def test_multi_model_with_a_model_server_per_model(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    env = {
+        "SAGEMAKER_MULTI_MODEL": "true",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": "2",
+        "SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true",
+    }
+    cfg = stack_config(model_dir=tmp_path, env=env)
+    assert cfg.model_server_per_model and cfg.instances == ()  # ports come with each load
+    single = stack_config({"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"})
+    assert not single.model_server_per_model  # means nothing outside multi-model
+    with pytest.raises(ConfigError, match="SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL"):
+        stack_config({"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "maybe"})
 
 
 def test_json_round_trip(stack_config: StackConfigBuilder, tmp_path: Path) -> None:

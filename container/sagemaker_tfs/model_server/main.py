@@ -89,8 +89,11 @@ def _run(options: ServerOptions, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
+    from sagemaker_tfs.model_server import garbage
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.manager import ModelManager
+
+    garbage.freeze_imports()
 
     tf.get_logger().setLevel(logging.ERROR)
     try:

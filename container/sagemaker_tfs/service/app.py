@@ -175,34 +175,48 @@ class SingleModelService(Service):
 
 
 class MultiModelService(Service):
-    """Multi-model endpoint: models loaded and unloaded at run time, each in its own model
-    server; the request names its model in the path or the Target-Model header."""
+    """Multi-model endpoint: models loaded and unloaded at run time, served by the shared
+    model servers (``config.instances``, in turn, as single-model requests are) or each by a
+    model server of its own; the request names its model in the path or the Target-Model
+    header."""
 
     def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
                  directory: ModelDirectory) -> None:  # fmt: skip
         super().__init__(config, channels, session)
         self.directory = directory
+        self.picker = InstancePicker(config.instances) if config.instances else None
 
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
     def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
-        """After a server-side failure, 404 if the model was unloaded meanwhile."""
+        """After a server-side failure, or a shared model server's 404 (it dropped the model),
+        the registry's 404 if the model was unloaded meanwhile."""
         name = request.target.model_name
         model = RegisteredModel(self.directory, self.channels, name)
+        shared = self.picker is not None
+        candidates = InstanceRotation(self.picker, self.channels) if self.picker else model
         user_code = self.directory.user_code(model.location)
         try:
-            return invoke(user_code, body, request, model, self.session, self.image_options,
-                          record)  # fmt: skip
+            reply = invoke(user_code, body, request, candidates, self.session, self.image_options,
+                           record)  # fmt: skip
         except errors.HttpError as error:
-            if error.status < 500 or isinstance(error, errors.ModelServerUnavailable):
+            unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
+            if not unloaded_meanwhile or isinstance(error, errors.ModelServerUnavailable):
                 raise
-            self.directory.forget(name)
-            self.directory.lookup(name)  # raises 404 if it was unloaded
+            self._raise_if_unloaded(name)
             raise
+        if shared and reply.status == 404:
+            self._raise_if_unloaded(name)
+        return reply
+
+    def _raise_if_unloaded(self, name: str) -> None:
+        self.directory.forget(name)
+        self.directory.lookup(name)  # raises 404 if it was unloaded
 
     def describe(self) -> str:
-        return "multi_model=True"
+        ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
+        return f"multi_model=True shared_instances={ports or None}"
 
 
 class Ping:

@@ -82,18 +82,27 @@ class ControlClient:
 
     def loaded(self) -> list[dict]:
         """The descriptions of the models in the registry."""
+        return self._get("/models")["models"]
+
+    def describe(self, name: str) -> dict | None:
+        """One model's description, or None when it is not loaded."""
+        return self._get(f"/models/{name}", missing_ok=True)
+
+    def _get(self, path: str, missing_ok: bool = False) -> dict:
         connection = UnixHTTPConnection(self._socket_path, CONTROL_TIMEOUT_SECONDS)
         try:
-            connection.request("GET", "/models")
+            connection.request("GET", path)
             response = connection.getresponse()
             body = response.read()
         except OSError as error:
             raise HttpError(503, f"The model registry is not available: {error}") from None
         finally:
             connection.close()
+        if response.status == 404 and missing_ok:
+            return None  # type: ignore[return-value]
         if response.status != 200:
             raise HttpError(502, f"The model registry answered {response.status}: {body!r}")
-        return json.loads(body)["models"]
+        return json.loads(body)
 
 
 class ModelDirectory:
@@ -122,7 +131,18 @@ class ModelDirectory:
         with self._lock:
             model = self._models.get(name)
         if model is None:
+            model = self._loaded_since(name)
+        return model
+
+    def _loaded_since(self, name: str) -> ModelLocation:
+        """A model missing from the list may have loaded since it was fetched (a load into
+        the shared model servers takes tens of milliseconds): ask for that one model."""
+        description = self._client.describe(name)
+        if description is None or description.get("state") != AVAILABLE:
             raise not_loaded(name)
+        model = ModelLocation.from_description(description)
+        with self._lock:
+            self._models[name] = model
         return model
 
     def forget(self, name: str) -> None:
@@ -143,9 +163,13 @@ class ModelDirectory:
             self._let_go(model)
 
     def _let_go(self, model: ModelLocation) -> None:
-        """A model was unloaded (or moved): close its channel, drop code no model uses now."""
-        self._channels.drop(model.grpc_port)
+        """A model was unloaded (or moved): close its channel unless a shared model server's
+        (other models use it), drop code no model uses now."""
         unused = []
+        with self._lock:
+            shared = any(m.grpc_port == model.grpc_port for m in self._models.values())
+        if not shared:
+            self._channels.drop(model.grpc_port)
         with self._lock:
             for code_dir, users in list(self._code_users.items()):
                 users.discard(model)

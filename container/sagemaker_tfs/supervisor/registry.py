@@ -1,8 +1,10 @@
-"""The multi-model registry: which models are loaded, on which ports, in which process.
+"""The multi-model registry: which models are loaded, where, and what they took.
 
-Multi-model endpoints run one model server process per loaded model, so that unloading a
-model really gives its memory back (the process ends). ``ModelRegistry`` is the single
-source of truth for that; the control API (control_api.py) exposes it to the Python service.
+``ModelRegistry`` is the single source of truth for loaded models; the control API
+(control_api.py) exposes it to nginx and the Python service. Where a model runs is the
+business of its ``ModelServers``: the shared model servers (``shared_model_servers.py``,
+the default: a fixed number of processes serve every model) or one process per model
+(``per_model_servers.py``). The registry checks names, URLs and memory the same way for both.
 """
 
 from __future__ import annotations
@@ -10,82 +12,50 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from sagemaker_tfs.config import (
     MODEL_NAME_PATTERN,
     Instance,
-    PortRange,
+    ModelSpec,
     StackConfig,
     model_spec,
     version_dirs,
 )
-from sagemaker_tfs.supervisor.model_server_processes import (
-    ModelLoadError,
-    render_model_config,
-    wait_until_available,
-)
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from sagemaker_tfs.supervisor.memory import ModelMemory, available_memory_bytes, files_bytes
+from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
+# A load is refused (507) when it would leave less memory than this, and a model that leaves
+# less once loaded is unloaded again (507).
 MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
 MAX_MODEL_NAME_CHARS = 128
+MIB = 1024 * 1024
 
 
-class PortPool:
-    """Hands out pairs of free ports from the safe range; thread-safe."""
+class ModelServers(Protocol):
+    """Where the registry's models run: shared model servers or one process per model."""
 
-    def __init__(self, port_range: PortRange, reserved: Sequence[int] = ()) -> None:
-        self._range = port_range
-        self._in_use: set[int] = set(reserved)
-        self._lock = threading.Lock()
+    # In how many processes a loaded model takes memory.
+    copies: int
 
-    def take_pair(self) -> Instance | None:
-        """Two free ports (gRPC, REST), or None when the range is exhausted."""
-        with self._lock:
-            found: list[int] = []
-            for port in self._range.ports():
-                if port not in self._in_use and port_is_free(port):
-                    found.append(port)
-                    if len(found) == 2:
-                        self._in_use.update(found)
-                        return Instance(found[0], found[1])
-            return None
+    def place(self, name: str) -> tuple[Instance, ...]:
+        """The model servers that will serve ``name``; HttpError 507 when there is no room."""
 
-    def release(self, instance: Instance) -> None:
-        with self._lock:
-            self._in_use.discard(instance.grpc_port)
-            self._in_use.discard(instance.rest_port)
+    def load(self, model: ModelSpec, instances: tuple[Instance, ...]) -> None:
+        """Serve ``model`` there; returns once it is AVAILABLE, raises ModelLoadError."""
 
+    def unload(self, name: str, instances: tuple[Instance, ...]) -> None:
+        """Stop serving ``name`` (also after a failed or refused load)."""
 
-def available_memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
-    """``MemAvailable`` from /proc/meminfo, or None where it cannot be read."""
-    try:
-        with open(meminfo, encoding="ascii") as stream:
-            for line in stream:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    def rss_bytes(self, name: str) -> int:
+        """The resident memory of the processes that serve (or will serve) ``name``."""
 
-
-class Launcher(Protocol):
-    """What the registry needs from the supervisor to run per-model processes."""
-
-    def start_model_server(
-        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
-    ) -> None: ...
-
-    def stop_model_server(self, key: str) -> None: ...
-
-    def model_server_running(self, key: str) -> bool: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -93,17 +63,24 @@ class LoadedModel:
     name: str
     url: str
     base_path: str
-    instance: Instance
+    instances: tuple[Instance, ...]
     state: str
+    estimate_bytes: int
+    memory_bytes: int | None = None
 
     def describe(self) -> dict[str, Any]:
+        """What ``GET /models/NAME`` answers. ``grpc_port``/``rest_port``: the first model
+        server; ``instances``: every model server that serves it, as [gRPC, REST] pairs."""
+        first = self.instances[0]
         return {
             "model_name": self.name,
             "url": self.url,
             "base_path": self.base_path,
-            "grpc_port": self.instance.grpc_port,
-            "rest_port": self.instance.rest_port,
+            "grpc_port": first.grpc_port,
+            "rest_port": first.rest_port,
+            "instances": [[i.grpc_port, i.rest_port] for i in self.instances],
             "state": self.state,
+            "memory_bytes": self.memory_bytes,
         }
 
 
@@ -135,27 +112,26 @@ def resolve_model_url(url: object, models_root: str, name: str) -> str:
 
 
 class ModelRegistry:
-    """Which models are loaded, on which ports; loads and unloads per-model processes.
+    """Which models are loaded and where; loads and unloads them through ``servers``.
 
-    The lock only guards the bookkeeping: waiting for a model to become AVAILABLE happens
-    outside it, so loading one model never blocks other loads, lookups or unloads.
+    The lock only guards the bookkeeping: loading happens outside it, so a load never blocks
+    lookups, and (as far as the model servers allow) other loads and unloads.
     """
 
     def __init__(
         self,
         config: StackConfig,
-        launcher: Launcher,
+        servers: ModelServers,
         memory_margin: int = MEMORY_MARGIN_BYTES,
         available_memory: Callable[[], int | None] = available_memory_bytes,
     ) -> None:
         self._config = config
-        self._launcher = launcher
-        self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])
+        self._servers = servers
         self._models: dict[str, LoadedModel] = {}
         self._lock = threading.Lock()
         self._memory_margin = memory_margin
         self._available_memory = available_memory
-        self._config_dir = Path(config.work_dir) / "models"
+        self._memory = ModelMemory()
 
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -171,28 +147,31 @@ class ModelRegistry:
     def load(self, name: object, url: object) -> dict[str, Any]:
         name = validate_model_name(name)
         base_path = resolve_model_url(url, self._config.model_dir, name)
-        model = self._reserve(name, str(url), base_path)
+        spec = model_spec(name, base_path)
+        files = files_bytes(base_path, spec.versions)
+        model = self._reserve(name, str(url), base_path, files)
         try:
-            config_file = self._write_model_config(model)
-            self._launcher.start_model_server(self._key(name), model.instance, config_file, [name])
-            available = wait_until_available(
-                model.instance.rest_port,
-                [name],
-                self._config.wait_time_seconds,
-                lambda: self._launcher.model_server_running(self._key(name)),
-            )
+            before = self._servers.rss_bytes(name)
+            self._servers.load(spec, model.instances)
+            memory = max(0, self._servers.rss_bytes(name) - before)
         except ModelLoadError as error:
             self._forget(name)
             raise HttpError(500, f"Model {name} failed to load from {url}: {error}") from None
         except BaseException:
             self._forget(name)
             raise
-        if not available:
-            self._forget(name)
-            raise HttpError(500, f"Model {name} failed to load from {url}")
+        self._memory.learn(memory, files, self._servers.copies)
+        self._refuse_if_memory_ran_low(name, memory)
         with self._lock:
             model.state = "AVAILABLE"
-        logger.info("loaded model %s from %s on ports %s", name, base_path, model.instance)
+            model.memory_bytes = memory
+        logger.info(
+            "loaded model %s from %s (%.1f MB measured, %.1f MB of files)",
+            name,
+            base_path,
+            memory / MIB,
+            files / MIB,
+        )
         return dict(model.describe(), message=f"Successfully loaded model {name}")
 
     def unload(self, name: str) -> dict[str, Any]:
@@ -205,37 +184,61 @@ class ModelRegistry:
         logger.info("unloaded model %s", name)
         return {"model_name": name, "message": f"Successfully unloaded model {name}"}
 
-    def _reserve(self, name: str, url: str, base_path: str) -> LoadedModel:
+    def lost(self, name: str, reason: str) -> None:
+        """The model servers could not serve ``name`` again (e.g. after a restart)."""
+        with self._lock:
+            model = self._models.get(name)
+            if model is None or model.state != "AVAILABLE":
+                return
+            del self._models[name]
+        logger.error("model %s is no longer loaded: %s", name, reason)
+
+    def _reserve(self, name: str, url: str, base_path: str, files: int) -> LoadedModel:
+        """Book the model as LOADING: 409 if it is there, 507 if it would not fit."""
+        estimate = self._memory.estimate(files, self._servers.copies)
         with self._lock:
             if name in self._models:
                 raise HttpError(409, f"Model {name} is already loaded")
             free = self._available_memory()
-            if free is not None and free < self._memory_margin:
-                raise HttpError(
-                    507, f"Not enough memory to load model {name}: {free} bytes available"
+            if free is not None:
+                loading = sum(
+                    m.estimate_bytes for m in self._models.values() if m.state == "LOADING"
                 )
-            instance = self._ports.take_pair()
-            if instance is None:
-                raise HttpError(507, f"No free ports left to load model {name}")
-            model = LoadedModel(name, url, base_path, instance, "LOADING")
+                if free - loading - estimate < self._memory_margin:
+                    raise HttpError(
+                        507,
+                        f"Not enough memory to load model {name}: it needs about "
+                        f"{estimate // MIB} MB, {max(0, free - loading) // MIB} MB available",
+                    )
+            instances = self._servers.place(name)
+            model = LoadedModel(name, url, base_path, instances, "LOADING", estimate)
             self._models[name] = model
             return model
 
+    def _refuse_if_memory_ran_low(self, name: str, memory: int) -> None:
+        """Unload a model that left the instance short of memory once loaded (507)."""
+        free = self._available_memory()
+        if free is None or free >= self._memory_margin:
+            return
+        self._forget(name)
+        logger.warning("unloaded model %s again: %d MB left once it was loaded", name, free // MIB)
+        raise HttpError(
+            507,
+            f"Not enough memory for model {name}: it took {memory // MIB} MB and left "
+            f"{free // MIB} MB; it was unloaded again",
+        )
+
     def _forget(self, name: str) -> None:
-        """Stop the model's process, free its ports and drop it from the registry."""
-        self._launcher.stop_model_server(self._key(name))
+        """Stop serving the model and drop it from the registry."""
         with self._lock:
-            model = self._models.pop(name, None)
-        if model is not None:
-            self._ports.release(model.instance)
-            (self._config_dir / f"{name}.config").unlink(missing_ok=True)
+            model = self._models.get(name)
+        if model is None:
+            return
+        try:
+            self._servers.unload(name, model.instances)
+        finally:
+            with self._lock:
+                self._models.pop(name, None)
 
-    def _write_model_config(self, model: LoadedModel) -> str:
-        self._config_dir.mkdir(parents=True, exist_ok=True)
-        path = self._config_dir / f"{model.name}.config"
-        path.write_text(render_model_config([model_spec(model.name, model.base_path)]))
-        return str(path)
-
-    @staticmethod
-    def _key(name: str) -> str:
-        return f"model-server[{name}]"
+    def close(self) -> None:
+        self._servers.close()

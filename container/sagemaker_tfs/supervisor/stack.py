@@ -43,8 +43,11 @@ from sagemaker_tfs.supervisor.model_server_processes import (
     render_model_config,
     wait_until_available,
 )
+from sagemaker_tfs.supervisor.model_service import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.polling import poll_until
-from sagemaker_tfs.supervisor.registry import ModelRegistry
+from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
+from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
 from sagemaker_tfs.supervisor.sockets import (
     HeldPort,
     HeldSocket,
@@ -135,6 +138,11 @@ class Supervisor:
         child = self.children.get(key)
         return child is not None and child.running()
 
+    def model_server_pid(self, key: str) -> int | None:
+        """The pid of model server ``key`` while it runs, else None."""
+        child = self.children.get(key)
+        return child.pid if child is not None and child.running() else None
+
     # --- start-up ---
 
     def write_configs(self) -> None:
@@ -155,7 +163,8 @@ class Supervisor:
             self._start_metrics_endpoint()
         if self.config.multi_model:
             self._download_universal_code()
-            self._start_control_api()
+            servers = self._multi_model_servers()
+            self._start_control_api(servers)
         else:
             self._start_model_servers()
         self._start_gunicorn()
@@ -218,8 +227,64 @@ class Supervisor:
     def _models_loaded(self) -> int:
         return len(self.registry.list()) if self.registry is not None else 0
 
-    def _start_control_api(self) -> None:
-        self.registry = ModelRegistry(self.config, self)
+    def _multi_model_servers(self) -> ModelServers:
+        """One process per model, or the shared model servers, started now (see registry.py)."""
+        if self.config.model_server_per_model:
+            logger.info("multi-model: one model server process per loaded model")
+            return PerModelServers(self.config, self)
+        logger.info(
+            "multi-model: %d model server(s) shared by every model", len(self.config.instances)
+        )
+        shared = SharedModelServers(self.config, self.model_server_pid)
+        for server in shared.servers:
+            self._start_shared_model_server(shared, server.key, server.instance)
+        for server in shared.servers:
+            self._wait_until_in_line(shared, server.key)
+        return shared
+
+    def _start_shared_model_server(
+        self, shared: SharedModelServers, key: str, instance: Instance
+    ) -> None:
+        """A model server of the shared mode: it starts with the models loaded so far (after
+        a failed start: with none) and is ready once it serves what the registry holds."""
+
+        def choose_config() -> None:
+            config_file = shared.start_config_file(child.failed_starts)
+            child.argv = model_server_command() + model_server_args(
+                instance, config_file, self.config, self._batching_file()
+            )
+
+        child = Child(
+            key,
+            [],
+            self.env,
+            stop_timeout=MODEL_SERVER_STOP_SECONDS,
+            ready_check=partial(shared.ready, key),
+            before_start=choose_config,
+            take_standby=self.standby.take if self.standby is not None else None,
+        )
+        self.children.start(MODEL_SERVERS, child)
+
+    def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
+        child = self.children.get(key)
+        assert child is not None
+        ready = partial(shared.ready, key)
+        if not poll_until(
+            ready, self.config.wait_time_seconds, POLL_SECONDS, self._starting(child)
+        ):
+            self._raise_if_stop_requested()
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before it answered "
+                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
+            )
+        child.mark_ready()
+        logger.info("%s: serving multi-model (shared by every model)", key)
+
+    def _start_control_api(self, servers: ModelServers) -> None:
+        self.registry = ModelRegistry(self.config, servers)
+        if isinstance(servers, SharedModelServers):
+            servers.on_lost = self.registry.lost
         loads = self.metrics.loads if self.metrics is not None else None
         self.control = ControlServer(self.config.control_socket, self.registry, loads)
         self.control.serve_in_background()
@@ -373,6 +438,8 @@ class Supervisor:
         if self.standby is not None:
             self.standby.stop()
         self.children.stop()
+        if self.registry is not None:
+            self.registry.close()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
             Path(path).unlink(missing_ok=True)
@@ -429,6 +496,9 @@ METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
     env.pop(METRICS_DIR_ENV, None)
+    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
+    if USER_FORK_SUPPORT is not None:
+        env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
     env["OMP_NUM_THREADS"] = config.omp_num_threads
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in MALLOC_DEFAULTS.items():

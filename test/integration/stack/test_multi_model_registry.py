@@ -1,14 +1,13 @@
-"""Multi-model endpoints, process side: the supervisor's registry and its control API.
+"""Multi-model endpoints with a model server per model: the registry and its control API.
 
 These talk to the control API on its unix socket (what nginx and the Python service use)
-and look at the per-model model server processes; the public HTTP endpoints are tested by
-the request-path tests.
+and look at the per-model model server processes (``SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL``);
+the public HTTP endpoints are tested by the request-path tests, the shared model servers by
+test_multi_model_shared.py.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import shutil
 import signal
@@ -20,49 +19,12 @@ from typing import Any
 
 import pytest
 import requests
+from control_socket import control, load, predict_direct
 from sagemaker_tfs.supervisor.sockets import port_is_free
 from whole_stack import Stack, StartStack, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-class UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float = 180) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self._path)
-
-
-def control(
-    stack: Stack, method: str, path: str, body: Any = None, raw: bytes | None = None
-) -> tuple[int, Any]:
-    connection = UnixConnection(str(stack.work_dir / "supervisor.sock"))
-    try:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        connection.request(method, path, body=data, headers=headers)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
-def load(stack: Stack, name: str, url: str) -> tuple[int, Any]:
-    return control(stack, "POST", "/models", {"model_name": name, "url": url})
-
-
-def predict_direct(rest_port: int, name: str, values: list[float]) -> list[float]:
-    response = requests.post(
-        f"http://127.0.0.1:{rest_port}/v1/models/{name}:predict",
-        json={"instances": values},
-        timeout=10,
-    )
-    assert response.status_code == 200, response.text
-    return response.json()["predictions"]
+PER_MODEL = {"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"}
 
 
 def server_pid(stack: Stack, rest_port: int) -> int:
@@ -84,7 +46,7 @@ def models_root(resources_dir: Path, tmp_path: Path) -> Path:
 def test_two_models_at_once_without_blocking_the_rest(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     assert control(stack, "GET", "/models") == (200, {"models": []})
     results: dict[str, tuple[int, Any]] = {}
     threads = [
@@ -119,7 +81,7 @@ def test_two_models_at_once_without_blocking_the_rest(
 
 
 def test_load_errors(start_stack: StartStack, models_root: Path, tmp_path: Path) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     assert load(stack, "a", "other") == (409, {"error": "Model a is already loaded"})
@@ -165,7 +127,7 @@ def body_rest_port(stack: Stack, name: str) -> int:
 def test_unload_ends_the_process_and_frees_its_ports(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     pid = server_pid(stack, body["rest_port"])
@@ -183,7 +145,7 @@ def test_unload_ends_the_process_and_frees_its_ports(
 
 
 def test_507_when_the_port_range_is_exhausted(start_stack: StartStack, models_root: Path) -> None:
-    stack = start_stack(models_root, multi_model=True, port_range_size=2)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True, port_range_size=2)
     assert load(stack, "a", "half_plus_three")[0] == 200
     status, body = load(stack, "b", "other")
     assert status == 507 and "No free ports" in body["error"]
@@ -192,7 +154,7 @@ def test_507_when_the_port_range_is_exhausted(start_stack: StartStack, models_ro
 
 
 def test_crashed_model_process_is_restarted(start_stack: StartStack, models_root: Path) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True)
     status, body = load(stack, "a", "half_plus_three")
     assert status == 200, body
     pid = server_pid(stack, body["rest_port"])
@@ -215,7 +177,7 @@ def test_a_model_that_fails_to_load_leaves_nothing_behind(
     broken = models_root / "broken" / "1"
     broken.mkdir(parents=True)
     (broken / "saved_model.pb").write_bytes(b"this is not a SavedModel")
-    stack = start_stack(models_root, multi_model=True, port_range_size=2)
+    stack = start_stack(models_root, PER_MODEL, multi_model=True, port_range_size=2)
     status, body = load(stack, "broken", "broken")
     assert status == 500
     assert body["error"].startswith("Model broken failed to load from broken: ")

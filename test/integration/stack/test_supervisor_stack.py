@@ -295,8 +295,16 @@ def test_nginx_killed_during_start_up_is_started_again(
     """Clients reach nginx a moment before the supervisor's start-up check sees it: a crash
     then is a crash of a serving nginx, not a failed start-up (CI once lost a stack to it)."""
     stack = start_stack(models_with_script, wait=False)
-    assert wait_for(lambda: stack.child_pids("nginx") != [], 120, interval=0.002), stack.log_tail()
-    (first,) = stack.child_pids("nginx")
+    seen: list[int] = []
+
+    def nginx_spawned() -> bool:
+        # Read once per poll: a second read can miss the master for a moment (its title is
+        # being rewritten), which once failed this test.
+        seen[:] = stack.child_pids("nginx")
+        return len(seen) == 1
+
+    assert wait_for(nginx_spawned, 120, interval=0.002), stack.log_tail()
+    (first,) = seen
     os.kill(first, signal.SIGKILL)
     during_start_up = (
         f"nginx (pid {first}) was killed by SIGKILL during start-up; starting it again"

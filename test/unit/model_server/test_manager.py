@@ -6,10 +6,13 @@ function so retries, policies and unloading can be checked quickly and exactly.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from sagemaker_tfs.model_server import manager as manager_module
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.manager import ModelManager
 from tensorflow_serving.apis import get_model_status_pb2
@@ -107,12 +110,16 @@ def test_rescan_loads_new_versions_then_unloads_old(tmp_path: Path) -> None:
     for version in ("1", "2"):
         (tmp_path / version).mkdir()
     loader = Loader()
-    manager = _manager(loader)
+    manager = ModelManager(loader, poll_wait_seconds=0.05)
     manager.reload_config(_config(tmp_path, "latest2"))
     assert _status(manager) == [(2, State.AVAILABLE), (1, State.AVAILABLE)]
     (tmp_path / "3").mkdir()
-    manager.reload_config(_config(tmp_path, "latest2"))  # same config: a rescan
-    assert _status(manager) == [(3, State.AVAILABLE), (2, State.AVAILABLE), (1, State.END)]
+    manager.start_polling()
+    expected = [(3, State.AVAILABLE), (2, State.AVAILABLE), (1, State.END)]
+    deadline = time.monotonic() + 5
+    while _status(manager) != expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _status(manager) == expected
     assert manager.get_servable("m").version == 3
     closed = _wait_until_closed(loader.loaded)  # closing runs in the background
     assert closed == {1: True, 2: False, 3: False}
@@ -138,8 +145,127 @@ def test_labels(tmp_path: Path) -> None:
 
 def test_removed_model_is_unloaded(tmp_path: Path) -> None:
     (tmp_path / "1").mkdir()
-    manager = _manager(Loader())
+    loader = Loader()
+    closed_before_collection: list[bool] = []
+    manager = ModelManager(
+        loader,
+        poll_wait_seconds=0,
+        after_unload=lambda: closed_before_collection.append(loader.loaded[0].closed),
+    )
     manager.reload_config(_config(tmp_path))
     manager.reload_config(model_server_config_pb2.ModelServerConfig())
     with pytest.raises(ServingError, match="Could not find any versions of model m"):
         _status(manager)
+    deadline = time.monotonic() + 5
+    while not closed_before_collection and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed_before_collection == [True]  # the memory is collected once it is closed
+
+
+def _models_config(base: Path, names: list[str], policy: str = ""):
+    config = model_server_config_pb2.ModelServerConfig()
+    for name in names:
+        model = config.model_config_list.config.add()
+        model.name = name
+        model.base_path = str(base / name)
+        if policy:
+            model.model_version_policy.latest.num_versions = 2
+    return config
+
+
+def test_a_reload_touches_only_the_models_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding one model to many lists one directory and loads one model: the others are
+    neither rescanned nor reloaded (a new version of theirs waits for the poller)."""
+    names = [f"m{index}" for index in range(200)]
+    for name in [*names, "new"]:
+        (tmp_path / name / "1").mkdir(parents=True)
+    loader = Loader()
+    manager = _manager(loader)
+    manager.reload_config(_models_config(tmp_path, names))
+    assert len(loader.loaded) == 200
+    (tmp_path / "m0" / "2").mkdir()
+    listed: list[str] = []
+    real_list_versions = manager_module.list_versions
+    monkeypatch.setattr(
+        manager_module,
+        "list_versions",
+        lambda base_path: listed.append(base_path) or real_list_versions(base_path),
+    )
+    manager.reload_config(_models_config(tmp_path, [*names, "new"]))
+    assert set(listed) == {str(tmp_path / "new")}  # listed to load, then once loaded
+    assert [servable.name for servable in loader.loaded[200:]] == ["new"]
+    assert manager.get_servable("m0").version == 1
+    # a changed entry (here its version policy) is looked at again
+    config = _models_config(tmp_path, [*names, "new"])
+    config.model_config_list.config[0].model_version_policy.latest.num_versions = 2
+    listed.clear()
+    manager.reload_config(config)
+    assert set(listed) == {str(tmp_path / "m0")}
+    assert manager.get_servable("m0").version == 2
+    # removing one model unloads that one only
+    manager.reload_config(_models_config(tmp_path, [*names[1:], "new"]))
+    m0_versions = [servable for servable in loader.loaded if servable.name == "m0"]
+    deadline = time.monotonic() + 5  # closing runs in the background
+    while not all(servable.closed for servable in m0_versions) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [servable.name for servable in loader.loaded if servable.closed] == ["m0", "m0"]
+    assert sorted(manager.model_names()) == sorted([*names[1:], "new"])
+
+
+def test_a_reload_waits_for_its_own_loads_only(tmp_path: Path) -> None:
+    """A reload answers once its new models loaded, not when an unrelated slow load ends."""
+    for name in ("slow", "fast"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    release = threading.Event()
+
+    def loader(name: str, version: int, path: str) -> LoadedVersion:
+        if name == "slow":
+            release.wait(10)
+        return LoadedVersion(name, version)
+
+    manager = _manager(loader)  # type: ignore[arg-type]
+    slow = threading.Thread(
+        target=manager.reload_config, args=(_models_config(tmp_path, ["slow"]),)
+    )
+    slow.start()
+    deadline = time.monotonic() + 5
+    while "slow" not in manager.model_names() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    manager.reload_config(_models_config(tmp_path, ["slow", "fast"]))
+    assert time.monotonic() - started < 5
+    assert manager.get_servable("fast").version == 1
+    assert slow.is_alive()
+    release.set()
+    slow.join(10)
+    assert manager.get_servable("slow").version == 1
+
+
+def test_the_poller_lists_only_directories_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("still", "moving"):
+        (tmp_path / name / "1").mkdir(parents=True)
+    old = time.time() - 60
+    for name in ("still", "moving"):
+        os.utime(tmp_path / name, (old, old))
+    manager = ModelManager(Loader(), poll_wait_seconds=0.05)
+    manager.reload_config(_models_config(tmp_path, ["still", "moving"], policy="latest2"))
+    listed: list[str] = []
+    real_list_versions = manager_module.list_versions
+    monkeypatch.setattr(
+        manager_module,
+        "list_versions",
+        lambda base_path: listed.append(Path(base_path).name) or real_list_versions(base_path),
+    )
+    manager.start_polling()
+    time.sleep(0.5)  # about ten rounds
+    assert listed.count("still") == listed.count("moving") == 1  # listed once, then stamped
+    (tmp_path / "moving" / "2").mkdir()
+    deadline = time.monotonic() + 5
+    while manager.get_servable("moving").version != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert manager.get_servable("moving").version == 2
+    assert listed.count("still") == 1 and listed.count("moving") >= 2

@@ -90,6 +90,9 @@ class NoModels:
     def loaded(self) -> list[dict]:
         return []
 
+    def describe(self, name: str) -> dict | None:
+        return None
+
 
 def models_dir(tmp_path: Path) -> str:
     (tmp_path / "models" / "m" / "1").mkdir(parents=True)

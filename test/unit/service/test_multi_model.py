@@ -31,11 +31,16 @@ class Registry:
         self.asked += 1
         return [model.describe() for model in self.models.values()]
 
+    def describe(self, name: str) -> dict | None:
+        self.asked += 1
+        model = self.models.get(name)
+        return model.describe() if model is not None else None
+
 
 def registered(name: str, state: str = "AVAILABLE", root: str = "/work/models",
                ports: tuple[int, int] = (9001, 9002)) -> LoadedModel:  # fmt: skip
     url = f"/opt/ml/models/{name}"
-    return LoadedModel(name, url, f"{root}/{name}", Instance(*ports), state)
+    return LoadedModel(name, url, f"{root}/{name}", (Instance(*ports),), state, 0)
 
 
 def directory(
@@ -153,3 +158,16 @@ def test_the_channels_of_unloaded_models_are_closed_and_dropped() -> None:
     models.forget("a")
     assert models.lookup("a").grpc_port == 9005
     assert len(channels) == 0  # both old ones dropped; the new one is made when used
+
+
+def test_a_model_loaded_since_the_list_was_fetched_is_found_at_once() -> None:
+    """A load into the shared model servers takes tens of milliseconds: well within the
+    second the list is kept for."""
+    registry = Registry(registered("a"))
+    models = directory(registry)
+    models.lookup("a")
+    registry.models["b"] = registered("b")
+    assert models.lookup("b").name == "b"
+    with pytest.raises(HttpError) as raised:
+        models.lookup("never")
+    assert raised.value.status == 404

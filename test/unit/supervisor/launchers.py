@@ -18,6 +18,9 @@ class RecordingLauncher:
     def model_server_running(self, key: str) -> bool:
         return False
 
+    def model_server_pid(self, key: str) -> int | None:
+        return None
+
 
 class StuckLauncher(RecordingLauncher):
     """A model server that runs but never makes its model AVAILABLE."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from launchers import RecordingLauncher
 from sagemaker_tfs.supervisor.control_api import ControlServer
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.registry import ModelRegistry
 from stack_configs import StackConfigBuilder, make_model
 
@@ -19,7 +20,9 @@ def control_socket(stack_config: StackConfigBuilder, tmp_path: Path) -> Iterator
     make_model(tmp_path / "models" / "m")
     config = stack_config({"SAGEMAKER_MULTI_MODEL": "true"})
     path = str(tmp_path / "control.sock")
-    server = ControlServer(path, ModelRegistry(config, RecordingLauncher()))
+    server = ControlServer(
+        path, ModelRegistry(config, PerModelServers(config, RecordingLauncher()))
+    )
     server.serve_in_background()
     yield path
     server.shutdown()

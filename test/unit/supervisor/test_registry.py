@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from launchers import RecordingLauncher, StuckLauncher
-from sagemaker_tfs.config import PortRange
-from sagemaker_tfs.supervisor.registry import (
-    ModelRegistry,
-    PortPool,
+from sagemaker_tfs.config import Instance, PortRange
+from sagemaker_tfs.supervisor.memory import (
+    DEFAULT_OVERHEAD_BYTES,
+    ModelMemory,
     available_memory_bytes,
+    cgroup_headroom,
+    files_bytes,
+)
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers, PortPool
+from sagemaker_tfs.supervisor.registry import (
+    MIB,
+    ModelRegistry,
     resolve_model_url,
     validate_model_name,
 )
@@ -76,8 +85,9 @@ def test_port_pool_hands_out_and_takes_back() -> None:
 def test_available_memory(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 100 kB\nMemAvailable:  2048 kB\n")
-    assert available_memory_bytes(str(meminfo)) == 2048 * 1024
-    assert available_memory_bytes(str(tmp_path / "missing")) is None
+    no_cgroup = str(tmp_path / "no-cgroup")
+    assert available_memory_bytes(str(meminfo), no_cgroup) == 2048 * 1024
+    assert available_memory_bytes(str(tmp_path / "missing"), no_cgroup) is None
 
 
 def test_registry_refuses_with_507_when_memory_is_low(
@@ -88,11 +98,14 @@ def test_registry_refuses_with_507_when_memory_is_low(
         {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_SAFE_PORT_RANGE": "40000-40100"}
     )
     launcher = RecordingLauncher()
-    registry = ModelRegistry(config, launcher, memory_margin=10**9, available_memory=lambda: 10)
+    servers = PerModelServers(config, launcher)
+    registry = ModelRegistry(config, servers, memory_margin=10**9, available_memory=lambda: 10)
     with pytest.raises(HttpError) as error:
         registry.load("m", "m")
     assert error.value.status == 507
-    assert error.value.message == "Not enough memory to load model m: 10 bytes available"
+    assert error.value.message == (
+        "Not enough memory to load model m: it needs about 16 MB, 0 MB available"
+    )
     assert launcher.started == [] and registry.list() == []
 
 
@@ -102,8 +115,9 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
 ) -> None:
     make_model(tmp_path / "models" / "m")
     config = stack_config({"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "1"})
+    config = dataclasses.replace(config, model_server_per_model=True)
     launcher = StuckLauncher()
-    registry = ModelRegistry(config, launcher)
+    registry = ModelRegistry(config, PerModelServers(config, launcher))
     started = time.monotonic()
     with pytest.raises(HttpError) as error:
         registry.load("m", "m")
@@ -111,3 +125,139 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
     assert "failed to load" in error.value.message
     assert launcher.stopped == launcher.started == ["model-server[m]"]
     assert registry.list() == []
+
+
+class FakeServers:
+    """A ModelServers stand-in: a load "takes" ``per_load`` bytes of RSS."""
+
+    copies = 1
+
+    def __init__(self, per_load: int = 0) -> None:
+        self.per_load = per_load
+        self.rss = 100 * MIB
+        self.loaded: list[str] = []
+        self.unloaded: list[str] = []
+        self.release_load = threading.Event()
+        self.release_load.set()
+        self.during_load = lambda: None
+
+    def place(self, name: str) -> tuple[Instance, ...]:
+        return (Instance(1, 2),)
+
+    def load(self, model, instances) -> None:
+        self.release_load.wait(10)
+        self.during_load()
+        self.loaded.append(model.name)
+        self.rss += self.per_load
+
+    def unload(self, name: str, instances) -> None:
+        self.unloaded.append(name)
+
+    def rss_bytes(self, name: str) -> int:
+        return self.rss
+
+    def close(self) -> None:
+        pass
+
+
+def mme_config(stack_config: StackConfigBuilder, tmp_path: Path, *names: str):
+    for name in names:
+        make_model(tmp_path / "models" / name)
+    return stack_config({"SAGEMAKER_MULTI_MODEL": "true"})
+
+
+def test_the_model_files_count_before_the_load(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    config = mme_config(stack_config, tmp_path, "small")
+    big = make_model(tmp_path / "models" / "big")
+    with open(big / "1" / "variables.data", "wb") as sparse:  # 4 GiB that take no disk
+        sparse.truncate(4 << 30)
+    servers = FakeServers()
+    registry = ModelRegistry(
+        config, servers, memory_margin=256 * MIB, available_memory=lambda: 2 << 30
+    )
+    with pytest.raises(HttpError) as error:
+        registry.load("big", "big")
+    assert error.value.status == 507
+    assert "it needs about 4112 MB, 2048 MB available" in error.value.message
+    assert registry.load("small", "small")["state"] == "AVAILABLE"
+    assert servers.loaded == ["small"]
+
+
+def test_loads_in_flight_count_against_the_memory(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    config = mme_config(stack_config, tmp_path, "a", "b")
+    servers = FakeServers()
+    servers.release_load.clear()
+    free = 256 * MIB + 20 * MIB  # room for one model's default estimate (16 MB), not two
+    registry = ModelRegistry(
+        config, servers, memory_margin=256 * MIB, available_memory=lambda: free
+    )
+    first = threading.Thread(target=registry.load, args=("a", "a"))
+    first.start()
+    deadline = time.monotonic() + 5
+    while not registry.list() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(HttpError) as error:
+        registry.load("b", "b")
+    assert error.value.status == 507
+    servers.release_load.set()
+    first.join(10)
+    assert [m["model_name"] for m in registry.list()] == ["a"]
+
+
+def test_a_model_that_leaves_too_little_memory_is_unloaded_again(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    config = mme_config(stack_config, tmp_path, "a", "b")
+    servers = FakeServers(per_load=300 * MIB)
+    free = [1024 * MIB]
+
+    def available() -> int:
+        return free[0]
+
+    registry = ModelRegistry(config, servers, memory_margin=256 * MIB, available_memory=available)
+    loaded = registry.load("a", "a")
+    assert loaded["memory_bytes"] == 300 * MIB
+    servers.per_load = 800 * MIB  # more than the estimate: the check after the load sees it
+    servers.during_load = lambda: free.__setitem__(0, 200 * MIB)
+    with pytest.raises(HttpError) as error:
+        registry.load("b", "b")
+    assert error.value.status == 507
+    assert "it took 800 MB and left 200 MB; it was unloaded again" in error.value.message
+    assert servers.unloaded == ["b"] and [m["model_name"] for m in registry.list()] == ["a"]
+
+
+def test_the_overhead_per_model_is_learned_from_measured_loads() -> None:
+    memory = ModelMemory()
+    assert memory.estimate(files=10 * MIB, copies=2) == 20 * MIB + 2 * DEFAULT_OVERHEAD_BYTES
+    memory.learn(measured=600 * MIB, files=10 * MIB, copies=1)  # a process per model
+    assert memory.estimate(files=10 * MIB, copies=1) == 10 * MIB + 590 * MIB
+    memory.learn(measured=0, files=10 * MIB, copies=1)  # largest of the recent ones counts
+    assert memory.estimate(files=0, copies=1) == 590 * MIB
+
+
+def test_files_bytes_counts_the_served_versions(tmp_path: Path) -> None:
+    base = make_model(tmp_path / "m", "00000123", "7")
+    (base / "00000123" / "variables").mkdir()
+    (base / "00000123" / "variables" / "variables.data").write_bytes(b"x" * 1000)
+    (base / "7" / "saved_model.pb").write_bytes(b"y" * 10)
+    assert files_bytes(str(base), (123,)) == 1000
+    assert files_bytes(str(base), (7, 123)) == 1010
+    assert files_bytes(str(tmp_path / "missing"), (1,)) == 0
+
+
+def test_a_cgroup_limit_counts_as_well_as_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable:  8388608 kB\n")  # 8 GiB on the host
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "memory.max").write_text("1073741824\n")  # 1 GiB for the container
+    (cgroup / "memory.current").write_text(str(900 * MIB))
+    (cgroup / "memory.stat").write_text(f"anon 1\ninactive_file {100 * MIB}\nactive_file 5\n")
+    assert cgroup_headroom(str(cgroup)) == 224 * MIB
+    assert available_memory_bytes(str(meminfo), str(cgroup)) == 224 * MIB
+    (cgroup / "memory.max").write_text("max\n")
+    assert available_memory_bytes(str(meminfo), str(cgroup)) == 8 << 30

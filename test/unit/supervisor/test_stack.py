@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.supervisor import model_service, stack
 from sagemaker_tfs.supervisor.stack import Supervisor, child_environment, gunicorn_command
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
 
@@ -46,3 +49,48 @@ def test_write_configs(stack_config: StackConfigBuilder, tmp_path: Path) -> None
     assert "num_batch_threads { value: 2 }" in (work / "batching.config").read_text()
     assert 'name: "half_plus_three"' in (work / "models.config").read_text()
     assert StackConfig.load(work / "stack.json") == config
+
+
+def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
+    stack_config: StackConfigBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor forks while its gRPC channels to the shared model servers live."""
+
+    assert os.environ["GRPC_ENABLE_FORK_SUPPORT"] == "false"
+    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", None)
+    assert "GRPC_ENABLE_FORK_SUPPORT" not in child_environment(stack_config())
+    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", "true")  # the user's own setting
+    assert child_environment(stack_config())["GRPC_ENABLE_FORK_SUPPORT"] == "true"
+    assert model_service.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
+
+
+FORKS_WHILE_A_CALL_WAITS = """
+import signal, threading
+from sagemaker_tfs.supervisor.children import spawn
+from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+
+client = ModelServiceClient("unix:{socket}")
+
+def call_forever():
+    while True:
+        try:
+            client.state("m", timeout=0.05)
+        except ModelServiceError:
+            pass
+
+threading.Thread(target=call_forever, daemon=True).start()
+codes = [spawn(["true"], {{}}, signal.SIGKILL).wait() for _ in range(150)]
+print("exit codes", sorted(set(codes)))
+"""
+
+
+def test_children_spawn_cleanly_while_a_model_service_call_waits(tmp_path: Path) -> None:
+    """With gRPC's fork handlers on, these forks log epoll errors from the supervisor's
+    pollers (and may lose a child); the supervisor turns them off before importing gRPC."""
+    code = FORKS_WHILE_A_CALL_WAITS.format(socket=tmp_path / "nobody.sock")
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.stdout.strip() == "exit codes [0]", result.stderr
+    assert "Bad file descriptor" not in result.stderr and "fork" not in result.stderr

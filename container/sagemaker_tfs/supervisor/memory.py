@@ -1,0 +1,117 @@
+"""Memory for multi-model loads: what is free, what a model will take, what it took.
+
+The registry refuses a load with 507 when the model would not fit: before the load, from an
+estimate (the size of the model's files in each process that loads it, plus the overhead
+per model learned from the loads measured so far), and after it, from the memory actually
+left. What a load took is measured as the growth of the resident set of the model server
+processes that serve it (``ModelMemory``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from pathlib import Path
+
+# Before any load has been measured: the overhead of one model in one model server besides
+# its files (graph, session, bookkeeping). A loaded half_plus_three measures ~1 MB in the
+# Python model server (docs/performance.md); a process per model teaches far more.
+DEFAULT_OVERHEAD_BYTES = 16 * 1024 * 1024
+# The overhead estimate is the largest of the last this many measured loads.
+LEARNED_LOADS = 32
+
+
+def meminfo_available(meminfo: str = "/proc/meminfo") -> int | None:
+    """``MemAvailable`` from /proc/meminfo, or None where it cannot be read."""
+    try:
+        with open(meminfo, encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cgroup_headroom(cgroup_dir: str = "/sys/fs/cgroup") -> int | None:
+    """What the cgroup v2 memory limit leaves (reclaimable file cache counted as free), or
+    None without a limit: in a container run with ``--memory``, /proc/meminfo still shows
+    the host's memory."""
+    root = Path(cgroup_dir)
+    try:
+        limit = (root / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        current = int((root / "memory.current").read_text())
+        inactive_file = 0
+        for line in (root / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "inactive_file":
+                inactive_file = int(value)
+        return max(0, int(limit) - current + inactive_file)
+    except (OSError, ValueError):
+        return None
+
+
+def available_memory_bytes(
+    meminfo: str = "/proc/meminfo", cgroup_dir: str = "/sys/fs/cgroup"
+) -> int | None:
+    """The memory a new load may use: the smaller of MemAvailable and the cgroup's headroom."""
+    known = [v for v in (meminfo_available(meminfo), cgroup_headroom(cgroup_dir)) if v is not None]
+    return min(known) if known else None
+
+
+def process_rss_bytes(pid: int | None) -> int:
+    """The resident set of process ``pid`` (0 when it is gone or ``pid`` is None)."""
+    if pid is None:
+        return 0
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def files_bytes(base_path: str, versions: tuple[int, ...]) -> int:
+    """The size of the files of the version directories of a model that will be served."""
+    total = 0
+    names = {int(entry.name): entry.path for entry in _version_entries(base_path)}
+    for version in versions:
+        for directory, _, files in os.walk(names.get(version, "")):
+            for name in files:
+                try:
+                    total += os.stat(os.path.join(directory, name)).st_size
+                except OSError:
+                    continue
+    return total
+
+
+def _version_entries(base_path: str) -> list[os.DirEntry[str]]:
+    try:
+        return [entry for entry in os.scandir(base_path) if entry.name.isdigit()]
+    except OSError:
+        return []
+
+
+class ModelMemory:
+    """What a model will take (estimated before its load) and the overhead learned after."""
+
+    def __init__(self, default_overhead: int = DEFAULT_OVERHEAD_BYTES) -> None:
+        self._default = default_overhead
+        self._overheads: deque[int] = deque(maxlen=LEARNED_LOADS)
+        self._lock = threading.Lock()
+
+    def estimate(self, files: int, copies: int) -> int:
+        """The model's files in each of ``copies`` processes, plus the overhead of a load."""
+        with self._lock:
+            overhead = max(self._overheads, default=self._default * copies)
+        return files * copies + overhead
+
+    def learn(self, measured: int, files: int, copies: int) -> None:
+        """A load took ``measured`` bytes: what came on top of its files is the overhead."""
+        with self._lock:
+            self._overheads.append(max(0, measured - files * copies))
