@@ -98,8 +98,8 @@ def scrape_with_models(models_root: Path, count: int, scrapes: int) -> dict:
     try:
         models = temp / "models"
         models.mkdir()
-        for index in range(count):
-            (models / f"m{index:03d}").symlink_to(models_root / "half_plus_three")
+        for index in range(count):  # copies: a load's path must resolve inside the root
+            shutil.copytree(models_root / "half_plus_three", models / f"m{index:03d}")
         (temp / "work").mkdir()
         with running_stack(models, temp / "work", multi_model=True) as stack:
             session = requests.Session()

@@ -47,16 +47,16 @@ class ServiceMetrics:
             "Invocations the Python service is handling",
             multiprocess_mode="livesum",
         )
+        # By route and handler, not model: the multiprocess files of a multi-model endpoint's
+        # thousands of models would make every scrape slow. The model servers' own metrics
+        # have each model's latency.
         self.model_server_call = Histogram(
-            MODEL_SERVER_CALL_SECONDS,
-            MODEL_SERVER_CALL_HELP,
-            ("model", "route"),
-            buckets=LATENCY_BUCKETS,
+            MODEL_SERVER_CALL_SECONDS, MODEL_SERVER_CALL_HELP, ("route",), buckets=LATENCY_BUCKETS
         )
         self.handler = Histogram(
             f"{PREFIX}_handler_seconds",
             "Time in the user's inference.py handlers, by handler",
-            ("model", "handler"),
+            ("handler",),
             buckets=LATENCY_BUCKETS,
         )
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -78,17 +78,15 @@ def service_metrics() -> ServiceMetrics | None:
 class RequestRecord:
     """One invocation being served; ``route`` is set by whoever chooses it (``invoke``)."""
 
-    __slots__ = ("_metrics", "_resp", "route", "_model")
+    __slots__ = ("_metrics", "_resp", "route")
 
     def __init__(self, metrics: ServiceMetrics | None, resp: falcon.Response) -> None:
         self._metrics = metrics
         self._resp = resp
         self.route = ROUTE_SERVICE
-        self._model = ""
 
     def target(self, target: Route) -> None:
         """The model (and version) the request is for, once it is known."""
-        self._model = target.model_name
         self._resp.set_header(MODEL_HEADER, target.model_name)
         if target.model_version:
             self._resp.set_header(VERSION_HEADER, target.model_version)
@@ -103,9 +101,7 @@ class RequestRecord:
         try:
             yield
         finally:
-            histogram = self._metrics.child(
-                self._metrics.model_server_call, self._model, self.route
-            )
+            histogram = self._metrics.child(self._metrics.model_server_call, self.route)
             histogram.observe(time.perf_counter() - started)
 
     @contextmanager
@@ -118,7 +114,7 @@ class RequestRecord:
         try:
             yield
         finally:
-            histogram = self._metrics.child(self._metrics.handler, self._model, name)
+            histogram = self._metrics.child(self._metrics.handler, name)
             histogram.observe(time.perf_counter() - started)
 
 

@@ -75,7 +75,7 @@ class Series:
         self.response_bytes = _histogram(counts.response_bytes, (route,), SIZE_BUCKETS)
         # nginx's model server time is only the njs conversions' (the service times its own).
         self.model_server_seconds = (
-            _histogram(counts.model_server_seconds, (model, route), LATENCY_BUCKETS)
+            _histogram(counts.model_server_seconds, (route,), LATENCY_BUCKETS)
             if route == ROUTE_NJS
             else None
         )
@@ -137,9 +137,8 @@ class EdgeCounts:
             self.seconds,
         )
         yield _family(
-            MODEL_SERVER_CALL_SECONDS, MODEL_SERVER_CALL_HELP, ("model", "route"),
-            self.model_server_seconds,
-        )  # fmt: skip
+            MODEL_SERVER_CALL_SECONDS, MODEL_SERVER_CALL_HELP, ("route",), self.model_server_seconds
+        )
         yield _family(
             f"{PREFIX}_request_size_bytes",
             "Invocation requests' sizes (request line, headers and body)",
