@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import falcon
@@ -91,22 +91,17 @@ class RequestRecord:
         if target.model_version:
             self._resp.set_header(VERSION_HEADER, target.model_version)
 
-    @contextmanager
-    def model_server_call(self) -> Iterator[None]:
+    def model_server_call(self) -> AbstractContextManager[None]:
         """Around one of the stack's own calls to a model server."""
-        if self._metrics is None:
-            yield
-            return
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            histogram = self._metrics.child(self._metrics.model_server_call, self.route)
-            histogram.observe(time.perf_counter() - started)
+        return self._timed("model_server_call", self.route)
+
+    def handler(self, name: str) -> AbstractContextManager[None]:
+        """Around one call of a user handler (``handler``, ``input_handler``...)."""
+        return self._timed("handler", name)
 
     @contextmanager
-    def handler(self, name: str) -> Iterator[None]:
-        """Around one call of a user handler (``handler``, ``input_handler``...)."""
+    def _timed(self, histogram: str, label: str) -> Iterator[None]:
+        """The time of the block, in ``ServiceMetrics.<histogram>`` with ``label``."""
         if self._metrics is None:
             yield
             return
@@ -114,8 +109,8 @@ class RequestRecord:
         try:
             yield
         finally:
-            histogram = self._metrics.child(self._metrics.handler, name)
-            histogram.observe(time.perf_counter() - started)
+            child = self._metrics.child(getattr(self._metrics, histogram), label)
+            child.observe(time.perf_counter() - started)
 
 
 def unrecorded() -> RequestRecord:
