@@ -61,9 +61,10 @@ def on_off(models_root: Path, model: str, content_type: str, accept: str, body: 
             stack = running[label] = stacks.enter_context(stack_for(models_root, [model], env=env))
             calls[label] = functools.partial(Poster(stack, content_type, accept, model), body)
         figures = interleaved(calls, count, warmup=20)
-        for label in ("on", "off"):
-            figures[label]["cpu_us_per_request"] = cpu_per_request(running[label], calls[label],
-                                                                   cpu_count)  # fmt: skip
+        cpu = cpu_per_request({label: (running[label], calls[label]) for label in ("on", "off")},
+                              cpu_count)  # fmt: skip
+        for label, used in cpu.items():
+            figures[label]["cpu_us_per_request"] = used
     for label in stacks_env:
         figures[label].pop("samples_ms", None)
     figures["p50_added_percent"] = added_percent(figures, "on", "off")
@@ -74,18 +75,26 @@ def on_off(models_root: Path, model: str, content_type: str, accept: str, body: 
     return figures
 
 
-def cpu_per_request(stack: RunningStack, call: Callable[[], object], count: int) -> dict:
-    """CPU microseconds per request of each of the stack's roles, over ``count`` requests
-    sent one after the other (the benchmark's own client left out)."""
-    before = cpu_by_role(stack)
-    for _ in range(count):
-        call()
-    after = cpu_by_role(stack)
+def cpu_per_request(
+    stacks: dict[str, tuple[RunningStack, Callable[[], object]]], count: int, rounds: int = 10
+) -> dict[str, dict[str, int]]:
+    """CPU microseconds per request of each stack's roles, over ``count`` requests each, sent
+    one after the other in alternating rounds (the machine's load changes over a run); the
+    benchmark's own client is left out."""
+    used = {label: {} for label in stacks}
+    for _ in range(rounds):
+        for label, (stack, call) in stacks.items():
+            before = cpu_by_role(stack)
+            for _ in range(count // rounds):
+                call()
+            after = cpu_by_role(stack)
+            for role in after:
+                used[label][role] = used[label].get(role, 0.0) + after[role] - before[role]
     return {
-        role: round(1e6 * (after[role] - before[role]) / count)
-        for role in after
-        if role != "benchmark clients"
-    }
+        label: {role: round(1e6 * seconds / count) for role, seconds in roles.items()
+                if role != "benchmark clients"}
+        for label, roles in used.items()
+    }  # fmt: skip
 
 
 def added_percent(figures: dict, numerator: str, denominator: str) -> float:

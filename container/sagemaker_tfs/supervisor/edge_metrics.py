@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import select
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 FIELDS = 7
 DRAIN_SECONDS = 0.05
+IDLE_WAKE_SECONDS = 1.0
 PIPE_BYTES = 1 << 20  # the kernel's default limit for an unprivileged pipe
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -191,8 +193,8 @@ class EdgeLog:
     under ``PIPE_BUF``, so lines of several workers never mix), nothing is lost, and nothing
     goes over a network port. The supervisor holds both ends open, so nginx's open never waits
     and the reader never sees an end of file while nginx restarts. The thread drains the pipe
-    every ``DRAIN_SECONDS`` (a scrape drains it too): no wake-up per request, and at 1 MiB
-    the pipe holds tens of thousands of lines meanwhile.
+    at most every ``DRAIN_SECONDS`` (a scrape drains it too): no wake-up per request, and at
+    1 MiB the pipe holds tens of thousands of lines meanwhile.
     """
 
     def __init__(self, path: str) -> None:
@@ -212,11 +214,15 @@ class EdgeLog:
         self._thread.start()
 
     def _drain_forever(self) -> None:
-        while not self._stop.wait(DRAIN_SECONDS):
+        """Waits for lines (idle: a wake-up a second), drains, then lets more accumulate."""
+        while not self._stop.is_set():
             try:
-                self.drain()
+                if select.select([self._read_end], [], [], IDLE_WAKE_SECONDS)[0]:
+                    self.drain()
+                    self._stop.wait(DRAIN_SECONDS)
             except Exception:  # noqa: BLE001 - nginx would block on a pipe nobody reads
                 logger.exception("edge log: reading nginx's lines failed")
+                self._stop.wait(DRAIN_SECONDS)
 
     def drain(self) -> None:
         """Count every complete line nginx has written so far."""
@@ -231,7 +237,8 @@ class EdgeLog:
                 lines = (self._partial + data).split(b"\n")
                 self._partial = lines.pop()
                 for line in lines:
-                    self._counts.add(line)
+                    if line:  # close() wakes the thread with an empty one
+                        self._counts.add(line)
 
     def collect(self) -> Iterator[Metric]:
         self.drain()
@@ -244,6 +251,8 @@ class EdgeLog:
 
     def close(self) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._write_end, b"\n")
         self._thread.join(5)
         for fd in (self._read_end, self._write_end):
             with contextlib.suppress(OSError):
