@@ -160,6 +160,30 @@ def pair_stack(resources_dir: Path, tmp_path: Path) -> Iterator[Stack]:
         yield stack
 
 
+def test_model_servers_metrics_pass_through_with_batching(
+    start_stack: StartStack, resources_dir: Path
+) -> None:
+    """Two model servers batching: their own families (TF Serving's names) in one scrape,
+    each sample labelled with its model server; batch sizes and queueing delays move."""
+    env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
+    stack = start_stack(resources_dir / "models", env)
+
+    def post(_: int) -> int:
+        return stack.post(npy([1.0, 2.0]), "application/x-npy").status_code
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(post, range(40))) == {200}
+    found = scrape(f"{stack.url}/metrics")
+    servers = ("model-server[0]", "model-server[1]")
+    served = ":tensorflow:serving:request_count_total"  # the parser's name of its samples
+    assert sum(found.value(served, model_server=name, model_name=MODEL) for name in servers) >= 40
+    assert {s.labels["model_server"] for s in found.samples(served)} == set(servers)
+    batching = ":tensorflow:serving:batching_session"
+    assert found.value(f"{batching}:input_batch_size_count") >= 40
+    assert found.value(f"{batching}:processed_batch_size_count") >= 1
+    assert found.value(f"{batching}:queuing_latency_count") >= 40
+
+
 def test_user_handlers_are_timed_under_batch_on_another_path(pair_stack: Stack) -> None:
     stack = pair_stack
     for body in ("1.0,2.0", "3.0"):
