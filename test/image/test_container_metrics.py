@@ -56,7 +56,7 @@ def test_the_families_move_with_requests(container: Container) -> None:
         return after.value(name, **labels) - before.value(name, **labels)
 
     assert moved(REQUESTS, model=MODEL, route="njs", status_class="2xx") == 3
-    assert moved(REQUESTS, route="njs", status_class="4xx") == 1  # no model: refused first
+    assert moved(REQUESTS, model=MODEL, route="njs", status_class="4xx") == 1
     assert moved(REQUESTS, model=MODEL, route="fast_path", status_class="2xx") == 2
     assert moved("sagemaker_tfs_request_duration_seconds_count", route="fast_path") == 2
     assert moved("sagemaker_tfs_request_duration_seconds_bucket", route="njs", le="+Inf") == 4

@@ -63,7 +63,8 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     bodies += [stack.post(npy([1.0, 5.0]), "application/x-npy") for _ in range(2)]
     bodies.append(stack.post(b"not npy", "application/x-npy"))  # 400 from the fast path
     bodies.append(stack.post("[1]", **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=@"}))
-    assert [r.status_code for r in bodies] == [200] * 5 + [400, 400]
+    bodies.append(stack.post("1,2\nx", "text/csv"))  # 400 from the njs conversion
+    assert [r.status_code for r in bodies] == [200] * 5 + [400, 400, 400]
     for response in bodies:  # the service's notes to nginx do not reach the client
         assert not any(name in response.headers for name in HIDDEN_HEADERS)
     after = counted(stack, before.value(REQUESTS) + len(bodies))
@@ -75,6 +76,7 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     assert moved(REQUESTS, model=MODEL, route="fast_path", status_class="2xx") == 2
     assert moved(REQUESTS, model=MODEL, route="fast_path", status_class="4xx") == 1
     assert moved(REQUESTS, model="", route="njs", status_class="4xx") == 1  # no valid name
+    assert moved(REQUESTS, model=MODEL, route="njs", status_class="4xx") == 1
     duration = "sagemaker_tfs_request_duration_seconds"
     assert moved(f"{duration}_count", model=MODEL, route="njs") == 3
     assert moved(f"{duration}_bucket", model=MODEL, route="fast_path", le="+Inf") == 3
@@ -87,7 +89,7 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     sizes = "sagemaker_tfs_request_size_bytes"
     assert moved(f"{sizes}_count", route="fast_path") == 3
     assert moved(f"{sizes}_sum", route="fast_path") > 2 * len(npy([1.0, 5.0]))
-    assert moved("sagemaker_tfs_response_size_bytes_count", route="njs") == 4
+    assert moved("sagemaker_tfs_response_size_bytes_count", route="njs") == 5
     assert after.value("sagemaker_tfs_service_requests_in_flight") == 0
     assert after.samples("sagemaker_tfs_service_requests_in_flight")
 

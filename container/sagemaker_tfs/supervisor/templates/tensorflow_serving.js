@@ -358,8 +358,9 @@ function invocations(r) {
     var uri;
     var body;
     try {
-        body = convert(contentType, text || '');
+        /* The target first, as the service reads it: a bad body is counted for its model. */
         uri = tfsUri(r);
+        body = convert(contentType, text || '');
     } catch (e) {
         handleError(r, e);
         return;
