@@ -78,7 +78,7 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     assert moved(REQUESTS, model="", route="njs", status_class="4xx") == 1  # no valid name
     assert moved(REQUESTS, model=MODEL, route="njs", status_class="4xx") == 1
     duration = "sagemaker_tfs_request_duration_seconds"
-    assert moved(f"{duration}_count", model=MODEL, route="njs") == 3
+    assert moved(f"{duration}_count", model=MODEL, route="njs") == 4
     assert moved(f"{duration}_bucket", model=MODEL, route="fast_path", le="+Inf") == 3
     assert moved(f"{duration}_sum", model=MODEL, route="fast_path") > 0
     # The model server calls: nginx's for the njs conversions, the service's for the fast
