@@ -37,6 +37,8 @@ setup(
             "tensorflow-serving-api>=2.16",
             "orjson>=3.9",
             "setproctitle>=1.3",
+            "prometheus-client>=0.20",  # --monitoring_config_file (model_server/monitoring.py)
+            "grpcio-health-checking>=1.60",  # --enable_grpc_healthcheck_service
         ],
         # sagemaker-tfs transform (runs where the user starts jobs, not in the images)
         "transform": ["jsonpath-ng>=1.6", "tqdm>=4.66"],
@@ -47,6 +49,9 @@ setup(
             "tensorflow-serving-api>=2.16",
             "orjson>=3.9",
             "setproctitle>=1.3",
+            "prometheus-client>=0.20",
+            "grpcio-health-checking>=1.60",
+            "cryptography>=41",  # the TLS certificate of --ssl_config_file's test
             "pytest>=8",
             "pytest-timeout>=2",
             "opencv-python-headless>=4.8",  # seed 000's handler (test/examples)

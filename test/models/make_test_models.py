@@ -359,6 +359,19 @@ def ensure_models(names: Iterable[str] | None = None, out_dir: Path | None = Non
     return out
 
 
+def write_half_plus_two_tflite(version_dir: Path) -> Path:
+    """``version_dir/model.tflite``: y = 0.5x + 2 (signature ``serving_default``, input
+    ``x`` float [-1], output ``y``), the function of the half_plus_two SavedModels, for
+    ``--prefer_tflite_model``."""
+    module = _HalfPlusTwo()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [module.serve.get_concrete_function()], module
+    )
+    path = Path(version_dir) / "model.tflite"
+    path.write_bytes(converter.convert())
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="model name")

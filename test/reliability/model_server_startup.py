@@ -50,7 +50,7 @@ def one_start(base_path: Path, work: Path) -> tuple[float, float, float]:
         assert process.stdout is not None
         for line in process.stdout:
             now = time.monotonic() - started
-            if "Adding" in line:  # ours: "Adding model ...", TF Serving's: "Adding/updating"
+            if "Adding/updating models" in line:  # TF Serving's line, and ours
                 marks.setdefault("adding", now)
             if "Successfully loaded servable" in line:
                 marks.setdefault("loaded", now)

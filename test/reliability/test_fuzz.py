@@ -296,7 +296,7 @@ def test_fuzz_whole_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         for target in targets:
             afterwards += prediction_problem(stack, f"/models/{target.model}/invoke")
         listed = requests.get(stack.url + "/models", timeout=30).json()["models"]
-        names = sorted(model["model_name"] for model in listed)
+        names = sorted(model["modelName"] for model in listed)
         if names != ["coded", "hp3"]:
             afterwards.append(f"loaded models after the fuzz: {names}")
 

@@ -79,6 +79,19 @@ def test_text_serializers_and_deserializers(
     assert predictor(session, serializer, deserializer).predict(data) == expected
 
 
+@pytest.mark.parametrize(
+    "data", [[1.0, 2.0], [[1.0], [2.0], [5.0]], [[1.0, 2.0], [3.0, 4.0]]],
+    ids=["one-row", "1-column", "2-column"],
+)  # fmt: skip
+def test_csv_pair_gets_the_json_pairs_numbers(session, data) -> None:
+    """CSVSerializer + CSVDeserializer (the service's CSV answer) and JSONSerializer +
+    JSONDeserializer (the njs and the REST API): same numbers, no shape check in the way."""
+    as_json = json_predictor(session).predict(data)["predictions"]
+    as_csv = predictor(session, CSVSerializer(), CSVDeserializer()).predict(data)
+    assert np.array(as_csv, dtype=float).ravel().tolist() == np.ravel(as_json).tolist()
+    assert np.ravel(as_json).tolist() == (np.ravel(data) * 0.5 + 4).tolist()
+
+
 def test_jsonlines_out(session) -> None:
     answer = predictor(session, JSONSerializer(), JSONLinesDeserializer()).predict([1.0, 2.0])
     assert answer == [{"predictions": [[4.5, 5.0]]}]
@@ -175,10 +188,9 @@ def test_custom_attributes(session) -> None:
         {"examples": [{"x": 1.0}]},
         initial_args={"CustomAttributes": "tfs-model-name=half_plus_two,tfs-method=regress"},
     )
-    assert regress == {  # half_plus_two's default signature is predict, not regress
-        "error": "Expected regression signature method_name to be tensorflow/serving/regress. "
-        "Was: tensorflow/serving/predict"
-    }
+    # half_plus_two's default signature takes x, not tf.Examples as ``inputs``
+    assert list(regress) == ["error"]
+    assert regress["error"].startswith("No regression inputs found in SignatureDef: ")
     assert plain.predict([1.0], custom_attributes="some-other=1") == {"predictions": [[4.5]]}
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from sagemaker_tfs.model_server.batching_parameters import BatchingParameters
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
+from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import RunFunction
 
 logger = logging.getLogger(__name__)
@@ -106,11 +107,12 @@ def split_output(output: np.ndarray, sizes: list[int], padded_size: int) -> list
 
 
 class _Task:
-    __slots__ = ("values", "size", "done", "outputs", "error")
+    __slots__ = ("values", "size", "done", "outputs", "error", "enqueued")
 
     def __init__(self, values: Sequence[np.ndarray], size: int) -> None:
         self.values = list(values)
         self.size = size
+        self.enqueued = time.monotonic()
         self.done = threading.Event()
         self.outputs: list[np.ndarray] | None = None
         self.error: ServingError | None = None
@@ -231,6 +233,8 @@ class BatchScheduler:
     def _run(self, queue: _Queue, batch: _Batch) -> None:
         sizes = [task.size for task in batch.tasks]
         padded_size = self._padded_size(batch.size)
+        started = time.monotonic()
+        METRICS.record_batch(sizes, [started - task.enqueued for task in batch.tasks], padded_size)
         try:
             merged = [
                 pad_batch(

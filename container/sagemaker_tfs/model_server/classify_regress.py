@@ -1,14 +1,17 @@
 """Classify and Regress as TF Serving's classifier and regressor run them around a session.
 
-The signature must have the method's name and one input, which takes the request's
-tf.Examples serialized (context first, so example features win); the outputs must be
-``classes`` and/or ``scores`` (classify) or ``outputs`` (regress), one row per example,
-and become a ClassificationResult or RegressionResult.
+The signature needs one input, keyed ``inputs``, which takes the request's tf.Examples
+serialized (context first, so example features win); its outputs must be ``classes`` and/or
+``scores`` (classify) or ``outputs`` (regress), one row per example, and become a
+ClassificationResult or RegressionResult. The signature's method name is checked only with
+``--enable_signature_method_name_check`` (off by default, as in TF Serving since 2.4: a
+TF2 SavedModel marks every signature ``tensorflow/serving/predict``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from google.protobuf import text_format
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
@@ -16,23 +19,42 @@ from sagemaker_tfs.model_server.signatures import (
     ServableSignature,
     datatype_of,
     short_dtype_name,
+    signature_def_of,
 )
 
+PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
+EXAMPLES_INPUT = "inputs"
 CLASSIFY_CLASSES = "classes"
 CLASSIFY_SCORES = "scores"
 REGRESS_OUTPUT = "outputs"
 
 
-def examples_input(signature: ServableSignature, method: str, kind: str) -> str:
-    """The alias of the one input of a classify/regress ``signature``, checked."""
-    if signature.method_name != method:
+_KINDS = {CLASSIFY_METHOD: "classification", REGRESS_METHOD: "regression"}
+
+
+def examples_input(signature: ServableSignature, method: str, method_name_check: bool) -> str:
+    """The alias of the one input of a classify/regress ``signature`` (``inputs``), checked
+    as TF Serving checks it; ``method`` is CLASSIFY_METHOD or REGRESS_METHOD."""
+    kind = _KINDS[method]
+    if method_name_check and signature.method_name != method:
         raise invalid_argument(
             f"Expected {kind} signature method_name to be {method}. "
             f"Was: {signature.method_name}"
         )
-    return _example_input_alias(signature)
+    if len(signature.inputs) != 1:
+        raise invalid_argument("Expected one input Tensor.")
+    outputs = len(signature.outputs)
+    if method == CLASSIFY_METHOD and outputs not in (1, 2):
+        raise invalid_argument(f"Expected one or two output Tensors, found {outputs}")
+    if method == REGRESS_METHOD and outputs != 1:
+        raise invalid_argument("Expected one output Tensor.")
+    if EXAMPLES_INPUT not in signature.inputs:
+        raise invalid_argument(
+            f"No {kind} inputs found in SignatureDef: {_debug_string(signature)}"
+        )
+    return EXAMPLES_INPUT
 
 
 def classification_outputs(signature: ServableSignature) -> tuple[str, ...]:
@@ -49,19 +71,16 @@ def classification_outputs(signature: ServableSignature) -> tuple[str, ...]:
 
 
 def check_regression_outputs(signature: ServableSignature) -> None:
-    """A regression signature has exactly one output, ``outputs``."""
-    if REGRESS_OUTPUT not in signature.outputs or len(signature.outputs) != 1:
+    """A regression signature's one output is ``outputs``."""
+    if REGRESS_OUTPUT not in signature.outputs:
         raise invalid_argument(
-            f"Expected one output Tensor named '{REGRESS_OUTPUT}' in regression signature"
+            f"No regression outputs found in SignatureDef: {_debug_string(signature)}"
         )
 
 
-def _example_input_alias(signature: ServableSignature) -> str:
-    """The one input that takes serialized tf.Examples (TF Serving does not check its alias)."""
-    if len(signature.inputs) != 1:
-        raise invalid_argument("Expected one input Tensor.")
-    (name,) = signature.inputs
-    return name
+def _debug_string(signature: ServableSignature) -> str:
+    """The SignatureDef as TF Serving quotes it in errors (protobuf text format)."""
+    return text_format.MessageToString(signature_def_of(signature))
 
 
 def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:

@@ -1,126 +1,269 @@
-"""``tensorflow_model_server``'s command line, parsed into a typed ``ServerOptions``.
+"""``tensorflow_model_server``'s command line: its 48 flags, parsed as TF Serving parses them.
 
-TF Serving uses absl-style flags: ``--flag=value`` or ``--flag value``; booleans also as a
-bare ``--flag``. Unknown flags and inconsistent combinations are errors (``FlagError``),
-reported before anything is loaded.
+The rules are those of TensorFlow's flag parser (TSL ``Flags::Parse``):
+
+- a flag is ``--name=value`` only; a boolean may also be a bare ``--name`` (true). ``--name
+  value`` is not a flag: both words are left over (and a bare non-boolean name is too);
+- booleans take ``true``/``false`` in any case or ``1``/``0``; integers are decimal with an
+  optional sign and surrounding blanks, within their type's range; a repeated flag's last
+  value wins; ``--`` ends the flags (it and what follows are left over);
+- a value that does not parse is an error (``Couldn't interpret value V for flag F.``);
+- what is left over is not an error: the server names the first word and goes on
+  (``main.py``), except ``--help`` as the first leftover, which asks for the usage text.
+
+``FLAGS`` lists every flag in TF Serving's order with its type, default and whether it only
+tunes TF Serving's C++ runtime (then this server accepts it and logs once that it has no
+effect). ``ServerOptions`` holds the parsed values; checks across flags are in
+``startup_checks.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import os
+import re
+from collections.abc import Sequence
 from typing import Any
 
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_FLOAT = re.compile(
+    r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*|\s*[+-]?(inf|infinity|nan)\s*", re.I
+)
 
-class FlagError(ValueError):
-    """The command line is invalid; the message names the offending flag."""
+
+def schedulable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), as TF Serving counts them."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
-class ServerOptions:
-    """Every flag the server understands, with TF Serving's defaults."""
+class Flag:
+    """One flag: its name, TSL type word, default, help text, and whether it is a runtime-only
+    tuning knob of TF Serving's C++ server that this server accepts without effect."""
 
-    port: int = 8500
-    grpc_socket_path: str = ""  # also serve gRPC on this UNIX socket (beside --port)
-    rest_api_port: int = 0
-    rest_api_num_threads: int = 0
-    rest_api_timeout_in_ms: int = 30000
-    model_config_file: str = ""
-    model_name: str = "default"
-    model_base_path: str = ""
-    enable_batching: bool = False
-    batching_parameters_file: str = ""
-    tensorflow_intra_op_parallelism: int = 0
-    tensorflow_inter_op_parallelism: int = 0
-    per_process_gpu_memory_fraction: float = 0.0
-    max_num_load_retries: int = 5
-    load_retry_interval_micros: int = 60_000_000
-    file_system_poll_wait_seconds: int = 1
-    enable_model_warmup: bool = True
-    grpc_max_message_bytes: int = 512 * 1024 * 1024
+    name: str
+    type: str  # int32 | int64 | bool | string | float
+    default: Any
+    help: str
+    runtime_only: bool = False
 
 
-def _parse_bool(name: str, text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise FlagError(f"Illegal value '{text}' specified for flag '{name}': expected true or false")
+def _flag_list() -> tuple[Flag, ...]:
+    cpus = schedulable_cpus()
+    return (
+        Flag("port", "int32", 8500, "TCP port of the gRPC API (0: no TCP listener; then "
+             "--grpc_socket_path must be set)"),
+        Flag("grpc_socket_path", "string", "", "Also serve the gRPC API on this UNIX socket"),
+        Flag("rest_api_port", "int32", 0, "Port of the HTTP/REST API and of the metrics "
+             "endpoint (0: no REST API)"),
+        Flag("rest_api_num_threads", "int32", 4 * cpus, "How many REST requests run at once"),
+        Flag("rest_api_timeout_in_ms", "int32", 30000, "Time allowed for a REST predict, "
+             "classify or regress call (<= 0: no limit)"),
+        Flag("rest_api_enable_cors_support", "bool", False, "Answer /v1/ requests with CORS "
+             "headers"),
+        Flag("enable_batching", "bool", False, "Batch concurrent requests to a model"),
+        Flag("allow_version_labels_for_unavailable_models", "bool", False, "Let a new version "
+             "label point at a version that is not available yet"),
+        Flag("batching_parameters_file", "string", "", "Text-format BatchingParameters "
+             "(needs --enable_batching)"),
+        Flag("enable_per_model_batching_parameters", "bool", False, "Read each version's "
+             "batching_params.pbtxt (a version without one is not batched)"),
+        Flag("model_config_file", "string", "", "Text-format ModelServerConfig naming the "
+             "models to serve; --model_name and --model_base_path are then ignored"),
+        Flag("model_config_file_poll_wait_seconds", "int32", 0, "Re-read --model_config_file "
+             "this often (<= 0: read it once at start-up)"),
+        Flag("model_name", "string", "default", "Name of the one model of --model_base_path"),
+        Flag("model_base_path", "string", "", "Directory of the one model's numbered "
+             "versions (absolute path)"),
+        Flag("num_load_threads", "int32", 0, "Threads loading models after start-up", True),
+        Flag("num_unload_threads", "int32", 0, "Threads unloading models", True),
+        Flag("max_num_load_retries", "int32", 5, "Further attempts after a version fails "
+             "to load"),
+        Flag("load_retry_interval_micros", "int64", 60_000_000, "Wait between load attempts "
+             "(negative: none)"),
+        Flag("file_system_poll_wait_seconds", "int32", 1, "How often base paths are scanned "
+             "for new versions (0: once; negative: never)"),
+        Flag("flush_filesystem_caches", "bool", True, "Flush file system caches after "
+             "loading", True),
+        Flag("tensorflow_session_parallelism", "int64", 0, "Intra- and inter-op threads when "
+             "neither of the two flags below is set (0: automatic)"),
+        Flag("tensorflow_session_config_file", "string", "", "Text-format TensorFlow "
+             "ConfigProto for the sessions; the thread and GPU flags override it"),
+        Flag("tensorflow_intra_op_parallelism", "int64", 0, "Threads inside one op "
+             "(0: automatic)"),
+        Flag("tensorflow_inter_op_parallelism", "int64", 0, "Ops run at once "
+             "(0: automatic)"),
+        Flag("use_alts_credentials", "bool", False, "Secure gRPC with Google ALTS", True),
+        Flag("ssl_config_file", "string", "", "Text-format SSLConfig: TLS on the gRPC "
+             "listeners"),
+        Flag("platform_config_file", "string", "", "Text-format PlatformConfigMap "
+             "replacing the built-in TensorFlow platform", True),
+        Flag("per_process_gpu_memory_fraction", "float", 0.0, "Share of GPU memory each "
+             "process takes (0: TensorFlow's choice)"),
+        Flag("saved_model_tags", "string", "serve", "Comma-separated tags of the MetaGraph "
+             "to load"),
+        Flag("grpc_channel_arguments", "string", "", "gRPC server arguments as "
+             "key=value,key=value (integers where they parse as one)"),
+        Flag("grpc_max_threads", "int32", 4 * cpus, "Threads of the gRPC server", True),
+        Flag("enable_model_warmup", "bool", True, "Replay assets.extra/"
+             "tf_serving_warmup_requests before a version is available"),
+        Flag("num_request_iterations_for_warmup", "int32", 0, "Times each warm-up record "
+             "is replayed (0: once)"),
+        Flag("version", "bool", False, "Print the versions and exit"),
+        Flag("monitoring_config_file", "string", "", "Text-format MonitoringConfig: the "
+             "Prometheus endpoint on the REST port"),
+        Flag("remove_unused_fields_from_bundle_metagraph", "bool", True, "Drop MetaGraph "
+             "fields serving does not need", True),
+        Flag("prefer_tflite_model", "bool", False, "Serve model.tflite when a version has "
+             "one (Predict through the TensorFlow Lite interpreter)"),
+        Flag("num_tflite_pools", "int32", cpus, "TensorFlow Lite interpreter pools"),
+        Flag("num_tflite_interpreters_per_pool", "int32", 1, "Interpreters in each pool"),
+        Flag("enable_signature_method_name_check", "bool", False, "Classify and Regress "
+             "need signatures of their method name, Predict one of the three"),
+        Flag("xla_cpu_compilation_enabled", "bool", False, "XLA JIT on CPU", True),
+        Flag("xla_gpu_compilation_enabled", "bool", False, "XLA JIT on CPU and GPU", True),
+        Flag("enable_profiler", "bool", True, "TensorFlow's profiler service on the gRPC "
+             "port", True),
+        Flag("thread_pool_factory_config_file", "string", "", "Text-format "
+             "ThreadPoolFactoryConfig for request thread pools", True),
+        Flag("mixed_precision", "string", "", "bfloat16: automatic mixed precision on "
+             "oneDNN CPUs", True),
+        Flag("skip_initialize_tpu", "bool", False, "Do not initialise the TPU system", True),
+        Flag("enable_grpc_healthcheck_service", "bool", False, "Serve grpc.health.v1.Health "
+             "on the gRPC listeners"),
+        Flag("enable_serialization_as_tensor_content", "bool", False, "gRPC Predict answers "
+             "with packed tensor_content"),
+    )  # fmt: skip
 
 
-def _converter(field_type: str, name: str) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
-        try:
-            if field_type == "int":
-                return int(text)
-            if field_type == "float":
-                return float(text)
-        except ValueError:
-            raise FlagError(
-                f"Illegal value '{text}' specified for flag '{name}': expected {field_type}"
-            ) from None
-        if field_type == "bool":
-            return _parse_bool(name, text)
+FLAGS = _flag_list()
+FLAGS_BY_NAME = {flag.name: flag for flag in FLAGS}
+
+
+_PYTHON_TYPES = {"int32": int, "int64": int, "bool": bool, "string": str, "float": float}
+
+# Every flag as a field with TF Serving's default: ``ServerOptions()``, ``options.port``,
+# ``dataclasses.replace(options, port=1)``.
+ServerOptions = dataclasses.make_dataclass(
+    "ServerOptions",
+    [
+        (flag.name, _PYTHON_TYPES[flag.type], dataclasses.field(default=flag.default))
+        for flag in FLAGS
+    ],
+    frozen=True,
+)
+ServerOptions.__doc__ = "The parsed flags, one field per flag of ``FLAGS``."
+
+
+def changed_runtime_flags(options: Any) -> list[str]:
+    """The runtime-only flags given a value other than their default."""
+    return [
+        flag.name
+        for flag in FLAGS
+        if flag.runtime_only and getattr(options, flag.name) != flag.default
+    ]
+
+
+class FlagValueError(ValueError):
+    """A flag's value does not parse; the message is TF Serving's log text."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedCommandLine:
+    """The options, the words that are not flags, and the value errors (all of them)."""
+
+    options: Any  # ServerOptions
+    leftovers: list[str]
+    errors: list[str]
+
+    @property
+    def help_requested(self) -> bool:
+        return bool(self.leftovers) and self.leftovers[0] == "--help"
+
+
+def _convert(flag: Flag, text: str) -> Any:
+    if flag.type == "string":
         return text
+    if flag.type == "bool":
+        lowered = text.lower()
+        if lowered in ("true", "1"):
+            return True
+        if lowered in ("false", "0"):
+            return False
+    elif flag.type in ("int32", "int64") and _INTEGER.fullmatch(text):
+        low, high = INT32_RANGE if flag.type == "int32" else INT64_RANGE
+        value = int(text)
+        if low <= value <= high:
+            return value
+    elif flag.type == "float" and _FLOAT.fullmatch(text):
+        return float(text)
+    raise FlagValueError(f"Couldn't interpret value {text} for flag {flag.name}.")
 
-    return convert
+
+def _match(arg: str) -> tuple[Flag, str | None] | None:
+    """The flag ``arg`` sets and its value text (None for a bare boolean), if any."""
+    if not arg.startswith("--"):
+        return None
+    name, sep, value = arg[2:].partition("=")
+    flag = FLAGS_BY_NAME.get(name)
+    if flag is None or (not sep and flag.type != "bool"):
+        return None
+    return flag, (value if sep else None)
 
 
-_FIELDS = {field.name: str(field.type) for field in dataclasses.fields(ServerOptions)}
-
-
-def _split_flag(arg: str) -> tuple[str, str | None]:
-    body = arg.lstrip("-")
-    if "=" in body:
-        name, value = body.split("=", 1)
-        return name, value
-    return body, None
-
-
-def parse_flags(argv: Sequence[str]) -> ServerOptions:
-    """Parse ``argv`` (without the program name); raises ``FlagError`` on any problem."""
-    values: dict[str, Any] = {}
+def parse_command_line(argv: Sequence[str]) -> ParsedCommandLine:
+    """Parse ``argv`` (without the program name) the way TF Serving's binary does."""
+    values = {flag.name: flag.default for flag in FLAGS}
+    leftovers: list[str] = []
+    errors: list[str] = []
     args = list(argv)
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if not arg.startswith("-") or arg in ("-", "--"):
-            raise FlagError(f"Unexpected positional argument: {arg}")
-        name, value = _split_flag(arg)
-        field_type = _FIELDS.get(name)
-        if field_type is None:
-            raise FlagError(f"Unknown command line flag '{name}'")
-        if value is None:
-            if field_type == "bool":
-                value = "true"
-            elif index < len(args):
-                value = args[index]
-                index += 1
-            else:
-                raise FlagError(f"Missing value for flag '{name}'")
-        values[name] = _converter(field_type, name)(value)
-    options = ServerOptions(**values)
-    _validate(options)
-    return options
+    for index, arg in enumerate(args):
+        if arg == "--":
+            leftovers.extend(args[index:])
+            break
+        matched = _match(arg)
+        if matched is None:
+            leftovers.append(arg)
+            continue
+        flag, text = matched
+        try:
+            values[flag.name] = True if text is None else _convert(flag, text)
+        except FlagValueError as error:
+            errors.append(str(error))
+    return ParsedCommandLine(ServerOptions(**values), leftovers, errors)
 
 
-def _validate(options: ServerOptions) -> None:
-    if options.batching_parameters_file and not options.enable_batching:
-        raise FlagError("--batching_parameters_file is set without setting --enable_batching")
-    if options.model_config_file and options.model_base_path:
-        raise FlagError(
-            "--model_config_file and --model_base_path cannot both be set; "
-            "put every model in the config file"
-        )
-    if not options.model_config_file and not options.model_base_path:
-        raise FlagError("Both --model_base_path and --model_config_file are empty")
-    for name in ("port", "rest_api_port"):
-        port = getattr(options, name)
-        if not 0 <= port <= 65535:
-            raise FlagError(f"--{name}={port} is not a valid port")
-    if options.port == 0:
-        raise FlagError("--port must be set to a non-zero port for the gRPC server")
-    if options.max_num_load_retries < 0:
-        raise FlagError("--max_num_load_retries must not be negative")
+def parse_flags(argv: Sequence[str]) -> Any:
+    """The options of ``argv``; raises ``FlagValueError`` if a value does not parse or a word
+    is not a flag (for callers that want a strict command line, e.g. tests)."""
+    parsed = parse_command_line(argv)
+    if parsed.errors:
+        raise FlagValueError(parsed.errors[0])
+    if parsed.leftovers:
+        raise FlagValueError(f"unknown argument: {parsed.leftovers[0]}")
+    return parsed.options
+
+
+def render_value(flag: Flag, value: Any) -> str:
+    """A value as TF Serving's usage text shows it (strings quoted, booleans lower case)."""
+    if flag.type == "string":
+        return f'"{value}"'
+    if flag.type == "bool":
+        return "true" if value else "false"
+    if flag.type == "float":
+        return f"{value:.6f}"
+    return str(value)
+
+
+def usage(program: str) -> str:
+    """TF Serving's usage text: one line per flag with its default, type and help."""
+    lines = [f"usage: {program}\nFlags:\n"]
+    for flag in FLAGS:
+        setting = f"--{flag.name}={render_value(flag, flag.default)}"
+        lines.append(f"\t{setting:<33}\t{flag.type}\t{flag.help}\n")
+    return "".join(lines)

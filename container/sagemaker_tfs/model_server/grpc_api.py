@@ -12,6 +12,7 @@ with TF Serving's codes and messages (cut at 1024 characters, as TF Serving does
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -35,7 +36,13 @@ from tensorflow_serving.apis import (
 
 from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.grpc_options import (
+    ChannelArgument,
+    TlsSettings,
+    merge_channel_arguments,
+)
 from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import Servable
 from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import pixels, predict_messages, streamed_predict, tensors
@@ -115,11 +122,13 @@ def _on_examples(
     run: Callable[[Servable, str, input_pb2.Input], Message],
     response_type: type[Response],
 ) -> Response:
-    """Classify or Regress: ``run`` (``Servable.classify`` or ``.regress``) on the request's
+    """Classify or Regress: ``run`` (the servable's ``classify`` or ``regress``) on the request's
     tf.Example input, answered as ``response_type``."""
-    servable = resolve(manager, request.model_spec)
-    signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-    result = run(servable, signature_name, request.input)
+    api = "Classify" if isinstance(request, classification_pb2.ClassificationRequest) else "Regress"
+    with METRICS.request("GRPC", api, request.model_spec.name):
+        servable = resolve(manager, request.model_spec)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        result = run(servable, signature_name, request.input)
     response = response_type(result=result)
     response.model_spec.CopyFrom(_model_spec(servable, signature_name))
     return response
@@ -131,9 +140,15 @@ def _on_examples(
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
 
-    def __init__(self, manager: ModelManager, max_message_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        manager: ModelManager,
+        max_message_bytes: int | None = None,
+        tensor_content: bool = False,
+    ) -> None:
         self._manager = manager
         self._max_streamed_bytes = max_message_bytes  # a streamed request's bound, as Predict's
+        self._tensor_content = tensor_content  # --enable_serialization_as_tensor_content
 
     def Predict(self, request: bytes, context) -> bytes:  # noqa: N802 - gRPC method name
         return _handle(context, lambda: self._predict(request), "Predict")
@@ -150,14 +165,16 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def _run_streamed(
         self, messages: Iterator[bytes], metadata: Iterable[tuple[str, str | bytes]]
     ) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
-        try:
-            casts = pixels.from_metadata(metadata)
-            header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
-            self._check_widened_bytes(inputs.arrays, casts)
-            arrays = pixels.widen(inputs.complete(), casts)
-        except (tensors.TensorConversionError, ValueError) as error:  # StreamError too
-            raise invalid_argument(str(error)) from None
-        return self._run(header.model_spec, arrays, list(header.output_filter))
+        with METRICS.request("GRPC", "Predict") as record:
+            try:
+                casts = pixels.from_metadata(metadata)
+                header, inputs = StreamedTensors.receive_request(messages, self._max_streamed_bytes)
+                record.model_name = header.model_spec.name
+                self._check_widened_bytes(inputs.arrays, casts)
+                arrays = pixels.widen(inputs.complete(), casts)
+            except (tensors.TensorConversionError, ValueError) as error:  # StreamError too
+                raise invalid_argument(str(error)) from None
+            return self._run(header.model_spec, arrays, list(header.output_filter))
 
     def _check_widened_bytes(
         self, arrays: dict[str, np.ndarray], casts: dict[str, pixels.PixelCast]
@@ -174,11 +191,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def _predict(self, request: bytes) -> bytes:
         """A serialized PredictRequest in, a serialized PredictResponse out."""
-        return predict_messages.encode_predict_response(*self._run_predict(request))
-
-    def _run_predict(self, request: bytes) -> tuple[model_pb2.ModelSpec, dict[str, np.ndarray]]:
-        """The model spec answered with and the outputs of a serialized PredictRequest."""
-        return self._run(*decode_predict_request(request))
+        with METRICS.request("GRPC", "Predict") as record:  # model "" if it did not parse
+            spec, inputs, output_filter = decode_predict_request(request)
+            record.model_name = spec.name
+            answer_spec, outputs = self._run(spec, inputs, output_filter)
+        return predict_messages.encode_predict_response(answer_spec, outputs, self._tensor_content)
 
     def _run(
         self, spec: Message, inputs: dict[str, np.ndarray], output_filter: list[str]
@@ -195,7 +212,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         return _on_examples(
-            self._manager, request, Servable.classify, classification_pb2.ClassificationResponse
+            self._manager,
+            request,
+            lambda servable, name, examples: servable.classify(name, examples),
+            classification_pb2.ClassificationResponse,
         )
 
     def Regress(self, request, context):  # noqa: N802
@@ -205,7 +225,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
         return _on_examples(
-            self._manager, request, Servable.regress, regression_pb2.RegressionResponse
+            self._manager,
+            request,
+            lambda servable, name, examples: servable.regress(name, examples),
+            regression_pb2.RegressionResponse,
         )
 
     def MultiInference(self, request, context):  # noqa: N802
@@ -226,6 +249,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         if duplicates:
             raise invalid_argument(f"Duplicate evaluation of signature: {sorted(duplicates)[0]}")
         servable = resolve(self._manager, request.tasks[0].model_spec)
+        examples = request.input.WhichOneof("kind")
+        if examples is not None:
+            METRICS.record_multi_inference(
+                servable.name, len(getattr(request.input, examples).examples)
+            )
         response = inference_pb2.MultiInferenceResponse()
         for task, signature_name in zip(request.tasks, signatures, strict=True):
             result = response.results.add()
@@ -237,7 +265,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             elif task.method_name == REGRESS_METHOD:
                 result.regression_result.CopyFrom(servable.regress(signature_name, request.input))
             else:
-                raise invalid_argument(f"Unsupported signature method_name: {task.method_name}")
+                raise ServingError(
+                    Code.UNIMPLEMENTED, f"Unsupported signature method_name: {task.method_name}"
+                )
         return response
 
     def GetModelMetadata(self, request, context):  # noqa: N802
@@ -327,32 +357,62 @@ def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcH
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
 
 
-def serve(
-    manager: ModelManager,
-    port: int,
-    max_message_bytes: int,
-    socket_path: str = "",
-    max_workers: int = 64,
-) -> grpc.Server:
-    """Start the gRPC server on 0.0.0.0:``port`` and, when ``socket_path`` is set, on that
-    UNIX socket too (``--grpc_socket_path``); raises if either cannot be bound."""
-    options = [
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
+@dataclasses.dataclass(frozen=True)
+class GrpcSettings:
+    """Where and how the gRPC API listens (from TF Serving's flags)."""
+
+    port: int  # 0: no TCP listener
+    socket_path: str = ""
+    max_message_bytes: int = 2**31 - 1
+    channel_arguments: tuple[ChannelArgument, ...] = ()
+    tls: TlsSettings | None = None
+    health_service: bool = False
+    tensor_content: bool = False
+
+
+def _add_health_service(server: grpc.Server) -> None:
+    """``grpc.health.v1.Health`` as TF Serving registers it: SERVING for the whole server and
+    for ModelService and PredictionService (short names), fixed at start-up."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+    servicer = health.HealthServicer()
+    for service in ("", "ModelService", "PredictionService"):
+        servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+
+
+def serve(manager: ModelManager, settings: GrpcSettings, max_workers: int = 64) -> grpc.Server:
+    """Start the gRPC server on 0.0.0.0:``port`` (unless 0) and on the UNIX socket
+    ``socket_path`` (if set); raises if either cannot be bound."""
+    defaults: list[ChannelArgument] = [
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.so_reuseport", 0),
     ]
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        options=options,
+        options=merge_channel_arguments(defaults, list(settings.channel_arguments)),
     )
-    prediction = PredictionService(manager, max_message_bytes)
+    prediction = PredictionService(manager, settings.max_message_bytes, settings.tensor_content)
     server.add_generic_rpc_handlers(
         (prediction_handlers(prediction), streamed_prediction_handlers(prediction))
     )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
-    if server.add_insecure_port(f"0.0.0.0:{port}") == 0:
-        raise OSError(f"Could not bind gRPC server to 0.0.0.0:{port}")
-    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
-        raise OSError(f"Could not bind gRPC server to unix:{socket_path}")
+    if settings.health_service:
+        _add_health_service(server)
+    credentials = settings.tls.credentials() if settings.tls is not None else None
+
+    def bind(address: str) -> int:
+        try:
+            if credentials is None:
+                return server.add_insecure_port(address)
+            return server.add_secure_port(address, credentials)
+        except RuntimeError:  # grpcio raises where older versions returned 0
+            return 0
+
+    if settings.port and bind(f"0.0.0.0:{settings.port}") == 0:
+        raise OSError(f"Could not bind gRPC server to 0.0.0.0:{settings.port}")
+    if settings.socket_path and bind(f"unix:{settings.socket_path}") == 0:
+        raise OSError(f"Could not bind gRPC server to unix:{settings.socket_path}")
     server.start()
     return server

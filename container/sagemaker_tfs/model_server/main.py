@@ -1,8 +1,9 @@
-"""``sagemaker-tfs model-server``: wiring, TF Serving's start-up lines, clean SIGTERM.
+"""``sagemaker-tfs model-server``: the command line, TF Serving's start-up lines, clean SIGTERM.
 
-Start-up order follows TF Serving: parse flags, load every model of the config (failed
-loads end in END and do not stop the server), start gRPC, start REST, then print
-``NET_LOG: Entering the event loop ...``, the line clients wait for.
+Start-up order follows TF Serving: parse flags, check them, load every model of the config
+(failed loads end in END and do not stop the server), start gRPC, start REST (and the
+metrics endpoint), then print ``NET_LOG: Entering the event loop ...``, the line clients
+wait for. ``startup`` turns the flags into each part's settings.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
-    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
-    from sagemaker_tfs.model_server.flags import ServerOptions
-    from sagemaker_tfs.model_server.manager import ModelManager, ServableLoader
-    from sagemaker_tfs.model_server.model_config import ModelServerConfig
+    from sagemaker_tfs.model_server.grpc_api import GrpcSettings
+    from sagemaker_tfs.model_server.manager import ModelManager
     from sagemaker_tfs.model_server.rest_server import RestServer
 
 logger = logging.getLogger(__name__)
 LOG_LEVEL_ENV = "SAGEMAKER_TFS_LOG_LEVEL"
+PROGRAM = "sagemaker-tfs model-server"
+EXIT_FAILURE = 255  # TF Serving's main returns -1
 
 
 def _configure_logging() -> None:
@@ -61,35 +63,84 @@ def _announce(line: str) -> None:
     sys.stderr.flush()
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run the model server until SIGTERM/SIGINT; returns the process exit code."""
-    from sagemaker_tfs.model_server.flags import FlagError, parse_flags
+def version_text() -> str:
+    """``--version``: TF Serving's two lines (the serving API and TensorFlow this server
+    implements and runs, and this package's version in place of TF Serving's source hash)."""
 
-    try:
-        options = parse_flags(argv)
-    except FlagError as error:
-        sys.stderr.write(f"sagemaker-tfs model-server: {error}\n")
-        return 2
+    def installed(*names: str) -> str:
+        for name in names:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return "unknown"
+
+    serving = installed("tensorflow-serving-api")
+    return (
+        f"TensorFlow ModelServer: {serving}+sagemaker_tfs.sha.{installed('sagemaker-tfs')}\n"
+        f"TensorFlow Library: {installed('tensorflow', 'tensorflow-cpu')}\n"
+    )
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the model server until SIGTERM/SIGINT; returns the process exit code.
+
+    As TF Serving's binary: a flag value that does not parse, or ``--help``, prints the usage
+    text and exits 255; ``--version`` prints the versions and exits 0; other words that are
+    not flags are named (``unknown argument: ...``) and start-up goes on; a start-up failure
+    prints ``Failed to start server. Error: CODE: message`` and exits 255.
+    """
+    from sagemaker_tfs.model_server.flags import parse_command_line, usage
+
+    parsed = parse_command_line(argv)
+    if parsed.errors:
+        _configure_logging()
+        for message in parsed.errors:
+            logger.error("%s", message)
+        _print(usage(PROGRAM))
+        return EXIT_FAILURE
+    if parsed.help_requested:
+        _print(usage(PROGRAM))
+        return EXIT_FAILURE
+    options = parsed.options
+    if options.version:
+        _print(version_text())
+        return 0
+    if parsed.leftovers:
+        _print(f"unknown argument: {parsed.leftovers[0]}\n{usage(PROGRAM)}")
     _configure_logging()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
         return _run(options, stop)
-    except Exception as error:  # noqa: BLE001 - report start-up failures on one line
-        logger.error("Model server failed to start: %s", error)
-        return 1
+    except _StartError as error:
+        _print(f"Failed to start server. Error: {error}\n")
+        return EXIT_FAILURE
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 class _StartError(Exception):
-    """Start-up cannot go on; the message is the one line logged about it."""
+    """Start-up cannot go on: ``CODE: message`` as TF Serving prints a status."""
 
 
-def _run(options: ServerOptions, stop: threading.Event) -> int:
+def _start_error(error: BaseException) -> _StartError:
+    from sagemaker_tfs.model_server.errors import ServingError
+
+    if isinstance(error, ServingError):
+        return _StartError(f"{error.code.name}: {error.message}")
+    return _StartError(f"UNKNOWN: {error}")
+
+
+def _run(options: Any, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import garbage
+    from sagemaker_tfs.model_server import garbage, model_config, startup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.manager import ModelManager
 
@@ -97,26 +148,32 @@ def _run(options: ServerOptions, stop: threading.Event) -> int:
 
     tf.get_logger().setLevel(logging.ERROR)
     try:
-        config = _model_server_config(options)
-        scheduler = _batch_scheduler(options)
-    except _StartError as error:
-        logger.error("%s", error)
-        return 1
+        startup.check_options(options)
+        startup.log_flags(options)
+        config = model_config.from_options(options)
+        model_config.model_specs(config)
+        logger.info("Model config: %s", model_config.to_text(config))
+        scheduler = startup.batch_scheduler(options)
+        loader = startup.servable_loader(options, scheduler)
+        grpc_settings = startup.grpc_settings(options)
+        metrics_path = startup.monitoring_path(options)
+    except ServingError as error:
+        raise _start_error(error) from None
     manager = ModelManager(
-        _servable_loader(options, scheduler),
+        loader,
         max_num_load_retries=options.max_num_load_retries,
         load_retry_interval_seconds=options.load_retry_interval_micros / 1e6,
         poll_wait_seconds=options.file_system_poll_wait_seconds,
+        allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
     )
     try:
         manager.reload_config(config)
-    except ServingError as error:
-        logger.error("%s", error.message)
-        manager.shutdown()
-        return 1
-    manager.start_polling()
-    try:
-        _serve_until_stopped(manager, options, stop)
+        manager.start_polling()
+        _poll_config_file(manager, options, stop)
+        _serve_until_stopped(manager, options, grpc_settings, metrics_path, stop)
+    except Exception as error:  # noqa: BLE001 - any start-up failure: TF Serving's one line
+        logger.error("Model server failed to start: %s", error)
+        raise _start_error(error) from None
     finally:
         if scheduler is not None:
             scheduler.shutdown()
@@ -124,65 +181,22 @@ def _run(options: ServerOptions, stop: threading.Event) -> int:
     return 0
 
 
-def _model_server_config(options: ServerOptions) -> ModelServerConfig:
-    """The validated ModelServerConfig of the flags (a file, or one model)."""
-    from sagemaker_tfs.model_server import model_config
-    from sagemaker_tfs.model_server.errors import ServingError
+def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event) -> None:
+    """``--model_config_file_poll_wait_seconds`` > 0: re-apply the file periodically."""
+    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
 
-    try:
-        config = model_config.from_options(options)
-        model_config.model_specs(config)
-    except ServingError as error:
-        raise _StartError(f"Invalid model config: {error.message}") from None
-    logger.info("Model config: %s", model_config.to_text(config))
-    return config
-
-
-def _batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
-    """The one batch scheduler every servable shares, or None when batching is off."""
-    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
-    from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
-
-    if not options.enable_batching:
-        logger.info("Batching disabled")
-        return None
-    try:
-        parameters = load_batching_parameters(options.batching_parameters_file)
-    except (OSError, ValueError) as error:
-        raise _StartError(f"Invalid batching parameters: {error}") from None
-    logger.info("Batching enabled: %s", parameters.describe())
-    return BatchScheduler(parameters)
-
-
-def _servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) -> ServableLoader:
-    """What the manager calls to load a version: a session, the batcher, then warm-up."""
-    from sagemaker_tfs.model_server import warmup
-    from sagemaker_tfs.model_server.servable import Servable, session_config
-
-    tf_config = session_config(
-        options.tensorflow_intra_op_parallelism, options.tensorflow_inter_op_parallelism
-    )
-    if options.per_process_gpu_memory_fraction:
-        tf_config.gpu_options.per_process_gpu_memory_fraction = (
-            options.per_process_gpu_memory_fraction
-        )
-
-    def load(name: str, version: int, path: str) -> Servable:
-        servable = Servable.load(name, version, path, tf_config)
-        servable.set_batcher(scheduler)
-        if options.enable_model_warmup:
-            try:
-                warmup.run_warmup(servable, path)
-            except BaseException:
-                servable.close()
-                raise
-        return servable
-
-    return load
+    period = options.model_config_file_poll_wait_seconds
+    if options.model_config_file and period > 0:
+        logger.info("Polling %s every %d s", options.model_config_file, period)
+        ConfigFilePoller(manager, options.model_config_file, period, stop).start()
 
 
 def _serve_until_stopped(
-    manager: ModelManager, options: ServerOptions, stop: threading.Event
+    manager: ModelManager,
+    options: Any,
+    grpc_settings: GrpcSettings,
+    metrics_path: str | None,
+    stop: threading.Event,
 ) -> None:
     """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
     from sagemaker_tfs.model_server import grpc_api
@@ -190,12 +204,11 @@ def _serve_until_stopped(
     grpc_server = None
     rest_server = None
     try:
-        grpc_server = grpc_api.serve(
-            manager, options.port, options.grpc_max_message_bytes, options.grpc_socket_path
-        )
-        _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
+        grpc_server = grpc_api.serve(manager, grpc_settings)
+        if options.port:
+            _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
         _announce_socket(options.grpc_socket_path)
-        rest_server = _start_rest(manager, options)
+        rest_server = _start_rest(manager, options, metrics_path)
         _announce("NET_LOG: Entering the event loop ...")
         while not stop.wait(1.0):
             pass
@@ -213,17 +226,33 @@ def _announce_socket(socket_path: str) -> None:
         _announce(f"Running gRPC ModelServer at UNIX socket {socket_path} ...")
 
 
-def _start_rest(manager: ModelManager, options: ServerOptions) -> RestServer | None:
-    """The REST server from ``rest_server`` when the port is set (0 turns REST off)."""
-    if not options.rest_api_port:
+def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -> RestServer | None:
+    """The REST server when its port is set. As in TF Serving, a REST port equal to the gRPC
+    port, or one that cannot be bound, is logged and leaves the server on gRPC only."""
+    port = options.rest_api_port
+    if not port:
         return None
+    if port == options.port:
+        logger.error(
+            "server_options.http_port cannot be the same as grpc_port. Please use a different "
+            "port for HTTP/REST API. Skipped exporting HTTP/REST API."
+        )
+        return None
+    from sagemaker_tfs.model_server import rest_server
+
     try:
-        from sagemaker_tfs.model_server import rest_server
-    except ImportError as error:
-        logger.warning("REST API not available (%s); serving gRPC only", error)
+        server = rest_server.serve(
+            manager,
+            port,
+            options.rest_api_num_threads,
+            options.rest_api_timeout_in_ms,
+            cors=options.rest_api_enable_cors_support,
+            metrics_path=metrics_path,
+        )
+    except OSError as error:
+        logger.error("Failed to start HTTP Server at localhost:%d (%s)", port, error)
         return None
-    server = rest_server.serve(
-        manager, options.rest_api_port, options.rest_api_num_threads, options.rest_api_timeout_in_ms
-    )
-    _announce(f"Exporting HTTP/REST API at:localhost:{options.rest_api_port} ...")
+    _announce(f"Exporting HTTP/REST API at:localhost:{port} ...")
+    if metrics_path:
+        logger.info("Prometheus metrics at localhost:%d%s", port, metrics_path)
     return server

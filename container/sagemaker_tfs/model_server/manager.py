@@ -104,13 +104,15 @@ class ModelManager:
         poll_wait_seconds: float = 1.0,
         num_load_threads: int = 2,
         after_unload: Callable[[], None] = COLLECTOR.collect_soon,
+        allow_labels_for_unavailable: bool = False,
     ) -> None:
         self._loader = loader
         # Once a version is closed: its graph's memory comes back with a collection.
         self._after_unload = after_unload
         self._max_retries = max_num_load_retries
-        self._retry_interval = load_retry_interval_seconds
+        self._retry_interval = max(0.0, load_retry_interval_seconds)
         self._poll_wait = poll_wait_seconds
+        self._allow_unavailable_labels = allow_labels_for_unavailable
         self._models: dict[str, Model] = {}
         self._lock = threading.RLock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -129,21 +131,23 @@ class ModelManager:
         rescanned nor reloaded, so adding one model to a thousand costs one model's load.
         """
         specs = {spec.name: spec for spec in model_specs(config)}
+        logger.info("Adding/updating models.")
         with self._lock:
             for name in [name for name in self._models if name not in specs]:
-                logger.info("Removing model %s", name)
+                logger.info("Removing model: %s", name)
                 self._remove_model(self._models.pop(name))
             changed = []
             for name, spec in specs.items():
                 model = self._models.get(name)
                 if model is not None and model.spec == spec:
-                    continue
+                    continue  # TF Serving logs every model again; here only those that changed
+                logger.info(" (Re-)adding model: %s", name)
                 if model is not None and model.spec.base_path != spec.base_path:
                     self._remove_model(self._models.pop(name))
                     model = None
                 if model is None:
                     logger.info(
-                        "Adding model %s from %s (version policy %s)",
+                        "Model %s: base path %s, version policy %s",
                         name,
                         spec.base_path,
                         spec.policy.describe(),
@@ -153,7 +157,8 @@ class ModelManager:
                     model.spec = spec
                 changed.append(model)
             for model in changed:
-                self._scan(model)
+                if self._poll_wait >= 0:  # a negative --file_system_poll_wait_seconds: never
+                    self._scan(model)
         self.wait_for_loads(changed)
         relabeled = {model.spec.name for model in changed}
         self._apply_labels(
@@ -161,12 +166,18 @@ class ModelManager:
         )
 
     def _apply_labels(self, specs: list[ConfiguredModel]) -> None:
-        """Take the config's labels, or none of them if one names an unavailable version."""
+        """Take the config's labels, or none of them if one names an unavailable version
+        (with ``--allow_version_labels_for_unavailable_models``, a new label, or one that
+        keeps its version, may name a version that is not available yet)."""
         with self._lock:
             for spec in specs:
-                available = self._models[spec.name].available()
-                for version in spec.labels.values():
-                    if version not in available:
+                model = self._models[spec.name]
+                available = model.available()
+                for label, version in spec.labels.items():
+                    unchanged = model.labels.get(label, version) == version
+                    if version not in available and not (
+                        self._allow_unavailable_labels and unchanged
+                    ):
                         raise ServingError(
                             Code.FAILED_PRECONDITION,
                             f"Request to assign label to version {version} of model "
@@ -267,9 +278,7 @@ class ModelManager:
         name = model.spec.name
         with self._lock:
             state.state = State.LOADING
-        logger.info(
-            "Loading servable: {name: %s version: %d} from %s", name, state.version, state.path
-        )
+        logger.info("Loading servable version {name: %s version: %d}", name, state.version)
         attempt = 0
         while True:
             try:
@@ -308,22 +317,23 @@ class ModelManager:
             self._scan(model)
 
     def _unload(self, model: Model, state: VersionState) -> None:
-        logger.info(
-            "Unloading servable version {name: %s version: %d}", model.spec.name, state.version
-        )
+        servable_id = f"{{name: {model.spec.name} version: {state.version}}}"
+        logger.info("Unloading servable version %s", servable_id)
         state.state = State.UNLOADING
         servable, state.servable = state.servable, None
         state.state = State.END
         if servable is None:
             return
+
         if self._stopping.is_set():
             servable.close()
         else:
             # Closing waits for requests in flight; never do that under the manager lock.
-            self._pool.submit(self._close, servable)
+            self._pool.submit(self._close, servable, servable_id)
 
-    def _close(self, servable: Servable) -> None:
+    def _close(self, servable: Servable, servable_id: str) -> None:
         servable.close()
+        logger.info("Done unloading servable version %s", servable_id)
         self._after_unload()
 
     def _remove_model(self, model: Model) -> None:

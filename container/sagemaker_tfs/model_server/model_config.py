@@ -7,13 +7,18 @@ checks TF Serving performs and a typed view used by the manager.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import re
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.flags import ServerOptions
+
+logger = logging.getLogger(__name__)
+_LOCATION_PREFIX = re.compile(r"^\d+(:\d+)? : ")
 
 ModelServerConfig = model_server_config_pb2.ModelServerConfig
 ModelConfig = model_server_config_pb2.ModelConfig
@@ -56,29 +61,41 @@ class ConfiguredModel:
 
 
 def parse_text(text: str) -> ModelServerConfig:
-    """Parse text-format ModelServerConfig; raises ``ServingError(INVALID_ARGUMENT)``."""
+    """Parse text-format ModelServerConfig; a syntax error logs TF Serving's line
+    (``Error parsing text-format tensorflow.serving.ModelServerConfig: LINE:COLUMN: reason``)
+    and raises ``ServingError(INVALID_ARGUMENT)`` with the parser's message."""
     config = ModelServerConfig()
     try:
         text_format.Parse(text, config)
     except text_format.ParseError as error:
-        raise ServingError(
-            Code.INVALID_ARGUMENT, f"not a text-format ModelServerConfig: {error}"
-        ) from None
+        reason = _LOCATION_PREFIX.sub("", str(error))
+        where = f"{error.GetLine()}:{error.GetColumn()}" if error.GetLine() else ""
+        message = f"{where}: {reason}" if where else reason
+        logger.error(
+            "Error parsing text-format %s: %s", ModelServerConfig.DESCRIPTOR.full_name, message
+        )
+        raise ServingError(Code.INVALID_ARGUMENT, message) from None
     return config
 
 
 def load_file(path: str) -> ModelServerConfig:
+    """The config in the file, with TF Serving's errors: ``NOT_FOUND: PATH; No such file or
+    directory``, ``INVALID_ARGUMENT: Invalid protobuf file: 'PATH'``."""
     try:
         text = Path(path).read_text()
-    except OSError as error:
-        raise ServingError(
-            Code.INVALID_ARGUMENT, f"Could not read model config file {path}: {error}"
-        ) from None
-    return parse_text(text)
+    except FileNotFoundError:
+        raise ServingError(Code.NOT_FOUND, f"{path}; No such file or directory") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ServingError(Code.INVALID_ARGUMENT, f"{path}; {error}") from None
+    try:
+        return parse_text(text)
+    except ServingError:
+        raise ServingError(Code.INVALID_ARGUMENT, f"Invalid protobuf file: '{path}'") from None
 
 
-def from_options(options: ServerOptions) -> ModelServerConfig:
-    """The config in effect: the file, or one model from --model_name/--model_base_path."""
+def from_options(options: Any) -> ModelServerConfig:
+    """The config in effect: the file (which wins over --model_name/--model_base_path, as in
+    TF Serving), or one model from --model_name/--model_base_path."""
     if options.model_config_file:
         return load_file(options.model_config_file)
     config = ModelServerConfig()
@@ -105,27 +122,48 @@ def _policy(model: ModelConfig) -> VersionPolicy:
     return VersionPolicy("latest", num_versions=max(num_versions, 1))
 
 
+def _platform(model: ModelConfig) -> str:
+    if model.model_type != model_server_config_pb2.MODEL_TYPE_UNSPECIFIED:
+        if model.model_platform:
+            raise ServingError(
+                Code.FAILED_PRECONDITION,
+                "Illegal setting both ModelServerConfig::model_type (deprecated) and "
+                f"ModelServerConfig::model_platform, model name is {model.name}",
+            )
+        return "tensorflow" if model.model_type == model_server_config_pb2.TENSORFLOW else "other"
+    if not model.model_platform:
+        raise ServingError(
+            Code.FAILED_PRECONDITION,
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            f"ModelServerConfig::model_platform, model name is {model.name}",
+        )
+    return model.model_platform
+
+
 def model_specs(config: ModelServerConfig) -> list[ConfiguredModel]:
-    """Validate ``config`` and return one ``ConfiguredModel`` per model."""
+    """Validate ``config`` as TF Serving does and return one ``ConfiguredModel`` per model."""
     if config.WhichOneof("config") == "custom_model_config":
         raise ServingError(Code.UNIMPLEMENTED, "custom_model_config is not supported")
     specs: list[ConfiguredModel] = []
     seen: set[str] = set()
     for model in config.model_config_list.config:
-        if not model.name:
-            raise ServingError(Code.INVALID_ARGUMENT, "A model config has an empty name")
         if model.name in seen:
             raise ServingError(
                 Code.INVALID_ARGUMENT,
                 f"Illegal to list model {model.name} multiple times in config list",
             )
         seen.add(model.name)
-        if not model.base_path:
-            raise ServingError(Code.INVALID_ARGUMENT, f"Model {model.name} has an empty base_path")
-        if model.model_platform and model.model_platform != "tensorflow":
+        if not (model.base_path.startswith("/") or "://" in model.base_path):
             raise ServingError(
                 Code.INVALID_ARGUMENT,
-                f"Model {model.name}: unsupported model_platform {model.model_platform!r}",
+                f"Expected model {model.name} to have an absolute path or URI; "
+                f"got base_path()={model.base_path}",
+            )
+        platform = _platform(model)
+        if platform != "tensorflow":
+            raise ServingError(
+                Code.INVALID_ARGUMENT,
+                f"Model {model.name} requests unsupported platform {platform}",
             )
         specs.append(
             ConfiguredModel(model.name, model.base_path, _policy(model), dict(model.version_labels))

@@ -25,6 +25,7 @@ from sagemaker_tfs.model_server.examples_json import (
 )
 from sagemaker_tfs.model_server.json_reader import parse_json_object
 from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
+from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ _PREDICTION_ROUTE = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/(\d+))?(?:/labels/([^/:]+))?:(classify|regress|predict)",
     re.IGNORECASE,
 )
+_MODEL_NAME = re.compile(r"/v1/models/([^/:]+)", re.IGNORECASE)
 _STATUS_ROUTE = re.compile(
     r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?(?:/labels/([^/:]+))?(?:/(metadata))?",
     re.IGNORECASE,
@@ -95,15 +97,33 @@ class RestApi:
         self._manager = manager
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
-        try:
-            target = route(method, path)
-            if target.action == "status":
-                return 200, self._status(target)
-            if target.action == "metadata":
-                return 200, self._metadata(target)
-            return 200, self._inference(target, body)
-        except ServingError as error:
-            return error.http_status, format_error(error.message)
+        """Every ``/v1/`` request is counted (``request_count``), and timed when it succeeds
+        (``request_latency``, API = the verb of the URL, "" for status and metadata)."""
+        with METRICS.request("REST", "") as record:
+            try:
+                target = route(method, path)
+                record.model_name = target.model
+                if target.action == "status":
+                    return 200, self._status(target)
+                if target.action == "metadata":
+                    return 200, self._metadata(target)
+                record.api = target.action
+                return 200, self._inference(target, body)
+            except ServingError as error:
+                record.status = error.code.name
+                return error.http_status, format_error(error.message)
+
+    def preflight(self, path: str, origin: str | None) -> int:
+        """A CORS preflight (OPTIONS) on a ``/v1/`` path, as TF Serving answers it whatever
+        ``--rest_api_enable_cors_support`` says: 200 when ``Origin`` names an http(s) origin,
+        else 400."""
+        with METRICS.request("REST", "") as record:
+            match = _MODEL_NAME.match(path)
+            record.model_name = match.group(1) if match else ""
+            if origin and ("http://" in origin or "https://" in origin):
+                return 200
+            record.status = "INVALID_ARGUMENT"
+            return 400
 
     def _servable(self, target: Target) -> Servable:
         return self._manager.get_servable(target.model, target.version, target.label)

@@ -6,6 +6,11 @@ request processing, which bounds how many requests run at once as
 ``--rest_api_num_threads`` does in TF Serving. Model work happens in the servable (and its
 batcher), which releases the GIL while TensorFlow runs. Every answer is JSON, protocol
 errors and handler bugs included.
+
+Beside ``/v1/``: the Prometheus endpoint of ``--monitoring_config_file`` (its exact path, any
+method, ``monitoring``'s text), and CORS: OPTIONS on ``/v1/`` answers a preflight, and with
+``--rest_api_enable_cors_support`` every ``/v1/`` answer carries TF Serving's three CORS
+headers (the metrics endpoint never does).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.json_writer import format_error
+from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.rest_api import RestApi
 
 if TYPE_CHECKING:
@@ -28,6 +35,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 JSON_CONTENT_TYPE = "application/json"
 MAX_BODY_BYTES = 2**31 - 1
+PREFLIGHT_ERROR = "A CORS preflight needs an Origin header with an http:// or https:// origin"
+CORS_HEADERS = (
+    ("Access-Control-Allow-Origin", "*"),
+    ("Access-Control-Allow-Methods", "POST, GET"),
+    ("Access-Control-Allow-Headers", "Content-Type"),
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -52,6 +65,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:  # noqa: N802
         self._dispatch()
 
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def do_OPTIONS(self) -> None:  # noqa: N802
+        self._dispatch()
+
     def handle_expect_100(self) -> bool:
         """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
         accepted = super().handle_expect_100()
@@ -66,8 +88,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(400, format_error(str(error)))
             return
         path = self.path.split("?", 1)[0]
+        if path == self.server.metrics_path:
+            self._reply(200, METRICS.exposition(), METRICS_CONTENT_TYPE, cors=False)
+            return
         if not path.lower().startswith("/v1/"):
             self._reply(404, format_error(f"Not found: {self.command} {path}"))
+            return
+        if self.command == "OPTIONS":
+            if self.server.api.preflight(path, self.headers.get("Origin")) == 200:
+                self._reply(200, b"", None)
+            else:
+                self._reply(400, format_error(PREFLIGHT_ERROR))
             return
         status, payload = self._run(path, body)
         self._reply(status, payload)
@@ -112,12 +143,23 @@ class _Handler(BaseHTTPRequestHandler):
             chunks.append(self.rfile.read(size))
             self.rfile.readline(1024)
 
-    def _reply(self, status: int, payload: bytes) -> None:
+    def _reply(
+        self,
+        status: int,
+        payload: bytes,
+        content_type: str | None = JSON_CONTENT_TYPE,
+        cors: bool = True,
+    ) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", JSON_CONTENT_TYPE)
+        if content_type:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
+        if cors and self.server.cors:
+            for name, value in CORS_HEADERS:
+                self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(payload)
+        if self.command != "HEAD":
+            self.wfile.write(payload)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Protocol errors (bad request line, unsupported method) also answer in JSON."""
@@ -141,9 +183,19 @@ class RestServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, port: int, api: RestApi, num_threads: int, timeout_ms: int) -> None:
+    def __init__(
+        self,
+        port: int,
+        api: RestApi,
+        num_threads: int,
+        timeout_ms: int,
+        cors: bool = False,
+        metrics_path: str | None = None,
+    ) -> None:
         super().__init__(("0.0.0.0", port), _Handler)
         self.api = api
+        self.cors = cors
+        self.metrics_path = metrics_path
         self.slots = threading.BoundedSemaphore(max(1, num_threads))
         self.timeout_seconds = timeout_ms / 1000.0 if timeout_ms > 0 else None
         self._thread = threading.Thread(target=self.serve_forever, name="rest-api", daemon=True)
@@ -165,14 +217,23 @@ class RestServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def serve(manager: ModelManager, port: int, num_threads: int, timeout_ms: int) -> RestServer:
+def serve(
+    manager: ModelManager,
+    port: int,
+    num_threads: int,
+    timeout_ms: int,
+    *,
+    cors: bool = False,
+    metrics_path: str | None = None,
+) -> RestServer:
     """Start the REST API on ``0.0.0.0:port`` in background threads and return at once.
 
-    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU).
+    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU); ``cors``:
+    ``--rest_api_enable_cors_support``; ``metrics_path``: the Prometheus endpoint, if any.
     """
     if num_threads <= 0:
         num_threads = 4 * (os.cpu_count() or 1)
-    server = RestServer(port, RestApi(manager), num_threads, timeout_ms)
+    server = RestServer(port, RestApi(manager), num_threads, timeout_ms, cors, metrics_path)
     server.start()
     logger.info(
         "REST API on port %d: %d request threads, timeout %d ms", port, num_threads, timeout_ms

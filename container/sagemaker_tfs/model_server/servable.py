@@ -11,13 +11,16 @@ When batching is on, every run goes through the batch scheduler instead of the c
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+from tensorflow.python.saved_model.loader_impl import SavedModelLoader
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -27,6 +30,7 @@ from tensorflow_serving.apis import (
 
 from sagemaker_tfs.model_server.classify_regress import (
     CLASSIFY_METHOD,
+    PREDICT_METHOD,
     REGRESS_METHOD,
     REGRESS_OUTPUT,
     check_regression_outputs,
@@ -37,10 +41,12 @@ from sagemaker_tfs.model_server.classify_regress import (
     serialized_examples,
 )
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.rank_guard import rank_strict_inputs
 from sagemaker_tfs.model_server.signatures import (
-    DEFAULT_SIGNATURE,
     ServableSignature,
     datatype_of,
+    find_signature,
     short_dtype_name,
     typed_signature,
 )
@@ -57,6 +63,15 @@ def session_config(intra_op_threads: int, inter_op_threads: int) -> tf.compat.v1
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ServableOptions:
+    """How versions load and answer (``--saved_model_tags``,
+    ``--enable_signature_method_name_check``)."""
+
+    tags: tuple[str, ...] = ("serve",)
+    method_name_check: bool = False
+
+
 class Servable:
     """A loaded model version: its session, signatures and predict/classify/regress."""
 
@@ -66,14 +81,24 @@ class Servable:
         version: int,
         session: tf.compat.v1.Session,
         meta_graph: meta_graph_pb2.MetaGraphDef,
+        options: ServableOptions = ServableOptions(),
     ) -> None:
         self.name = name
         self.version = version
         self._session = session
+        self._options = options
         self._signature_defs = dict(meta_graph.signature_def)
         self._signatures = {
             key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
         }
+        # signature -> alias -> the op that needs the alias's recorded rank (rank_guard.py)
+        self._rank_strict = rank_strict_inputs(
+            session.graph,
+            {
+                key: {alias: spec.name for alias, spec in signature.inputs.items()}
+                for key, signature in self._signatures.items()
+            },
+        )
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
         self._callables_lock = threading.Lock()
         self._batcher: BatchSubmitter | None = None
@@ -82,19 +107,39 @@ class Servable:
         self._idle = threading.Condition()
 
     @classmethod
-    def load(cls, name: str, version: int, path: str, config: tf.compat.v1.ConfigProto) -> Servable:
-        """Load the SavedModel at ``path`` (tag ``serve``); raises on any load failure."""
+    def load(
+        cls,
+        name: str,
+        version: int,
+        path: str,
+        config: tf.compat.v1.ConfigProto,
+        options: ServableOptions = ServableOptions(),
+    ) -> Servable:
+        """Load the SavedModel at ``path`` (the MetaGraph of ``options.tags``); raises on any
+        load failure. The load is counted in the metrics with TF's two stages: the graph
+        (``restore_graph``), then its variables and init ops (``init_graph``)."""
         graph = tf.Graph()
         session = tf.compat.v1.Session(graph=graph, config=config)
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
         try:
+            loader = SavedModelLoader(path)
             with graph.as_default():
-                meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+                saver, _ = loader.load_graph(graph, list(options.tags))
+                stages["restore_graph"] = time.perf_counter() - started
+                loader.restore_variables(session, saver)
+                loader.run_init_ops(session, list(options.tags))
+                stages["init_graph"] = time.perf_counter() - started - stages["restore_graph"]
+                meta_graph = loader.get_meta_graph_def_from_tags(list(options.tags))
                 _check_variables_restored(session, graph, meta_graph)
+            graph.finalize()
+            servable = cls(name, version, session, meta_graph, options)
         except BaseException:
             session.close()
+            METRICS.record_load(path, False, stages)
             raise
-        graph.finalize()
-        return cls(name, version, session, meta_graph)
+        METRICS.record_load(path, True, stages)
+        return servable
 
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
         """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
@@ -126,11 +171,7 @@ class Servable:
 
     def signature(self, name: str) -> ServableSignature:
         """The signature called ``name`` ("" means serving_default)."""
-        key = name or DEFAULT_SIGNATURE
-        signature = self._signatures.get(key)
-        if signature is None:
-            raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
-        return signature
+        return find_signature(self._signatures, name)
 
     def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
         result = get_model_metadata_pb2.SignatureDefMap()
@@ -164,17 +205,22 @@ class Servable:
         return runner
 
     def _run(
-        self, signature: ServableSignature, feeds: dict[str, np.ndarray], outputs: tuple[str, ...]
+        self,
+        signature: ServableSignature,
+        feeds: dict[str, np.ndarray],
+        outputs: tuple[str, ...],
+        api: str,
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
         self._enter()
         try:
             runner = self._callable(signature, inputs, outputs)
-            if self._batcher is not None:
-                key = (self.name, self.version, signature.name, inputs, outputs)
-                return self._batcher.submit(key, values, runner)
-            return runner(values)
+            with METRICS.runtime(self.name, api):
+                if self._batcher is not None:
+                    key = (self.name, self.version, signature.name, inputs, outputs)
+                    return self._batcher.submit(key, values, runner)
+                return runner(values)
         except tf.errors.OpError as error:
             raise ServingError(Code(error.error_code), error.message) from None
         finally:
@@ -187,30 +233,32 @@ class Servable:
         output_filter: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
         """Run a predict signature; returns output alias -> array (filter order kept)."""
-        signature = self.signature(signature_name)  # TF Serving's Predict runs any method
-        _check_inputs(signature, inputs)
-        outputs = _output_aliases(signature, output_filter)
-        results = self._run(signature, inputs, outputs)
+        signature = self.signature(signature_name)
+        check_predict_method(signature, self._options.method_name_check)
+        check_inputs(signature, inputs, self._rank_strict.get(signature.name, {}))
+        outputs = output_aliases(signature, output_filter)
+        results = self._run(signature, inputs, outputs, "Predict")
         return dict(zip(outputs, results, strict=True))
 
     def classify(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> classification_pb2.ClassificationResult:
         signature = self.signature(signature_name)
-        input_alias = examples_input(signature, CLASSIFY_METHOD, "classification")
+        check = self._options.method_name_check
+        input_alias = examples_input(signature, CLASSIFY_METHOD, check)
         outputs = classification_outputs(signature)
         examples = serialized_examples(request_input)
-        values = self._run(signature, {input_alias: examples}, outputs)
+        values = self._run(signature, {input_alias: examples}, outputs, "Classify")
         return classification_result(len(examples), dict(zip(outputs, values, strict=True)))
 
     def regress(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> regression_pb2.RegressionResult:
         signature = self.signature(signature_name)
-        input_alias = examples_input(signature, REGRESS_METHOD, "regression")
+        input_alias = examples_input(signature, REGRESS_METHOD, self._options.method_name_check)
         check_regression_outputs(signature)
         examples = serialized_examples(request_input)
-        (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,))
+        (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,), "Regress")
         return regression_result(len(examples), values)
 
 
@@ -272,10 +320,29 @@ class BatchSubmitter(Protocol):
         ...
 
 
-# ----- predict checks -----
+# ----- predict checks (shared with the TFLite servable) -----
+
+PREDICTION_METHODS = (PREDICT_METHOD, CLASSIFY_METHOD, REGRESS_METHOD)
 
 
-def _check_inputs(signature: ServableSignature, inputs: dict[str, np.ndarray]) -> None:
+def check_predict_method(signature: ServableSignature, method_name_check: bool) -> None:
+    """With ``--enable_signature_method_name_check``, Predict runs only signatures of the
+    three serving methods (INTERNAL, as TF Serving answers); otherwise any signature."""
+    if method_name_check and signature.method_name not in PREDICTION_METHODS:
+        raise ServingError(
+            Code.INTERNAL,
+            "Expected prediction signature method_name to be one of "
+            f"{{{', '.join(PREDICTION_METHODS)}}}. Was: {signature.method_name}",
+        )
+
+
+def check_inputs(
+    signature: ServableSignature,
+    inputs: dict[str, np.ndarray],
+    rank_strict: dict[str, str] | None = None,
+) -> None:
+    """The inputs are the signature's, of its dtypes; shapes are the graph's business, but
+    for inputs that reach a kernel needing their recorded rank (``rank_guard``)."""
     sent = set(inputs)
     expected = set(signature.inputs)
     if sent != expected:
@@ -293,9 +360,15 @@ def _check_inputs(signature: ServableSignature, inputs: dict[str, np.ndarray]) -
                 f"Expects arg[{index}] to be {short_dtype_name(spec.dtype)} but "
                 f"{short_dtype_name(given)} is provided"
             )
+        op_type = (rank_strict or {}).get(alias)
+        if op_type and spec.shape is not None and inputs[alias].ndim != len(spec.shape):
+            raise invalid_argument(
+                f"input {alias} goes to {op_type}, which needs a {len(spec.shape)}-dimensional "
+                f"input: got shape {list(inputs[alias].shape)}"
+            )
 
 
-def _output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
+def output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
     if not output_filter:
         return tuple(signature.outputs)
     seen: set[str] = set()

@@ -15,6 +15,7 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 
+from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.wire.signatures import shape_of
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -66,3 +67,28 @@ def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSi
         inputs={alias: _graph_tensor(proto.inputs[alias]) for alias in sorted(proto.inputs)},
         outputs={alias: _graph_tensor(proto.outputs[alias]) for alias in sorted(proto.outputs)},
     )
+
+
+def find_signature(signatures: dict[str, ServableSignature], name: str) -> ServableSignature:
+    """The signature called ``name`` ("" means serving_default), or TF Serving's error."""
+    key = name or DEFAULT_SIGNATURE
+    signature = signatures.get(key)
+    if signature is None:
+        raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
+    return signature
+
+
+def signature_def_of(signature: ServableSignature) -> meta_graph_pb2.SignatureDef:
+    """The SignatureDef proto of a typed signature (its tensor names, dtypes and shapes)."""
+    proto = meta_graph_pb2.SignatureDef(method_name=signature.method_name)
+    for target, specs in ((proto.inputs, signature.inputs), (proto.outputs, signature.outputs)):
+        for alias, spec in specs.items():
+            info = target[alias]
+            info.name = spec.name
+            info.dtype = spec.dtype
+            if spec.shape is None:
+                info.tensor_shape.unknown_rank = True
+            else:
+                for size in spec.shape:
+                    info.tensor_shape.dim.add(size=size)
+    return proto

@@ -40,7 +40,14 @@ def set_title(title: str) -> None:
 def preload() -> None:
     """What a model server imports before it can load a model, TensorFlow first."""
     model_server_main.import_tensorflow_quietly()
-    from sagemaker_tfs.model_server import grpc_api, manager, rest_server, servable  # noqa: F401
+    from sagemaker_tfs.model_server import (  # noqa: F401
+        grpc_api,
+        manager,
+        rest_server,
+        servable,
+        startup,
+        tflite_servable,
+    )
 
 
 def wait_for_command_line() -> list[str] | None:

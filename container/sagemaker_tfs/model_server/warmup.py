@@ -8,6 +8,7 @@ pay for lazy initialisation. A failing record fails the load, as in TF Serving.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import tensorflow as tf
@@ -15,6 +16,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.grpc_api import tensor_to_array
+from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import Servable
 
 logger = logging.getLogger(__name__)
@@ -48,19 +50,31 @@ def _replay(servable: Servable, log: prediction_log_pb2.PredictionLog) -> None:
         raise ValueError(f"Unsupported log_type for warmup: {kind}")
 
 
-def run_warmup(servable: Servable, version_dir: str) -> int:
-    """Replay the version's warm-up requests; returns how many ran (0 without a file)."""
+def run_warmup(servable: Servable, version_dir: str, iterations: int = 1) -> int:
+    """Replay the version's warm-up requests, each ``iterations`` times
+    (``--num_request_iterations_for_warmup``; 0 means once); returns how many records
+    were read (0 without a file)."""
     path = Path(version_dir) / WARMUP_FILE
     if not path.is_file():
         return 0
     count = 0
-    for record in tf.compat.v1.io.tf_record_iterator(str(path)):
-        count += 1
-        if count > MAX_WARMUP_RECORDS:
-            raise ValueError(
-                f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
-            )
-        _replay(servable, prediction_log_pb2.PredictionLog.FromString(record))
+    started = time.perf_counter()
+    status = "OK"
+    try:
+        for record in tf.compat.v1.io.tf_record_iterator(str(path)):
+            count += 1
+            if count > MAX_WARMUP_RECORDS:
+                raise ValueError(
+                    f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
+                )
+            log = prediction_log_pb2.PredictionLog.FromString(record)
+            for _ in range(max(1, iterations)):
+                _replay(servable, log)
+    except BaseException as error:
+        status = getattr(getattr(error, "code", None), "name", None) or "UNKNOWN"
+        raise
+    finally:
+        METRICS.record_warmup(version_dir, count, time.perf_counter() - started, status)
     logger.info(
         "Finished reading warmup data for model at %s. Number of warmup records read: %d.",
         path,

@@ -51,7 +51,7 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 class ModelLocation:
     """Where a loaded model is: its files (for its ``code/``) and its model server's ports.
 
-    Read from the registry's description of the model (``GET /models/NAME`` on the control
+    Read from the registry's description of the model (``GET /registry/NAME`` on the control
     API, written by ``supervisor.registry.LoadedModel.describe``).
     """
 
@@ -75,18 +75,19 @@ def not_loaded(name: str) -> HttpError:
 
 
 class ControlClient:
-    """The supervisor's control API (``GET /models``)."""
+    """The supervisor's control API (``GET /registry``: the stack's own view of the models,
+    with their ports; ``GET /models`` answers SageMaker's shape)."""
 
     def __init__(self, socket_path: str) -> None:
         self._socket_path = socket_path
 
     def loaded(self) -> list[dict]:
         """The descriptions of the models in the registry."""
-        return self._get("/models")["models"]
+        return self._get("/registry")["models"]
 
     def describe(self, name: str) -> dict | None:
         """One model's description, or None when it is not loaded."""
-        return self._get(f"/models/{name}", missing_ok=True)
+        return self._get(f"/registry/{name}", missing_ok=True)
 
     def _get(self, path: str, missing_ok: bool = False) -> dict:
         connection = UnixHTTPConnection(self._socket_path, CONTROL_TIMEOUT_SECONDS)

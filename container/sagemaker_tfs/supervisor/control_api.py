@@ -10,6 +10,7 @@ import logging
 import os
 import socketserver
 import threading
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from http import HTTPStatus
@@ -21,6 +22,23 @@ from sagemaker_tfs.supervisor.stack_metrics import ModelLoads
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
 logger = logging.getLogger(__name__)
+# The stack's own view (ports, base path, state) for the service; nginx proxies only /models.
+INTERNAL_PREFIX = "registry"
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+def _page_query(path: str) -> tuple[str | None, int]:
+    """``next_page_token`` and ``limit`` of ``GET /models?...`` (SageMaker's paging)."""
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query, keep_blank_values=True)
+    tokens = query.get("next_page_token", [])
+    token = tokens[-1] if tokens and tokens[-1] else None
+    limit_text = (query.get("limit") or [str(PAGE_SIZE)])[-1]
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_PAGE_SIZE:
+        raise HttpError(
+            400, f"limit must be an integer from 1 to {MAX_PAGE_SIZE}, got {limit_text!r}"
+        )
+    return token, int(limit_text)
 
 
 class ControlHandler(BaseHTTPRequestHandler):
@@ -51,6 +69,8 @@ class ControlHandler(BaseHTTPRequestHandler):
             return "GET, POST"
         if len(parts) == 2 and parts[0] == "models":
             return "GET, DELETE"
+        if parts and parts[0] == INTERNAL_PREFIX and len(parts) <= 2:
+            return "GET"
         return None
 
     def _not_allowed(self, parts: list[str]) -> dict[str, Any]:
@@ -61,10 +81,15 @@ class ControlHandler(BaseHTTPRequestHandler):
         raise HttpError(405, f"Method {self.command} is not allowed here; use {allowed}")
 
     def _get(self, parts: list[str]) -> dict[str, Any]:
+        registry = self.server.registry
         if parts == ["models"]:
-            return {"models": self.server.registry.list()}
+            return registry.list_page(*_page_query(self.path))
         if len(parts) == 2 and parts[0] == "models":
-            return self.server.registry.get(parts[1])
+            return registry.describe_public(parts[1])
+        if parts == [INTERNAL_PREFIX]:
+            return {"models": registry.list()}
+        if len(parts) == 2 and parts[0] == INTERNAL_PREFIX:
+            return registry.get(parts[1])
         raise HttpError(404, f"no such resource: {self.path}")
 
     def _post(self, parts: list[str]) -> dict[str, Any]:

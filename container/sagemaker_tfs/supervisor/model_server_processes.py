@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 import urllib.request
@@ -20,6 +21,10 @@ from sagemaker_tfs.supervisor.polling import poll_until
 logger = logging.getLogger(__name__)
 
 TFS_BINARY = "tensorflow_model_server"
+# Every model server exports TF Serving's Prometheus metrics on its REST port at this path
+# (--monitoring_config_file, the file written once into the work directory).
+MONITORING_CONFIG_FILE = "monitoring.config"
+MONITORING_PATH = "/monitoring/prometheus/metrics"
 
 
 # --- command lines and config files -------------------------------------------------------
@@ -88,6 +93,17 @@ def render_batching_config(batching: BatchingConfig) -> str:
     )
 
 
+def render_monitoring_config() -> str:
+    """TF Serving's text ``MonitoringConfig``: Prometheus on at ``MONITORING_PATH``."""
+    return (
+        f"prometheus_config {{\n  enable: true\n  path: {quote_text_proto(MONITORING_PATH)}\n}}\n"
+    )
+
+
+def monitoring_config_path(config: StackConfig) -> str:
+    return os.path.join(config.work_dir, MONITORING_CONFIG_FILE)
+
+
 def model_server_args(
     instance: Instance,
     model_config_file: str,
@@ -100,6 +116,7 @@ def model_server_args(
         f"--rest_api_port={instance.rest_port}",
         f"--model_config_file={model_config_file}",
         "--max_num_load_retries=0",
+        f"--monitoring_config_file={monitoring_config_path(config)}",
     ]
     if batching_file is not None:
         args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]

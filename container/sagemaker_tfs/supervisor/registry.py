@@ -69,7 +69,7 @@ class LoadedModel:
     memory_bytes: int | None = None
 
     def describe(self) -> dict[str, Any]:
-        """What ``GET /models/NAME`` answers. ``grpc_port``/``rest_port``: the first model
+        """What ``GET /registry/NAME`` answers. ``grpc_port``/``rest_port``: the first model
         server; ``instances``: every model server that serves it, as [gRPC, REST] pairs."""
         first = self.instances[0]
         return {
@@ -82,6 +82,10 @@ class LoadedModel:
             "state": self.state,
             "memory_bytes": self.memory_bytes,
         }
+
+    def public(self) -> dict[str, str]:
+        """SageMaker's documented multi-model shape (``ListModels`` / ``DescribeModel``)."""
+        return {"modelName": self.name, "modelUrl": self.url}
 
 
 def validate_model_name(name: object) -> str:
@@ -138,11 +142,27 @@ class ModelRegistry:
             return [m.describe() for m in self._models.values()]
 
     def get(self, name: str) -> dict[str, Any]:
+        return self._get(name).describe()
+
+    def describe_public(self, name: str) -> dict[str, str]:
+        return self._get(name).public()
+
+    def _get(self, name: str) -> LoadedModel:
         with self._lock:
             model = self._models.get(name)
             if model is None:
                 raise HttpError(404, f"Model {name} is not loaded yet")
-            return model.describe()
+            return model
+
+    def list_page(self, token: str | None, limit: int) -> dict[str, Any]:
+        """One page of SageMaker's ``ListModels``, by name: ``{"models": [{"modelName",
+        "modelUrl"}], "nextPageToken"}``. The token is the last name of the previous page,
+        so loads and unloads between calls neither repeat nor skip the models that stay."""
+        with self._lock:
+            names = sorted(name for name in self._models if token is None or name > token)
+            page = [self._models[name].public() for name in names[:limit]]
+        next_token = page[-1]["modelName"] if len(names) > limit else None
+        return {"models": page, "nextPageToken": next_token}
 
     def load(self, name: object, url: object) -> dict[str, Any]:
         name = validate_model_name(name)

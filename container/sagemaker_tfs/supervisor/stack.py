@@ -39,8 +39,10 @@ from sagemaker_tfs.supervisor.model_server_processes import (
     model_server_args,
     model_server_command,
     models_available_check,
+    monitoring_config_path,
     render_batching_config,
     render_model_config,
+    render_monitoring_config,
     wait_until_available,
 )
 from sagemaker_tfs.supervisor.model_service import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
@@ -148,6 +150,7 @@ class Supervisor:
     def write_configs(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         write_file(self.config.stack_config_path, self.config.to_json())
+        write_file(monitoring_config_path(self.config), render_monitoring_config())
         if self.config.batching is not None:
             text = render_batching_config(self.config.batching)
             write_file(self._batching_file() or "", text)

@@ -89,16 +89,21 @@ def encode_predict_request(
     return b"".join(chunks)
 
 
-def encode_predict_response(model_spec: Message, outputs: Mapping[str, object]) -> bytes:
-    """A serialized PredictResponse as TF Serving writes it (typed ``*_val`` fields)."""
-    return b"".join(predict_response_chunks(model_spec, outputs))
+def encode_predict_response(
+    model_spec: Message, outputs: Mapping[str, object], as_tensor_content: bool = False
+) -> bytes:
+    """A serialized PredictResponse as TF Serving writes it: typed ``*_val`` fields, or
+    ``tensor_content`` (``--enable_serialization_as_tensor_content``)."""
+    return b"".join(predict_response_chunks(model_spec, outputs, as_tensor_content))
 
 
-def predict_response_chunks(model_spec: Message, outputs: Mapping[str, object]) -> list[_Chunk]:
+def predict_response_chunks(
+    model_spec: Message, outputs: Mapping[str, object], as_tensor_content: bool = False
+) -> list[_Chunk]:
     """``encode_predict_response`` before the join: headers and views of the output buffers."""
+    encode = _request_tensor if as_tensor_content else tensors.tensor_chunks
     chunks = _tensor_map(
-        _RESPONSE_OUTPUTS,
-        {name: tensors.tensor_chunks(value) for name, value in outputs.items()},
+        _RESPONSE_OUTPUTS, {name: encode(value) for name, value in outputs.items()}
     )
     chunks += _length_delimited(_RESPONSE_SPEC, [model_spec.SerializeToString()])
     return chunks

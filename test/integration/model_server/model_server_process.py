@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from local_ports import free_port
@@ -63,12 +64,9 @@ class ServerHandle:
 
 
 def _flag_value(args: tuple[str, ...], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-        if arg == f"--{name}" and index + 1 < len(args):
-            return args[index + 1]
-    return None
+    """The value of ``--name=value`` (TF Serving's only form; the last one wins)."""
+    values = [arg.split("=", 1)[1] for arg in args if arg.startswith(f"--{name}=")]
+    return values[-1] if values else None
 
 
 def launch_model_server(
@@ -149,3 +147,23 @@ def start_batching_server(
         "--max_num_load_retries=0",
     )
     return start_server(args, work / "server.log", env)
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``sagemaker-tfs model-server ARGS`` to its end: exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 30.0) -> None:
+    """Poll ``condition`` every 0.2 s until it is true; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")

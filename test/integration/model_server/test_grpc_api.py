@@ -130,7 +130,7 @@ def test_streamed_predict_takes_and_sends_a_header_then_the_raw_values(
     with pytest.raises(grpc.RpcError) as error:
         list(method(iter([huge.SerializeToString()])))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "more than 536870912" in error.value.details()
+    assert "more than 2147483647" in error.value.details()  # TF Serving's INT32_MAX
     channel.close()
 
 
@@ -163,12 +163,12 @@ def test_streamed_predict_widens_the_pixels_its_metadata_names(server: ServerHan
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "float type, not 'int32'" in error.value.details()
     header = predict_pb2.PredictRequest(model_spec=spec)
-    header.inputs["x"].dtype = 4  # DT_UINT8: 200 MB announced, 800 MB once widened
-    header.inputs["x"].tensor_shape.dim.add(size=200_000_000)
+    header.inputs["x"].dtype = 4  # DT_UINT8: 600 MB announced, 2.4 GB once widened
+    header.inputs["x"].tensor_shape.dim.add(size=600_000_000)
     with pytest.raises(grpc.RpcError) as error:
         list(method(iter([header.SerializeToString()]), metadata=pixels.to_metadata({"x": cast})))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "widened pixels take 800000000 bytes, more than 536870912" in error.value.details()
+    assert "widened pixels take 2400000000 bytes, more than 2147483647" in error.value.details()
     channel.close()
 
 
@@ -291,26 +291,50 @@ def test_regress_and_classify(stub) -> None:
     assert [r.value for r in stub.Regress(request).result.regressions] == [3.5]
 
 
-def test_classify_on_regress_signature_is_rejected(stub) -> None:
+def test_classify_on_regress_signature_is_refused_by_its_outputs(stub) -> None:
+    """Method names are not checked (TF Serving's default); the outputs are."""
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name = "two_versions"
     request.model_spec.signature_name = "regress_x_to_y"
     _examples_input(request, None, [{"x": 1.0}])
     error = _rpc_error(stub.Classify, request)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "Expected classification signature method_name to be tensorflow/serving/classify" in (
-        error.details()
+    assert error.details() == (
+        "Expected classification signature outputs to contain at least one of: classes, scores"
     )
+    request.model_spec.signature_name = "serving_default"  # input x, not inputs
+    error = _rpc_error(stub.Classify, request)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details().startswith("No classification inputs found in SignatureDef: ")
 
 
-def test_multi_inference(stub) -> None:
+def test_classify_and_regress_on_tf2_signatures(stub) -> None:
+    """A TF2 SavedModel marks every signature tensorflow/serving/predict; TF Serving checks
+    method names only with --enable_signature_method_name_check, so these answer: y(2) = 3."""
+    regress = regression_pb2.RegressionRequest()
+    regress.model_spec.name = "half_plus_two_tf2"
+    regress.model_spec.signature_name = "regress_x_to_y"
+    _examples_input(regress, None, [{"x": 2.0}])
+    assert [r.value for r in stub.Regress(regress).result.regressions] == [3.0]
+
+    classify = classification_pb2.ClassificationRequest()
+    classify.model_spec.name = "half_plus_two_tf2"
+    classify.model_spec.signature_name = "classify_x_to_y"
+    _examples_input(classify, None, [{"x": 2.0}])
+    [result] = stub.Classify(classify).result.classifications
+    assert [c.score for c in result.classes] == [3.0]
+
+
+@pytest.mark.parametrize("model", ["two_versions", "half_plus_two_tf2"])
+def test_multi_inference(stub, model: str) -> None:
+    """TF1 signatures of the classify/regress methods, and TF2 ones all marked predict."""
     request = inference_pb2.MultiInferenceRequest()
     for signature, method in (
         ("regress_x_to_y", "tensorflow/serving/regress"),
         ("classify_x_to_y", "tensorflow/serving/classify"),
     ):
         task = request.tasks.add()
-        task.model_spec.name = "two_versions"
+        task.model_spec.name = model
         task.model_spec.signature_name = signature
         task.method_name = method
     example = request.input.example_list.examples.add()
@@ -318,6 +342,10 @@ def test_multi_inference(stub) -> None:
     response = stub.MultiInference(request)
     assert response.results[0].regression_result.regressions[0].value == 3.0
     assert response.results[1].classification_result.classifications[0].classes[0].score == 3.0
+    request.tasks[0].method_name = "tensorflow/serving/predict"  # a task names its method
+    error = _rpc_error(stub.MultiInference, request)
+    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert error.details() == "Unsupported signature method_name: tensorflow/serving/predict"
 
 
 @pytest.mark.parametrize("model", ["half_plus_two", "two_versions"])

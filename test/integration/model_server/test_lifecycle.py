@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,9 +12,11 @@ import grpc
 import numpy as np
 import pytest
 from grpc_helpers import float_tensor, model_stub, output_array, predict_request, prediction_stub
+from model_server_process import run_cli, wait_for
 from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
 
 State = get_model_status_pb2.ModelVersionStatus.State
+PLATFORM = "model_platform: 'tensorflow'"
 
 
 def _status(target: str, name: str) -> list[tuple[int, int, str]]:
@@ -26,34 +26,26 @@ def _status(target: str, name: str) -> list[tuple[int, int, str]]:
     return [(s.version, s.state, s.status.error_message) for s in response.model_version_status]
 
 
-def _wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
-def _run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "sagemaker_tfs.cli", "model-server", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
+def test_unknown_argument_is_named_and_start_up_goes_on() -> None:
+    """As TF Serving: ``unknown argument: X`` and the usage on stdout, then start-up with the
+    flags that parsed (here it stops on the missing model, exit 255)."""
+    result = run_cli("--no_such_flag=1", "stray")
+    assert result.stdout.startswith("unknown argument: --no_such_flag=1\nusage: ")
+    assert "\tint32\t" in result.stdout
+    assert result.stdout.endswith(
+        "Failed to start server. Error: INVALID_ARGUMENT: Both server_options.model_base_path "
+        "and server_options.model_config_file are empty!\n"
     )
-
-
-def test_unknown_flag_is_a_clear_error() -> None:
-    result = _run_cli("--model_name=x", "--model_base_path=/tmp", "--no_such_flag=1")
-    assert result.returncode != 0
-    assert "no_such_flag" in result.stderr
+    assert result.returncode == 255
 
 
 def test_batching_file_without_enable_batching_is_an_error() -> None:
-    result = _run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
-    assert result.returncode != 0
-    assert "--enable_batching" in result.stderr
+    result = run_cli("--model_base_path=/tmp", "--batching_parameters_file=/tmp/b.txt")
+    assert result.returncode == 255
+    assert (
+        "Failed to start server. Error: INVALID_ARGUMENT: server_options.batching_parameters_file"
+        " is set without setting server_options.enable_batching to true." in result.stdout
+    )
 
 
 def _version_dirs(testdata_dir: Path, base: Path, *names: str) -> None:
@@ -108,7 +100,7 @@ def test_polling_loads_new_version_and_unloads_old(
     staging = tmp_path / "staging"
     _version_dirs(testdata_dir, staging, "124")
     (staging / "124").rename(base / "124")  # appears atomically
-    _wait_for(
+    wait_for(
         lambda: _status(server.grpc_target, "polled")
         == [(124, State.AVAILABLE, ""), (123, State.END, "")]
     )
@@ -181,8 +173,8 @@ def test_warmup_requests_run_before_available(
     config = tmp_path / "models.config"
     config.write_text(
         "model_config_list {\n"
-        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' }}\n"
-        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' }}\n"
+        f"  config {{ name: 'warm' base_path: '{tmp_path / 'warm'}' {PLATFORM} }}\n"
+        f"  config {{ name: 'cold' base_path: '{tmp_path / 'cold'}' {PLATFORM} }}\n"
         "}\n"
     )
     server = start_model_server(f"--model_config_file={config}", "--max_num_load_retries=0")
@@ -207,8 +199,8 @@ def test_port_in_use_fails_fast_with_clear_error(start_model_server, testdata_di
             "--max_num_load_retries=0",
             wait=False,
         )
-        assert server.process.wait(timeout=60) == 1
-    assert "Model server failed to start" in server.log
+        assert server.process.wait(timeout=60) == 255
+    assert "Failed to start server. Error: UNKNOWN: " in server.log
     assert str(port) in server.log
 
 
@@ -254,6 +246,6 @@ def test_grpc_socket_path_that_cannot_be_bound_fails_start(
         f"--grpc_socket_path={tmp_path / 'no_such_dir' / 'grpc.sock'}",
         wait=False,
     )
-    assert server.process.wait(timeout=60) == 1
-    assert "Model server failed to start" in server.log
+    assert server.process.wait(timeout=60) == 255
+    assert "Failed to start server. Error: UNKNOWN: " in server.log
     assert "grpc.sock" in server.log

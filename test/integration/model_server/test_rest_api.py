@@ -477,13 +477,6 @@ def test_keep_alive_and_concurrent_requests(server: Any) -> None:
             404,
             "Servable not found for request: Latest(nope)",
         ),
-        (
-            "/v1/models/half_plus_three:regress",
-            '{"examples": [{"x": 1.0}]}',
-            400,
-            "Expected regression signature method_name to be tensorflow/serving/regress. "
-            "Was: tensorflow/serving/predict",
-        ),
     ],
 )
 def test_classify_regress_errors(
@@ -493,6 +486,26 @@ def test_classify_regress_errors(
     response = client.post(path, body)
     assert response.status_code == status
     assert response.content == error_body(message)
+
+
+def test_regress_on_a_predict_signature_is_refused_by_its_keys(client: RestClient) -> None:
+    """Method names are not checked by default (TF Serving since 2.4); the signature's keys
+    are: serving_default takes ``x``, not ``inputs``."""
+    response = client.post("/v1/models/half_plus_three:regress", '{"examples": [{"x": 1.0}]}')
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("No regression inputs found in SignatureDef: ")
+    assert 'method_name: "tensorflow/serving/predict"' in response.json()["error"]
+
+
+def test_classify_and_regress_on_tf2_signatures(client: RestClient) -> None:
+    """TF2 SavedModels mark every signature tensorflow/serving/predict: they answer."""
+    body = '{"signature_name": "%s", "examples": [{"x": 2.0}]}'
+    regressed = client.post("/v1/models/tf2:regress", body % "regress_x_to_y")
+    assert regressed.status_code == 200, regressed.text
+    assert regressed.json() == {"results": [3.0]}
+    classified = client.post("/v1/models/tf2:classify", body % "classify_x_to_y")
+    assert classified.status_code == 200, classified.text
+    assert classified.json() == {"results": [[["", 3.0]]]}
 
 
 def test_status_of_a_model_that_failed_to_load(

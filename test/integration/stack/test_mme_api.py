@@ -57,7 +57,7 @@ def test_two_models_load_invoke_unload(stack: RunningStack, models_root: Path) -
     assert "Successfully loaded model hp3" in response.text
     assert load(stack, "hp2", "half_plus_two").status_code == 200
     listed = stack.get("/models").json()
-    assert {"hp2", "hp3"} <= {m["model_name"] for m in listed["models"]}
+    assert {"hp2", "hp3"} <= {m["modelName"] for m in listed["models"]}
     assert stack.get("/models/hp3").status_code == 200
 
     assert invoke(stack, "hp3", "[1.0, 2.0]").json() == {"predictions": [[3.5, 4.0]]}
@@ -79,6 +79,37 @@ def test_two_models_load_invoke_unload(stack: RunningStack, models_root: Path) -
     assert requests.delete(stack.url + "/models/hp3", timeout=60).status_code == 404
     assert invoke(stack, "hp2", "[2.0]").json() == {"predictions": [[3.0]]}
     assert requests.delete(stack.url + "/models/hp2", timeout=60).status_code == 200
+
+
+def test_list_and_describe_answer_sagemakers_shapes_with_paging(stack: RunningStack) -> None:
+    """``GET /models`` is ``{"models": [{"modelName", "modelUrl"}], "nextPageToken"}``, paged
+    with ``next_page_token`` (and ``limit``); ``GET /models/NAME`` is ``{"modelName",
+    "modelUrl"}``. The stack's own view (ports) is not reachable through nginx."""
+    for name in ("page_a", "page_b"):
+        assert load(stack, name, "half_plus_three").status_code == 200
+    try:
+        described = stack.get("/models/page_a")
+        assert described.status_code == 200
+        assert described.json() == {"modelName": "page_a", "modelUrl": "half_plus_three"}
+        pages, token = [], None
+        while True:
+            query = "?limit=1" + (f"&next_page_token={token}" if token else "")
+            page = stack.get("/models" + query).json()
+            assert set(page) == {"models", "nextPageToken"} and len(page["models"]) <= 1
+            pages.append(page["models"])
+            token = page["nextPageToken"]
+            if token is None:
+                break
+        listed = [model for page in pages for model in page]
+        assert {"modelName": "page_b", "modelUrl": "half_plus_three"} in listed
+        names = [model["modelName"] for model in listed]
+        assert names == sorted(set(names)) and len(pages) == len(names)
+        assert stack.get("/models").json()["models"] == listed  # one page of 100 by default
+        assert stack.get("/models?limit=0").status_code == 400
+        assert stack.get("/registry/page_a").status_code == 404
+    finally:
+        for name in ("page_a", "page_b"):
+            requests.delete(f"{stack.url}/models/{name}", timeout=60)
 
 
 def test_per_model_inference_script(stack: RunningStack) -> None:

@@ -47,7 +47,7 @@ def test_two_models_at_once_without_blocking_the_rest(
     start_stack: StartStack, models_root: Path
 ) -> None:
     stack = start_stack(models_root, PER_MODEL, multi_model=True)
-    assert control(stack, "GET", "/models") == (200, {"models": []})
+    assert control(stack, "GET", "/models") == (200, {"models": [], "nextPageToken": None})
     results: dict[str, tuple[int, Any]] = {}
     threads = [
         threading.Thread(target=lambda n=n, u=u: results.__setitem__(n, load(stack, n, u)))
@@ -74,10 +74,23 @@ def test_two_models_at_once_without_blocking_the_rest(
     assert predict_direct(a["rest_port"], "a", [1.0]) == [3.5]
     assert predict_direct(b["rest_port"], "b", [3.0]) == [4.5]
     assert server_pid(stack, a["rest_port"]) != server_pid(stack, b["rest_port"])
-    listed = control(stack, "GET", "/models")[1]["models"]
-    assert sorted(m["model_name"] for m in listed) == ["a", "b"]
+    listed = control(stack, "GET", "/models")[1]
+    assert listed == {
+        "models": [
+            {"modelName": "a", "modelUrl": "half_plus_three"},
+            {"modelName": "b", "modelUrl": str(models_root / "other")},
+        ],
+        "nextPageToken": None,
+    }
+    assert control(stack, "GET", "/models/a") == (
+        200,
+        {"modelName": "a", "modelUrl": "half_plus_three"},
+    )
+    # the stack's own view, for the service (nginx does not proxy /registry)
     described = {key: value for key, value in a.items() if key != "message"}
-    assert control(stack, "GET", "/models/a") == (200, described)
+    assert control(stack, "GET", "/registry/a") == (200, described)
+    registered = control(stack, "GET", "/registry")[1]["models"]
+    assert sorted(model["model_name"] for model in registered) == ["a", "b"]
 
 
 def test_load_errors(start_stack: StartStack, models_root: Path, tmp_path: Path) -> None:
@@ -119,7 +132,7 @@ def test_load_errors(start_stack: StartStack, models_root: Path, tmp_path: Path)
 
 
 def body_rest_port(stack: Stack, name: str) -> int:
-    status, body = control(stack, "GET", f"/models/{name}")
+    status, body = control(stack, "GET", f"/registry/{name}")
     assert status == 200, body
     return body["rest_port"]
 
@@ -138,7 +151,7 @@ def test_unload_ends_the_process_and_frees_its_ports(
     assert not (stack.work_dir / "models" / "a.config").exists()
     assert control(stack, "GET", "/models/a")[0] == 404
     assert control(stack, "DELETE", "/models/a")[0] == 404
-    assert control(stack, "GET", "/models") == (200, {"models": []})
+    assert control(stack, "GET", "/models") == (200, {"models": [], "nextPageToken": None})
     status, again = load(stack, "a", "half_plus_three")
     assert status == 200, again
     assert predict_direct(again["rest_port"], "a", [1.0]) == [3.5]
@@ -168,7 +181,7 @@ def test_crashed_model_process_is_restarted(start_stack: StartStack, models_root
 
     assert wait_for(answers_again, 120), stack.log_tail(4000)
     assert server_pid(stack, body["rest_port"]) != pid
-    assert control(stack, "GET", "/models/a")[1]["state"] == "AVAILABLE"
+    assert control(stack, "GET", "/registry/a")[1]["state"] == "AVAILABLE"
 
 
 def test_a_model_that_fails_to_load_leaves_nothing_behind(

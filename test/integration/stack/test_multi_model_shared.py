@@ -67,7 +67,7 @@ def served_in_file(stack: Stack) -> list[str]:
 
 
 def listed(stack: Stack) -> list[dict[str, Any]]:
-    status, body = control(stack, "GET", "/models")
+    status, body = control(stack, "GET", "/registry")  # the stack's own view, with ports
     assert status == 200, body
     return sorted(body["models"], key=lambda model: model["model_name"])
 
@@ -168,7 +168,7 @@ def test_a_load_in_flight_when_its_model_server_dies_fails_alone(
     result: dict[str, tuple[int, Any]] = {}
     loading = threading.Thread(target=lambda: result.update(slow=load(stack, "slow", "slow")))
     loading.start()
-    assert wait_for(lambda: "Loading servable: {name: slow" in stack.log_text(), 60)
+    assert wait_for(lambda: "Loading servable version {name: slow" in stack.log_text(), 60)
     started = time.monotonic()
     assert answers(stack, "m00")  # the other models serve while it loads
     assert time.monotonic() - started < 2
@@ -205,7 +205,7 @@ def test_two_shared_model_servers(start_stack: StartStack, models_root: Path) ->
     stack = start_stack(models_root, {"SAGEMAKER_TFS_INSTANCE_COUNT": "2"}, multi_model=True)
     names = ["m00", "m01", "m02"]
     load_all(stack, names)
-    described = control(stack, "GET", "/models/m01")[1]
+    described = control(stack, "GET", "/registry/m01")[1]
     assert len(described["instances"]) == 2
     for _, rest_port in described["instances"]:  # both processes serve every model
         assert all(predict_direct(rest_port, name, [1.0]) == [3.5] for name in names)

@@ -3,8 +3,9 @@
 TF Serving's own TF1 test model ``saved_model_half_plus_three`` has TensorInfos with no
 ``tensor_shape`` at all; the generated ``shapes`` model has one input of each kind a TF1
 SignatureDef can record: ``unknown_rank`` (any shape), ``[]`` (a true scalar) and ``[-1, 2]``
-(an unknown batch dimension). TF Serving feeds the first two kinds whatever it is given; the
-service must not read them as scalars. Whole stack: nginx -> service -> gRPC -> model server.
+(an unknown batch dimension). TF Serving feeds every input whatever shape it is given and
+the graph decides; the service must not read them as scalars nor check their shapes.
+Whole stack: nginx -> service -> gRPC -> model server.
 """
 
 from __future__ import annotations
@@ -105,13 +106,16 @@ def test_unknown_rank_input_takes_any_shape(stack, shape) -> None:
         np.testing.assert_allclose(archive["scaled"], ROWS * 2)
 
 
-def test_true_scalar_and_unknown_dims_are_still_checked(stack) -> None:
+def test_recorded_shapes_are_left_to_the_model_as_tf_serving_leaves_them(stack) -> None:
+    """TF Serving's Predict does not compare a tensor's shape with the signature's: a ``[1]``
+    for the scalar ``scale`` and a ``[3, 3]`` for ``rows`` (``[-1, 2]``) broadcast in the
+    graph; shapes the graph cannot take are the model server's 400."""
     any_ = np.ones(3, np.float32)
-    not_scalar = shapes(stack, any=any_, scale=np.array([2.0], np.float32), rows=ROWS)
-    assert not_scalar.status_code == 400
-    assert "Input scale expects shape [], got an array of shape [1]" in not_scalar.json()["error"]
-    wrong_dim = shapes(stack, any=any_, scale=SCALAR, rows=np.ones((3, 3), np.float32))
-    assert wrong_dim.status_code == 400
-    assert "Input rows expects shape [None, 2], got an array of shape [3, 3]" in (
-        wrong_dim.json()["error"]
-    )
+    rows = np.arange(9, dtype=np.float32).reshape(3, 3)
+    response = shapes(stack, any=any_, scale=np.array([2.0], np.float32), rows=rows)
+    assert response.status_code == 200, response.text
+    with np.load(io.BytesIO(response.content), allow_pickle=False) as archive:
+        np.testing.assert_allclose(archive["scaled"], rows * 2)
+    broken = shapes(stack, any=any_, scale=np.array([2.0, 3.0], np.float32), rows=rows)
+    assert broken.status_code == 400, broken.text
+    assert "Incompatible shapes" in broken.json()["error"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from whole_stack import (
     STANDBY_WAITING,
     Stack,
@@ -245,6 +246,15 @@ def test_several_instances_all_serve(start_stack: StartStack, bundled_models) ->
     assert all(count > 0 for count in connections.values()), connections
     # Turned off: a standby would have started within a watch round (0.1 s) of serving.
     assert stack.child_pids(STANDBY) == [] and "started standby" not in stack.log_text()
+    # Each model server exports TF Serving's metrics (--monitoring_config_file) on its port.
+    served = 0.0
+    for port in rest_ports:
+        url = f"http://127.0.0.1:{port}/monitoring/prometheus/metrics"
+        text = requests.get(url, timeout=5).text
+        for family in text_string_to_metric_families(text):
+            if family.name == ":tensorflow:serving:request_count":
+                served += sum(s.value for s in family.samples if s.labels["status"] == "OK")
+    assert served >= 20
 
 
 def test_a_killed_model_server_is_replaced_by_the_standby(

@@ -145,6 +145,19 @@ class TestSingleModel:
         response = plain_stack.post("1.0\n2.0\n", "text/csv", **pinned(version))
         assert predictions(response) == EXPECTED[version]
 
+    @pytest.mark.parametrize("body", ["1.0\n2.0\n", "1,2\n3,4\n"], ids=["1-column", "2-column"])
+    def test_csv_gets_one_answer_whatever_the_accept(
+        self, plain_stack: RunningStack, body: str
+    ) -> None:
+        """Accept JSON goes through the njs to the REST API, Accept CSV through the service:
+        neither checks the shape (input ``x`` is ``[-1]``), the model computes both."""
+        as_json = predictions(plain_stack.post(body, "text/csv", Accept="application/json"))
+        as_csv = plain_stack.post(body, "text/csv", Accept="text/csv")
+        assert as_csv.status_code == 200, as_csv.text
+        rows = [[float(value) for value in line.split(",")] for line in as_csv.text.splitlines()]
+        assert np.array(rows).reshape(np.shape(as_json)).tolist() == as_json
+        assert np.shape(as_json) == ((2,) if body.startswith("1.0") else (2, 2))
+
     @pytest.mark.parametrize("version", VERSIONS)
     def test_grpc_fast_path(self, plain_stack: RunningStack, version: str | None) -> None:
         headers = dict(pinned(version), Accept="application/x-npy")

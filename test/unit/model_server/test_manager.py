@@ -55,6 +55,7 @@ def _config(base: Path, policy: str = "", labels: dict[str, int] | None = None):
     model = config.model_config_list.config.add()
     model.name = "m"
     model.base_path = str(base)
+    model.model_platform = "tensorflow"
     if policy == "latest2":
         model.model_version_policy.latest.num_versions = 2
     for label, version in (labels or {}).items():
@@ -143,6 +144,71 @@ def test_labels(tmp_path: Path) -> None:
     assert manager.get_servable("m", label="stable").version == 1
 
 
+def test_labels_for_unavailable_versions_when_allowed(tmp_path: Path) -> None:
+    """``--allow_version_labels_for_unavailable_models``: a new label (or one that keeps its
+    version) may name a version that is not available; moving a label still may not."""
+    for version in ("1", "2"):
+        (tmp_path / version).mkdir()
+    manager = ModelManager(Loader(), poll_wait_seconds=0, allow_labels_for_unavailable=True)
+    manager.reload_config(_config(tmp_path, "latest2", {"stable": 1, "next": 3}))
+    assert manager.get_servable("m", label="stable").version == 1
+    with pytest.raises(ServingError) as caught:
+        manager.get_servable("m", label="next")
+    assert caught.value.code == Code.NOT_FOUND  # labelled, but version 3 is not served
+    manager.reload_config(_config(tmp_path, "latest2", {"stable": 1, "next": 3}))  # kept: fine
+    with pytest.raises(ServingError) as caught:
+        manager.reload_config(_config(tmp_path, "latest2", {"stable": 5, "next": 3}))
+    assert caught.value.code == Code.FAILED_PRECONDITION
+    assert manager.get_servable("m", label="stable").version == 1
+
+
+class RecordingManager:
+    """Stands in for ModelManager in the config poller: records the configs applied."""
+
+    def __init__(self, failure: ServingError | None = None) -> None:
+        self.applied: list[list[str]] = []
+        self.failure = failure
+
+    def reload_config(self, config) -> None:  # type: ignore[no-untyped-def]
+        self.applied.append([model.name for model in config.model_config_list.config])
+        if self.failure is not None:
+            raise self.failure
+
+
+def test_config_poller_applies_the_file_and_keeps_the_old_config_on_errors(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
+
+    path = tmp_path / "models.config"
+    path.write_text(
+        "model_config_list { config { name: 'a' base_path: '/a' model_platform: 'tensorflow' } }"
+    )
+    manager = RecordingManager()
+    poller = ConfigFilePoller(manager, str(path), 60, threading.Event())  # type: ignore[arg-type]
+    poller.poll_once()
+    poller.poll_once()  # unchanged: applied again, as TF Serving does
+    assert manager.applied == [["a"], ["a"]]
+    path.write_text("model_config_list { config { nme: 'b' } }")
+    poller.poll_once()
+    assert manager.applied == [["a"], ["a"]]
+    assert "Failed to read ModelServerConfig file: Invalid protobuf file: " in caplog.text
+    assert "Error parsing text-format tensorflow.serving.ModelServerConfig" in caplog.text
+    path.unlink()
+    poller.poll_once()
+    assert f"Failed to read ModelServerConfig file: {path}; No such file or directory" in (
+        caplog.text
+    )
+    path.write_text(
+        "model_config_list { config { name: 'c' base_path: '/c' model_platform: 'tensorflow' } }"
+    )
+    refusing = RecordingManager(ServingError(Code.FAILED_PRECONDITION, "label trouble"))
+    ConfigFilePoller(refusing, str(path), 60, threading.Event()).poll_once()  # type: ignore[arg-type]
+    assert "PollFilesystemAndReloadConfig failed to ReloadConfig: label trouble" in caplog.text
+
+
 def test_removed_model_is_unloaded(tmp_path: Path) -> None:
     (tmp_path / "1").mkdir()
     loader = Loader()
@@ -168,6 +234,7 @@ def _models_config(base: Path, names: list[str], policy: str = ""):
         model = config.model_config_list.config.add()
         model.name = name
         model.base_path = str(base / name)
+        model.model_platform = "tensorflow"
         if policy:
             model.model_version_policy.latest.num_versions = 2
     return config

@@ -6,7 +6,12 @@ import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import parse_flags
 from sagemaker_tfs.model_server.manager import list_versions
-from sagemaker_tfs.model_server.model_config import from_options, model_specs, parse_text
+from sagemaker_tfs.model_server.model_config import (
+    from_options,
+    load_file,
+    model_specs,
+    parse_text,
+)
 
 CONFIG = """
 model_config_list: {
@@ -17,9 +22,11 @@ model_config_list: {
     model_version_policy: { specific: { versions: 123 versions: 124 } }
     version_labels { key: 'stable' value: 123 }
   }
-  config: { name: 'all' base_path: '/a' model_version_policy: { all: {} } }
-  config: { name: 'latest2' base_path: '/b' model_version_policy: { latest: { num_versions: 2 } } }
-  config: { name: 'default' base_path: '/c' }
+  config: { name: 'all' base_path: '/a' model_platform: 'tensorflow'
+            model_version_policy: { all: {} } }
+  config: { name: 'latest2' base_path: '/b' model_platform: 'tensorflow'
+            model_version_policy: { latest: { num_versions: 2 } } }
+  config: { name: 'default' base_path: '/c' model_type: TENSORFLOW }
 }
 """
 
@@ -40,27 +47,84 @@ def test_single_model_from_flags() -> None:
     assert (spec.name, spec.base_path, spec.policy.kind) == ("m", "/p", "latest")
 
 
+PLATFORM = "model_platform: 'tensorflow'"
+
+
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "code", "message"),
     [
-        ("model_config_list { config { name: 'a' } }", "Model a has an empty base_path"),
         (
-            "model_config_list { config { name: 'a' base_path: '/x' }"
-            " config { name: 'a' base_path: '/y' } }",
+            f"model_config_list {{ config {{ name: 'a' {PLATFORM} }} }}",
+            Code.INVALID_ARGUMENT,
+            "Expected model a to have an absolute path or URI; got base_path()=",
+        ),
+        (
+            f"model_config_list {{ config {{ name: 'a' base_path: 'rel/x' {PLATFORM} }} }}",
+            Code.INVALID_ARGUMENT,
+            "Expected model a to have an absolute path or URI; got base_path()=rel/x",
+        ),
+        (
+            f"model_config_list {{ config {{ name: 'a' base_path: '/x' {PLATFORM} }}"
+            f" config {{ name: 'a' base_path: '/y' {PLATFORM} }} }}",
+            Code.INVALID_ARGUMENT,
             "Illegal to list model a multiple times in config list",
         ),
-        ("model_config_list { nonsense: 1 }", "not a text-format ModelServerConfig: "),
+        (
+            "model_config_list { config { name: 'a' base_path: '/x' } }",
+            Code.FAILED_PRECONDITION,
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            "ModelServerConfig::model_platform, model name is a",
+        ),
         (
             "model_config_list { config { name: 'a' base_path: '/x' model_platform: 'onnx' } }",
-            "unsupported model_platform",
+            Code.INVALID_ARGUMENT,
+            "Model a requests unsupported platform onnx",
         ),
     ],
 )
-def test_invalid_configs(text: str, message: str) -> None:
+def test_invalid_configs(text: str, code: Code, message: str) -> None:
     with pytest.raises(ServingError) as caught:
         model_specs(parse_text(text))
-    assert caught.value.code in (Code.INVALID_ARGUMENT,)
-    assert message in caught.value.message
+    assert caught.value.code == code
+    assert caught.value.message == message
+
+
+def test_unparsable_text_logs_tf_servings_line(caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(ServingError) as caught:
+        parse_text("model_config_list {\n  config { nme: 'a' }\n}")
+    assert caught.value.code == Code.INVALID_ARGUMENT
+    [record] = caplog.records
+    assert record.getMessage().startswith(
+        "Error parsing text-format tensorflow.serving.ModelServerConfig: 2:"
+    )
+    assert 'Message type "tensorflow.serving.ModelConfig" has no field named "nme".' in (
+        record.getMessage()
+    )
+
+
+def test_config_files_fail_with_tf_servings_statuses(tmp_path) -> None:
+    missing = tmp_path / "missing.config"
+    with pytest.raises(ServingError) as caught:
+        load_file(str(missing))
+    assert (caught.value.code, caught.value.message) == (
+        Code.NOT_FOUND,
+        f"{missing}; No such file or directory",
+    )
+    broken = tmp_path / "broken.config"
+    broken.write_text("model_config_list { config {")
+    with pytest.raises(ServingError) as caught:
+        load_file(str(broken))
+    assert (caught.value.code, caught.value.message) == (
+        Code.INVALID_ARGUMENT,
+        f"Invalid protobuf file: '{broken}'",
+    )
+
+
+def test_the_config_file_wins_over_the_single_model_flags(tmp_path) -> None:
+    path = tmp_path / "models.config"
+    path.write_text(CONFIG)
+    options = parse_flags([f"--model_config_file={path}", "--model_base_path=/ignored"])
+    assert [spec.name for spec in model_specs(from_options(options))][0] == "half_plus_three"
 
 
 def test_version_directories(tmp_path) -> None:

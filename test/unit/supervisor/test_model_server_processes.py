@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, model_spec
 from sagemaker_tfs.supervisor.model_server_processes import (
+    MONITORING_PATH,
     model_server_args,
     quote_text_proto,
     render_batching_config,
     render_model_config,
+    render_monitoring_config,
 )
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
 
@@ -85,14 +87,25 @@ def test_model_server_args(stack_config: StackConfigBuilder) -> None:
         "--rest_api_port=8501",
         "--model_config_file=/w/models.config",
         "--max_num_load_retries=0",
+        f"--monitoring_config_file={config.work_dir}/monitoring.config",
         f"--grpc_socket_path={config.work_dir}/grpc-9000.sock",
     ]
+
+
+def test_monitoring_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
+    """The model servers export TF Serving's metrics at /monitoring/prometheus/metrics."""
+    from google.protobuf import text_format
+    from sagemaker_tfs.model_server.config_protos import MonitoringConfig
+
+    config = text_format.Parse(render_monitoring_config(), MonitoringConfig())
+    assert config.prometheus_config.enable
+    assert config.prometheus_config.path == "/monitoring/prometheus/metrics" == MONITORING_PATH
 
 
 def test_model_server_args_batching_parallelism_gpu(stack_config: StackConfigBuilder) -> None:
     config = stack_config(EVERY_VARIABLE, has_gpu=lambda: True)
     args = model_server_args(Instance(1, 2), "/c", config, "/w/batching.config")
-    assert args[4:] == [
+    assert args[5:] == [
         "--enable_batching=true",
         "--batching_parameters_file=/w/batching.config",
         "--tensorflow_inter_op_parallelism=2",

@@ -261,3 +261,26 @@ def test_a_cgroup_limit_counts_as_well_as_meminfo(tmp_path: Path) -> None:
     assert available_memory_bytes(str(meminfo), str(cgroup)) == 224 * MIB
     (cgroup / "memory.max").write_text("max\n")
     assert available_memory_bytes(str(meminfo), str(cgroup)) == 8 << 30
+
+
+def test_list_pages_by_name_with_sagemakers_keys(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    config = mme_config(stack_config, tmp_path, "a", "b", "c")
+    registry = ModelRegistry(config, FakeServers(), available_memory=lambda: None)
+    for name in ("c", "a", "b"):
+        registry.load(name, name)
+    assert registry.list_page(None, 2) == {
+        "models": [{"modelName": "a", "modelUrl": "a"}, {"modelName": "b", "modelUrl": "b"}],
+        "nextPageToken": "b",
+    }
+    registry.unload("a")  # a model unloaded between pages changes nothing after the token
+    assert registry.list_page("b", 2) == {
+        "models": [{"modelName": "c", "modelUrl": "c"}],
+        "nextPageToken": None,
+    }
+    assert registry.list_page(None, 5)["nextPageToken"] is None
+    assert registry.describe_public("c") == {"modelName": "c", "modelUrl": "c"}
+    with pytest.raises(HttpError) as error:
+        registry.describe_public("a")
+    assert error.value.status == 404
