@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
-# Where the supervisor's --monitoring_config_file has every model server export its metrics.
-MONITORING_PATH = "/monitoring/prometheus/metrics"
 FETCH_TIMEOUT_SECONDS = 2.0
 MAX_CONCURRENT_FETCHES = 8
 LABEL = "model_server"

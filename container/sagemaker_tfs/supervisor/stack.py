@@ -32,8 +32,8 @@ from sagemaker_tfs.supervisor.children import (
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
 from sagemaker_tfs.supervisor.metrics_endpoint import MetricsServer, start_metrics_endpoint
-from sagemaker_tfs.supervisor.model_server_metrics import MONITORING_PATH
 from sagemaker_tfs.supervisor.model_server_processes import (
+    MONITORING_PATH,
     ModelLoadError,
     is_python_model_server,
     model_server_args,
