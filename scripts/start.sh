@@ -3,10 +3,11 @@
 # (test/resources/models, or --model-dir) on localhost:8080 (or --port), and passes every
 # SAGEMAKER_* variable of the caller's environment into the container. --ca-bundle FILE
 # mounts FILE read-only and names it in PIP_CERT, for a code/requirements.txt installed at
-# start-up behind a TLS-intercepting proxy.
+# start-up behind a TLS-intercepting proxy. --serverless MEMORY runs it as SageMaker Serverless
+# Inference does: a read-only root filesystem with only /tmp writable, and MEMORY (e.g. 2g).
 # --local runs the same stack on this host instead (scripts/local.sh start).
 set -euo pipefail
-USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR] [--ca-bundle FILE]"
+USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR] [--ca-bundle FILE] [--serverless MEMORY]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
 
@@ -26,13 +27,15 @@ sagemaker_env_args() {
 main() {
   run_locally_if_asked start "$@"
   local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=() ca_args=()
+  local serverless_args=()
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --port | --model-dir | --ca-bundle)
+      --port | --model-dir | --ca-bundle | --serverless)
         [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
         case $1 in
           --port) port=$2 ;;
           --model-dir) model_dir=$2 ;;
+          --serverless) serverless_args=(--read-only --tmpfs /tmp --memory "$2") ;;
           --ca-bundle)
             ca_args=(
               --volume "$(resolve_ca_bundle "$2"):$CONTAINER_CA_BUNDLE:ro"
@@ -51,6 +54,10 @@ main() {
   [[ $port =~ ^[0-9]+$ && $port -ge 1 && $port -le 65535 ]] || usage_error "invalid port '$port'"
   [[ -d $model_dir ]] || usage_error "no such model directory '$model_dir'"
   parse_std_args "${std_args[@]}"
+  # podman's --read-only also makes /run and /var/tmp writable unless told otherwise.
+  if [[ ${#serverless_args[@]} -gt 0 ]] && engine_is_podman; then
+    serverless_args+=(--read-only-tmpfs=false)
+  fi
 
   local model_mount=/opt/ml/model gpu_args=() env_args=()
   if [[ ${SAGEMAKER_MULTI_MODEL:-false} == true ]]; then model_mount=/opt/ml/models; fi
@@ -62,6 +69,7 @@ main() {
     --publish "$port:${SAGEMAKER_BIND_TO_PORT:-8080}" \
     "${env_args[@]}" \
     "${ca_args[@]}" \
+    "${serverless_args[@]}" \
     "$repository:$tag_full" serve
   echo "started $container_name ($repository:$tag_full) on http://localhost:$port" \
     "(logs: docker logs -f $container_name)"

@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sagemaker_tfs.env_reader import ConfigError, EnvReader
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
@@ -26,6 +27,11 @@ DEFAULT_PORT = 8080
 DEFAULT_GRPC_PORT = 9000
 DEFAULT_REST_PORT = 8501
 UNLIMITED_ENQUEUED_BATCHES = 100_000_000
+# Any SageMaker mode's body (async inference: 1 GB); JSON/CSV converted here (Batch's 100 MB).
+DEFAULT_MAX_BODY_MB = 1024
+DEFAULT_MAX_TEXT_BODY_MB = 100
+BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
+NGINX_TIMEOUT_MARGIN_SECONDS = 5
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
@@ -45,10 +51,6 @@ SERVICE_READY_MARKER = "gunicorn-{pid}.ready"
 # names written into the nginx configuration. The njs has its copy, tested against this one.
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
-
-
-class ConfigError(ValueError):
-    """An environment variable or option has a value the stack cannot run with."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,13 @@ class StackConfig:
     # the metrics path are logged too.
     access_log: str = "off"
     access_log_all: bool = False
+    # Largest request body accepted (nginx's client_max_body_size), in MB (MiB).
+    max_body_mb: int = DEFAULT_MAX_BODY_MB
+    # Largest JSON / JSON lines / CSV body the container converts itself, in MB.
+    max_text_body_mb: int = DEFAULT_MAX_TEXT_BODY_MB
+    # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
+    # service's gRPC deadline.
+    model_server_timeout: int = 60
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -149,6 +158,10 @@ class StackConfig:
         when the path would not fit in a socket address (the TCP port is used then)."""
         path = os.path.join(self.work_dir, f"grpc-{grpc_port}.sock")
         return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
+
+    @property
+    def max_text_body_bytes(self) -> int:
+        return self.max_text_body_mb << 20
 
     @property
     def stack_config_path(self) -> str:
@@ -204,76 +217,6 @@ class StackConfig:
 
 
 # --- parsing single values -------------------------------------------------------------
-
-
-class _Env:
-    """Typed reads from the environment; every error names the variable and its value."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-
-    def raw(self, name: str) -> str | None:
-        value = self._environ.get(name)
-        if value is None or value.strip() == "":
-            return None
-        return value.strip()
-
-    def string(self, name: str, default: str) -> str:
-        value = self.raw(name)
-        return default if value is None else value
-
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.raw(name)
-        if value is None:
-            return default
-        lowered = value.lower()
-        if lowered not in ("true", "false"):
-            raise ConfigError(f"{name} must be 'true' or 'false', got {value!r}")
-        return lowered == "true"
-
-    def integer(self, name: str, default: int | None, minimum: int = 1) -> int | None:
-        value = self.raw(name)
-        if value is None:
-            return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
-        if number < minimum:
-            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            raise ConfigError(f"{name} must be {kind}, got {value!r}")
-        return number
-
-    def required_integer(self, name: str, default: int, minimum: int = 1) -> int:
-        value = self.integer(name, default, minimum)
-        assert value is not None
-        return value
-
-    def choice(self, name: str, default: str | None, choices: tuple[str, ...]) -> str | None:
-        value = self.raw(name)
-        if value is None:
-            return default
-        if value not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-        return value
-
-    def finite(self, name: str, default: float) -> float:
-        value = self.raw(name)
-        if value is None:
-            return default
-        try:
-            number = float(value)
-        except ValueError:
-            raise ConfigError(f"{name} must be a number, got {value!r}") from None
-        if not math.isfinite(number):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        return number
-
-    def fraction(self, name: str, default: float) -> float:
-        number = self.finite(name, default)
-        if not 0.0 <= number < 1.0:
-            raise ConfigError(f"{name} must be >= 0 and < 1, got {self.raw(name)!r}")
-        return number
 
 
 def parse_port(name: str, value: str | int) -> int:
@@ -395,7 +338,7 @@ def gpu_present() -> bool:
 # --- the whole configuration ---------------------------------------------------------------
 
 
-def _batching(env: _Env, batch_transform: bool, cpu_count: int) -> BatchingConfig | None:
+def _batching(env: EnvReader, batch_transform: bool, cpu_count: int) -> BatchingConfig | None:
     if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
         return None
     default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpu_count
@@ -411,14 +354,14 @@ def _batching(env: _Env, batch_transform: bool, cpu_count: int) -> BatchingConfi
     )
 
 
-def _worker_class(env: _Env) -> str:
+def _worker_class(env: EnvReader) -> str:
     value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
     if not _WORKER_CLASS.fullmatch(value):
         raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
     return value
 
 
-def _batch_strategy(env: _Env) -> str | None:
+def _batch_strategy(env: EnvReader) -> str | None:
     """``MULTI_RECORD``/``SINGLE_RECORD``; the API's spelling ``MultiRecord`` is accepted too."""
     value = env.raw("SAGEMAKER_BATCH_STRATEGY")
     if value is None:
@@ -431,7 +374,7 @@ def _batch_strategy(env: _Env) -> str | None:
     return normalized
 
 
-def _metrics_path(env: _Env) -> str:
+def _metrics_path(env: EnvReader) -> str:
     name = "SAGEMAKER_TFS_METRICS_PATH"
     path = env.string(name, DEFAULT_METRICS_PATH)
     segments = path.split("/")[1:]
@@ -444,12 +387,34 @@ def _metrics_path(env: _Env) -> str:
     return path
 
 
+def _timeouts(env: EnvReader, batch_transform: bool) -> tuple[int, int, int]:
+    """``(nginx, gunicorn, model server)`` seconds. ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (else
+    Batch Transform's 600 s under ``SAGEMAKER_BATCH``) sets all three, nginx a margin longer
+    so that the 504 of the layer that timed out reaches the client; nginx's or gunicorn's own
+    variable wins for it. Otherwise a model call may take as long as nginx waits."""
+    umbrella = env.integer("SAGEMAKER_MODEL_SERVER_TIMEOUT", None)
+    if umbrella is None and batch_transform:
+        umbrella = BATCH_TIMEOUT_SECONDS
+    gunicorn = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", umbrella or 30)
+    nginx_default = umbrella + NGINX_TIMEOUT_MARGIN_SECONDS if umbrella else 60
+    nginx = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", nginx_default)
+    nginx = max(nginx, gunicorn)
+    return nginx, gunicorn, umbrella or nginx
+
+
+def _body_limits(env: EnvReader) -> tuple[int, int]:
+    """``(max_body_mb, max_text_body_mb)``; the text limit never exceeds the body limit."""
+    body = env.required_integer("SAGEMAKER_TFS_MAX_BODY_MB", DEFAULT_MAX_BODY_MB)
+    text = env.required_integer("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", DEFAULT_MAX_TEXT_BODY_MB)
+    return body, min(text, body)
+
+
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
 
 
-def _universal_code_dir(env: _Env, multi_model: bool, work_dir: str) -> str | None:
+def _universal_code_dir(env: EnvReader, multi_model: bool, work_dir: str) -> str | None:
     """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
 
     Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
@@ -470,7 +435,7 @@ def load_config(
     has_gpu: Callable[[], bool] = gpu_present,
 ) -> StackConfig:
     """Parse and validate the environment and the ``serve`` overrides into a StackConfig."""
-    env = _Env(environ)
+    env = EnvReader(environ)
     cpus = cpu_count or os.cpu_count() or 1
     multi_model = env.boolean("SAGEMAKER_MULTI_MODEL", False)
     model_dir = model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
@@ -505,9 +470,9 @@ def load_config(
         instances = allocate_instances(instance_count, safe_port_range, port)
     default_model = None if multi_model else _choose_default_model(models, requested_default)
 
-    gunicorn_timeout = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", 30)
-    proxy_read_timeout = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", 60)
     batch_transform = env.boolean("SAGEMAKER_BATCH", False)
+    nginx_timeout, gunicorn_timeout, model_server_timeout = _timeouts(env, batch_transform)
+    max_body_mb, max_text_body_mb = _body_limits(env)
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
     gpu_fraction = None
     if instance_count > 1 and not multi_model and has_gpu():
@@ -525,7 +490,7 @@ def load_config(
         safe_port_range=safe_port_range,
         nginx_log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS)
         or "error",
-        nginx_proxy_read_timeout=max(proxy_read_timeout, gunicorn_timeout),
+        nginx_proxy_read_timeout=nginx_timeout,
         gunicorn_workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
         gunicorn_threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
         gunicorn_worker_class=_worker_class(env),
@@ -556,4 +521,7 @@ def load_config(
         metrics_path=_metrics_path(env),
         access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
         access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
+        max_body_mb=max_body_mb,
+        max_text_body_mb=max_text_body_mb,
+        model_server_timeout=model_server_timeout,
     )

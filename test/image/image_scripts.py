@@ -96,6 +96,17 @@ class Container:
     def logs(self) -> str:
         return podman("logs", self.image.container_name, merge_stderr=True)
 
+    def invoke(
+        self, body: bytes | str, content_type: str, timeout: float = 60, **headers: str
+    ) -> requests.Response:
+        """``POST /invocations`` with ``body`` as ``content_type`` (and other ``headers``)."""
+        return requests.post(
+            self.url("/invocations"),
+            data=body,
+            headers={"Content-Type": content_type, **headers},
+            timeout=timeout,
+        )
+
     def exec(self, *command: str, check: bool = True) -> str:
         return podman("exec", self.image.container_name, *command, check=check)
 
@@ -110,13 +121,17 @@ def start_container(
     model_dir: Path,
     sagemaker_env: dict[str, str] | None = None,
     ca_bundle: Path | None = None,
+    serverless_memory: str | None = None,
 ) -> Container:
-    """``start.sh`` with the given SAGEMAKER_* variables; returns once /ping answers 200."""
+    """``start.sh`` with the given SAGEMAKER_* variables (and ``--serverless MEMORY``);
+    returns once /ping answers 200."""
     remove_container(image)
     env = script_env(bin_dir, sagemaker_env)
     args = [*image.script_args(), "--port", str(port), "--model-dir", str(model_dir)]
     if ca_bundle is not None:
         args += ["--ca-bundle", str(ca_bundle)]
+    if serverless_memory is not None:
+        args += ["--serverless", serverless_memory]
     started_at = time.monotonic()
     result = run_script("start.sh", *args, env=env, timeout=120)
     if result.returncode != 0:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +35,7 @@ def container(image_under_test: Image, bin_dir: Path, models_dir: Path) -> Itera
 
 
 def post(container: Container, body: bytes | str, content_type: str, **headers: str):
-    return requests.post(
-        container.url("/invocations"),
-        data=body,
-        headers={"Content-Type": content_type, **headers},
-        timeout=60,
-    )
+    return container.invoke(body, content_type, **headers)
 
 
 def npy(array: np.ndarray) -> bytes:
@@ -113,6 +109,23 @@ def test_npy_in_npy_out(container: Container) -> None:
     np.testing.assert_array_equal(answer, values * 0.5 + 3)
 
 
+def test_200_mb_npy_and_50_mb_csv(container: Container) -> None:
+    """Asynchronous inference's sizes: nginx, njs, the service and the model server of the
+    image carry them (the default limit is 1 GB)."""
+    x = (np.arange(200 * 2**20 // 4) % 4093).astype(np.float32)
+    response = container.invoke(npy(x), "application/x-npy", 600, Accept="application/x-npy")
+    assert response.status_code == 200, response.text[:300]
+    np.testing.assert_array_equal(np.load(io.BytesIO(response.content)), x * 0.5 + 3)
+
+    values = (np.arange(5_200_000) % 1000).astype(np.float32) / 8
+    text = "\n".join(f"{value:.6f}" for value in values) + "\n"
+    assert len(text) > 50 * 2**20
+    response = container.invoke(text.encode(), "text/csv", 600, Accept="application/json")
+    assert response.status_code == 200, response.text[:300]
+    predictions = np.array(json.loads(response.content)["predictions"], np.float32)
+    np.testing.assert_array_equal(predictions, values * np.float32(0.5) + np.float32(3.0))
+
+
 def test_jpeg_fast_path_matches_tensorflow_in_process(
     container: Container, models_dir: Path
 ) -> None:
@@ -172,9 +185,18 @@ def test_bad_input_gets_4xx_json(container: Container, content_type, body, statu
 
 
 def test_nginx_own_errors_are_json(container: Container) -> None:
-    too_large = post(container, b"0" * (7 * 1024 * 1024), "application/json")
-    assert too_large.status_code == 413
-    assert too_large.json()["error"]
+    """A Content-Length over the 1 GB limit is refused from the headers, before any body."""
+    head = (
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+        f"Content-Length: {1025 << 20}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", container.port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        answer = sock.makefile("rb").read()
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert answer.endswith(
+        b'{"error": "Request body is larger than 1024 MB (SAGEMAKER_TFS_MAX_BODY_MB)"}'
+    )
     assert requests.get(container.url("/ping"), timeout=5).status_code == 200
 
 

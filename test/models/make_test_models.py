@@ -267,6 +267,33 @@ def make_detector_uint8(model_dir: Path) -> None:
     tf.saved_model.save(module, str(model_dir / "1"), signatures={"serving_default": module.serve})
 
 
+def _sleeper_graph() -> dict:
+    """``seconds`` (float, [-1]) in, the same out after sleeping the largest of them: a model
+    call as slow as the request asks, for the timeout tests. The sleep is a dataset's
+    (``SleepDataset``), so it costs no CPU and a session's deadline cancels it."""
+    seconds = tf.compat.v1.placeholder(tf.float32, shape=[None], name="seconds")
+    longest = tf.reduce_max(tf.concat([seconds, [0.0]], 0))
+    # DatasetToSingleElement reads the dataset twice (its element, then its end): half each.
+    micros = tf.cast(longest * 5e5, tf.int64)
+    spec = tf.TensorSpec([None], tf.float32)
+    dataset = tf.data.Dataset.from_tensors(seconds)
+    slept = tf.raw_ops.SleepDataset(
+        input_dataset=dataset._variant_tensor,  # noqa: SLF001 - the raw op takes the variant
+        sleep_microseconds=micros,
+        output_types=[spec.dtype],
+        output_shapes=[spec.shape],
+    )
+    (element,) = tf.raw_ops.DatasetToSingleElement(
+        dataset=slept, output_types=[spec.dtype], output_shapes=[spec.shape]
+    )
+    outputs = {"seconds": tf.identity(element, name="slept")}
+    return {"serving_default": _signature({"seconds": seconds}, outputs, PREDICT)}
+
+
+def make_sleeper(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _sleeper_graph)
+
+
 MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_three": make_half_plus_three,
     "half_plus_two": make_half_plus_two,
@@ -277,6 +304,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "mobilenet_v2": make_mobilenet_v2,
     "detector": make_detector,
     "detector_uint8": make_detector_uint8,
+    "sleeper": make_sleeper,
 }
 MODELS.update(tfs_models.MODELS)
 
@@ -299,6 +327,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
     if name == "shapes":
         rows = np.ones((1, 2), np.float32)
         return {"any": np.ones((2, 3), np.float32), "scale": np.float32(2.0), "rows": rows}
+    if name == "sleeper":
+        return {"seconds": np.zeros(1, np.float32)}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}

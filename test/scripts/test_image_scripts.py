@@ -348,6 +348,20 @@ def test_start_mounts_the_real_ca_bundle_and_names_it_in_pip_cert(run_script, tm
     assert run.commands() == [start_command(run_script.root, *ca_args)]
 
 
+@pytest.mark.parametrize(
+    ("engine", "podman_only"), [({}, []), (PODMAN, ["--read-only-tmpfs=false"])]
+)
+def test_start_serverless_makes_the_root_read_only_but_tmp(
+    run_script: ScriptRunner, engine: dict[str, str], podman_only: list[str]
+) -> None:
+    """Serverless Inference's constraints: only /tmp writable, a memory limit; podman's own
+    writable /run and /var/tmp of a read-only container are turned off."""
+    run = run_script("start.sh", "--serverless", "2g", env=engine)
+    assert run.returncode == 0, run.stderr
+    serverless = ["--read-only", "--tmpfs", "/tmp", "--memory", "2g", *podman_only]
+    assert run.commands() == [VERSION_PROBE, start_command(run_script.root, *serverless)]
+
+
 def stop_commands(name: str, exit_code: int = 0) -> list[list[str]]:
     """What stop.sh runs for a container that exists and exits with exit_code when stopped."""
     logs = [["docker", "logs", "--tail", "20", name]] if exit_code else []

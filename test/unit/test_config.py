@@ -51,6 +51,8 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
     assert cfg.standby_model_server
     assert (cfg.image_scale, cfg.image_offset) == (1.0, 0.0)
+    assert cfg.model_server_timeout == 60
+    assert (cfg.max_body_mb, cfg.max_text_body_mb) == (1024, 100)
 
 
 def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -103,6 +105,8 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.image_scale, cfg.image_offset) == (0.0078125, -1.0)
     assert (cfg.metrics, cfg.metrics_path) == (False, "/stack/metrics")
     assert (cfg.access_log, cfg.access_log_all) == ("json", True)
+    assert cfg.model_server_timeout == 900
+    assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
@@ -138,6 +142,60 @@ def test_proxy_read_timeout_raised_to_gunicorn_timeout(stack_config: StackConfig
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "90",
     }
     assert stack_config(env).nginx_proxy_read_timeout == 90
+
+
+def timeouts(cfg: StackConfig) -> tuple[int, int, int]:
+    return cfg.nginx_proxy_read_timeout, cfg.gunicorn_timeout, cfg.model_server_timeout
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, (60, 30, 60)),
+        ({"SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300"}, (300, 30, 300)),
+        ({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600"}, (3605, 3600, 3600)),
+        ({"SAGEMAKER_BATCH": "true"}, (605, 600, 600)),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "20"}, (25, 20, 20)),
+        (
+            {
+                "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600",
+                "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "120",
+                "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "200",
+            },
+            (200, 120, 3600),
+        ),
+        (
+            {"SAGEMAKER_MODEL_SERVER_TIMEOUT": "10", "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "100"},
+            (100, 100, 10),
+        ),
+    ],
+)
+def test_one_variable_sets_every_timeout(
+    stack_config: StackConfigBuilder, env: dict[str, str], expected: tuple[int, int, int]
+) -> None:
+    """nginx, gunicorn, model server: SAGEMAKER_MODEL_SERVER_TIMEOUT (else Batch's 600 s) for
+    all three, nginx 5 s longer; the variable of nginx or gunicorn still wins for its own."""
+    assert timeouts(stack_config(env)) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "limits"),
+    [
+        ({}, (1024, 100)),
+        ({"SAGEMAKER_TFS_MAX_BODY_MB": "10"}, (10, 10)),
+        ({"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "2"}, (1024, 2)),
+        (
+            {"SAGEMAKER_TFS_MAX_BODY_MB": "4096", "SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "500"},
+            (4096, 500),
+        ),
+    ],
+)
+def test_body_limits(
+    stack_config: StackConfigBuilder, env: dict[str, str], limits: tuple[int, int]
+) -> None:
+    cfg = stack_config(env)
+    assert (cfg.max_body_mb, cfg.max_text_body_mb) == limits
+    assert cfg.max_text_body_bytes == limits[1] << 20
 
 
 def test_batching_defaults(stack_config: StackConfigBuilder) -> None:
@@ -190,6 +248,10 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
         ("SAGEMAKER_GUNICORN_THREADS", "1.5", "must be an integer"),
         ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "0", "must be a positive integer"),
         ("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", "x", "must be an integer"),
+        ("SAGEMAKER_MODEL_SERVER_TIMEOUT", "0", "must be a positive integer, got '0'"),
+        ("SAGEMAKER_MODEL_SERVER_TIMEOUT", "1h", "must be an integer, got '1h'"),
+        ("SAGEMAKER_TFS_MAX_BODY_MB", "0", "must be a positive integer"),
+        ("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", "1.5", "must be an integer"),
         ("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent; rm", "is not a class name"),
         ("SAGEMAKER_GUNICORN_LOGLEVEL", "loud", "must be one of debug, info"),
         ("SAGEMAKER_TFS_NGINX_LOGLEVEL", "verbose", "must be one of debug, info, notice"),

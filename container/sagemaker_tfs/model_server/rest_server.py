@@ -15,10 +15,12 @@ headers (the metrics endpoint never does).
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import sys
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -104,17 +106,37 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(status, payload)
 
     def _run(self, path: str, body: bytes) -> tuple[int, bytes]:
-        slots = self.server.slots
-        if not slots.acquire(timeout=self.server.timeout_seconds):
+        """The answer within ``--rest_api_timeout_in_ms``: a request that waits that long for
+        a free slot gets 503; a prediction (POST) that runs longer, 504 (DEADLINE_EXCEEDED,
+        as TF Serving answers), while its run goes on to its end in its slot."""
+        server = self.server
+        started = time.monotonic()
+        if not server.slots.acquire(timeout=server.timeout_seconds):
             message = "Timed out waiting for a free REST API thread"
             return 503, format_error(message)
+        if server.timeout_seconds is None or self.command != "POST":
+            return self._handle(path, body)
+        run = server.runs.submit(self._handle, path, body)
+        try:
+            return run.result(server.timeout_seconds - (time.monotonic() - started))
+        except concurrent.futures.TimeoutError:
+            logger.warning("REST %s %s: no answer within %.0f ms", self.command, path,
+                           server.timeout_seconds * 1000)  # fmt: skip
+            message = (
+                f"{Code.DEADLINE_EXCEEDED.name}: no answer within "
+                f"{server.timeout_seconds * 1000:.0f} ms (--rest_api_timeout_in_ms)"
+            )
+            return 504, format_error(message)
+
+    def _handle(self, path: str, body: bytes) -> tuple[int, bytes]:
+        """One request in its slot (released here, also after a 504 was sent)."""
         try:
             return self.server.api.handle(self.command, path, body)
         except Exception as error:  # a handler bug must not take the server down
             logger.exception("REST request %s %s failed", self.command, path)
             return 500, format_error(f"{Code.INTERNAL.name}: {error}")
         finally:
-            slots.release()
+            self.server.slots.release()
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -198,6 +220,8 @@ class RestServer(ThreadingHTTPServer):
         self.metrics_path = metrics_path
         self.slots = threading.BoundedSemaphore(max(1, num_threads))
         self.timeout_seconds = timeout_ms / 1000.0 if timeout_ms > 0 else None
+        # Predictions run here, one per slot, so that a connection's thread can answer 504.
+        self.runs = concurrent.futures.ThreadPoolExecutor(max(1, num_threads), "rest-run")
         self._thread = threading.Thread(target=self.serve_forever, name="rest-api", daemon=True)
 
     def start(self) -> None:
@@ -215,6 +239,7 @@ class RestServer(ThreadingHTTPServer):
     def shutdown(self) -> None:
         super().shutdown()
         self.server_close()
+        self.runs.shutdown(wait=False, cancel_futures=True)
 
 
 def serve(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import socket
@@ -28,7 +29,7 @@ from sagemaker_tfs.service.handlers import (
     load_user_code,
 )
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import Reply, invoke
+from sagemaker_tfs.service.invoke import Limits, Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.metrics import RequestRecord, recorded, service_metrics
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
@@ -38,8 +39,32 @@ from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_r
 logger = logging.getLogger(__name__)
 
 
-def _read_body(req: falcon.Request) -> bytes:
-    return req.bounded_stream.read()
+BODY_PIECE_BYTES = 1 << 20
+
+
+def read_body(req: falcon.Request) -> bytes:
+    """The whole body, in one allocation of its Content-Length (nginx always sends one).
+
+    gunicorn reads a whole body into a growing buffer: an eighth more than the body, and a copy
+    whenever the allocator cannot grow it in place. Here each piece goes straight into a buffer
+    of the final size: a ``BytesIO`` over ``bytes`` that it alone holds is written in place,
+    and ``getvalue()`` then hands on that very ``bytes``, no copy.
+    """
+    length = req.content_length
+    if not length:
+        return req.bounded_stream.read()
+    buffer = io.BytesIO(bytes(length))
+    with buffer.getbuffer() as view:
+        filled = 0
+        while filled < length:
+            piece = req.bounded_stream.read(min(BODY_PIECE_BYTES, length - filled))
+            if not piece:
+                raise errors.HttpError(
+                    400, f"The request body ended after {filled} of its {length} bytes"
+                )
+            view[filled : filled + len(piece)] = piece
+            filled += len(piece)
+    return buffer.getvalue()
 
 
 SEND_PIECE_BYTES = 1 << 20
@@ -135,6 +160,7 @@ class Service(ABC):
         self.session = session
         self.image_options = ImageOptions(config.image_scale, config.image_offset)
         self.metrics = service_metrics()
+        self.limits = Limits(config.max_text_body_mb, config.model_server_timeout)
 
     @abstractmethod
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
@@ -166,7 +192,7 @@ class SingleModelService(Service):
     def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
         candidates = InstanceRotation(self.picker, self.channels)
         return invoke(self.user_code, body, request, candidates, self.session,
-                      self.image_options, record)  # fmt: skip
+                      self.image_options, record, self.limits)  # fmt: skip
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -199,7 +225,7 @@ class MultiModelService(Service):
         user_code = self.directory.user_code(model.location)
         try:
             reply = invoke(user_code, body, request, candidates, self.session, self.image_options,
-                           record)  # fmt: skip
+                           record, self.limits)  # fmt: skip
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(error, errors.ModelServerUnavailable):
@@ -228,7 +254,7 @@ def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
            path_name: str | None) -> None:  # fmt: skip
     """The edge: the request read once (body, then line and headers), served, answered."""
     with recorded(service.metrics, resp) as record:
-        body = _read_body(req)
+        body = read_body(req)
         request = service.parse(req, path_name, len(body))
         record.target(request.target)
         _answer(req, resp, service.invoke(request, body, record))

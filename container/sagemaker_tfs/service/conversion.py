@@ -159,6 +159,16 @@ def one_line_json_type(accept: Sequence[MediaType]) -> str | None:
     return types[0] if types[0] in json_types else JSON_TYPES[0]
 
 
+def text_too_large(limit_mb: int) -> HttpError:
+    """The 413 for a JSON or CSV body over the text limit (the njs's ``textTooLarge``)."""
+    return HttpError(
+        413,
+        f"JSON, JSON lines and CSV bodies are converted up to {limit_mb} MB "
+        "(SAGEMAKER_TFS_MAX_TEXT_BODY_MB): send larger inputs as application/x-npy or "
+        "application/x-npz, or raise SAGEMAKER_TFS_MAX_TEXT_BODY_MB",
+    )
+
+
 def _text(content_type: str, body: bytes) -> str:
     if content_type not in CONVERTIBLE_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {content_type}")

@@ -42,10 +42,15 @@ STREAM_BYTES = 4 << 20
 
 
 def invoke(
-    body: bytes, request: ParsedRequest, context: Any, options: ImageOptions, record: RequestRecord
+    body: bytes,
+    request: ParsedRequest,
+    context: Any,
+    options: ImageOptions,
+    record: RequestRecord,
+    timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type over ``context``'s model server; returns
-    (body chunks, content type)."""
+    (body chunks, content type). ``timeout``: the Predict call's deadline, in seconds."""
     kind = request.content_type.name
     if request.target.method != "predict":
         raise HttpError(
@@ -61,7 +66,7 @@ def invoke(
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, decoded, names, stream, output_type, record)
+    return _predict(context, decoded, names, stream, output_type, record, timeout)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -100,6 +105,7 @@ def _predict(
     stream: bool,
     output_type: str,
     record: RequestRecord,
+    timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
@@ -111,6 +117,7 @@ def _predict(
                 stream_answer=stream,
                 pixel_casts=decoded.casts,
                 unavailable_retry_seconds=0,  # the service fails over to another model server
+                timeout=timeout,
             )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:

@@ -87,7 +87,7 @@ def install_requirements(code_dir: str | None, work_dir: str) -> bool:
     target = packages_dir(work_dir)
     command = [
         sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-        "--quiet", "--target", target, "-r", requirements,
+        "--no-cache-dir", "--quiet", "--target", target, "-r", requirements,
     ]  # fmt: skip
     logger.info("installing %s into %s", requirements, target)
     result = subprocess.run(command, cwd=code_dir, capture_output=True, text=True, check=False)

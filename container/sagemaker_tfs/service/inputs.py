@@ -103,30 +103,33 @@ def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
 
 
 def decode_npy(body: bytes) -> np.ndarray:
-    """Load one .npy array; object (pickled) arrays are refused."""
+    """One .npy array, as a read-only view of the body's data (a 1 GB body is not copied);
+    object (pickled) arrays are refused."""
     if body.startswith(_NPZ_MAGIC):
         raise HttpError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
     if not body.startswith(_NPY_MAGIC):
         raise HttpError(400, "Invalid .npy payload: it does not start with the .npy magic")
-    stream = io.BytesIO(body)
-    check_npy_header(stream, len(body), ".npy payload")
-    stream.seek(0)
-    try:
-        return np.load(stream, allow_pickle=False)
-    except DECODE_ERRORS as error:
-        raise HttpError(400, f"Invalid .npy payload: {describe(error)}") from None
+    stream = io.BytesIO(body)  # shares the bytes: no copy
+    shape, fortran_order, dtype = check_npy_header(stream, len(body), ".npy payload")
+    if dtype.itemsize == 0:
+        return np.empty(shape, dtype)
+    data = np.frombuffer(body, dtype, math.prod(shape), stream.tell())
+    return data.reshape(shape, order="F" if fortran_order else "C")
 
 
-def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> None:
+def check_npy_header(
+    stream: io.BufferedIOBase | Any, size: int, what: str
+) -> tuple[tuple[int, ...], bool, np.dtype]:
     """Read an .npy header from ``stream`` (``size`` bytes in all) and refuse it unless the
     data it declares is exactly what follows: a 140-byte body declaring 10**10 floats must not
-    make NumPy allocate 75 GB before finding out that the bytes are missing."""
+    make NumPy allocate 75 GB before finding out that the bytes are missing. Returns the
+    header's shape, Fortran order and dtype; the stream is left at the data."""
     try:
         version = np.lib.format.read_magic(stream)
         if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
         elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
         else:
             raise ValueError(f"unsupported .npy format version {version}")
     except DECODE_ERRORS as error:
@@ -141,6 +144,7 @@ def check_npy_header(stream: io.BufferedIOBase | Any, size: int, what: str) -> N
             f"Invalid {what}: its header declares shape {list(shape)} of {dtype} "
             f"({declared} bytes) but {present} bytes of data follow",
         )
+    return shape, fortran_order, dtype
 
 
 def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str, np.ndarray]]:

@@ -10,10 +10,13 @@ import io
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import requests
 
+from sagemaker_tfs import client
+from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import Context, build_context
@@ -40,6 +43,14 @@ JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # ValueError with this text).
 REQUEST_ERRORS = (json.JSONDecodeError, UnicodeDecodeError, RecursionError)
 _INT_DIGITS_LIMIT = "integer string conversion"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the built-in handling allows one request (``StackConfig``'s values)."""
+
+    text_body_mb: int = DEFAULT_MAX_TEXT_BODY_MB  # JSON and CSV converted here
+    model_server_timeout: float = client.DEFAULT_TIMEOUT_SECONDS  # the Predict deadline
 
 
 class Reply(NamedTuple):
@@ -185,10 +196,13 @@ def default_handling(
     session: requests.Session,
     options: ImageOptions,
     record: RequestRecord,
+    limits: Limits = Limits(),
 ) -> Reply:
     """No user code: convert JSON/CSV here, hand everything else to the fast path; either way
     with failover, since no user code runs."""
     convertible = request.content_type.name in conversion.CONVERTIBLE_TYPES
+    if convertible and len(body) > limits.text_body_mb << 20:
+        raise conversion.text_too_large(limits.text_body_mb)
     if convertible and request.first_accept in JSON_ACCEPTS:
         record.route = ROUTE_CONVERSION
         return with_failover(
@@ -199,7 +213,8 @@ def default_handling(
 
     def fast(server: ModelServer) -> Reply:
         context = build_context(request, server)
-        chunks, content_type = fast_path.invoke(body, request, context, options, record)
+        chunks, content_type = fast_path.invoke(body, request, context, options, record,
+                                                limits.model_server_timeout)  # fmt: skip
         return Reply(200, chunks, content_type)
 
     return with_failover(candidates, fast)
@@ -213,8 +228,9 @@ def invoke(
     session: requests.Session,
     options: ImageOptions,
     record: RequestRecord,
+    limits: Limits = Limits(),
 ) -> Reply:
     if user_code is not None:
         record.route = ROUTE_INFERENCE_PY
         return call_user_code(user_code, body, request, candidates, session, record)
-    return default_handling(body, request, candidates, session, options, record)
+    return default_handling(body, request, candidates, session, options, record, limits)

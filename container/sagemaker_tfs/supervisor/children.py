@@ -168,13 +168,8 @@ class Child:
         self._end_group(self.ready)
         ran = now - self.started_at
         if self.ready:
-            logger.warning(
-                "%s (pid %d) %s after running %.1fs; restarting it now",
-                self.name,
-                self.process.pid,
-                describe_exit(code),
-                ran,
-            )
+            logger.warning("%s (pid %d) %s after running %.1fs; restarting it now",
+                           self.name, self.process.pid, describe_exit(code), ran)  # fmt: skip
             self._restart()
             return
         self.failed_starts += 1
@@ -256,14 +251,18 @@ class Child:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.leftover_group, self.stop_signal)
 
-    def wait_stopped(self) -> None:
-        """Wait up to the stop timeout, then kill what is left of the process group."""
+    def wait_stopped(self, deadline: float | None = None) -> None:
+        """Wait up to the stop timeout (or until the monotonic ``deadline``, if sooner), then
+        kill what is left of the process group: the work it still had in flight is cut."""
         if self.process is None:
             return
+        timeout = self.stop_timeout if deadline is None else deadline - time.monotonic()
+        timeout = max(0.0, min(timeout, self.stop_timeout))
         try:
-            self.process.wait(self.stop_timeout)
+            self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            logger.warning("%s did not stop in %.0fs; killing it", self.name, self.stop_timeout)
+            logger.warning("%s did not stop in %.1fs: killing it, cutting what it still had "
+                           "in flight", self.name, timeout)  # fmt: skip
         self._signal_group(signal.SIGKILL)
         self._stop_leftovers(signal.SIGKILL)
         self.process.wait()
@@ -330,8 +329,9 @@ class ChildGroup:
         for child in self.children():
             child.check(now)
 
-    def stop(self) -> None:
-        """Stop the tiers in reverse order, the children of each tier together."""
+    def stop(self, deadline_of: Callable[[str], float | None] = lambda _tier: None) -> None:
+        """Stop the tiers in reverse order, the children of each tier together, each tier by
+        its ``deadline_of(tier)`` (monotonic; None: the children's own stop timeouts)."""
         for tier in reversed(list(self._tiers)):
             with self._lock:
                 self._stopping.add(tier)
@@ -340,7 +340,7 @@ class ChildGroup:
             for child in children:
                 child.request_stop()
             for child in children:
-                child.wait_stopped()
+                child.wait_stopped(deadline_of(tier))
 
 
 def spawn_for(

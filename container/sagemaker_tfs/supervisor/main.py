@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from sagemaker_tfs.config import ConfigError, StackConfig, load_config
+from sagemaker_tfs.config import DEFAULT_WORK_DIR, ConfigError, StackConfig, load_config
 from sagemaker_tfs.supervisor.children import become_subreaper
 from sagemaker_tfs.supervisor.stack import StartupError, StopRequested, Supervisor
 
@@ -67,6 +67,11 @@ def main(argv: Sequence[str]) -> int:
         supervisor.start()
     except StartupError as error:
         logger.error("start-up failed: %s", error)
+        supervisor.shutdown()
+        return 1
+    except OSError as error:  # e.g. a work directory on a read-only root: one line, no traceback
+        logger.error("start-up failed: %s (the stack writes only to --work-dir, default %s)",
+                     error, DEFAULT_WORK_DIR)  # fmt: skip
         supervisor.shutdown()
         return 1
     except StopRequested:

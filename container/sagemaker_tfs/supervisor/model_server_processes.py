@@ -116,6 +116,8 @@ def model_server_args(
         f"--rest_api_port={instance.rest_port}",
         f"--model_config_file={model_config_file}",
         "--max_num_load_retries=0",
+        # JSON/CSV predictions on the REST API may run as long as the stack lets a request run.
+        f"--rest_api_timeout_in_ms={config.model_server_timeout * 1000}",
         f"--monitoring_config_file={monitoring_config_path(config)}",
     ]
     if batching_file is not None:

@@ -34,8 +34,17 @@ NJS_MODULE_CANDIDATES = (
 )
 TEMPLATE_NAME = "nginx.conf.template"
 NJS_NAME = "tensorflow_serving.js"
-REALTIME_BODY_LIMIT_MB = 6
-BATCH_BODY_LIMIT_MB = 100
+# /execution-parameters' MaxPayloadInMB: SageMaker's real-time default, Batch Transform's largest.
+REALTIME_PAYLOAD_MB = 6
+BATCH_PAYLOAD_MB = 100
+# Bodies up to this size stay in nginx's memory (where njs reads JSON and CSV); larger ones are
+# buffered in a file under WORK_DIR, so that a 1 GB body does not cost nginx 1 GB of memory.
+BODY_BUFFER_MB = 16
+# njs converts JSON, JSON lines and CSV bodies up to this size and hands larger ones to the
+# Python service, which converts them faster: njs frees nothing until its request ends and
+# reads a CSV character by character (a 1 MB CSV of short rows: 0.6-1.3 s and 20-40 MB in
+# njs, docs/performance.md).
+NJS_TEXT_LIMIT_BYTES = 256 << 10
 RESPONSE_LIMIT_MB = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
@@ -60,13 +69,16 @@ def njs_module_path() -> str:
     return NJS_MODULE_CANDIDATES[0]
 
 
-def body_limit_mb(config: StackConfig) -> int:
-    """``client_max_body_size``: 6 MB real-time, MaxPayloadInMB (or 100 MB) for Batch."""
+def max_payload_mb(config: StackConfig) -> int:
+    """MaxPayloadInMB for Batch Transform: 6 MB real-time, MaxPayloadInMB (or 100 MB) under
+    ``SAGEMAKER_BATCH``, never more than the body limit."""
     if not config.batch_transform:
-        return REALTIME_BODY_LIMIT_MB
-    if config.max_payload_in_mb:
-        return min(config.max_payload_in_mb, BATCH_BODY_LIMIT_MB)
-    return BATCH_BODY_LIMIT_MB
+        payload = REALTIME_PAYLOAD_MB
+    elif config.max_payload_in_mb:
+        payload = min(config.max_payload_in_mb, BATCH_PAYLOAD_MB)
+    else:
+        payload = BATCH_PAYLOAD_MB
+    return min(payload, config.max_body_mb)
 
 
 def execution_parameters(config: StackConfig) -> dict[str, object]:
@@ -77,7 +89,7 @@ def execution_parameters(config: StackConfig) -> dict[str, object]:
     return {
         "MaxConcurrentTransforms": concurrency,
         "BatchStrategy": config.batch_strategy or DEFAULT_BATCH_STRATEGY,
-        "MaxPayloadInMB": body_limit_mb(config),
+        "MaxPayloadInMB": max_payload_mb(config),
     }
 
 
@@ -161,7 +173,10 @@ def render(
         "WORK_DIR": config.work_dir,
         "LOG_LEVEL": config.nginx_log_level,
         "JS_DIR": js_dir or str(templates_dir()),
-        "BODY_LIMIT_MB": str(body_limit_mb(config)),
+        "BODY_LIMIT_MB": str(config.max_body_mb),
+        "BODY_BUFFER_MB": str(min(BODY_BUFFER_MB, config.max_body_mb)),
+        "NJS_TEXT_LIMIT": str(min(NJS_TEXT_LIMIT_BYTES, config.max_text_body_bytes)),
+        "TEXT_LIMIT_MB": str(config.max_text_body_mb),
         "RESPONSE_LIMIT_MB": str(RESPONSE_LIMIT_MB),
         "PROXY_READ_TIMEOUT": str(config.nginx_proxy_read_timeout),
         "SERVICE_SOCKET": config.service_socket,

@@ -4,11 +4,12 @@ Start-up order: model servers (and wait until their models are AVAILABLE), the P
 service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
 are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
 goes the other way: nginx gracefully first (SIGQUIT lets in-flight requests finish), then
-gunicorn, then the model servers.
+gunicorn, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -75,6 +76,9 @@ GUNICORN_KEEP_ALIVE_SECONDS = 75
 # The children's tiers, in start order: they stop in reverse (nginx first).
 MODEL_SERVERS, SERVICE, FRONT = "model servers", "Python service", "nginx"
 TIERS = (MODEL_SERVERS, SERVICE, FRONT)
+# SageMaker sends SIGKILL 30 s after SIGTERM (scale-in): each tier is stopped by then (a request
+# still in flight at 22 s is cut, one warning line), so that serve exits 0 in time.
+STOP_DEADLINES = {FRONT: 22.0, SERVICE: 24.0, MODEL_SERVERS: 26.0}
 
 
 class StartupError(RuntimeError):
@@ -428,7 +432,8 @@ class Supervisor:
         reap_orphans()
 
     def shutdown(self) -> None:
-        """nginx first (in-flight requests finish), then gunicorn, then the model servers."""
+        """nginx (in-flight requests finish), gunicorn, model servers: by ``STOP_DEADLINES``."""
+        started = time.monotonic()
         logger.info("stopping the stack")
         if self.control is not None:
             self.control.shutdown()
@@ -440,12 +445,13 @@ class Supervisor:
         self.public_port.close()
         if self.standby is not None:
             self.standby.stop()
-        self.children.stop()
+        self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
         if self.registry is not None:
             self.registry.close()
         self.service_socket.close()
         for path in (self.config.service_socket, self.config.control_socket):
-            Path(path).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # gone, or never made (no work directory)
+                Path(path).unlink()
         logger.info("stopped")
 
     def _model_config_file(self) -> str:
@@ -530,6 +536,7 @@ def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
         "--limit-request-fields=32768",
         "--limit-request-field_size=0",
         "--no-control-socket",
+        f"--worker-tmp-dir={config.work_dir}",  # heartbeat files: nothing outside the work dir
         # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
         f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
         "--config=python:sagemaker_tfs.service.gunicorn_hooks",

@@ -2,7 +2,8 @@
 
 The manager here is a test double on purpose: no real manager path raises a non-ServingError
 or blocks on demand, and these tests are about what the HTTP server does when that happens
-(a 500 JSON answer and a live server; the ``num_threads`` bound on concurrent requests).
+(a 500 JSON answer and a live server; the ``num_threads`` bound on concurrent requests; the
+504 of a prediction past ``timeout_ms``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def test_handler_exception_is_500_json_and_server_keeps_serving(manager: FaultyM
 
 
 def test_num_threads_bounds_concurrent_requests(manager: FaultyManager) -> None:
-    """With one slot held by a blocked request, the next waits ``timeout_ms`` and gets 503."""
+    """One slot, held by a blocked prediction: that one is answered 504 once it has run
+    ``timeout_ms`` (``--rest_api_timeout_in_ms``) while its run goes on in the slot; the next
+    waits ``timeout_ms`` for the slot and gets 503; once the run ends, the slot serves again."""
     server = start(manager, num_threads=1, timeout_ms=300)
     body = '{"instances": [1.0]}'
     try:
@@ -84,9 +87,13 @@ def test_num_threads_bounds_concurrent_requests(manager: FaultyManager) -> None:
         assert json.loads(blocked.content) == {
             "error": "Timed out waiting for a free REST API thread"
         }
-        manager.release.set()
         thread.join(10)
-        assert holder["response"].status_code == 404
+        assert holder["response"].status_code == 504
+        assert json.loads(holder["response"].content) == {
+            "error": "DEADLINE_EXCEEDED: no answer within 300 ms (--rest_api_timeout_in_ms)"
+        }
+        assert requests.get(url(server, "/v1/models/x"), timeout=10).status_code == 503
+        manager.release.set()
         freed = requests.post(url(server, "/v1/models/x:predict"), data=body, timeout=10)
         assert freed.status_code == 404
     finally:

@@ -71,7 +71,11 @@ def test_malformed_bodies(
     assert_still_serving(stack)
 
 
-def test_200_mb_body_with_content_length_is_413(stack: RunningStack) -> None:
+TEXT_LIMIT = b"JSON, JSON lines and CSV bodies are converted up to 100 MB"
+
+
+def test_200_mb_json_with_content_length_is_413_at_once(stack: RunningStack) -> None:
+    """Over the JSON/CSV limit: njs answers from the Content-Length, naming the way around."""
     size = 200 * MB
     head = (
         "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -79,19 +83,33 @@ def test_200_mb_body_with_content_length_is_413(stack: RunningStack) -> None:
     )
     answer = raw_request(stack, head, iter([b"[" * MB] * 200))
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
-    assert b'{"error": "Request body is larger than 6 MB"}' in answer
+    assert TEXT_LIMIT in answer and b"application/x-npy" in answer
     assert_still_serving(stack)
 
 
-def test_200_mb_chunked_body_is_413(stack: RunningStack) -> None:
+def test_200_mb_chunked_csv_is_413(stack: RunningStack) -> None:
+    """No Content-Length to judge by: the Python service refuses it once read."""
     chunk = b"1.0," * (MB // 4)
     framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
     head = (
         "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: text/csv\r\n"
         "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
     )
-    answer = raw_request(stack, head, iter([framed] * 200))
+    answer = raw_request(stack, head, iter([framed] * 200 + [b"0\r\n\r\n"]))
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert TEXT_LIMIT in answer
+    assert_still_serving(stack)
+
+
+def test_body_over_1_gb_is_413(stack: RunningStack) -> None:
+    """Over what any SageMaker mode sends (1 GB): nginx refuses it from the Content-Length."""
+    head = (
+        "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+        f"Content-Length: {1025 * MB}\r\nConnection: close\r\n\r\n"
+    )
+    answer = raw_request(stack, head, iter([b"\0" * MB] * 1025))
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'{"error": "Request body is larger than 1024 MB (SAGEMAKER_TFS_MAX_BODY_MB)"}' in answer
     assert_still_serving(stack)
 
 

@@ -212,14 +212,20 @@ def test_execution_parameters(front: FrontEnd) -> None:
     }
 
 
-def test_body_over_the_limit_is_413_and_serving_continues(front: FrontEnd) -> None:
-    response = front.post(b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]")
-    assert response.status_code == 413
-    assert "6 MB" in response.json()["error"]
-    assert front.post("[1.0]").status_code == 200
+def test_text_over_its_limit_is_413_and_serving_continues(tmp_path: Path) -> None:
+    front = start_front_end(tmp_path, env={"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "4"})
+    try:
+        response = front.post(b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]")  # 8 MB
+        assert response.status_code == 413
+        assert "converted up to 4 MB (SAGEMAKER_TFS_MAX_TEXT_BODY_MB)" in response.json()["error"]
+        assert not any(request.method == "POST" for request in front.recorder.requests)
+        assert front.post("[1.0]").status_code == 200
+    finally:
+        front.stop()
 
 
 def test_large_body_under_the_limit_is_converted(front: FrontEnd) -> None:
+    """Over the njs limit (256 KB): the service converts it by the same rules."""
     rows = "\n".join("1.0,2.0,3.0" for _ in range(200_000))  # ~2.4 MB of CSV
     response = front.post(rows, "text/csv")
     assert response.status_code == 200
@@ -245,7 +251,8 @@ def test_batch_transform_parameters_and_limit(tmp_path: Path) -> None:
         }
         eight_mb = b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]"
         assert front.post(eight_mb).status_code == 200
-        assert front.post(eight_mb * 2).status_code == 413
+        # MaxPayloadInMB is what SageMaker sends at most; the limit is SAGEMAKER_TFS_MAX_BODY_MB.
+        assert front.post(eight_mb * 2).status_code == 200
     finally:
         front.stop()
 

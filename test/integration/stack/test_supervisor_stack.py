@@ -306,11 +306,14 @@ def test_nginx_killed_during_start_up_is_started_again(
     then is a crash of a serving nginx, not a failed start-up (CI once lost a stack to it)."""
     stack = start_stack(models_with_script, wait=False)
     seen: list[int] = []
+    # nginx's own command line: "nginx" alone also matches a child forked but not yet exec'd,
+    # whose command line is still the supervisor's (this test's directory name holds "nginx").
+    nginx = str(stack.work_dir / "nginx.conf")
 
     def nginx_spawned() -> bool:
         # Read once per poll: a second read can miss the master for a moment (its title is
         # being rewritten), which once failed this test.
-        seen[:] = stack.child_pids("nginx")
+        seen[:] = stack.child_pids(nginx)
         return len(seen) == 1
 
     assert wait_for(nginx_spawned, 120, interval=0.002), stack.log_tail()

@@ -142,6 +142,27 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
 
 
 @pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.asfortranarray(np.arange(12, dtype=np.float64).reshape(3, 4)),
+        np.arange(6, dtype=">i4").reshape(2, 3),
+        np.zeros((0, 3), np.float32),
+        np.array(3.5, np.float32),
+    ],
+)
+def test_npy_is_read_in_place(array: np.ndarray) -> None:
+    """The array is a read-only view of the body's bytes: a 1 GB body is not copied."""
+    body = npy_bytes(array)
+    decoded = inputs.decode_npy(body)
+    assert decoded.dtype == array.dtype and decoded.shape == array.shape
+    np.testing.assert_array_equal(decoded, array)
+    if array.size:
+        assert np.shares_memory(decoded, np.frombuffer(body, np.uint8))
+        assert not decoded.flags.writeable
+
+
+@pytest.mark.parametrize(
     ("array", "spec", "match"),
     [
         (

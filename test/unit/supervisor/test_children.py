@@ -235,6 +235,25 @@ def test_a_child_group_stops_its_tiers_in_reverse_order(caplog: pytest.LogCaptur
         group.start("first", Child("late", ["sleep", "60"], ENV))
 
 
+def test_a_child_group_stops_each_tier_by_its_deadline(caplog: pytest.LogCaptureFixture) -> None:
+    """A child that ignores its stop signal is killed at its tier's deadline, well before its
+    own (long) stop timeout, and the warning says that what it had in flight is cut."""
+    group = children.ChildGroup(("back", "front"))
+    stubborn = ["bash", "-c", "trap '' TERM; sleep 60 & wait"]
+    group.start("back", Child("back", stubborn, ENV, stop_timeout=60))
+    group.start("front", Child("front", stubborn, ENV, stop_timeout=60))
+    time.sleep(0.3)  # the traps are set
+    started = time.monotonic()
+    deadlines = {"front": started + 0.5, "back": started + 1.0}
+    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.children"):
+        group.stop(deadlines.get)
+    assert 0.9 <= time.monotonic() - started < 3.0
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    assert warnings[0].startswith("front did not stop in 0.5s: killing it, cutting what it")
+    assert warnings[1].startswith("back did not stop in 0.") and "in flight" in warnings[1]
+
+
 def test_a_child_group_stops_one_child_by_name() -> None:
     group = children.ChildGroup(("only",))
     group.start("only", Child("a", ["sleep", "60"], ENV, stop_timeout=5))

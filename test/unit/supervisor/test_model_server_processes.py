@@ -87,9 +87,28 @@ def test_model_server_args(stack_config: StackConfigBuilder) -> None:
         "--rest_api_port=8501",
         "--model_config_file=/w/models.config",
         "--max_num_load_retries=0",
+        "--rest_api_timeout_in_ms=60000",
         f"--monitoring_config_file={config.work_dir}/monitoring.config",
         f"--grpc_socket_path={config.work_dir}/grpc-9000.sock",
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "timeout_ms"),
+    [
+        ({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600"}, 3_600_000),
+        ({"SAGEMAKER_BATCH": "true"}, 600_000),
+        ({"SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300"}, 300_000),
+        ({"SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "90"}, 90_000),
+    ],
+)
+def test_rest_api_timeout_follows_the_stack(
+    stack_config: StackConfigBuilder, env: dict[str, str], timeout_ms: int
+) -> None:
+    """The model server's REST timeout (JSON/CSV without inference.py) is as long as the
+    stack lets a request run: the umbrella variable, Batch's 600 s or nginx's timeout."""
+    args = model_server_args(Instance(1, 2), "/c", stack_config(env), None)
+    assert f"--rest_api_timeout_in_ms={timeout_ms}" in args
 
 
 def test_monitoring_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
@@ -105,7 +124,8 @@ def test_monitoring_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
 def test_model_server_args_batching_parallelism_gpu(stack_config: StackConfigBuilder) -> None:
     config = stack_config(EVERY_VARIABLE, has_gpu=lambda: True)
     args = model_server_args(Instance(1, 2), "/c", config, "/w/batching.config")
-    assert args[5:] == [
+    assert args[4] == "--rest_api_timeout_in_ms=900000"
+    assert args[6:] == [
         "--enable_batching=true",
         "--batching_parameters_file=/w/batching.config",
         "--tensorflow_inter_op_parallelism=2",

@@ -115,19 +115,44 @@ def test_inference_script_sends_invocations_to_the_service(
 
 
 @pytest.mark.parametrize(
-    ("env", "limit"),
+    ("env", "limit", "buffer"),
     [
-        ({}, 6),
-        ({"SAGEMAKER_BATCH": "true"}, 100),
-        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"}, 20),
-        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "0"}, 100),
-        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "500"}, 100),
+        ({}, 1024, 16),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"}, 1024, 16),
+        ({"SAGEMAKER_TFS_MAX_BODY_MB": "200"}, 200, 16),
+        ({"SAGEMAKER_TFS_MAX_BODY_MB": "6"}, 6, 6),
     ],
 )
-def test_body_limit(stack_config: StackConfigBuilder, env: dict[str, str], limit: int) -> None:
+def test_body_limit(
+    stack_config: StackConfigBuilder, env: dict[str, str], limit: int, buffer: int
+) -> None:
+    """Any mode's body (async: 1 GB) unless SAGEMAKER_TFS_MAX_BODY_MB lowers it; bodies over
+    16 MB wait in a file rather than in nginx's memory; the 413 names the limit."""
     text = nginx_config.render(stack_config(env))
     assert f"client_max_body_size {limit}m;" in text
-    assert f"client_body_buffer_size {limit}m;" in text
+    assert f"client_body_buffer_size {buffer}m;" in text
+    error = location_block(text, "= /.error/413")
+    assert f"larger than {limit} MB (SAGEMAKER_TFS_MAX_BODY_MB)" in error
+
+
+@pytest.mark.parametrize(
+    ("env", "njs_limit", "text_limit"),
+    [
+        ({}, 256 << 10, 100),
+        ({"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "300"}, 256 << 10, 300),
+        (
+            {"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "300", "SAGEMAKER_TFS_MAX_BODY_MB": "50"},
+            256 << 10,
+            50,
+        ),
+    ],
+)
+def test_text_limits_reach_the_njs(
+    stack_config: StackConfigBuilder, env: dict[str, str], njs_limit: int, text_limit: int
+) -> None:
+    text = nginx_config.render(stack_config(env))
+    assert f'set $tfs_njs_text_limit "{njs_limit}";' in text
+    assert f'set $tfs_text_limit_mb "{text_limit}";' in text
 
 
 def test_execution_parameters_come_from_the_batch_variables(
@@ -154,6 +179,22 @@ def test_execution_parameters_defaults(stack_config: StackConfigBuilder) -> None
     assert params["BatchStrategy"] == "MULTI_RECORD"
     assert params["MaxPayloadInMB"] == 6
     assert params["MaxConcurrentTransforms"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("env", "payload"),
+    [
+        ({"SAGEMAKER_BATCH": "true"}, 100),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "0"}, 100),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "500"}, 100),
+        ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_TFS_MAX_BODY_MB": "40"}, 40),
+        ({"SAGEMAKER_TFS_MAX_BODY_MB": "4"}, 4),
+    ],
+)
+def test_max_payload_never_exceeds_the_body_limit(
+    stack_config: StackConfigBuilder, env: dict[str, str], payload: int
+) -> None:
+    assert nginx_config.execution_parameters(stack_config(env))["MaxPayloadInMB"] == payload
 
 
 @pytest.mark.parametrize("name", ['bad"; evil', "a b", "x\n}", "../up", ""])

@@ -26,6 +26,7 @@ def test_gunicorn_command(stack_config: StackConfigBuilder, tmp_path: Path) -> N
         "--worker-class=gthread",
         "--timeout=45",
         "--log-level=debug",
+        f"--worker-tmp-dir={config.work_dir}",  # nothing written outside the work dir
     ):
         assert flag in argv
     assert argv[-1] == "sagemaker_tfs.service.app:create_app()"

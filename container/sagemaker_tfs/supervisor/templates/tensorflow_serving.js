@@ -17,7 +17,6 @@ var METHODS = ['predict', 'classify', 'regress'];
 var MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.\-]*(?![\s\S])/;
 var VERSION = /^[0-9]{1,19}(?![\s\S])/;
 var MAX_VERSION = '9223372036854775807';
-var STRICT_NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+\-]?[0-9]+)?$/;
 /* Statuses nginx gives when no model server could take the prediction (one died or restarts). */
 var RETRY_STATUSES = [502, 503];
 var RETRY_WINDOW_MS = 10000;
@@ -253,40 +252,210 @@ function convertJson(text) {
     return instancesOf([text]);
 }
 
+var DIGIT_0 = 48;
+var DIGIT_1 = 49;
+var DIGIT_9 = 57;
+var COMMA = 44;
+var CARRIAGE_RETURN = 13;
+
+function isDigit(code) {
+    return code >= DIGIT_0 && code <= DIGIT_9;
+}
+
+function digitsEnd(text, i) {
+    while (isDigit(text.charCodeAt(i))) {
+        i++;
+    }
+    return i;
+}
+
+/*
+ * The index just past the JSON number (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+\-]?[0-9]+)?)
+ * starting at text[i], or -1. Read code by code rather than with a pattern: njs keeps the
+ * memory of every regular expression match until the request ends (~0.5 KB each), which a CSV
+ * of many short fields multiplies.
+ */
+function strictNumberEnd(text, i) {
+    if (text.charCodeAt(i) === 45) {  /* - */
+        i++;
+    }
+    var code = text.charCodeAt(i);
+    if (code === DIGIT_0) {
+        i++;
+    } else if (code >= DIGIT_1 && code <= DIGIT_9) {
+        i = digitsEnd(text, i + 1);
+    } else {
+        return -1;
+    }
+    if (text.charCodeAt(i) === 46) {  /* . */
+        if (!isDigit(text.charCodeAt(i + 1))) {
+            return -1;
+        }
+        i = digitsEnd(text, i + 1);
+    }
+    code = text.charCodeAt(i);
+    if (code === 101 || code === 69) {  /* e E */
+        i++;
+        code = text.charCodeAt(i);
+        if (code === 43 || code === 45) {  /* + - */
+            i++;
+        }
+        if (!isDigit(text.charCodeAt(i))) {
+            return -1;
+        }
+        i = digitsEnd(text, i + 1);
+    }
+    return i;
+}
+
+function isStrictNumber(text) {
+    return strictNumberEnd(text, 0) === text.length;
+}
+
+/* Could the text start a LOOSE_NUMBER (so that the pattern is worth trying)? */
+function mayBeLooseNumber(text) {
+    var code = text.charCodeAt(0);
+    return isDigit(code) || code === 43 || code === 45 || code === 46;  /* + - . */
+}
+
+/* JSON.stringify(text), which costs ~0.3 KB of njs memory a call: quoted as it is when no
+ * character needs an escape. */
+function jsonString(text) {
+    for (var i = 0; i < text.length; i++) {
+        var code = text.charCodeAt(i);
+        if (code < 32 || code === 34 || code === 92) {  /* controls, " and backslash */
+            return JSON.stringify(text);
+        }
+    }
+    return '"' + text + '"';
+}
+
 function csvField(field) {
     var trimmed = field.trim();
-    if (STRICT_NUMBER.test(trimmed)) {
+    if (isStrictNumber(trimmed)) {
         return trimmed;
     }
-    if (LOOSE_NUMBER.test(trimmed)) {
+    if (mayBeLooseNumber(trimmed) && LOOSE_NUMBER.test(trimmed)) {
         return String(Number(trimmed));
     }
     if (trimmed.length >= 2 && trimmed[0] === '"' && trimmed[trimmed.length - 1] === '"') {
-        trimmed = trimmed.slice(1, -1).replace(/""/g, '"');
+        trimmed = trimmed.slice(1, -1);
+        if (trimmed.indexOf('""') >= 0) {
+            trimmed = trimmed.split('""').join('"');
+        }
     }
-    return JSON.stringify(trimmed);
+    return jsonString(trimmed);
 }
 
-function convertCsv(text) {
-    var rows = text.split('\n').map(function (line) {
-        return line.replace(/\r$/, '');
-    }).filter(function (line) {
-        return line.trim() !== '';
-    });
-    if (rows.length === 0) {
+function fieldCount(row) {
+    var count = 1;
+    for (var i = row.indexOf(','); i >= 0; i = row.indexOf(',', i + 1)) {
+        count++;
+    }
+    return count;
+}
+
+/* The number of fields of a row of strict numbers and commas only (the row is then its own
+ * JSON list), or -1 for any other row. */
+function plainFieldCount(row) {
+    var count = 0;
+    var i = 0;
+    for (;;) {
+        i = strictNumberEnd(row, i);
+        if (i < 0) {
+            return -1;
+        }
+        count++;
+        if (i === row.length) {
+            return count;
+        }
+        if (row.charCodeAt(i) !== COMMA) {
+            return -1;
+        }
+        i++;
+    }
+}
+
+/* One CSV row's instance (a JSON list, or a value when rows have one field), appended to the
+ * request's pieces (no list or string per row or field beyond them). */
+function appendCsvInstance(pieces, row, width, number) {
+    var plain = plainFieldCount(row);
+    var count = plain < 0 ? fieldCount(row) : plain;
+    if (count !== width) {
+        throw new RequestError(400, 'Invalid CSV: row ' + number + ' has ' + count +
+            ' fields, expected ' + width);
+    }
+    if (width === 1) {
+        pieces.push(plain < 0 ? csvField(row) : row);
+        return;
+    }
+    if (plain >= 0) {
+        pieces.push('[', row, ']');
+        return;
+    }
+    pieces.push('[');
+    var start = 0;
+    for (var field = 0; field < width; field++) {
+        var end = field === width - 1 ? row.length : row.indexOf(',', start);
+        if (field > 0) {
+            pieces.push(',');
+        }
+        pieces.push(csvField(row.slice(start, end)));
+        start = end + 1;
+    }
+    pieces.push(']');
+}
+
+/*
+ * CSV rows (blank lines skipped, a final \r dropped) as the instances of TF Serving's request.
+ * The text is walked once and the request joined once: njs frees nothing until the request
+ * ends, so every intermediate string or list per row stays allocated.
+ */
+/*
+ * The body as text: njs 0.7 reads it as a byte string, whose characters are its bytes (so
+ * trim() would keep a UTF-8 byte order mark or no-break space); njs 0.8 reads it as text.
+ */
+function unicodeText(text) {
+    if (typeof text.fromUTF8 !== 'function') {
+        return text;
+    }
+    var decoded = text.fromUTF8();
+    if (decoded === null) {
+        throw new RequestError(400, 'Invalid CSV: the request body is not UTF-8');
+    }
+    return decoded;
+}
+
+function convertCsv(body) {
+    var text = unicodeText(body);
+    var pieces = ['{"instances": ['];
+    var width = 0;
+    var rows = 0;
+    var start = 0;
+    while (start < text.length) {
+        var end = text.indexOf('\n', start);
+        if (end < 0) {
+            end = text.length;
+        }
+        var stop = end > start && text.charCodeAt(end - 1) === CARRIAGE_RETURN ? end - 1 : end;
+        var row = text.slice(start, stop);
+        start = end + 1;
+        if (row.trim() === '') {
+            continue;
+        }
+        rows++;
+        if (rows === 1) {
+            width = fieldCount(row);
+        } else {
+            pieces.push(',');
+        }
+        appendCsvInstance(pieces, row, width, rows);
+    }
+    if (rows === 0) {
         throw new RequestError(400, 'Empty request body');
     }
-    var width = rows[0].split(',').length;
-    var instances = rows.map(function (row, index) {
-        var fields = row.split(',');
-        if (fields.length !== width) {
-            throw new RequestError(400, 'Invalid CSV: row ' + (index + 1) + ' has ' +
-                fields.length + ' fields, expected ' + width);
-        }
-        var values = fields.map(csvField);
-        return width === 1 ? values[0] : '[' + values.join(',') + ']';
-    });
-    return instancesOf(instances);
+    pieces.push(']}');
+    return pieces.join('');
 }
 
 function convertedHere(contentType) {
@@ -338,6 +507,41 @@ function handleError(r, e) {
     }
 }
 
+var MB = 1024 * 1024;
+
+function textTooLarge(limitMb) {
+    return new RequestError(413, 'JSON, JSON lines and CSV bodies are converted up to ' +
+        limitMb + ' MB (SAGEMAKER_TFS_MAX_TEXT_BODY_MB): send larger inputs as ' +
+        'application/x-npy or application/x-npz, or raise SAGEMAKER_TFS_MAX_TEXT_BODY_MB');
+}
+
+/*
+ * The body's text when njs is to convert it here, else null: a body over the njs limit, or
+ * in a file (nginx keeps larger bodies in one), goes to the Python service, which converts
+ * it too. Throws the 413 for a body over the text limit.
+ */
+function textConvertedHere(r) {
+    var declared = parseInt(r.headersIn['Content-Length'] || '0', 10);
+    var limitMb = parseInt(r.variables.tfs_text_limit_mb, 10);
+    if (declared > limitMb * MB) {
+        throw textTooLarge(limitMb);
+    }
+    var njsLimit = parseInt(r.variables.tfs_njs_text_limit, 10);
+    if (declared > njsLimit) {
+        return null;
+    }
+    var text;
+    try {
+        text = r.requestText;
+    } catch (e) {  /* "request body is in a file" */
+        return null;
+    }
+    if (text === undefined) {
+        return declared > 0 ? null : '';
+    }
+    return text.length > njsLimit ? null : text;
+}
+
 function invocations(r) {
     if (r.method !== 'POST') {
         sendError(r, 405, 'Method ' + r.method + ' not allowed: use POST');
@@ -346,13 +550,7 @@ function invocations(r) {
     var contentType = mediaType(r.headersIn['Content-Type']);
     var accept = firstAccept(r.headersIn.Accept);
     if (!acceptHandledHere(accept) || !convertedHere(contentType)) {
-        r.internalRedirect('@python_service');  /* binary bodies are not read here at all */
-        return;
-    }
-    var text = r.requestText;
-    var bodyLength = parseInt(r.headersIn['Content-Length'] || '0', 10);
-    if (text === undefined && bodyLength > 0) {
-        r.internalRedirect('@python_service');
+        r.internalRedirect('@python_service');  /* binary bodies are not read as text here */
         return;
     }
     var uri;
@@ -360,7 +558,12 @@ function invocations(r) {
     try {
         /* The target first, as the service reads it: a bad body is counted for its model. */
         uri = tfsUri(r);
-        body = convert(contentType, text || '');
+        var text = textConvertedHere(r);
+        if (text === null) {
+            r.internalRedirect('@python_service');
+            return;
+        }
+        body = convert(contentType, text);
     } catch (e) {
         handleError(r, e);
         return;

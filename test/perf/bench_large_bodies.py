@@ -1,0 +1,204 @@
+"""Memory of the stack's processes for bodies of asynchronous inference's size (issue 26).
+
+Starts ``sagemaker-tfs serve`` on this machine with the bundled ``half_plus_three`` (y = 0.5x
++ 3 on a float vector, so an answer is as large as its request) and sends, one at a time:
+
+- ``application/x-npy`` bodies of 100 MB and 1 GB (answered as ``.npy``): nginx buffers them in
+  a file, the service reads them and sends them over the streamed gRPC Predict;
+- a 100 MB CSV and a 100 MB JSON body (answered as JSON): over the njs limit, so the service
+  converts them and posts them to the model server's REST API.
+
+Before each request every process's peak RSS is reset (``/proc/PID/clear_refs``); after it,
+the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: the peak's;
+``growth``: the peak less the RSS before) are printed for each. Goal: the Python service's
+peak at most 2.5x the body for the binary type. The client's own memory is not counted.
+
+Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--text-mb 100]``
+(root, or the stack's owner, may reset peak RSS; Linux 4.0 or later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
+from whole_stack import Stack, cmdline, descendant_pids, running_stack  # noqa: E402
+
+MODELS = REPO_ROOT / "test" / "resources" / "models"
+MB = 1 << 20
+# Bodies as large as the benchmark sends are converted and may run for minutes here.
+STACK_ENV = {"SAGEMAKER_TFS_MAX_TEXT_BODY_MB": "1024", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "1200"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    content_type: str
+    accept: str
+    body: Callable[[], bytes | bytearray]
+    check: Callable[[bytes], None]
+
+
+def process_name(pid: int, supervisor: int) -> str:
+    """What a process of the stack is, from its command line (nginx and gunicorn set titles)."""
+    line = cmdline(pid)
+    if pid == supervisor:
+        return "serve (supervisor)"
+    for marker, name in (
+        ("nginx: master", "nginx master"),
+        ("nginx: worker", "nginx worker"),
+        ("standby", "standby model server"),
+        ("model-server", "model server"),
+        ("gunicorn: master", "gunicorn master"),
+        ("gunicorn: worker", "gunicorn worker (the service)"),
+    ):
+        if marker in line:
+            return name
+    if "gunicorn" in line:
+        return "gunicorn"
+    return line[:40] or f"pid {pid}"
+
+
+def status_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def stack_processes(stack: Stack) -> dict[int, str]:
+    supervisor = stack.process.pid
+    pids = [supervisor, *descendant_pids(supervisor)]
+    return {pid: process_name(pid, supervisor) for pid in pids}
+
+
+def reset_peaks(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+        except OSError as error:
+            raise SystemExit(f"cannot reset the peak RSS of pid {pid}: {error}") from None
+
+
+def npy_count(mb: int) -> int:
+    """The float32 values of an .npy of ``mb`` MB, its 128-byte header included."""
+    return (mb * MB - 128) // 4
+
+
+def npy_body(mb: int) -> bytearray:
+    """An .npy of float32 (0..4092, repeating) in one buffer: the client holds no second copy."""
+    count = npy_count(mb)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (count,)}
+    )
+    body = bytearray(header.getbuffer())
+    offset = len(body)
+    body.extend(bytes(count * 4))
+    assert offset == 128, offset
+    values = np.frombuffer(body, np.float32, count, offset)
+    values[:] = np.arange(count) % 4093
+    return body
+
+
+def check_npy(mb: int) -> Callable[[bytes], None]:
+    def check(answer: bytes) -> None:
+        y = np.load(io.BytesIO(answer))
+        assert y.shape == (npy_count(mb),), y.shape
+        index = np.arange(0, len(y), 9973)
+        np.testing.assert_array_equal(y[index], (index % 4093).astype(np.float32) * 0.5 + 3)
+
+    return check
+
+
+def csv_body(mb: int) -> bytes:
+    row = b"0.123456789\n"
+    return row * (mb * MB // len(row))
+
+
+def json_body(mb: int) -> bytes:
+    value = b"0.123456789,"
+    count = mb * MB // len(value)
+    return b'{"instances": [' + value * (count - 1) + b"0.123456789]}"
+
+
+def check_predictions(answer: bytes) -> None:
+    predictions = json.loads(answer)["predictions"]
+    expected = float(np.float32(0.123456789) * np.float32(0.5) + np.float32(3))
+    assert abs(predictions[0] - expected) < 1e-6 and predictions[-1] == predictions[0]
+
+
+def cases(npy_sizes: list[int], text_mb: int) -> list[Case]:
+    found = [
+        Case(f"x-npy {mb} MB", "application/x-npy", "application/x-npy",
+             lambda mb=mb: npy_body(mb), check_npy(mb))  # fmt: skip
+        for mb in npy_sizes
+    ]
+    if text_mb:
+        found += [
+            Case(f"CSV {text_mb} MB", "text/csv", "application/json",
+                 lambda: csv_body(text_mb), check_predictions),  # fmt: skip
+            Case(f"JSON {text_mb} MB", "application/json", "application/json",
+                 lambda: json_body(text_mb), check_predictions),  # fmt: skip
+        ]
+    return found
+
+
+def run_case(stack: Stack, case: Case) -> None:
+    body = case.body()
+    processes = stack_processes(stack)
+    before = {pid: status_kb(pid, "VmRSS") * 1024 for pid in processes}
+    reset_peaks(list(processes))
+    started = time.monotonic()
+    response = requests.post(
+        stack.url + "/invocations",
+        data=body,
+        headers={"Content-Type": case.content_type, "Accept": case.accept},
+        timeout=3600,
+    )
+    seconds = time.monotonic() - started
+    assert response.status_code == 200, response.text[:500]
+    case.check(response.content)
+    size = len(body)
+    del body, response
+    print(f"\n{case.name}: {size / MB:.0f} MB, 200 in {seconds:.1f}s")
+    print(f"  {'process':32} {'RSS before':>11} {'peak RSS':>9} {'x body':>7} {'growth':>7}")
+    for pid, name in sorted(processes.items(), key=lambda item: item[1]):
+        peak = status_kb(pid, "VmHWM") * 1024
+        growth = max(0, peak - before[pid])
+        print(f"  {name:32} {before[pid] / MB:8.0f} MB {peak / MB:6.0f} MB {peak / size:7.2f} "
+              f"{growth / size:7.2f}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
+    parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
+    args = parser.parse_args()
+    npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
+    with (
+        tempfile.TemporaryDirectory(prefix="bench_large_bodies") as root,
+        running_stack(MODELS, Path(root), STACK_ENV) as stack,
+    ):
+        stack.wait_until_settled()
+        for case in cases(npy_sizes, args.text_mb):
+            run_case(stack, case)
+
+
+if __name__ == "__main__":
+    main()
