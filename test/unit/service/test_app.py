@@ -6,8 +6,8 @@ Small answers are sent whole, large chunk lists in pieces.
 from __future__ import annotations
 
 import socket
-import types
 import tracemalloc
+import types
 from pathlib import Path
 from typing import Any
 
