@@ -33,6 +33,7 @@ import numpy as np
 import requests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 from whole_stack import Stack, cmdline, descendant_pids, running_stack  # noqa: E402
 

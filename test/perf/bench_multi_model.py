@@ -39,6 +39,7 @@ from pathlib import Path
 
 import requests
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # local_ports, for whole_stack
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "stack"))
 from control_socket import control, load  # noqa: E402
 from whole_stack import Stack, descendant_pids, running_stack, wait_for  # noqa: E402
