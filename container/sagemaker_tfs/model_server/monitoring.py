@@ -56,7 +56,9 @@ def _label_value(value: str) -> str:
 
 
 def _labels_text(names: Sequence[str], values: Sequence[str]) -> str:
-    return ",".join(f'{name}="{_label_value(value)}"' for name, value in zip(names, values))
+    return ",".join(
+        f'{name}="{_label_value(value)}"' for name, value in zip(names, values, strict=True)
+    )
 
 
 class CounterPoint:
@@ -106,7 +108,9 @@ class HistogramPoint:
         with self._lock:
             counts, total = list(self._counts), self._sum
         cumulative = list(itertools.accumulate(counts))
-        buckets = [start + str(count) for start, count in zip(self._bucket_starts, cumulative)]
+        buckets = [
+            start + str(count) for start, count in zip(self._bucket_starts, cumulative, strict=True)
+        ]
         return [*buckets, f"{self._sum_start}{total:g}", f"{self._count_start}{cumulative[-1]}"]
 
 
