@@ -33,6 +33,7 @@ cases = {
     "single-with-code": ({}, work / "with_code"),
     "multi": ({"SAGEMAKER_MULTI_MODEL": "true"}, work / "plain"),
     "batch": ({"SAGEMAKER_BATCH": "true", "SAGEMAKER_MAX_PAYLOAD_IN_MB": "20"}, work / "plain"),
+    "access-log": ({"SAGEMAKER_TFS_ACCESS_LOG": "json"}, work / "plain"),
 }
 for case, (environ, model_dir) in cases.items():
     config = load_config(environ, model_dir=str(model_dir), work_dir=str(work / "conf" / case))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to run the stack and its tests on the host:
-# nginx with njs (Debian packages, when running as root) and a virtualenv in .venv
+# nginx with njs and Prometheus (the metrics test scrapes the stack with it; Debian packages,
+# when running as root) and a virtualenv in .venv
 # holding this package, TensorFlow (for the stand-in model server) and tox.
 # --engine installs the container engine the image tests use instead (podman with runc,
 # its network stack, and debootstrap for the Debian base image; Debian packages, as root).
@@ -14,6 +15,7 @@ install_debian_packages() {
   command -v nginx >/dev/null 2>&1 || missing+=(nginx-light)
   [ -f "$NJS_MODULE" ] || missing+=(libnginx-mod-http-js)
   command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+  command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "bootstrap: missing Debian packages: ${missing[*]} (run as root or apt-get install them)" >&2

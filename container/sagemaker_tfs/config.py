@@ -37,6 +37,11 @@ MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
+ACCESS_LOG_FORMATS = ("off", "text", "json")
+DEFAULT_METRICS_PATH = "/metrics"
+# Paths the stack answers itself: the metrics endpoint may not take one of them.
+RESERVED_PATHS = ("/ping", "/invocations", "/execution-parameters", "/models")
+_METRICS_PATH = re.compile(r"(/[A-Za-z0-9_~.\-]+)+")
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 # In the work dir: left by a worker of gunicorn master PID once its app is loaded.
@@ -132,6 +137,13 @@ class StackConfig:
     # Decoded image pixels for a float input: pixel * image_scale + image_offset.
     image_scale: float = 1.0
     image_offset: float = 0.0
+    # Prometheus metrics at metrics_path on the public port (and their counting), or neither.
+    metrics: bool = True
+    metrics_path: str = DEFAULT_METRICS_PATH
+    # nginx's per-request log line: "off", "text" or "json"; with access_log_all, /ping and
+    # the metrics path are logged too.
+    access_log: str = "off"
+    access_log_all: bool = False
     # Largest request body accepted (nginx's client_max_body_size), in MB (MiB).
     max_body_mb: int = DEFAULT_MAX_BODY_MB
     # Largest JSON / JSON lines / CSV body the container converts itself, in MB.
@@ -154,6 +166,21 @@ class StackConfig:
     @property
     def stack_config_path(self) -> str:
         return os.path.join(self.work_dir, "stack.json")
+
+    @property
+    def metrics_socket(self) -> str:
+        """The supervisor's metrics endpoint, which nginx's metrics path is proxied to."""
+        return os.path.join(self.work_dir, "metrics.sock")
+
+    @property
+    def edge_log_pipe(self) -> str:
+        """The named pipe to which nginx writes the supervisor one line per invocation."""
+        return os.path.join(self.work_dir, "edge-log.pipe")
+
+    @property
+    def metrics_dir(self) -> str:
+        """``PROMETHEUS_MULTIPROC_DIR`` of the gunicorn workers."""
+        return os.path.join(self.work_dir, "prometheus")
 
     def service_ready_marker(self, gunicorn_master_pid: int) -> str:
         """The file a worker of that gunicorn master leaves once its app is loaded."""
@@ -347,6 +374,19 @@ def _batch_strategy(env: EnvReader) -> str | None:
     return normalized
 
 
+def _metrics_path(env: EnvReader) -> str:
+    name = "SAGEMAKER_TFS_METRICS_PATH"
+    path = env.string(name, DEFAULT_METRICS_PATH)
+    segments = path.split("/")[1:]
+    if not _METRICS_PATH.fullmatch(path) or "." in segments or ".." in segments:
+        raise ConfigError(
+            f"{name} must be a path like /metrics (letters, digits, -._~), got {path!r}"
+        )
+    if any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_PATHS):
+        raise ConfigError(f"{name} must not be one of the stack's own paths, got {path!r}")
+    return path
+
+
 def _timeouts(env: EnvReader, batch_transform: bool) -> tuple[int, int, int]:
     """``(nginx, gunicorn, model server)`` seconds. ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (else
     Batch Transform's 600 s under ``SAGEMAKER_BATCH``) sets all three, nginx a margin longer
@@ -480,6 +520,10 @@ def load_config(
         model_server_per_model=per_model,
         image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
         image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
+        metrics=env.boolean("SAGEMAKER_TFS_METRICS", True),
+        metrics_path=_metrics_path(env),
+        access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
+        access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,

@@ -118,6 +118,8 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert cfg.omp_num_threads == "4"
     assert not cfg.standby_model_server
     assert (cfg.image_scale, cfg.image_offset) == (0.0078125, -1.0)
+    assert (cfg.metrics, cfg.metrics_path) == (False, "/stack/metrics")
+    assert (cfg.access_log, cfg.access_log_all) == ("json", True)
     assert cfg.model_server_timeout == 900
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
 
@@ -279,6 +281,19 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
         ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "missing", "'missing' is not one of the models"),
         ("SAGEMAKER_TFS_IMAGE_SCALE", "abc", "must be a number, got 'abc'"),
         ("SAGEMAKER_TFS_IMAGE_OFFSET", "nan", "must be a finite number, got 'nan'"),
+        ("SAGEMAKER_TFS_METRICS", "yes", "must be 'true' or 'false'"),
+        ("SAGEMAKER_TFS_METRICS_PATH", "metrics", "must be a path like /metrics"),
+        ("SAGEMAKER_TFS_METRICS_PATH", "/a b", "must be a path like /metrics"),
+        ("SAGEMAKER_TFS_METRICS_PATH", "/a/../ping", "must be a path like /metrics"),
+        ("SAGEMAKER_TFS_METRICS_PATH", "/a;deny", "must be a path like /metrics"),
+        ("SAGEMAKER_TFS_METRICS_PATH", "/ping", "must not be one of the stack's own paths"),
+        (
+            "SAGEMAKER_TFS_METRICS_PATH",
+            "/models/metrics",
+            "must not be one of the stack's own paths",
+        ),
+        ("SAGEMAKER_TFS_ACCESS_LOG", "yes", "must be one of off, text, json"),
+        ("SAGEMAKER_TFS_ACCESS_LOG_ALL", "1", "must be 'true' or 'false'"),
     ],
 )
 def test_errors_name_the_variable_and_value(

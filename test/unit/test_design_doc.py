@@ -21,7 +21,21 @@ SOURCE_SUFFIXES = (".py", ".js", ".sh", ".template", ".conf")
 SPAN = re.compile(r"`([^`]+)`")
 DOTTED = re.compile(r"^([a-z_][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\(.*\))?$")
 PLACEHOLDER = re.compile(r"[A-Z]{2,}|[<>{}]|\.\.\.")
-EXTENSIONS = {"py", "js", "sh", "conf", "config", "json", "lock", "txt", "in", "template", "pb"}
+EXTENSIONS = {
+    "py",
+    "js",
+    "sh",
+    "conf",
+    "config",
+    "json",
+    "lock",
+    "txt",
+    "in",
+    "template",
+    "pb",
+    "sock",
+    "pipe",
+}
 
 
 def prose(text: str) -> str:

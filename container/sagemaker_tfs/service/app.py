@@ -32,6 +32,7 @@ from sagemaker_tfs.service.handlers import (
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.invoke import Limits, Reply, invoke
 from sagemaker_tfs.service.logs import configure_logging
+from sagemaker_tfs.service.metrics import RequestRecord, recorded, service_metrics
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, RegisteredModel
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
@@ -163,6 +164,7 @@ class Service(ABC):
         self.channels = channels
         self.session = session
         self.image_options = ImageOptions(config.image_scale, config.image_offset)
+        self.metrics = service_metrics()
         self.limits = Limits(config.max_text_body_mb, config.model_server_timeout)
 
     @abstractmethod
@@ -170,7 +172,7 @@ class Service(ABC):
         """The request as this mode reads it; ``path_name``: the model named in the path."""
 
     @abstractmethod
-    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
         """Serve one invocation."""
 
     @abstractmethod
@@ -192,10 +194,10 @@ class SingleModelService(Service):
         """The Target-Model header means nothing here and is not read."""
         return parse_request(req, body_length, self.config.default_model, None)
 
-    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
         candidates = InstanceRotation(self.picker, self.channels)
         return invoke(self.user_code, body, request, candidates, self.session,
-                      self.image_options, self.limits)  # fmt: skip
+                      self.image_options, record, self.limits)  # fmt: skip
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -218,7 +220,7 @@ class MultiModelService(Service):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
-    def invoke(self, request: ParsedRequest, body: bytes) -> Reply:
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
         """After a server-side failure, or a shared model server's 404 (it dropped the model),
         the registry's 404 if the model was unloaded meanwhile."""
         name = request.target.model_name
@@ -228,7 +230,7 @@ class MultiModelService(Service):
         user_code = self.directory.user_code(model.location)
         try:
             reply = invoke(user_code, body, request, candidates, self.session, self.image_options,
-                           self.limits)  # fmt: skip
+                           record, self.limits)  # fmt: skip
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(error, errors.ModelServerUnavailable):
@@ -256,9 +258,11 @@ class Ping:
 def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
            path_name: str | None) -> None:  # fmt: skip
     """The edge: the request read once (body, then line and headers), served, answered."""
-    body = read_body(req)
-    request = service.parse(req, path_name, len(body))
-    _answer(req, resp, service.invoke(request, body))
+    with recorded(service.metrics, resp) as record:
+        body = read_body(req)
+        request = service.parse(req, path_name, len(body))
+        record.target(request.target)
+        _answer(req, resp, service.invoke(request, body, record))
 
 
 class Invocations:

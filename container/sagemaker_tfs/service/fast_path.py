@@ -26,6 +26,7 @@ from sagemaker_tfs.service import answers, content_types, inputs
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.inputs import DecodedInputs
+from sagemaker_tfs.service.metrics import RequestRecord
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
@@ -45,6 +46,7 @@ def invoke(
     request: ParsedRequest,
     context: Any,
     options: ImageOptions,
+    record: RequestRecord,
     timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Serve one request with a binary content type over ``context``'s model server; returns
@@ -64,7 +66,7 @@ def invoke(
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, decoded, names, stream, output_type, timeout)
+    return _predict(context, decoded, names, stream, output_type, record, timeout)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -102,19 +104,21 @@ def _predict(
     names: list[str],
     stream: bool,
     output_type: str,
+    record: RequestRecord,
     timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
     """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
     try:
-        answer = client.predict_answer(
-            context,
-            decoded.arrays,
-            output_filter=names,
-            stream_answer=stream,
-            pixel_casts=decoded.casts,
-            unavailable_retry_seconds=0,  # the service fails over to another model server
-            timeout=timeout,
-        )
+        with record.model_server_call():
+            answer = client.predict_answer(
+                context,
+                decoded.arrays,
+                output_filter=names,
+                stream_answer=stream,
+                pixel_casts=decoded.casts,
+                unavailable_retry_seconds=0,  # the service fails over to another model server
+                timeout=timeout,
+            )
         return answers.encode_answer(answer, output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.

@@ -12,7 +12,9 @@ it keeps serving the socket the supervisor holds, and the supervisor stops it (S
 in-flight requests finish) once the new gunicorn's worker is ready. When the supervisor is
 gone too, the worker exits at once. ``post_worker_init`` also leaves the marker by which the
 supervisor knows that a worker of *this* master is ready, since a ping on the shared socket
-could be answered by a leftover worker.
+could be answered by a leftover worker. ``child_exit`` removes an exited worker's in-flight
+gauges from the metrics directory (prometheus_client's multiprocess mode, when the stack
+counts metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set).
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ def post_worker_init(worker: Any) -> None:
         os._exit(1)
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
     Path(config.service_ready_marker(worker.ppid)).touch()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
 
 
 def _on_parent_death(worker: Any) -> None:

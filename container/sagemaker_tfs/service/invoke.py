@@ -23,6 +23,7 @@ from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.metrics import RequestRecord
 from sagemaker_tfs.service.model_servers import (
     Candidates,
     ModelServer,
@@ -32,6 +33,7 @@ from sagemaker_tfs.service.model_servers import (
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
 from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
+from sagemaker_tfs.wire.metrics import ROUTE_CONVERSION, ROUTE_FAST_PATH, ROUTE_INFERENCE_PY
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +87,16 @@ def _handler_error(error: Exception) -> HttpError:
     return HttpError(400 if caused_by_request else 500, message)
 
 
-def post_to_model_server(session: requests.Session, uri: str, body: bytes) -> requests.Response:
+def post_to_model_server(
+    session: requests.Session, uri: str, body: bytes, record: RequestRecord
+) -> requests.Response:
     """The stack's own REST call; a model server that cannot be reached, or says it is
     unavailable (503), raises ``ModelServerUnavailable`` (failover)."""
     try:
-        response = session.post(
-            uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
-        )
+        with record.model_server_call():
+            response = session.post(
+                uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
+            )
     except requests.ConnectionError as error:
         raise ModelServerUnavailable(f"The model server is not available: {error}") from None
     if response.status_code == 503:
@@ -118,6 +123,7 @@ def call_user_code(
     request: ParsedRequest,
     candidates: Candidates,
     session: requests.Session,
+    record: RequestRecord,
 ) -> Reply:
     """Run the user's handler(s), once; their exceptions become JSON errors with the same text.
 
@@ -131,9 +137,12 @@ def call_user_code(
     context = build_context(request, first)
     try:
         if user_code.handler is not None:
-            return _handler_result(user_code.handler(io.BytesIO(body), context), context)
+            with record.handler("handler"):
+                result = user_code.handler(io.BytesIO(body), context)
+            return _handler_result(result, context)
         assert user_code.input_handler and user_code.output_handler
-        request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
+        with record.handler("input_handler"):
+            request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
     except HttpError:
         raise
     except Exception as error:
@@ -143,14 +152,16 @@ def call_user_code(
 
     def post(server: ModelServer) -> tuple[requests.Response, ModelServer]:
         uri = rest_uri(server.rest_port, request.target)
-        return post_to_model_server(session, uri, request_body), server
+        return post_to_model_server(session, uri, request_body, record), server
 
     response, server = with_failover(candidates, post)
     if not 200 <= response.status_code < 300:
         return model_server_error(response)
     context = build_context(request, server)  # the model server that answered
     try:
-        return _handler_result(user_code.output_handler(response, context), context)
+        with record.handler("output_handler"):
+            result = user_code.output_handler(response, context)
+        return _handler_result(result, context)
     except HttpError:
         raise
     except Exception as error:
@@ -163,11 +174,15 @@ def _user_error(user_code: UserCode, error: Exception) -> HttpError:
 
 
 def _convert_and_predict(
-    body: bytes, request: ParsedRequest, server: ModelServer, session: requests.Session
+    body: bytes,
+    request: ParsedRequest,
+    server: ModelServer,
+    session: requests.Session,
+    record: RequestRecord,
 ) -> Reply:
     request_body = conversion.convert(request.content_type.name, body)
     uri = rest_uri(server.rest_port, request.target)
-    response = post_to_model_server(session, uri, request_body.encode("utf-8"))
+    response = post_to_model_server(session, uri, request_body.encode("utf-8"), record)
     one_line_type = conversion.one_line_json_type(request.accept)
     if one_line_type is not None:
         return Reply(response.status_code, response.content.replace(b"\n", b""), one_line_type)
@@ -180,6 +195,7 @@ def default_handling(
     candidates: Candidates,
     session: requests.Session,
     options: ImageOptions,
+    record: RequestRecord,
     limits: Limits = Limits(),
 ) -> Reply:
     """No user code: convert JSON/CSV here, hand everything else to the fast path; either way
@@ -188,13 +204,16 @@ def default_handling(
     if convertible and len(body) > limits.text_body_mb << 20:
         raise conversion.text_too_large(limits.text_body_mb)
     if convertible and request.first_accept in JSON_ACCEPTS:
+        record.route = ROUTE_CONVERSION
         return with_failover(
-            candidates, lambda server: _convert_and_predict(body, request, server, session)
+            candidates,
+            lambda server: _convert_and_predict(body, request, server, session, record),
         )
+    record.route = ROUTE_FAST_PATH
 
     def fast(server: ModelServer) -> Reply:
         context = build_context(request, server)
-        chunks, content_type = fast_path.invoke(body, request, context, options,
+        chunks, content_type = fast_path.invoke(body, request, context, options, record,
                                                 limits.model_server_timeout)  # fmt: skip
         return Reply(200, chunks, content_type)
 
@@ -208,8 +227,10 @@ def invoke(
     candidates: Candidates,
     session: requests.Session,
     options: ImageOptions,
+    record: RequestRecord,
     limits: Limits = Limits(),
 ) -> Reply:
     if user_code is not None:
-        return call_user_code(user_code, body, request, candidates, session)
-    return default_handling(body, request, candidates, session, options, limits)
+        record.route = ROUTE_INFERENCE_PY
+        return call_user_code(user_code, body, request, candidates, session, record)
+    return default_handling(body, request, candidates, session, options, record, limits)

@@ -4,6 +4,7 @@ asks it where a model is loaded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sagemaker_tfs.supervisor.registry import ModelRegistry
+from sagemaker_tfs.supervisor.stack_metrics import ModelLoads
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
 logger = logging.getLogger(__name__)
@@ -96,11 +98,13 @@ class ControlHandler(BaseHTTPRequestHandler):
         if parts != ["models"]:
             raise HttpError(404, f"no such resource: {self.path}")
         body = self._read_json()
-        return self.server.registry.load(body.get("model_name"), body.get("url"))
+        with self.server.timed("load"):
+            return self.server.registry.load(body.get("model_name"), body.get("url"))
 
     def _delete(self, parts: list[str]) -> dict[str, Any]:
         if len(parts) == 2 and parts[0] == "models":
-            return self.server.registry.unload(parts[1])
+            with self.server.timed("unload"):
+                return self.server.registry.unload(parts[1])
         raise HttpError(404, f"no such resource: {self.path}")
 
     def _read_json(self) -> dict[str, Any]:
@@ -175,12 +179,17 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     daemon_threads = True
 
-    def __init__(self, path: str, registry: ModelRegistry) -> None:
+    def __init__(self, path: str, registry: ModelRegistry, loads: ModelLoads | None = None) -> None:
         if os.path.exists(path):
             os.unlink(path)
         self.registry = registry
+        self.loads = loads
         super().__init__(path, ControlHandler)
         os.chmod(path, 0o600)
+
+    def timed(self, action: str) -> contextlib.AbstractContextManager[None]:
+        """Counts and times a load or unload (see ``stack_metrics.ModelLoads``)."""
+        return self.loads.timed(action) if self.loads is not None else contextlib.nullcontext()
 
     def serve_in_background(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="control-api", daemon=True)

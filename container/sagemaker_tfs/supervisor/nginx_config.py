@@ -10,6 +10,11 @@ Python in the path) unless ``code/inference.py`` exists, in which case every req
 the Python service. Multi-model mode (``multi_model_*.conf``): ``/models`` CRUD goes straight
 to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/invocations`` to
 the Python service.
+
+Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
+proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
+line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
+the access log to nginx's standard output when ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
 """
 
 from __future__ import annotations
@@ -113,8 +118,8 @@ def _upstream_servers(config: StackConfig, parameters: str) -> str:
     )
 
 
-def template_parts(config: StackConfig) -> dict[str, str]:
-    """Which file of templates/ fills each part placeholder, for this config's mode."""
+def template_parts(config: StackConfig) -> dict[str, str | None]:
+    """Which file of templates/ fills each part placeholder (None: nothing), for this config."""
     mode = "multi_model" if config.multi_model else "single_model"
     to_service = config.multi_model or has_inference_script(config)
     return {
@@ -122,16 +127,22 @@ def template_parts(config: StackConfig) -> dict[str, str]:
         "LOCATIONS": f"{mode}_locations.conf",
         "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
         "PROXY_TO_SERVICE": "proxy_to_service.conf",
+        "LOGGING": "logging.conf",
+        "METRICS": "metrics.conf" if config.metrics else None,
+        "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
     }
 
 
-def _fill(template: str, values: dict[str, str], parts: dict[str, str]) -> str:
+def _fill(template: str, values: dict[str, str], parts: dict[str, str | None]) -> str:
     """Replace each ``@@KEY@@`` by its value, or by the filled template file of a part."""
 
     def replace(match: re.Match[str]) -> str:
         key = match.group(1)
         if key in parts:
-            part = (templates_dir() / parts[key]).read_text(encoding="utf-8")
+            name = parts[key]
+            if name is None:
+                return ""
+            part = (templates_dir() / name).read_text(encoding="utf-8")
             return _fill(part.removesuffix("\n"), values, parts)
         if key not in values:
             raise NginxConfigError(f"the nginx template uses an unknown placeholder @@{key}@@")
@@ -180,5 +191,10 @@ def render(
         "PING_TIMEOUT": str(PING_TIMEOUT_SECONDS),
         # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
         "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
+        "METRICS_PATH": config.metrics_path,
+        "METRICS_SOCKET": config.metrics_socket,
+        "EDGE_LOG_PIPE": config.edge_log_pipe,
+        "ACCESS_LOG_FORMAT": config.access_log,
+        "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
     }
     return _fill(template, values, template_parts(config))

@@ -32,7 +32,9 @@ from sagemaker_tfs.supervisor.children import (
 )
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
+from sagemaker_tfs.supervisor.metrics_endpoint import MetricsServer, start_metrics_endpoint
 from sagemaker_tfs.supervisor.model_server_processes import (
+    MONITORING_PATH,
     ModelLoadError,
     is_python_model_server,
     model_server_args,
@@ -97,6 +99,7 @@ class Supervisor:
         self.children = ChildGroup(TIERS)
         self.registry: ModelRegistry | None = None
         self.control: ControlServer | None = None
+        self.metrics: MetricsServer | None = None
         self.stop_requested = threading.Event()
         self.service_socket = HeldSocket(config.service_socket)
         self.public_port = HeldPort(config.port)
@@ -163,6 +166,8 @@ class Supervisor:
 
     def start(self) -> None:
         self.write_configs()
+        if self.config.metrics:
+            self._start_metrics_endpoint()
         if self.config.multi_model:
             self._download_universal_code()
             servers = self._multi_model_servers()
@@ -214,6 +219,20 @@ class Supervisor:
             download_code(self.config.universal_bucket, self.config.universal_prefix, target)
         except CodeDownloadError as error:
             raise StartupError(str(error)) from None
+
+    def _start_metrics_endpoint(self) -> None:
+        self.metrics = start_metrics_endpoint(
+            self.config,
+            self.children.children,
+            partial(self.children.members, MODEL_SERVERS),
+            lambda: self.serving,
+            self._models_loaded if self.config.multi_model else None,
+            MONITORING_PATH,
+        )
+        logger.info("metrics on %s (unix:%s)", self.config.metrics_path, self.config.metrics_socket)
+
+    def _models_loaded(self) -> int:
+        return len(self.registry.list()) if self.registry is not None else 0
 
     def _multi_model_servers(self) -> ModelServers:
         """One process per model, or the shared model servers, started now (see registry.py)."""
@@ -273,13 +292,16 @@ class Supervisor:
         self.registry = ModelRegistry(self.config, servers)
         if isinstance(servers, SharedModelServers):
             servers.on_lost = self.registry.lost
-        self.control = ControlServer(self.config.control_socket, self.registry)
+        loads = self.metrics.loads if self.metrics is not None else None
+        self.control = ControlServer(self.config.control_socket, self.registry, loads)
         self.control.serve_in_background()
         logger.info("multi-model control API on unix:%s", self.config.control_socket)
 
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()
         env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
+        if self.config.metrics:
+            env[METRICS_DIR_ENV] = self.config.metrics_dir
         gunicorn = Child(
             "gunicorn",
             gunicorn_command(self.config, fd),
@@ -416,6 +438,8 @@ class Supervisor:
         if self.control is not None:
             self.control.shutdown()
             self.control.server_close()
+        if self.metrics is not None:
+            self.metrics.close()
         # nginx keeps its own copy of the public port while it finishes in-flight requests;
         # closed here first, no new connection waits in a backlog nobody will serve.
         self.public_port.close()
@@ -473,8 +497,14 @@ MALLOC_DEFAULTS = {
 }
 
 
+# prometheus_client's multiprocess mode: set for gunicorn only (the Python model server's
+# metrics are its own process's).
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop(METRICS_DIR_ENV, None)
     env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
     if USER_FORK_SUPPORT is not None:
         env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT

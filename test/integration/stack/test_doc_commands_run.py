@@ -4,7 +4,8 @@ environment for ``.venv/bin/`` (``test/docs/test_doc_command_names.py`` checks e
 what exists; this runs those that need no AWS account or container engine):
 
 - README: the first command (``./scripts/start.sh --local``) and the "Try the first" block
-  (curl, ``curl.sh``, ``stop.sh --local``); the example block (a model directory with the
+  (curl, ``curl.sh``, ``stop.sh --local``), with docs/metrics.md's scrape before the stop;
+  the example block (a model directory with the
   ``json`` example, served, called, stopped); ``sagemaker-tfs serve`` with a relative
   ``--model-dir``.
 - docs/transform.md: the first job, on the bundled model.
@@ -120,10 +121,27 @@ def test_readme_first_steps(shell: Shell) -> None:
         "./scripts/start.sh --local     # serve the bundled example model on http://localhost:8080"
     ]
     assert "serving" in shell.run(start[0])
-    output = shell.run(block_with("README.md", "./scripts/curl.sh").text)
+    try_it = block_with("README.md", "./scripts/curl.sh").text
+    requests_part, stop = try_it.split("./scripts/stop.sh --local")
+    output = shell.run(requests_part)
     answer = json.loads(output[: output.index("== GET /ping")].strip())  # the curl line's answer
     assert answer == {"predictions": expected_y()}
-    assert "-- HTTP 200" in output and "stopped" in output.splitlines()[-1]
+    assert "-- HTTP 200" in output
+    # docs/metrics.md's scrape, once the requests above were counted (nginx hands its lines to
+    # the supervisor through a pipe: a moment later)
+    scrape = block_with("docs/metrics.md", "/metrics").text
+    njs_ok = re.compile(r'sagemaker_tfs_requests_total\{model="half_plus_three",route="njs",'
+                        r'status_class="2xx"\} (\d+)')  # fmt: skip
+
+    def counted() -> bool:  # the curl line and curl.sh's JSON examples at least
+        try:
+            found = njs_ok.search(shell.run(scrape))
+        except AssertionError:  # grep found no line yet
+            return False
+        return found is not None and int(found.group(1)) >= 2
+
+    assert wait_for(counted, 10), shell.run("curl -s localhost:8080/metrics")
+    assert "stopped" in shell.run("./scripts/stop.sh --local" + stop)
 
 
 def test_readme_example_block(shell: Shell) -> None:

@@ -221,7 +221,9 @@ def launch(
         sys.executable, "-m", "sagemaker_tfs.cli", "serve", "--model-dir", str(model_dir),
         "--work-dir", str(work_dir), "--port", str(port),
     ]  # fmt: skip
-    with open(log_path, "wb") as log_file:
+    # Appending: nginx writes its access log to its own opening of the same file
+    # (/dev/stdout), whose writes must not be overwritten by the supervisor's.
+    with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
             command, env=child_env, stdout=log_file, stderr=subprocess.STDOUT,
             start_new_session=True,

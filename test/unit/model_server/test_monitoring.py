@@ -65,7 +65,7 @@ def test_requests_are_counted_and_only_successes_timed() -> None:
     }
     buckets = [s.labels["le"] for s in latency.samples if s.name.endswith("_bucket")]
     assert len(buckets) == len(LATENCY_BUCKETS) + 1 and buckets[-1] == "+Inf"
-    assert buckets[:4] == ["10.0", "18.0", "32.4", "58.32"] and "1.27482e+06" in buckets
+    assert buckets[:4] == ["10", "18", "32.4", "58.32"] and "1.27482e+06" in buckets
 
 
 def test_counters_keep_tf_servings_sample_names() -> None:
@@ -101,3 +101,27 @@ def test_batching_metrics() -> None:
     }
     queued = samples(parsed[prefix + "queuing_latency"], "_sum")
     assert queued == {(("thread_pool_name", "model_server_batch_threads"),): pytest.approx(3000.0)}
+
+
+def test_the_text_is_tf_servings_own_layout() -> None:
+    """No HELP and no ``# EOF``, ``{}`` for a point without labels, integer counters,
+    ``%g`` limits and sums, label values escaped as TF Serving escapes them."""
+    metrics = ServingMetrics()
+    metrics.record_batch([1], [0.0], 1)
+    metrics.record_load('/m/"quoted"\\1', True, {"restore_graph": 1.2345678})
+    lines = metrics.exposition().decode().splitlines()
+    assert not [line for line in lines if line.startswith("#") and not line.startswith("# TYPE ")]
+    assert ":tensorflow:serving:batching_session:wrapped_run_count{} 1" in lines
+    assert ":tensorflow:serving:batching_session:processed_batch_size_count{} 1" in lines
+    assert ':tensorflow:serving:batching_session:processed_batch_size_bucket{le="8192"} 1' in lines
+    path = '{model_path="/m/\\"quoted\\"\\\\1",stage="restore_graph"}'
+    assert f":tensorflow:cc:saved_model:load_latency_by_stage_sum{path} 1.23457e+06" in lines
+    assert lines[-1] == "# TYPE :tensorflow:serving:runtime_latency histogram"
+
+
+def test_a_value_on_a_limit_is_counted_in_the_next_bucket_as_tf_does() -> None:
+    metrics = ServingMetrics()
+    metrics.record_batch([2], [0.0], 4)
+    text = metrics.exposition().decode()
+    bucket = ":tensorflow:serving:batching_session:input_batch_size_bucket"
+    assert f'{bucket}{{le="2"}} 0' in text and f'{bucket}{{le="4"}} 1' in text

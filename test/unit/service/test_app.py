@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import socket
 import tracemalloc
+import types
 from pathlib import Path
+from typing import Any
 
 import falcon
 import falcon.testing
@@ -21,6 +23,7 @@ from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buff
 from sagemaker_tfs.service.connections import Channels, rest_session
 from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
+from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import TARGET_MODEL_HEADER
 
@@ -50,13 +53,15 @@ def send_buffer(connection: socket.socket) -> int:
 class FixedAnswer(app.Service):
     """A service that answers ``size`` bytes to every invocation."""
 
+    metrics = None  # not counted
+
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> None:
-        return None
+    def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> Any:
+        return types.SimpleNamespace(target=Route("m", None, "predict"))
 
-    def invoke(self, request: object, body: bytes) -> Reply:
+    def invoke(self, request: object, body: bytes, record: object) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")
 
     def describe(self) -> str:

@@ -16,6 +16,7 @@ import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path, inputs
 from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.metrics import unrecorded
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
@@ -163,11 +164,13 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
             client.predict(context, {"x": x}, stream_answer=True)
         with pytest.raises(fast_path.HttpError) as caught:
-            fast_path._predict(context, as_decoded(x), [], True, "application/x-npy")
+            fast_path._predict(context, as_decoded(x), [], True, "application/x-npy", unrecorded())
         assert caught.value.status == 502
         assert "ended after 19997 of the 20000 bytes" in str(caught.value)
         # an .npz is passed on as it arrives: sending it stops at the missing bytes
-        body, _ = fast_path._predict(context, as_decoded(x), [], True, "application/x-npz")
+        body, _ = fast_path._predict(
+            context, as_decoded(x), [], True, "application/x-npz", unrecorded()
+        )
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):
             list(body.chunks)
     finally:

@@ -17,6 +17,7 @@ import requests
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.invoke import Reply, call_user_code, model_server_error
+from sagemaker_tfs.service.metrics import unrecorded
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
@@ -65,7 +66,9 @@ def run(result_or_error: Any) -> Reply:
         return result_or_error
 
     user_code = UserCode("x.py", handler=handler)
-    return call_user_code(user_code, b"abc", REQUEST, Fixed(SERVER), requests.Session())
+    return call_user_code(
+        user_code, b"abc", REQUEST, Fixed(SERVER), requests.Session(), unrecorded()
+    )
 
 
 @pytest.mark.parametrize(
@@ -203,7 +206,7 @@ def test_a_handler_whose_own_call_fails_runs_once_with_its_error() -> None:
     servers = Fixed(SERVER, other)
     with pytest.raises(HttpError) as raised:
         call_user_code(UserCode("x.py", handler=handler), b"abc", REQUEST, servers,
-                       requests.Session())  # fmt: skip
+                       requests.Session(), unrecorded())  # fmt: skip
     assert raised.value.status == 500
     assert f"port={port}" in raised.value.message and "Connection refused" in raised.value.message
     assert len(runs) == 1
@@ -223,7 +226,7 @@ def test_a_handler_that_finds_its_model_server_down_runs_once_and_it_goes_last()
     servers = Fixed(down, SERVER)
     with pytest.raises(HttpError) as raised:
         call_user_code(UserCode("x.py", handler=handler), b"[1]", REQUEST, servers,
-                       requests.Session())  # fmt: skip
+                       requests.Session(), unrecorded())  # fmt: skip
     assert raised.value.status == 500 and "Connection refused" in raised.value.message
     assert len(runs) == 1 and servers.unreached == [down]
 
@@ -246,7 +249,7 @@ def test_the_pairs_model_server_call_fails_over_without_running_the_handlers_aga
 
     user_code = UserCode("x.py", input_handler=input_handler, output_handler=output_handler)
     servers = Fixed(ModelServer(1, down, None), ModelServer(2, live, None))
-    reply = call_user_code(user_code, b"[1]", REQUEST, servers, requests.Session())
+    reply = call_user_code(user_code, b"[1]", REQUEST, servers, requests.Session(), unrecorded())
     assert (reply.status, json.loads(reply.body)) == (200, {"predictions": [live]})
     assert runs == [
         f"input http://127.0.0.1:{down}/v1/models/m:predict",

@@ -246,10 +246,57 @@ def test_routes_live_in_the_templates_not_in_python() -> None:
     assert "location " not in source and "proxy_pass" not in source
 
 
-@pytest.mark.parametrize("env", [{}, {"SAGEMAKER_MULTI_MODEL": "true"}])
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"SAGEMAKER_MULTI_MODEL": "true"}, {"SAGEMAKER_TFS_ACCESS_LOG": "json"}],
+)
 def test_every_part_of_the_mode_is_a_template_file(
     stack_config: StackConfigBuilder, env: dict[str, str]
 ) -> None:
     parts = nginx_config.template_parts(stack_config(env))
     for name in parts.values():
-        assert (nginx_config.templates_dir() / name).is_file(), name
+        assert name is None or (nginx_config.templates_dir() / name).is_file(), name
+
+
+@pytest.mark.parametrize("multi_model", ["false", "true"])
+def test_metrics_and_access_log_render_valid_nginx(
+    stack_config: StackConfigBuilder, tmp_path: Path, multi_model: str
+) -> None:
+    env = {
+        "SAGEMAKER_MULTI_MODEL": multi_model,
+        "SAGEMAKER_TFS_METRICS_PATH": "/stack/metrics",
+        "SAGEMAKER_TFS_ACCESS_LOG": "json",
+    }
+    config = stack_config(env)
+    text = nginx_config.render(config)
+    block = location_block(text, "= /stack/metrics")
+    assert f"proxy_pass http://unix:{config.metrics_socket}:/metrics;" in block
+    assert f"access_log {config.edge_log_pipe} tfs_edge if=$tfs_invocation;" in text
+    assert "access_log /dev/stdout tfs_access_json if=$tfs_access_logged;" in text
+    assert "        /stack/metrics 0;" in text  # not in the access log
+    assert nginx_test(tmp_path / "work", text).returncode == 0
+
+
+def test_metrics_off_and_the_text_access_log_of_every_request(
+    stack_config: StackConfigBuilder,
+) -> None:
+    env = {
+        "SAGEMAKER_TFS_METRICS": "false",
+        "SAGEMAKER_TFS_ACCESS_LOG": "text",
+        "SAGEMAKER_TFS_ACCESS_LOG_ALL": "true",
+    }
+    text = nginx_config.render(stack_config(env))
+    assert "location = /metrics" not in text and " tfs_edge if=" not in text
+    assert "access_log /dev/stdout tfs_access_text;" in text
+    assert "/dev/stdout" not in nginx_config.render(stack_config())  # off by default
+
+
+def test_every_invocation_location_names_its_route(stack_config: StackConfigBuilder) -> None:
+    """The route nginx logs for what it answers itself; the service names its own."""
+    text = nginx_config.render(stack_config())
+    assert "set $tfs_route njs;" in location_block(text, "= /invocations")
+    assert "set $tfs_route service;" in location_block(text, "@python_service")
+    multi = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
+    for route in ("= /invocations", "~ ^/models/[^/]+/invoke$"):
+        assert "set $tfs_route service;" in location_block(multi, route)
+        assert "proxy_hide_header X-SageMaker-TFS-Route;" in location_block(multi, route)

@@ -141,6 +141,9 @@ function tfsUri(r) {
         throw new RequestError(400, 'Invalid method: ' + excerpt(method) +
             ' (expected predict, classify or regress)');
     }
+    /* For the log lines (templates/logging.conf). */
+    r.variables.tfs_model = name;
+    r.variables.tfs_version = version || '';
     var uri = '/tfs/v1/models/' + name;
     if (version !== undefined) {
         uri += '/versions/' + version;
@@ -553,19 +556,21 @@ function invocations(r) {
     var uri;
     var body;
     try {
+        /* The target first, as the service reads it: a bad body is counted for its model. */
+        uri = tfsUri(r);
         var text = textConvertedHere(r);
         if (text === null) {
             r.internalRedirect('@python_service');
             return;
         }
         body = convert(contentType, text);
-        uri = tfsUri(r);
     } catch (e) {
         handleError(r, e);
         return;
     }
     predictWithRetries(r, uri, body, Date.now() + RETRY_WINDOW_MS, 0)
         .then(function (reply) {
+            r.variables.tfs_model_server_time = reply.variables.upstream_response_time || '';
             sendModelServerReply(r, reply, r.headersIn.Accept);
         })
         .catch(function (e) {

@@ -1,0 +1,245 @@
+"""The stack's Prometheus endpoint: an HTTP server on the supervisor's metrics socket, to
+which nginx proxies the public metrics path (``templates/metrics.conf``).
+
+One scrape gathers, in the supervisor (no request of it reaches the Python service or a
+model server's prediction path):
+
+- invocations counted from nginx's log lines (``edge_metrics.EdgeLog``), every route;
+- the Python service's workers' metrics from their ``prometheus_client`` multiprocess
+  files (``ServiceWorkers``; ``PROMETHEUS_MULTIPROC_DIR`` = ``StackConfig.metrics_dir``);
+- the supervisor's own (``stack_metrics``);
+- the model servers' own, passed through under TF Serving's names (``model_server_metrics``).
+
+Families of the same name from several sources (the model server call time: nginx's for
+njs conversions, the service's for the rest) are joined into one. The text is
+``prometheus_client``'s, followed by the model servers' passed-through text.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import glob
+import logging
+import os
+import shutil
+import socketserver
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
+
+from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.supervisor.children import Child
+from sagemaker_tfs.supervisor.edge_metrics import EdgeLog
+from sagemaker_tfs.supervisor.model_server_metrics import MonitoredServer, exposition
+from sagemaker_tfs.supervisor.stack_metrics import ModelLoads, StackCollector
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SCRAPE_PATH = "/metrics"  # on the socket; nginx maps the public metrics path to it
+
+
+def fresh_directory(path: str) -> None:
+    """An empty ``path``: files of an earlier run would be counted again otherwise."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+
+
+class ServiceWorkers:
+    """The gunicorn workers' multiprocess files. Counters and histograms of workers that
+    exited stay (the totals must not go down); the in-flight gauges of workers that are gone
+    are removed here, also for workers whose master was killed before it could."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._collector = MultiProcessCollector(None, path=path)
+
+    def collect(self) -> Iterator[Metric]:
+        for pid in self._pids_of_live_gauges():
+            if not _alive(pid):
+                mark_process_dead(pid, self.path)
+        yield from self._collector.collect()
+
+    def _pids_of_live_gauges(self) -> set[int]:
+        pids = set()
+        for path in glob.glob(os.path.join(self.path, "gauge_live*_*.db")):
+            text = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
+            if text.isdigit():
+                pids.add(int(text))
+        return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Joined:
+    """The families of several collectors, those of the same name (and type) joined."""
+
+    def __init__(self, sources: Iterable[Collector]) -> None:
+        self._sources = list(sources)
+
+    def collect(self) -> Iterator[Metric]:
+        joined: dict[str, Metric] = {}
+        for source in self._sources:
+            for family in source.collect():
+                known = joined.get(family.name)
+                if known is None:
+                    joined[family.name] = family
+                elif known.type == family.type:
+                    known.samples.extend(family.samples)
+                else:
+                    logger.warning(
+                        "metrics: %s is a %s and a %s; the second is left out",
+                        family.name, known.type, family.type,
+                    )  # fmt: skip
+        yield from joined.values()
+
+
+class StackMetrics:
+    """Everything one scrape shows; ``text()`` is the exposition."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        collectors: Sequence[Collector],
+        model_servers: Callable[[], Sequence[MonitoredServer]],
+        monitoring_path: str,
+    ) -> None:
+        self._joined = Joined([registry, *collectors])
+        self._model_servers = model_servers
+        self._monitoring_path = monitoring_path
+
+    def text(self) -> bytes:
+        """The model servers are asked first and write their text while this process
+        writes its own: a scrape takes the longer of the two, not their sum."""
+        servers = self._model_servers()
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics") as pool:
+            passed = pool.submit(exposition, servers, self._monitoring_path)
+            own = generate_latest(self._joined)  # type: ignore[arg-type]
+            return own + passed.result().encode("utf-8")
+
+
+class MetricsHandler(BaseHTTPRequestHandler):
+    server: MetricsServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._answer(send_body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer(send_body=False)
+
+    def _answer(self, send_body: bool) -> None:
+        if self.path.split("?")[0] != SCRAPE_PATH:
+            self._send(404, b'{"error": "Not Found"}', "application/json", send_body)
+            return
+        try:
+            body = self.server.metrics.text()
+        except Exception as error:  # noqa: BLE001 - one failed scrape, logged; serving goes on
+            logger.exception("metrics: the scrape failed")
+            message = f'{{"error": "the metrics could not be gathered: {type(error).__name__}"}}'
+            self._send(500, message.encode(), "application/json", send_body)
+            return
+        self._send(200, body, CONTENT_TYPE, send_body)
+
+    def _send(self, status: int, body: bytes, content_type: str, send_body: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors as JSON; an unknown method (its 501) is a 405."""
+        self.close_connection = True
+        body = b'{"error": "the metrics endpoint answers GET only"}'
+        self._send(405 if code == 501 else code, body, "application/json", send_body=True)
+
+    def address_string(self) -> str:
+        return "metrics-socket"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        logger.debug("metrics: " + format, *args)
+
+
+class MetricsServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The metrics endpoint on a unix socket: one thread per scrape."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, metrics: StackMetrics, edge_log: EdgeLog | None = None) -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+        self.metrics = metrics
+        self.edge_log = edge_log
+        self.loads: ModelLoads | None = None
+        super().__init__(path, MetricsHandler)
+        os.chmod(path, 0o600)
+
+    def serve_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="metrics", daemon=True)
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self.edge_log is not None:
+            self.edge_log.close()
+        path = self.server_address
+        if isinstance(path, str) and os.path.exists(path):
+            os.unlink(path)
+
+
+def monitored(model_servers: Iterable[Child]) -> list[MonitoredServer]:
+    """The running model servers and their REST ports (read from their command lines)."""
+    found = []
+    for child in model_servers:
+        for arg in child.argv:
+            port = arg.removeprefix("--rest_api_port=")
+            if port != arg and port.isdigit() and child.running():
+                found.append(MonitoredServer(child.name, int(port)))
+    return found
+
+
+def start_metrics_endpoint(
+    config: StackConfig,
+    children: Callable[[], Sequence[Child]],
+    model_servers: Callable[[], Sequence[Child]],
+    serving: Callable[[], bool],
+    models_loaded: Callable[[], int] | None,
+    monitoring_path: str,
+) -> MetricsServer:
+    """Everything the metrics path shows, served on ``config.metrics_socket``: the edge log
+    socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
+    starts). ``server.loads`` records the multi-model loads (None in single-model mode)."""
+    fresh_directory(config.metrics_dir)
+    registry = CollectorRegistry(auto_describe=False)
+    loads = ModelLoads(registry) if config.multi_model else None
+    edge_log = EdgeLog(config.edge_log_pipe)
+    collectors = [
+        edge_log,
+        ServiceWorkers(config.metrics_dir),
+        StackCollector(children, model_servers, serving, models_loaded),
+    ]
+    metrics = StackMetrics(
+        registry, collectors, lambda: monitored(model_servers()), monitoring_path
+    )
+    server = MetricsServer(config.metrics_socket, metrics, edge_log)
+    server.loads = loads
+    server.serve_in_background()
+    return server

@@ -1,0 +1,32 @@
+"""What the stack's metrics are called, shared by the processes that count them (the Python
+service's workers) and the supervisor, which exposes them all on the metrics path.
+
+The service tells nginx the route, model and version of each invocation in the response
+headers below; nginx hides them from the client and puts them in its log lines
+(``supervisor/templates/logging.conf``).
+"""
+
+from __future__ import annotations
+
+PREFIX = "sagemaker_tfs"
+# Seconds: from 1 ms (nginx's resolution) to the longest invocation timeouts.
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+# Bytes: from a small JSON body to Batch Transform's 100 MB.
+SIZE_BUCKETS = tuple(float(4**power * 256) for power in range(11))
+
+# Counted by nginx (the supervisor turns its log lines into these) for njs-converted requests
+# and by the service for the others: one family, the route label tells them apart.
+MODEL_SERVER_CALL_SECONDS = f"{PREFIX}_model_server_call_seconds"
+MODEL_SERVER_CALL_HELP = "Time of the stack's calls to a model server during an invocation"
+
+# The route of an invocation (label "route"): which part of the stack answered it.
+ROUTE_NJS = "njs"  # JSON, JSON lines or CSV converted in nginx for the model server's REST API
+ROUTE_CONVERSION = "conversion"  # the same converted by the service (multi-model endpoints)
+ROUTE_FAST_PATH = "fast_path"  # binary payloads answered by the service over gRPC
+ROUTE_INFERENCE_PY = "inference_py"  # the user's code/inference.py
+ROUTE_SERVICE = "service"  # the service answered before it chose one of the two above
+ROUTE_HEADER = "X-SageMaker-TFS-Route"
+MODEL_HEADER = "X-SageMaker-TFS-Model"
+VERSION_HEADER = "X-SageMaker-TFS-Version"

@@ -1,0 +1,85 @@
+"""nginx's per-invocation lines counted into Prometheus families (edge_metrics.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from metrics_scrape import Scrape
+from process_checks import wait_until
+from prometheus_client import CollectorRegistry, generate_latest
+from sagemaker_tfs.supervisor.edge_metrics import EdgeCounts, EdgeLog, upstream_seconds
+
+
+class Families:
+    def __init__(self, counts: EdgeCounts) -> None:
+        self.collect = counts.families
+
+
+def exposed(collector: object) -> Scrape:
+    """What ``collector`` (anything with ``collect()``) shows, parsed."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)  # type: ignore[arg-type]
+    return Scrape(generate_latest(registry).decode())
+
+
+def test_lines_become_counters_and_histograms() -> None:
+    counts = EdgeCounts()
+    counts.add(b"njs\tm\t200\t0.004\t0.003\t150\t90")
+    counts.add(b"njs\tm\t200\t0.020\t0.019\t150\t90")
+    counts.add(b"fast_path\tm\t415\t0.002\t\t3000\t120")
+    counts.add(b"nginx\t\t413\t0.000\t\t7000000\t300")
+    found = exposed(Families(counts))
+    requests = "sagemaker_tfs_requests_total"
+    assert found.value(requests, model="m", route="njs", status_class="2xx") == 2
+    assert found.value(requests, model="m", route="fast_path", status_class="4xx") == 1
+    assert found.value(requests, model="", route="nginx", status_class="4xx") == 1
+    duration = "sagemaker_tfs_request_duration_seconds"
+    assert found.value(f"{duration}_bucket", route="njs", le="0.005") == 1
+    assert found.value(f"{duration}_bucket", route="njs", le="0.025") == 2
+    assert found.value(f"{duration}_sum", route="njs") == pytest.approx(0.024)
+    # Only the njs conversions carry nginx's model server time (the service times its own).
+    call = "sagemaker_tfs_model_server_call_seconds"
+    assert found.value(f"{call}_count") == found.value(f"{call}_count", route="njs") == 2
+    assert found.value(f"{call}_sum") == pytest.approx(0.022)
+    sizes = "sagemaker_tfs_request_size_bytes"
+    assert found.value(f"{sizes}_bucket", route="nginx", le="4.194304e+06") == 0
+    assert found.value(f"{sizes}_bucket", route="nginx", le="1.6777216e+07") == 1
+    assert found.value("sagemaker_tfs_response_size_bytes_sum", route="njs") == 180
+
+
+@pytest.mark.parametrize(
+    "line", [b"", b"njs\tm\t200", b"njs\tm\tOK\t0.1\t\t1\t1", b"njs\tm\t200\tx\t\t1\t1"]
+)
+def test_unreadable_lines_are_counted_apart(line: bytes) -> None:
+    counts = EdgeCounts()
+    counts.add(line)
+    assert counts.unreadable == 1 and counts.requests == {}
+
+
+def test_upstream_times_of_several_tries_add_up() -> None:
+    assert upstream_seconds("0.004") == 0.004
+    assert upstream_seconds("0.001, 0.004 : 0.002") == pytest.approx(0.007)
+    assert upstream_seconds("") is None and upstream_seconds("-") is None
+
+
+def test_the_pipe_is_read_as_nginx_writes_it(tmp_path: Path) -> None:
+    """Lines written in pieces (several workers, each line one write) are counted once
+    complete; the pipe stays open for writers (nginx restarts) and is removed at the end."""
+    path = tmp_path / "edge.pipe"
+    log = EdgeLog(str(path))
+    try:
+        for _ in range(2):
+            with open(path, "wb", buffering=0) as nginx:  # a restarted nginx opens it again
+                nginx.write(b"njs\tm\t503\t0.1\t\t10\t20\nnjs\tm\t200\t0.1")
+                assert exposed(log).value("sagemaker_tfs_requests_total") in (1, 3)
+                nginx.write(b"\t\t10\t20\n")
+        found = exposed(log)
+        assert found.value("sagemaker_tfs_requests_total", status_class="5xx") == 2
+        assert found.value("sagemaker_tfs_requests_total", status_class="2xx") == 2
+        with open(path, "wb", buffering=0) as nginx:
+            nginx.write(b"njs\tm\t200\t0.1\t\t10\t20\n")
+        assert wait_until(lambda: log._counts.requests.get(("m", "njs", "2xx")) == 3)
+    finally:
+        log.close()
+    assert not path.exists()
