@@ -133,7 +133,7 @@ class Family(Generic[Point]):
         self.kind = kind
         self._label_names = [_label_name(name) for name in label_names]
         self._bounds = tuple(bounds)
-        self._point_type = point_type
+        self._point_type: type[Point] = point_type
         self._points: dict[tuple[str, ...], Point] = {}
         self._lock = threading.Lock()
 

@@ -55,7 +55,8 @@ class Histogram:
 
     def buckets(self) -> list[tuple[str, float]]:
         """Cumulative, as Prometheus wants them, ``+Inf`` last."""
-        cumulative, running = [], 0
+        cumulative: list[tuple[str, float]] = []
+        running = 0.0
         for bound, count in zip(
             [*map(floatToGoString, self.bounds), "+Inf"], self.counts, strict=True
         ):

@@ -128,7 +128,7 @@ class StackMetrics:
         servers = self._model_servers()
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics") as pool:
             passed = pool.submit(exposition, servers, self._monitoring_path)
-            own = generate_latest(self._joined)  # type: ignore[arg-type]
+            own = generate_latest(self._joined)
             return own + passed.result().encode("utf-8")
 
 
@@ -231,7 +231,7 @@ def start_metrics_endpoint(
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model else None
     edge_log = EdgeLog(config.edge_log_pipe)
-    collectors = [
+    collectors: list[Collector] = [
         edge_log,
         ServiceWorkers(config.metrics_dir),
         StackCollector(children, model_servers, serving, models_loaded),
