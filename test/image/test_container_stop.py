@@ -4,6 +4,7 @@ and the container exits 0 well within the 10 s SageMaker and Docker give before 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -106,8 +107,10 @@ def test_a_request_longer_than_30_s_is_cut_and_serve_still_exits_0(
     assert stopped.returncode == 0, stopped.stderr
     assert "exit code 0" in stopped.stdout
     assert 21 <= stop_seconds < 30, f"stop.sh took {stop_seconds:.1f}s"
-    assert (
-        "nginx did not stop in 22.0s: killing it, cutting what it still had in flight" in log_text
-    )
+    # 22 s from the stop signal, less what the supervisor did before it waited for nginx.
+    assert re.search(
+        r"nginx did not stop in 2[12]\.\ds: killing it, cutting what it still had in flight",
+        log_text,
+    ), log_text[-2000:]
     assert "sagemaker_tfs.supervisor.stack: stopped" in log_text
     print(f"stop.sh with a 120 s request in flight: {stop_seconds:.1f}s")

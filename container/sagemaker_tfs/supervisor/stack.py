@@ -438,14 +438,14 @@ class Supervisor:
         if self.control is not None:
             self.control.shutdown()
             self.control.server_close()
-        if self.metrics is not None:
-            self.metrics.close()
         # nginx keeps its own copy of the public port while it finishes in-flight requests;
         # closed here first, no new connection waits in a backlog nobody will serve.
         self.public_port.close()
         if self.standby is not None:
             self.standby.stop()
         self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
+        if self.metrics is not None:  # after nginx: its last log lines are still read
+            self.metrics.close()
         if self.registry is not None:
             self.registry.close()
         self.service_socket.close()
