@@ -52,7 +52,9 @@ def _label_name(name: str) -> str:
 
 
 def _label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+    """Escaped as TF Serving escapes (``\\``, ``"``), and a newline too, which TF Serving leaves
+    as it is: a model name with a newline (from a client's URL) must not break every scrape."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels_text(names: Sequence[str], values: Sequence[str]) -> str:

@@ -125,3 +125,11 @@ def test_a_value_on_a_limit_is_counted_in_the_next_bucket_as_tf_does() -> None:
     text = metrics.exposition().decode()
     bucket = ":tensorflow:serving:batching_session:input_batch_size_bucket"
     assert f'{bucket}{{le="2"}} 0' in text and f'{bucket}{{le="4"}} 1' in text
+
+
+def test_a_model_name_with_a_newline_keeps_the_text_parseable() -> None:
+    metrics = ServingMetrics()
+    with metrics.request("REST", "predict", "bad\nname"):
+        pass
+    counts = families(metrics)[":tensorflow:serving:request_count"]
+    assert samples(counts, "_total") == {(("model_name", "bad\nname"), ("status", "OK")): 1.0}
