@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ from base_images import (
     host_ca_bundle,
     require_tools,
 )
-from engine import image_info
+from engine import image_info, noting_replaced_images, remove_images
 from image_scripts import REPO_ROOT, Image, newest_version, run_script, script_env, tail
 
 REPOSITORY = "sagemaker-tensorflow-serving"
@@ -56,7 +57,17 @@ def ca_bundle() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def built_image(bin_dir: Path, ca_bundle: Path | None) -> Image:
+def replaced_images() -> Iterator[list[str]]:
+    """The images this session's builds took the tags from, removed when the session ends
+    (the newest first, children before their parents): each rebuild of the image under test
+    would otherwise leave 2.5 GB of untagged image behind."""
+    replaced: list[str] = []
+    yield replaced
+    remove_images(reversed(replaced))
+
+
+@pytest.fixture(scope="session")
+def built_image(bin_dir: Path, ca_bundle: Path | None, replaced_images: list[str]) -> Image:
     """The CPU image as ``scripts/build.sh`` builds it (no AWS credentials: uncached)."""
     missing = require_tools()
     if missing:
@@ -67,19 +78,23 @@ def built_image(bin_dir: Path, ca_bundle: Path | None) -> Image:
     args = ["--version", version, "--arch", "cpu"]
     if ca_bundle is not None:
         args += ["--ca-bundle", str(ca_bundle)]
-    started = time.monotonic()
-    result = run_script("build.sh", *args, env=script_env(bin_dir))
-    assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
     image = Image(REPOSITORY, version)
+    started = time.monotonic()
+    with noting_replaced_images(replaced_images, image.name):
+        result = run_script("build.sh", *args, env=script_env(bin_dir))
+    assert result.returncode == 0, tail(result.stdout + result.stderr, 60)
     print(f"build.sh: {time.monotonic() - started:.0f}s, {image_info(image.name)['Size']} bytes")
     return image
 
 
 @pytest.fixture(scope="session")
-def image_under_test(built_image: Image, ca_bundle: Path | None) -> Image:
+def image_under_test(
+    built_image: Image, ca_bundle: Path | None, replaced_images: list[str]
+) -> Image:
     """The built image plus the stand-in model server's TensorFlow (see the docstring above)."""
     image = Image(UNDER_TEST_REPOSITORY, built_image.version)
-    build_model_server_layer(built_image.name, image.name, built_image.version, ca_bundle)
+    with noting_replaced_images(replaced_images, image.name):
+        build_model_server_layer(built_image.name, image.name, built_image.version, ca_bundle)
     return image
 
 

@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -68,3 +70,32 @@ def docker_path(bin_dir: Path) -> str:
     if not docker.exists():
         docker.symlink_to(shutil.which("podman") or "/usr/bin/podman")
     return f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
+def image_id(name: str) -> str | None:
+    """The ID ``name`` points at, or None if there is no such image."""
+    result = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.Id}}", name],
+        env=engine_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+@contextmanager
+def noting_replaced_images(replaced: list[str], *names: str) -> Iterator[None]:
+    """Appends to ``replaced`` the IDs ``names`` pointed at before the block, if the block moved
+    the tags away (a rebuild)."""
+    before = [image_id(name) for name in names]
+    yield
+    for name, old in zip(names, before, strict=True):
+        if old is not None and image_id(name) != old:
+            replaced.append(old)
+
+
+def remove_images(ids: Iterable[str]) -> None:
+    """Removes each image that nothing uses any more (podman refuses the others)."""
+    for old in ids:
+        podman_succeeds("image", "rm", old)
