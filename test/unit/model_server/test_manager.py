@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -107,11 +108,28 @@ def test_gives_up_after_max_retries(tmp_path: Path) -> None:
         manager.get_servable("m")
 
 
-def test_rescan_loads_new_versions_then_unloads_old(tmp_path: Path) -> None:
+@pytest.fixture
+def polling_manager() -> Iterator[Callable[[Loader], ModelManager]]:
+    """Makes managers that poll every 50 ms, shut down after the test: a poller left running
+    would go on listing directories in the tests that follow (and through their stand-ins)."""
+    managers: list[ModelManager] = []
+
+    def make(loader: Loader) -> ModelManager:
+        managers.append(ModelManager(loader, poll_wait_seconds=0.05))
+        return managers[-1]
+
+    yield make
+    for manager in managers:
+        manager.shutdown()
+
+
+def test_rescan_loads_new_versions_then_unloads_old(
+    tmp_path: Path, polling_manager: Callable[[Loader], ModelManager]
+) -> None:
     for version in ("1", "2"):
         (tmp_path / version).mkdir()
     loader = Loader()
-    manager = ModelManager(loader, poll_wait_seconds=0.05)
+    manager = polling_manager(loader)
     manager.reload_config(_config(tmp_path, "latest2"))
     assert _status(manager) == [(2, State.AVAILABLE), (1, State.AVAILABLE)]
     (tmp_path / "3").mkdir()
@@ -311,14 +329,16 @@ def test_a_reload_waits_for_its_own_loads_only(tmp_path: Path) -> None:
 
 
 def test_the_poller_lists_only_directories_that_changed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    polling_manager: Callable[[Loader], ModelManager],
 ) -> None:
     for name in ("still", "moving"):
         (tmp_path / name / "1").mkdir(parents=True)
     old = time.time() - 60
     for name in ("still", "moving"):
         os.utime(tmp_path / name, (old, old))
-    manager = ModelManager(Loader(), poll_wait_seconds=0.05)
+    manager = polling_manager(Loader())
     manager.reload_config(_models_config(tmp_path, ["still", "moving"], policy="latest2"))
     listed: list[str] = []
     real_list_versions = manager_module.list_versions
