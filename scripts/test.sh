@@ -3,7 +3,7 @@
 # the disk space left before each.
 # Extra arguments go to tox as they are (e.g. `scripts/test.sh -e py -- test/unit`).
 # With CI=true, the SDK environment's virtualenvs are removed once it has run, so that the
-# image build after it has their 3.9 GB too.
+# image build after it has their 3.7 GB too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
