@@ -43,6 +43,7 @@ from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 DEFAULT_SIGNATURE = "serving_default"
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 DEFAULT_TIMEOUT_SECONDS = 60.0
+_default_timeout = DEFAULT_TIMEOUT_SECONDS  # set_default_timeout
 # How long predict asks a model server that cannot be reached again (a restarted one is
 # back within a second or two), and the pause between tries.
 UNAVAILABLE_RETRY_SECONDS = 20.0
@@ -195,6 +196,21 @@ def _under_gevent() -> bool:
     return gevent_monkey is not None and gevent_monkey.is_module_patched("socket")
 
 
+def set_default_timeout(seconds: float) -> None:
+    """The deadline, in seconds, of the calls below that are given none (60 s until set). The
+    service sets it in each worker to the stack's model-server timeout
+    (``SAGEMAKER_MODEL_SERVER_TIMEOUT``; Batch Transform's 600 s), so that a handler's
+    ``predict`` may take as long as the stack lets a request take."""
+    global _default_timeout
+    if not seconds > 0:
+        raise ValueError(f"a deadline must be a positive number of seconds, not {seconds!r}")
+    _default_timeout = float(seconds)
+
+
+def _deadline(timeout: float | None) -> float:
+    return _default_timeout if timeout is None else timeout
+
+
 def model_spec(
     context: Any,
     signature_name: str = DEFAULT_SIGNATURE,
@@ -228,7 +244,7 @@ def predict(
     output_filter: Iterable[str] = (),
     model_name: str | None = None,
     model_version: int | str | None = None,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    timeout: float | None = None,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
     unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
@@ -241,7 +257,8 @@ def predict(
     the model wants as floats (``{"images": PixelCast("float32")}``); with ``stream_answer``
     the project's model server widens them, so a quarter of the bytes travel; otherwise they
     are widened here before sending. ``unavailable_retry_seconds``: how long a model server
-    that cannot be reached is asked again (see ``predict_answer``).
+    that cannot be reached is asked again (see ``predict_answer``). ``timeout``: the call's
+    deadline in seconds; by default, the stack's (``set_default_timeout``).
     """
     return predict_answer(
         context,
@@ -265,7 +282,7 @@ def predict_answer(
     output_filter: Iterable[str] = (),
     model_name: str | None = None,
     model_version: int | str | None = None,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    timeout: float | None = None,
     stream_answer: bool = False,
     pixel_casts: Mapping[str, PixelCast] | None = None,
     unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
@@ -279,9 +296,10 @@ def predict_answer(
     spec = model_spec(context, signature_name, model_name, model_version)
     channel = channel_of(context)
     deadline = time.monotonic() + unavailable_retry_seconds
+    call_timeout = _deadline(timeout)
     while True:
         try:
-            return _predict_answer(channel, spec, inputs, list(output_filter), timeout,
+            return _predict_answer(channel, spec, inputs, list(output_filter), call_timeout,
                                    stream_answer, pixel_casts or {})  # fmt: skip
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
@@ -311,7 +329,7 @@ def get_signatures(
     context: Any,
     model_name: str | None = None,
     model_version: int | str | None = None,
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    timeout: float | None = None,
 ) -> dict[str, Signature]:
     """Every signature of the model over GetModelMetadata, kept with the context's
     ``ModelServerChannel`` (fetched once per model/version and model server)."""
@@ -325,7 +343,7 @@ def get_signatures(
         return cached
     request = protos.GetModelMetadataRequest(model_spec=model_spec(context, "", name, version))
     request.metadata_field.append("signature_def")
-    response = prediction_stub(channel).GetModelMetadata(request, timeout=timeout)
+    response = prediction_stub(channel).GetModelMetadata(request, timeout=_deadline(timeout))
     signature_map = protos.SignatureDefMap.FromString(response.metadata["signature_def"].value)
     by_alias = {
         alias: signature_from_def(alias, definition)

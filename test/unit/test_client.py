@@ -4,6 +4,7 @@ keeps per model server lives in its ``ModelServerChannel``."""
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -37,8 +38,9 @@ def test_no_version_leaves_it_unset() -> None:
 class MetadataServer:
     """A real gRPC server answering GetModelMetadata with one signature; counts the calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.calls = 0
+        self.delay = delay
         handler = grpc.method_handlers_generic_handler(
             "tensorflow.serving.PredictionService",
             {
@@ -56,6 +58,7 @@ class MetadataServer:
 
     def _metadata(self, request, context):  # type: ignore[no-untyped-def]
         self.calls += 1
+        time.sleep(self.delay)
         signatures = protos.SignatureDefMap()
         definition = signatures.signature_def["serving_default"]
         definition.method_name = "tensorflow/serving/predict"
@@ -92,3 +95,28 @@ def test_signatures_are_kept_with_the_model_servers_channel(metadata_server) -> 
         for _ in range(2):
             client.get_signature(SimpleNamespace(model_name="m", model_version=None, channel=plain))
     assert metadata_server.calls == 5
+
+
+def test_calls_given_no_timeout_take_the_default_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service sets the default to the stack's model-server timeout; a call's own
+    ``timeout`` still wins."""
+    monkeypatch.setattr(client, "_default_timeout", client.DEFAULT_TIMEOUT_SECONDS)
+    slow = MetadataServer(delay=1.0)
+    try:
+        client.set_default_timeout(0.2)
+        with client.ModelServerChannel(f"127.0.0.1:{slow.port}") as channel:
+            served = SimpleNamespace(model_name="m", model_version=None, channel=channel)
+            with pytest.raises(grpc.RpcError) as raised:
+                client.get_signature(served)
+            assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert list(client.get_signatures(served, timeout=10)["serving_default"].inputs) == [
+                "x"
+            ]
+    finally:
+        slow.server.stop(None)
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan")])
+def test_a_default_deadline_must_be_positive(seconds: float) -> None:
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        client.set_default_timeout(seconds)

@@ -19,6 +19,7 @@ from typing import Any
 import falcon
 import requests
 
+from sagemaker_tfs import client
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service import errors, native_threads
 from sagemaker_tfs.service.answers import StreamedBody
@@ -166,6 +167,8 @@ class Service(ABC):
         self.image_options = ImageOptions(config.image_scale, config.image_offset)
         self.metrics = service_metrics()
         self.limits = Limits(config.max_text_body_mb, config.model_server_timeout)
+        # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
+        client.set_default_timeout(config.model_server_timeout)
 
     @abstractmethod
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:

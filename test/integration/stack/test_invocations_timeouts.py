@@ -22,6 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 SLOW_CODE = REPO_ROOT / "test" / "resources" / "code" / "slow"
+GRPC_DEADLINE_CODE = REPO_ROOT / "test" / "resources" / "code" / "grpc_deadline"
 
 
 def gunicorn_command_lines(stack: RunningStack) -> list[str]:
@@ -76,14 +77,22 @@ def model_server_command_lines(stack: RunningStack) -> list[str]:
 
 
 @contextlib.contextmanager
-def sleeper_stack(tmp_path: Path, test_models, umbrella_seconds: str) -> Iterator[RunningStack]:
+def sleeper_stack(
+    tmp_path: Path,
+    test_models,
+    umbrella_seconds: str,
+    code: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[RunningStack]:
     """The ``sleeper`` test model (it sleeps as many seconds as it is sent) served with
-    ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` alone."""
+    ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (and ``env``), with ``code`` as its code/ if given."""
     model_dir = tmp_path / "model"
     shutil.copytree(test_models("sleeper"), model_dir / "sleeper")
+    if code is not None:
+        shutil.copytree(code, model_dir / "code")
     work_dir = tmp_path / "work"
     work_dir.mkdir()
-    env = {"SAGEMAKER_MODEL_SERVER_TIMEOUT": umbrella_seconds}
+    env = {"SAGEMAKER_MODEL_SERVER_TIMEOUT": umbrella_seconds, **(env or {})}
     with running_stack(model_dir, work_dir, env) as stack:
         yield stack
 
@@ -137,3 +146,22 @@ def test_a_json_call_past_the_timeout_is_a_504_from_the_model_server(
         assert time.monotonic() - started < 9.5
         response, _ = post_seconds(stack, 0.1)
         assert response.status_code == 200, response.text
+
+
+def test_a_handlers_client_call_has_the_stacks_deadline(tmp_path: Path, test_models) -> None:
+    """``sagemaker_tfs.client.predict`` in a handler, given no timeout, gets the deadline of
+    SAGEMAKER_MODEL_SERVER_TIMEOUT (3 s here; gunicorn and nginx are given longer), not the
+    client's own 60 s: a 10 s call ends at 3 s, a 1 s one is answered."""
+    env = {
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "30",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "40",
+    }
+    with sleeper_stack(tmp_path, test_models, "3", GRPC_DEADLINE_CODE, env) as stack:
+        response = stack.post("10", "text/plain")
+        assert response.status_code == 200, response.text
+        ended = response.json()
+        assert ended["code"] == "DEADLINE_EXCEEDED"
+        assert 2.5 <= ended["after"] < 9.0
+        response = stack.post("1", "text/plain")
+        assert response.status_code == 200, response.text
+        assert response.json()["slept"] == [1.0]
