@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -76,11 +77,22 @@ class StreamedBody(NamedTuple):
 def encode_answer(
     answer: StreamedTensors, output_type: str
 ) -> tuple[list[Chunk] | StreamedBody, str]:
-    """``encode_outputs`` of an answer still arriving: an ``.npz`` is passed on piece by piece
-    as it arrives (``npz_writer``); other types wait for the whole answer."""
+    """``encode_outputs`` of an answer still arriving: an ``.npz`` (``npz_writer``) and the
+    ``.npy`` of one numeric output are passed on piece by piece as they arrive, so the answer
+    is never whole in memory; other types wait for the whole answer."""
     if output_type == NPZ:
         return _encode_npz(answer), NPZ
+    if output_type == NPY and answer.arriving == list(answer.arrays) and len(answer.arrays) == 1:
+        return _encode_npy_streamed(answer), NPY
     return encode_outputs(answer.complete(), output_type)
+
+
+def _encode_npy_streamed(answer: StreamedTensors) -> StreamedBody:
+    """The header of the one output (known from the answer's header), then its bytes."""
+    (array,) = answer.arrays.values()
+    head, data = _encode_npy(array)
+    pieces = (piece for _, piece in answer.pieces(fill=False))
+    return StreamedBody(len(head) + len(data), itertools.chain([head], pieces))
 
 
 def _encode_npz(answer: StreamedTensors) -> StreamedBody:

@@ -156,14 +156,18 @@ def test_streamed_predicts_fall_back_to_predict(unary_only_stack: RunningStack) 
 def test_an_answer_that_breaks_off_is_cut_short_not_hung(
     model_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """A streamed answer that ends early: an .npz already on its way is cut short at once
-    (the connection reset: the client sees an incomplete body, not a hang); an answer
-    gathered first (JSON) is a 502 with a JSON error; one log line each, no traceback; and
-    the stack keeps serving."""
+    """A streamed answer that ends early: an .npz, or the .npy of one output, already on its
+    way is cut short at once (the connection reset: the client sees an incomplete body, not a
+    hang); an answer gathered first (JSON) is a 502 with a JSON error; one log line each, no
+    traceback; and the stack keeps serving."""
     for stack in stack_with(model_dir, tmp_path_factory, cut_answers=True):
         body = detector_request(seed=3)
         with pytest.raises(requests.exceptions.ChunkedEncodingError):
             post_detector(stack, body, "application/x-npz")
+        largest = {"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=detector,"
+                   "tfs-output-filter=output_2"}  # fmt: skip
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):  # 8.4 MB of .npy
+            stack.post(body, "application/x-image-stream", Accept="application/x-npy", **largest)
         as_json = post_detector(stack, body, "application/json")
         assert as_json.status_code == 502
         assert "ended after" in as_json.json()["error"]
