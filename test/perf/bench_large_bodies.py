@@ -5,6 +5,8 @@ Starts ``sagemaker-tfs serve`` on this machine with the bundled ``half_plus_thre
 
 - ``application/x-npy`` bodies of 100 MB and 1 GB (answered as ``.npy``): nginx buffers them in
   a file, the service reads them and sends them over the streamed gRPC Predict;
+- an ``application/x-npz`` body of 100 MB (that ``.npy`` as its one member, stored as
+  ``np.savez`` stores it; answered as ``.npz``);
 - a 100 MB CSV and a 100 MB JSON body (answered as JSON): over the njs limit, so the service
   converts them and posts them to the model server's REST API.
 
@@ -13,7 +15,8 @@ the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: th
 ``growth``: the peak less the RSS before) are printed for each. Goal: the Python service's
 peak at most 2.5x the body for the binary type. The client's own memory is not counted.
 
-Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--text-mb 100]``
+Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100]
+[--text-mb 100]``
 (root, or the stack's owner, may reset peak RSS; Linux 4.0 or later).
 """
 
@@ -25,6 +28,7 @@ import json
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,12 +121,32 @@ def npy_body(mb: int) -> bytearray:
     return body
 
 
+def check_npy_array(y: np.ndarray, mb: int) -> None:
+    assert y.shape == (npy_count(mb),), y.shape
+    index = np.arange(0, len(y), 9973)
+    np.testing.assert_array_equal(y[index], (index % 4093).astype(np.float32) * 0.5 + 3)
+
+
 def check_npy(mb: int) -> Callable[[bytes], None]:
     def check(answer: bytes) -> None:
-        y = np.load(io.BytesIO(answer))
-        assert y.shape == (npy_count(mb),), y.shape
-        index = np.arange(0, len(y), 9973)
-        np.testing.assert_array_equal(y[index], (index % 4093).astype(np.float32) * 0.5 + 3)
+        check_npy_array(np.load(io.BytesIO(answer)), mb)
+
+    return check
+
+
+def npz_body(mb: int) -> bytes:
+    """That .npy as the one member ``x.npy`` of an .npz, stored as ``np.savez`` stores it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("x.npy", npy_body(mb))
+    return buffer.getvalue()
+
+
+def check_npz(mb: int) -> Callable[[bytes], None]:
+    def check(answer: bytes) -> None:
+        with np.load(io.BytesIO(answer)) as archive:
+            (name,) = archive.files
+            check_npy_array(archive[name], mb)
 
     return check
 
@@ -144,11 +168,16 @@ def check_predictions(answer: bytes) -> None:
     assert abs(predictions[0] - expected) < 1e-6 and predictions[-1] == predictions[0]
 
 
-def cases(npy_sizes: list[int], text_mb: int) -> list[Case]:
+def cases(npy_sizes: list[int], npz_sizes: list[int], text_mb: int) -> list[Case]:
     found = [
         Case(f"x-npy {mb} MB", "application/x-npy", "application/x-npy",
              lambda mb=mb: npy_body(mb), check_npy(mb))  # fmt: skip
         for mb in npy_sizes
+    ]
+    found += [
+        Case(f"x-npz {mb} MB", "application/x-npz", "application/x-npz",
+             lambda mb=mb: npz_body(mb), check_npz(mb))  # fmt: skip
+        for mb in npz_sizes
     ]
     if text_mb:
         found += [
@@ -189,15 +218,17 @@ def run_case(stack: Stack, case: Case) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
+    parser.add_argument("--npz-mb", default="100", help="x-npz body sizes, MB (empty: none)")
     parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
     args = parser.parse_args()
     npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
+    npz_sizes = [int(size) for size in args.npz_mb.split(",") if size]
     with (
         tempfile.TemporaryDirectory(prefix="bench_large_bodies") as root,
         running_stack(MODELS, Path(root), STACK_ENV) as stack,
     ):
         stack.wait_until_settled()
-        for case in cases(npy_sizes, args.text_mb):
+        for case in cases(npy_sizes, npz_sizes, args.text_mb):
             run_case(stack, case)
 
 

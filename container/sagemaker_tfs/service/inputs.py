@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import io
 import math
+import struct
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +38,13 @@ from sagemaker_tfs.wire.signatures import TensorSpec
 
 _NPY_MAGIC = b"\x93NUMPY"
 _NPZ_MAGIC = b"PK\x03\x04"
+# A zip member's local header (signature, versions, flags, method, time, date, CRC-32, sizes,
+# name and extra field lengths), as zipfile reads it; bit 0 of the flags: encrypted.
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
+_ENCRYPTED = 0x1
+# How much of a stored .npz member its .npy header is read from (the header of np.save's
+# format 2.0 may be larger than 64 KiB, never near this).
+_NPY_HEADER_READ = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -109,12 +118,17 @@ def decode_npy(body: bytes) -> np.ndarray:
         raise HttpError(400, f"Invalid .npy payload: it is an .npz archive; send it as {NPZ}")
     if not body.startswith(_NPY_MAGIC):
         raise HttpError(400, "Invalid .npy payload: it does not start with the .npy magic")
-    stream = io.BytesIO(body)  # shares the bytes: no copy
-    shape, fortran_order, dtype = check_npy_header(stream, len(body), ".npy payload")
+    return _npy_view(body, io.BytesIO(body), ".npy payload")  # BytesIO shares the bytes
+
+
+def _npy_view(data: bytes | memoryview, header: io.BytesIO, what: str) -> np.ndarray:
+    """The .npy array in ``data`` as a read-only view of it; ``header`` reads ``data`` from its
+    start (at least up to the end of the .npy header)."""
+    shape, fortran_order, dtype = check_npy_header(header, len(data), what)
     if dtype.itemsize == 0:
         return np.empty(shape, dtype)
-    data = np.frombuffer(body, dtype, math.prod(shape), stream.tell())
-    return data.reshape(shape, order="F" if fortran_order else "C")
+    array = np.frombuffer(data, dtype, math.prod(shape), header.tell())
+    return array.reshape(shape, order="F" if fortran_order else "C")
 
 
 def check_npy_header(
@@ -160,7 +174,7 @@ def _npz_inputs(body: bytes, inputs: Mapping[str, TensorSpec]) -> list[tuple[str
                     f".npz has arrays {unknown} that are not inputs of the signature "
                     f"(inputs: {', '.join(sorted(inputs))})",
                 )
-            return [(name, _npz_array(archive, info)) for name, info in members.items()]
+            return [(name, _npz_array(body, archive, info)) for name, info in members.items()]
     except HttpError:
         raise
     except DECODE_ERRORS as error:
@@ -193,8 +207,15 @@ def _npz_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
     return members
 
 
-def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+def _npz_array(body: bytes, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """A member's array: a view of the body for a stored member (what ``np.savez`` writes),
+    read out of the archive for a deflated one."""
     what = f".npz member {info.filename!r}"
+    if info.compress_type == zipfile.ZIP_STORED:
+        data = _stored_member(body, info, what)
+        if bytes(data[: len(_NPY_MAGIC)]) != _NPY_MAGIC:
+            raise HttpError(400, f"Invalid {what}: it is not an .npy array")
+        return _npy_view(data, io.BytesIO(data[:_NPY_HEADER_READ]), what)
     with archive.open(info) as stream:
         if stream.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
             raise HttpError(400, f"Invalid {what}: it is not an .npy array")
@@ -202,6 +223,23 @@ def _npz_array(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
         check_npy_header(stream, info.file_size, what)
     with archive.open(info) as stream:
         return np.lib.format.read_array(stream, allow_pickle=False)
+
+
+def _stored_member(body: bytes, info: zipfile.ZipInfo, what: str) -> memoryview:
+    """A stored member's bytes where they are in the body, checked as ``zipfile`` checks them
+    (its local header, its CRC-32), without copying them."""
+    start = info.header_offset
+    local = body[start : start + _LOCAL_HEADER.size]
+    if len(local) != _LOCAL_HEADER.size or local[:4] != _NPZ_MAGIC:
+        raise HttpError(400, f"Invalid {what}: its local header is missing")
+    if info.flag_bits & _ENCRYPTED:
+        raise HttpError(400, f"Invalid {what}: it is encrypted")
+    name_length, extra_length = _LOCAL_HEADER.unpack(local)[-2:]
+    begin = start + _LOCAL_HEADER.size + name_length + extra_length
+    data = memoryview(body)[begin : begin + info.compress_size]
+    if len(data) != info.compress_size or zlib.crc32(data) != info.CRC:
+        raise HttpError(400, f"Invalid {what}: its data do not match its size and CRC-32")
+    return data
 
 
 def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:

@@ -28,7 +28,7 @@ from sagemaker_tfs.wire.http_headers import accept_list
 from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
 
-DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32 = 1, 4, 7, 3
+DT_FLOAT, DT_UINT8, DT_STRING, DT_INT32, DT_INT64 = 1, 4, 7, 3, 9
 IMAGE_INPUT = {"images": TensorSpec("images", DT_FLOAT, (-1, 8, 6, 3))}
 NO_SCALING = ImageOptions()
 RED = (200, 10, 30)
@@ -410,6 +410,43 @@ def test_corrupted_binary_bodies_are_400(kind: str, body: bytes, status: int, te
     assert caught.value.status == status
     assert text in caught.value.message
     assert len(caught.value.message) <= errors.MESSAGE_CHARS + 3
+
+
+def test_stored_npz_members_are_read_in_place() -> None:
+    """np.savez stores its members: each array is a read-only view of the body (a 1 GB
+    archive is not copied), as an .npy body's is; np.savez_compressed's are read out."""
+    arrays = {"a": np.arange(12, dtype=np.float32).reshape(4, 3), "b": np.arange(5, dtype=np.int64)}
+    specs = {"a": TensorSpec("a", DT_FLOAT, (-1, 3)), "b": TensorSpec("b", DT_INT64, (-1,))}
+    body = npz_bytes(**arrays)
+    decoded = inputs.decode_inputs(body, content_types.NPZ, specs, NO_SCALING)
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(decoded[name], array)
+        assert np.shares_memory(decoded[name], np.frombuffer(body, np.uint8))
+        assert not decoded[name].flags.writeable
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    unpacked = inputs.decode_inputs(buffer.getvalue(), content_types.NPZ, specs, NO_SCALING)
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(unpacked[name], array)
+
+
+def test_a_stored_npz_member_is_checked_as_zipfile_checks_it() -> None:
+    """Its CRC-32 (a changed byte is a 400, as np.load's BadZipFile), the encryption flag;
+    bytes before the archive (zipfile allows them) move every member, and are allowed."""
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    body = npz_bytes(x=array)
+    prefixed = inputs.decode_inputs(b"prefix" + body, content_types.NPZ, FLOAT_ROWS, NO_SCALING)
+    np.testing.assert_array_equal(prefixed["x"], array)
+    changed = bytearray(body)
+    changed[body.index(array.tobytes()) + 5] ^= 0xFF
+    with pytest.raises(HttpError, match="do not match its size and CRC-32") as caught:
+        inputs.decode_inputs(bytes(changed), content_types.NPZ, FLOAT_ROWS, NO_SCALING)
+    assert caught.value.status == 400
+    encrypted = bytearray(body)
+    flags = body.index(b"PK\x01\x02") + 8  # the central directory entry's flag bits
+    encrypted[flags] |= 0x1
+    with pytest.raises(HttpError, match="encrypted"):
+        inputs.decode_inputs(bytes(encrypted), content_types.NPZ, FLOAT_ROWS, NO_SCALING)
 
 
 def test_a_deflated_npz_declaring_gigabytes_is_refused_before_decompressing() -> None:
