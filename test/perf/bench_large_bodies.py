@@ -5,7 +5,7 @@ Starts ``sagemaker-tfs serve`` on this machine with the bundled ``half_plus_thre
 
 - ``application/x-npy`` bodies of 100 MB and 1 GB (answered as ``.npy``): nginx buffers them in
   a file, the service reads them and sends them over the streamed gRPC Predict;
-- an ``application/x-npz`` body of 100 MB (that ``.npy`` as its one member, stored as
+- ``application/x-npz`` bodies of 100 MB and 1000 MB (an ``.npy`` as the one member, stored as
   ``np.savez`` stores it; answered as ``.npz``);
 - a 100 MB CSV and a 100 MB JSON body (answered as JSON): over the njs limit, so the service
   converts them and posts them to the model server's REST API.
@@ -15,7 +15,7 @@ the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: th
 ``growth``: the peak less the RSS before) are printed for each. Goal: the Python service's
 peak at most 2.5x the body for the binary type. The client's own memory is not counted.
 
-Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100]
+Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
 [--text-mb 100]``
 (root, or the stack's owner, may reset peak RSS; Linux 4.0 or later).
 """
@@ -218,7 +218,7 @@ def run_case(stack: Stack, case: Case) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
-    parser.add_argument("--npz-mb", default="100", help="x-npz body sizes, MB (empty: none)")
+    parser.add_argument("--npz-mb", default="100,1000", help="x-npz body sizes, MB (empty: none)")
     parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
     args = parser.parse_args()
     npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
