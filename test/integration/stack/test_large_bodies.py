@@ -1,8 +1,8 @@
 """Bodies of asynchronous inference's size on every path of the host stack, and the limits.
 
 SageMaker's asynchronous inference posts bodies of up to 1 GB to ``/invocations``: a 200 MB
-``.npy`` (nginx buffers it in a file, the service sends it over the streamed gRPC Predict) and
-a 50 MB CSV (over the njs limit, so the service converts it and posts it to the model server's
+``.npy`` (nginx buffers it in a file, the service sends it over the streamed gRPC Predict), a
+100 MB ``.npz`` and a 50 MB CSV (over the njs limit, so the service converts it and posts it to the model server's
 REST API) get their correct answers, and an ``inference.py`` handler reads a 200 MB body
 whole. ``SAGEMAKER_TFS_MAX_BODY_MB`` and ``SAGEMAKER_TFS_MAX_TEXT_BODY_MB`` lower the limits;
 beyond them, a 413 JSON names the limit.
@@ -82,6 +82,20 @@ def test_200_mb_npy_in_npy_out(stack: RunningStack) -> None:
     y = np.load(io.BytesIO(response.content))
     assert y.shape == x.shape and y.dtype == np.float32
     np.testing.assert_array_equal(y, x * np.float32(0.5) + np.float32(3.0))
+
+
+def test_100_mb_npz_in_npz_out(stack: RunningStack) -> None:
+    """np.savez's stored member, read in place by the service, streamed both ways."""
+    x = (np.arange(100 * MB // 4) % 4091).astype(np.float32)
+    body = io.BytesIO()
+    np.savez(body, x=x)
+    npz = "application/x-npz"
+    response = post(stack, body.getvalue(), npz, Accept=npz)
+    assert response.status_code == 200, response.text[:300]
+    assert response.headers["Content-Type"] == npz
+    with np.load(io.BytesIO(response.content)) as answer:
+        (name,) = answer.files
+        np.testing.assert_array_equal(answer[name], x * np.float32(0.5) + np.float32(3.0))
 
 
 def test_50_mb_csv_in_json_out(stack: RunningStack) -> None:
