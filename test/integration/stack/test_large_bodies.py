@@ -4,8 +4,8 @@ SageMaker's asynchronous inference posts bodies of up to 1 GB to ``/invocations`
 ``.npy`` (nginx buffers it in a file, the service sends it over the streamed gRPC Predict), a
 100 MB ``.npz`` and a 50 MB CSV (over the njs limit, so the service converts it and posts it
 to the model server's REST API) get their correct answers, and an ``inference.py`` handler
-reads a 200 MB body whole. ``SAGEMAKER_TFS_MAX_BODY_MB`` and ``SAGEMAKER_TFS_MAX_TEXT_BODY_MB`` lower the limits;
-beyond them, a 413 JSON names the limit.
+reads a 200 MB body whole. ``SAGEMAKER_TFS_MAX_BODY_MB`` and ``SAGEMAKER_TFS_MAX_TEXT_BODY_MB``
+lower the limits; beyond them, a 413 JSON names the limit.
 (The memory these bodies cost: test/perf/bench_large_bodies.py.)
 """
 
