@@ -294,6 +294,36 @@ def make_sleeper(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _sleeper_graph)
 
 
+HEAVY_FEATURES = 16
+HEAVY_WIDTH = 1024
+HEAVY_ROUNDS = 750  # about 0.3 s for a batch of 64 rows on one core of the project's machines
+
+
+def _compute_heavy_graph() -> dict:
+    """``x`` (float, [-1, 16]) in, ``y`` ([-1, 1]) out after ``HEAVY_ROUNDS`` dense layers of
+    width 1024 sharing one weight matrix: a model whose own compute dominates a call (about
+    0.3 s for 64 rows), for the load and overload tests, with 4 MB of variables."""
+    rng = np.random.default_rng(SEED)
+    features, width = HEAVY_FEATURES, HEAVY_WIDTH
+    w_in = tf.compat.v1.Variable(rng.standard_normal((features, width), np.float32) / 4)
+    w = tf.compat.v1.Variable(rng.standard_normal((width, width), np.float32) / 32)
+    w_out = tf.compat.v1.Variable(rng.standard_normal((width, 1), np.float32) / 32)
+    x = tf.compat.v1.placeholder(tf.float32, shape=[None, features], name="x")
+
+    def layer(step: tf.Tensor, hidden: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return step + 1, tf.tanh(tf.matmul(hidden, w))
+
+    _, hidden = tf.while_loop(
+        lambda step, _: step < HEAVY_ROUNDS, layer, [tf.constant(0), tf.matmul(x, w_in)]
+    )
+    y = tf.identity(tf.matmul(hidden, w_out), name="y")
+    return {"serving_default": _signature({"x": x}, {"y": y}, PREDICT)}
+
+
+def make_compute_heavy(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _compute_heavy_graph)
+
+
 MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_three": make_half_plus_three,
     "half_plus_two": make_half_plus_two,
@@ -305,6 +335,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "detector": make_detector,
     "detector_uint8": make_detector_uint8,
     "sleeper": make_sleeper,
+    "compute_heavy": make_compute_heavy,
 }
 MODELS.update(tfs_models.MODELS)
 
@@ -329,6 +360,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"any": np.ones((2, 3), np.float32), "scale": np.float32(2.0), "rows": rows}
     if name == "sleeper":
         return {"seconds": np.zeros(1, np.float32)}
+    if name == "compute_heavy":
+        return {"x": np.ones((2, HEAVY_FEATURES), np.float32)}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}
