@@ -205,9 +205,9 @@ class TfLiteServable:
         self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
-        """Interpreters hold no resources beyond memory; the last reference frees them."""
-        if self._lanes is not None:
-            self._lanes.shutdown(wait=False)
+        """Nothing to do: interpreters hold no resources beyond memory, and the lanes' idle
+        threads end when their executor is collected; the last reference frees both, so a
+        call still in flight finishes on them."""
 
     def signature(self, name: str) -> ServableSignature:
         return find_signature(self._signatures, name)
