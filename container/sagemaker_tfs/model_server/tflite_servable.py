@@ -143,9 +143,16 @@ class _Pool:
             for future in others:
                 future.result()
         return [
-            np.concatenate([part[output] for part in parts if part is not None])
+            _joined([part[output] for part in parts if part is not None])
             for output in range(len(fetches))
         ]
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """The parts' outputs along their first dimension; a scalar output cannot be split."""
+    if any(piece.ndim == 0 for piece in pieces):
+        raise ServingError(Code.FAILED_PRECONDITION, "Batched output tensor has 0 dimensions")
+    return np.concatenate(pieces)
 
 
 def _common_rows(values: Any) -> int | None:
