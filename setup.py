@@ -35,6 +35,7 @@ setup(
         "model-server": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
+            "flatbuffers>=24.3",  # TFLite SignatureDefs (model_server/tflite_signatures.py)
             "orjson>=3.9",
             "setproctitle>=1.3",
             "prometheus-client>=0.20",  # --monitoring_config_file (model_server/monitoring.py)
@@ -47,6 +48,7 @@ setup(
         "test": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
+            "flatbuffers>=24.3",
             "orjson>=3.9",
             "setproctitle>=1.3",
             "prometheus-client>=0.20",

@@ -1,4 +1,5 @@
-"""Generate the project's test models (SavedModels), reproducibly and cached.
+"""Generate the project's test models (SavedModels, some with a ``model.tflite``), reproducibly
+and cached.
 
 Usage: ``python test/models/make_test_models.py [--only NAME ...] [--out DIR] [--force]``.
 Fixtures call :func:`ensure_models`. Each model is written as ``OUT/<name>/<version>/`` and a
@@ -22,8 +23,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import flatbuffers  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from flatbuffers import flexbuffers  # noqa: E402
+from tensorflow.lite.python import schema_py_generated as tflite_schema  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tfs_models  # noqa: E402  TF Serving's own test models, built with the rest
@@ -324,6 +328,127 @@ def make_compute_heavy(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _compute_heavy_graph)
 
 
+# ----- TFLite models (``--prefer_tflite_model``), made as TF Serving's own TFLite test data -----
+
+TFLITE_FILE = "model.tflite"
+SIGNATURE_DEFS_METADATA = "signature_defs_metadata"  # the entry TF Serving reads SignatureDefs from
+UNPARSABLE_SIGNATURE_DEF = b"not a SignatureDef"  # 'n' starts a field of wire type 6: no proto
+
+
+def _half_plus_two_tf1_graph() -> dict:
+    """y = 0.5x + 2 on ``x`` float [-1] (TF1 tensor names ``x:0`` and ``y:0``), as
+    ``serving_default`` (x -> y) and as ``plus_two`` (value -> result)."""
+    a = tf.compat.v1.Variable(0.5, name="a")
+    b = tf.compat.v1.Variable(2.0, name="b")
+    x = tf.compat.v1.placeholder(tf.float32, shape=[None], name="x")
+    y = tf.add(tf.multiply(a, x), b, name="y")
+    return {
+        "serving_default": _signature({"x": x}, {"y": y}, PREDICT),
+        "plus_two": _signature({"value": x}, {"result": y}, PREDICT),
+    }
+
+
+def _save_half_plus_two_with_tflite(version_dir: Path, signature_defs: Callable) -> None:
+    """The TF1 SavedModel of ``_half_plus_two_tf1_graph`` and, beside it, ``model.tflite``
+    converted from the same session (TFLite tensors ``x`` and ``y``, no signatures), with
+    ``signature_defs(signatures)`` (key -> serialized SignatureDef, or None for no entry)
+    written into its metadata as TF Serving's ``SetSignatureDefMap`` writes it."""
+    graph = tf.Graph()
+    with graph.as_default():
+        signatures = _half_plus_two_tf1_graph()
+        with tf.compat.v1.Session(graph=graph) as session:
+            tfs_models.write_saved_model(session, version_dir, signatures)
+            converter = tf.compat.v1.lite.TFLiteConverter.from_session(
+                session, [graph.get_tensor_by_name("x:0")], [graph.get_tensor_by_name("y:0")]
+            )
+            model = converter.convert()
+    entries = signature_defs(signatures)
+    if entries is not None:
+        model = with_signature_defs(model, entries)
+    (version_dir / TFLITE_FILE).write_bytes(model)
+
+
+def signature_defs_flexbuffer(entries: dict[str, bytes]) -> bytes:
+    """A FlexBuffer map of signature key -> serialized SignatureDef, each value a FlexBuffer
+    string (``fbb->String(key, serialized)`` in TFLite's ``signature_def_util.cc``)."""
+    builder = flexbuffers.Builder()
+    with builder.Map():
+        for key, serialized in entries.items():
+            builder.Key(key)
+            # Builder.String takes text; a serialized proto is bytes, written as a string here.
+            builder._WriteBlob(
+                serialized, append_zero=True, type_=flexbuffers.Type.STRING
+            )  # noqa: SLF001
+    return bytes(builder.Finish())
+
+
+def with_signature_defs(model: bytes, entries: dict[str, bytes]) -> bytes:
+    """``model`` with a ``signature_defs_metadata`` entry whose buffer holds ``entries``."""
+    root = tflite_schema.ModelT.InitFromPackedBuf(model, 0)
+    buffer = tflite_schema.BufferT()
+    buffer.data = np.frombuffer(signature_defs_flexbuffer(entries), np.uint8)
+    root.buffers.append(buffer)
+    metadata = tflite_schema.MetadataT()
+    metadata.name = SIGNATURE_DEFS_METADATA
+    metadata.buffer = len(root.buffers) - 1
+    root.metadata = [*(root.metadata or []), metadata]
+    builder = flatbuffers.Builder(len(model) + 1024)
+    builder.Finish(root.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def make_half_plus_two_tflite(model_dir: Path) -> None:
+    """No SignatureDefs: TF Serving generates ``serving_default`` from the tensors."""
+    _save_half_plus_two_with_tflite(model_dir / "1", lambda signatures: None)
+
+
+def make_half_plus_two_tflite_with_sigdef(model_dir: Path) -> None:
+    """The SavedModel's two SignatureDefs in the metadata, tensor names ``x:0``/``y:0`` as the
+    SavedModel records them (TF Serving matches them to TFLite's ``x``/``y``)."""
+    _save_half_plus_two_with_tflite(
+        model_dir / "1",
+        lambda signatures: {key: proto.SerializeToString() for key, proto in signatures.items()},
+    )
+
+
+def make_half_plus_two_tflite_bad_sigdef(model_dir: Path) -> None:
+    """A ``signature_defs_metadata`` entry whose ``serving_default`` is no SignatureDef."""
+    _save_half_plus_two_with_tflite(
+        model_dir / "1", lambda signatures: {"serving_default": UNPARSABLE_SIGNATURE_DEF}
+    )
+
+
+def make_half_plus_two_tflite_unknown_tensor(model_dir: Path) -> None:
+    """``serving_default``'s input ``x`` names ``missing:0``, a tensor the model lacks."""
+
+    def signature_defs(signatures: dict) -> dict[str, bytes]:
+        broken = signatures["serving_default"]
+        broken.inputs["x"].name = "missing:0"
+        return {"serving_default": broken.SerializeToString()}
+
+    _save_half_plus_two_with_tflite(model_dir / "1", signature_defs)
+
+
+TFLITE_MODELS = {
+    "half_plus_two_tflite": make_half_plus_two_tflite,
+    "half_plus_two_tflite_with_sigdef": make_half_plus_two_tflite_with_sigdef,
+    "half_plus_two_tflite_bad_sigdef": make_half_plus_two_tflite_bad_sigdef,
+    "half_plus_two_tflite_unknown_tensor": make_half_plus_two_tflite_unknown_tensor,
+}
+
+
+def check_tflite(version_dir: Path) -> None:
+    """The interpreter runs ``model.tflite`` (y = 0.5x + 2 on its tensors ``x``, ``y``)."""
+    interpreter = tf.lite.Interpreter(model_path=str(version_dir / TFLITE_FILE))
+    [x], [y] = interpreter.get_input_details(), interpreter.get_output_details()
+    assert (x["name"], y["name"]) == ("x", "y"), (x["name"], y["name"])
+    interpreter.resize_tensor_input(x["index"], [2])
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(x["index"], np.array([1.0, 2.0], np.float32))
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(y["index"]), [2.5, 3.0])
+
+
 MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_three": make_half_plus_three,
     "half_plus_two": make_half_plus_two,
@@ -337,6 +462,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "sleeper": make_sleeper,
     "compute_heavy": make_compute_heavy,
 }
+MODELS.update(TFLITE_MODELS)
 MODELS.update(tfs_models.MODELS)
 
 
@@ -400,6 +526,8 @@ def build_model(name: str, out_dir: Path, force: bool = False) -> Path:
                 tfs_models.check(name, version_dir)
             else:
                 check_serves_in_tf1_session(version_dir, _sample_feeds(name))
+            if name in TFLITE_MODELS:
+                check_tflite(version_dir)
         if force and target.exists():
             shutil.rmtree(target)
         try:

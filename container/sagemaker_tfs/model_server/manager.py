@@ -306,14 +306,21 @@ class ModelManager:
             self._scan(model)
 
     def _fail(self, model: Model, state: VersionState, error: Exception) -> None:
+        """END with the error; a ``ServingError`` (a load TF Serving fails with a status of
+        its own, such as a TFLite model's bad SignatureDefs) keeps its code and is named by
+        it, any other error is UNKNOWN and named by its type."""
+        if isinstance(error, ServingError):
+            code, cause = error.code, f"{error.code.name}: {error.message}"
+        else:
+            code, cause = Code.UNKNOWN, f"{type(error).__name__}: {error}"
         message = (
             f"Loading servable: {{name: {model.spec.name} version: {state.version}}} failed: "
-            f"{type(error).__name__}: {error}"
+            f"{cause}"
         )
         logger.error("%s", message)
         with self._lock:
             state.state = State.END
-            state.error = ServingError(Code.UNKNOWN, message)
+            state.error = ServingError(code, message)
             self._scan(model)
 
     def _unload(self, model: Model, state: VersionState) -> None:

@@ -175,7 +175,6 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
     tf_config = session_config(options)
     tags = tuple(tag for tag in options.saved_model_tags.split(",") if tag) or ("serve",)
     servable_options = ServableOptions(tags, options.enable_signature_method_name_check)
-    interpreters = options.num_tflite_pools * options.num_tflite_interpreters_per_pool
     per_model = (
         _PerModelBatching(options)
         if options.enable_batching and options.enable_per_model_batching_parameters
@@ -185,7 +184,13 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
     def load(name: str, version: int, path: str) -> Any:
         tflite = tflite_path(path) if options.prefer_tflite_model else None
         if tflite is not None:
-            servable: Any = TfLiteServable.load(name, version, tflite, interpreters)
+            servable: Any = TfLiteServable.load(
+                name,
+                version,
+                tflite,
+                options.num_tflite_pools,
+                options.num_tflite_interpreters_per_pool,
+            )
         else:
             servable = Servable.load(name, version, path, tf_config, servable_options)
         servable.set_batcher(per_model.scheduler(path) if per_model else scheduler)

@@ -1,18 +1,26 @@
 """A version served from its ``model.tflite`` (``--prefer_tflite_model``), as TF Serving does.
 
-The model's signatures (``SignatureRunner``s) are the servable's signatures; Predict runs one
-through TensorFlow's TFLite interpreter, which resizes inputs to the shapes sent. An
-interpreter runs one call at a time, so each version keeps a pool of them:
-``--num_tflite_pools`` x ``--num_tflite_interpreters_per_pool`` interpreters at most, made
-as concurrent requests need them. Classify and Regress parse tf.Examples with ops TFLite
-does not have: they answer UNIMPLEMENTED. Batching (``--enable_batching``) applies as for a
-SavedModel.
+Its signatures are those TF Serving's TFLite session serves (``tflite_signatures``): the
+SignatureDefs stored in the model's metadata, else a generated ``serving_default`` keyed by
+the interpreter's tensor names. Predict feeds and fetches the interpreter's tensors by the
+names the signature gives; each input is resized to the shape sent.
+
+Interpreters run one call at a time. As in TF Serving, a version has ``--num_tflite_pools``
+pools, one per call in flight (more calls wait for a free pool), and each pool has
+``--num_tflite_interpreters_per_pool`` interpreters: with more than one, a call whose inputs
+have more rows than ``ROWS_PER_INTERPRETER`` allows is cut into parts of at most that many
+rows, run on the pool's interpreters side by side, and the parts' outputs joined again.
+Interpreters are made as calls first need them.
+
+Classify and Regress parse tf.Examples with an op the Python interpreter does not have:
+they answer UNIMPLEMENTED. Batching (``--enable_batching``) applies as for a SavedModel.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import math
 import queue
-import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -23,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from sagemaker_tfs.model_server.classify_regress import PREDICT_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import (
@@ -32,13 +39,15 @@ from sagemaker_tfs.model_server.servable import (
     output_aliases,
 )
 from sagemaker_tfs.model_server.signatures import (
-    GraphTensor,
     ServableSignature,
     find_signature,
-    signature_def_of,
+    typed_signature,
 )
+from sagemaker_tfs.model_server.tflite_signatures import serving_signatures, tensor_map
 
 TFLITE_FILE = "model.tflite"
+# TF Serving's first batch size for a pool (``kInitialBatchSize``), shared by its interpreters.
+INITIAL_BATCH_SIZE = 500
 
 
 def tflite_path(version_dir: str) -> Path | None:
@@ -47,52 +56,151 @@ def tflite_path(version_dir: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def _graph_tensor(detail: dict[str, Any]) -> GraphTensor:
-    dtype = tf.dtypes.as_dtype(detail["dtype"]).as_datatype_enum
-    shape = tuple(int(size) for size in detail.get("shape_signature", detail["shape"]))
-    return GraphTensor(detail["name"], dtype, shape)
+def rows_per_interpreter(interpreters_per_pool: int) -> int:
+    """The most rows one interpreter of a pool runs in a call (TF Serving's split size)."""
+    return max(1, math.ceil(INITIAL_BATCH_SIZE / max(1, interpreters_per_pool)))
 
 
-def _signatures(interpreter: tf.lite.Interpreter) -> dict[str, ServableSignature]:
-    signatures = {}
-    for key in interpreter.get_signature_list():
-        runner = interpreter.get_signature_runner(key)
-        signatures[key] = ServableSignature(
-            name=key,
-            method_name=PREDICT_METHOD,
-            inputs={
-                alias: _graph_tensor(detail)
-                for alias, detail in sorted(runner.get_input_details().items())
-            },
-            outputs={
-                alias: _graph_tensor(detail)
-                for alias, detail in sorted(runner.get_output_details().items())
-            },
-        )
-    return signatures
+class _Interpreter:
+    """One ``tf.lite.Interpreter`` and the shapes its inputs are allocated for."""
+
+    def __init__(self, model: bytes) -> None:
+        with warnings.catch_warnings():  # TF 2.2x points at LiteRT, which TF Serving does not use
+            warnings.filterwarnings("ignore", "(?s).*tf.lite.Interpreter is deprecated")
+            self.interpreter = tf.lite.Interpreter(model_content=model)
+        self.interpreter.allocate_tensors()
+        self._shapes = {
+            int(detail["index"]): tuple(int(size) for size in detail["shape"])
+            for detail in self.interpreter.get_input_details()
+        }
+
+    def run(self, feeds: dict[int, np.ndarray], fetches: Sequence[int]) -> list[np.ndarray]:
+        """Resize the inputs to the shapes fed (reallocating only when one changed), invoke,
+        and copy the outputs out."""
+        try:
+            changed = [
+                index for index, value in feeds.items() if self._shapes[index] != value.shape
+            ]
+            for index in changed:
+                self.interpreter.resize_tensor_input(index, feeds[index].shape, strict=False)
+                self._shapes[index] = feeds[index].shape
+            if changed:
+                self.interpreter.allocate_tensors()
+            for index, value in feeds.items():
+                self.interpreter.set_tensor(index, value)
+            self.interpreter.invoke()
+            return [_answer_array(self.interpreter.get_tensor(index)) for index in fetches]
+        except (ValueError, RuntimeError) as error:
+            self._shapes = {index: () for index in self._shapes}  # reallocate on the next call
+            raise invalid_argument(str(error)) from None
+
+
+def _answer_array(array: np.ndarray) -> np.ndarray:
+    """String outputs as the object arrays of bytes the front ends write."""
+    return array.astype(object) if array.dtype.kind == "S" else array
+
+
+class _Pool:
+    """One of a version's pools: up to ``size`` interpreters, made as a call first needs them."""
+
+    def __init__(self, model: bytes, size: int, first: _Interpreter | None = None) -> None:
+        self._model = model
+        self._size = max(1, size)
+        self._interpreters = [first] if first is not None else []
+
+    def _interpreter(self, position: int) -> _Interpreter:
+        while len(self._interpreters) <= position:
+            self._interpreters.append(_Interpreter(self._model))
+        return self._interpreters[position]
+
+    def run(
+        self,
+        feeds: dict[int, np.ndarray],
+        fetches: Sequence[int],
+        lanes: concurrent.futures.Executor | None,
+    ) -> list[np.ndarray]:
+        rows = _common_rows(feeds.values())
+        limit = rows_per_interpreter(self._size)
+        if lanes is None or self._size == 1 or rows is None or rows <= limit:
+            return self._interpreter(0).run(feeds, fetches)
+        starts = list(range(0, rows, limit))
+        parts: list[list[np.ndarray] | None] = [None] * len(starts)
+
+        def lane(position: int) -> None:
+            interpreter = self._interpreter(position)
+            for part in range(position, len(starts), self._size):
+                begin = starts[part]
+                piece = {index: value[begin : begin + limit] for index, value in feeds.items()}
+                parts[part] = interpreter.run(piece, fetches)
+
+        used = min(self._size, len(starts))
+        for position in range(used):  # made here, not in the lanes: one thread makes them
+            self._interpreter(position)
+        others = [lanes.submit(lane, position) for position in range(1, used)]
+        try:
+            lane(0)
+        finally:
+            for future in others:
+                future.result()
+        return [
+            _joined([part[output] for part in parts if part is not None])
+            for output in range(len(fetches))
+        ]
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """The parts' outputs along their first dimension; a scalar output cannot be split."""
+    if any(piece.ndim == 0 for piece in pieces):
+        raise ServingError(Code.FAILED_PRECONDITION, "Batched output tensor has 0 dimensions")
+    return np.concatenate(pieces)
+
+
+def _common_rows(values: Any) -> int | None:
+    """The first dimension all inputs share, if they share one (None: no split)."""
+    rows = {value.shape[0] if value.ndim else None for value in values}
+    if len(rows) != 1:
+        return None
+    return rows.pop()
 
 
 class TfLiteServable:
     """A loaded ``model.tflite``: the same interface as ``servable.Servable``."""
 
-    def __init__(self, name: str, version: int, model: bytes, max_interpreters: int) -> None:
+    def __init__(
+        self, name: str, version: int, model: bytes, pools: int, interpreters_per_pool: int
+    ) -> None:
         self.name = name
         self.version = version
-        self._model = model
-        self._idle: queue.SimpleQueue[tf.lite.Interpreter] = queue.SimpleQueue()
-        self._limit = threading.BoundedSemaphore(max(1, max_interpreters))
-        first = self._new_interpreter()
-        self._signatures = _signatures(first)
-        if not self._signatures:
-            raise ValueError(f"{TFLITE_FILE} has no signatures to serve")
-        self._idle.put(first)
+        first = _Interpreter(model)
+        inputs = tensor_map(first.interpreter.get_input_details(), "Input")
+        outputs = tensor_map(first.interpreter.get_output_details(), "Output")
+        self._signature_defs = serving_signatures(model, inputs, outputs)
+        self._signatures = {
+            key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
+        }
+        self._input_index = {tensor: index for tensor, (_, index) in inputs.items()}
+        self._output_index = {tensor: index for tensor, (_, index) in outputs.items()}
+        per_pool = max(1, interpreters_per_pool)
+        self._free_pools: queue.SimpleQueue[_Pool] = queue.SimpleQueue()
+        self._free_pools.put(_Pool(model, per_pool, first))
+        for _ in range(max(1, pools) - 1):
+            self._free_pools.put(_Pool(model, per_pool))
+        self._lanes = (
+            concurrent.futures.ThreadPoolExecutor(
+                max(1, pools) * (per_pool - 1), thread_name_prefix=f"tflite-{name}"
+            )
+            if per_pool > 1
+            else None
+        )
         self._batcher: BatchSubmitter | None = None
 
     @classmethod
-    def load(cls, name: str, version: int, path: Path, max_interpreters: int) -> TfLiteServable:
+    def load(
+        cls, name: str, version: int, path: Path, pools: int, interpreters_per_pool: int
+    ) -> TfLiteServable:
         started = time.perf_counter()
         try:
-            servable = cls(name, version, path.read_bytes(), max_interpreters)
+            servable = cls(name, version, path.read_bytes(), pools, interpreters_per_pool)
         except BaseException:
             METRICS.record_load(str(path.parent), False, {})
             raise
@@ -100,26 +208,21 @@ class TfLiteServable:
         METRICS.record_load(str(path.parent), True, {"restore_graph": seconds})
         return servable
 
-    def _new_interpreter(self) -> tf.lite.Interpreter:
-        with warnings.catch_warnings():  # TF 2.2x points at LiteRT, which TF Serving does not use
-            warnings.filterwarnings("ignore", "(?s).*tf.lite.Interpreter is deprecated")
-            interpreter = tf.lite.Interpreter(model_content=self._model)
-        interpreter.allocate_tensors()
-        return interpreter
-
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
         self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
-        """Interpreters hold no resources beyond memory; the last reference frees them."""
+        """Nothing to do: interpreters hold no resources beyond memory, and the lanes' idle
+        threads end when their executor is collected; the last reference frees both, so a
+        call still in flight finishes on them."""
 
     def signature(self, name: str) -> ServableSignature:
         return find_signature(self._signatures, name)
 
     def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
         result = get_model_metadata_pb2.SignatureDefMap()
-        for key, signature in self._signatures.items():
-            result.signature_def[key].CopyFrom(signature_def_of(signature))
+        for key, proto in self._signature_defs.items():
+            result.signature_def[key].CopyFrom(proto)
         return result
 
     def predict(
@@ -128,14 +231,15 @@ class TfLiteServable:
         inputs: dict[str, np.ndarray],
         output_filter: Sequence[str] = (),
     ) -> dict[str, np.ndarray]:
-        signature = self.signature(signature_name)  # TFLite signatures are all predict
+        signature = self.signature(signature_name)
         check_inputs(signature, inputs)
         outputs = output_aliases(signature, output_filter)
         aliases = tuple(sorted(inputs))
+        feed_indices = [self._input_index[signature.inputs[alias].name] for alias in aliases]
+        fetch_indices = [self._output_index[signature.outputs[alias].name] for alias in outputs]
 
         def run(values: Sequence[np.ndarray]) -> list[np.ndarray]:
-            answer = self._invoke(signature.name, dict(zip(aliases, values, strict=True)))
-            return [answer[alias] for alias in outputs]
+            return self._invoke(dict(zip(feed_indices, values, strict=True)), fetch_indices)
 
         values = [inputs[alias] for alias in aliases]
         with METRICS.runtime(self.name, "Predict"):
@@ -146,18 +250,13 @@ class TfLiteServable:
                 results = run(values)
         return dict(zip(outputs, results, strict=True))
 
-    def _invoke(self, key: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        with self._limit:
-            try:
-                interpreter = self._idle.get_nowait()
-            except queue.Empty:
-                interpreter = self._new_interpreter()
-            try:
-                return interpreter.get_signature_runner(key)(**feeds)
-            except (ValueError, RuntimeError) as error:
-                raise invalid_argument(str(error)) from None
-            finally:
-                self._idle.put(interpreter)
+    def _invoke(self, feeds: dict[int, np.ndarray], fetches: Sequence[int]) -> list[np.ndarray]:
+        """On a free pool; waits for one while every pool is running a call."""
+        pool = self._free_pools.get()
+        try:
+            return pool.run(feeds, fetches, self._lanes)
+        finally:
+            self._free_pools.put(pool)
 
     def classify(self, signature_name: str, request_input: Any) -> Any:
         raise ServingError(Code.UNIMPLEMENTED, "Classify is not supported for TFLite models")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import numpy as np
 import pytest
 import requests
 import tls_files
@@ -511,11 +512,27 @@ def _monitoring(ws: Workspace) -> tuple[list[str], Check]:
 # ----------------------------------------------------------------------------- TFLite
 
 
+# The tensors of half_plus_two as today's TF converter names them (make_test_models'
+# write_half_plus_two_tflite): TF Serving serves them as the keys of a generated signature.
+CONVERTED_INPUT = "serving_default_x:0"
+CONVERTED_OUTPUT = "StatefulPartitionedCall:0"
+
+
+def tflite_predict(target: str, values: list, model: str = MODEL, **kwargs) -> list:
+    """Predict on the converter-made half_plus_two, its inputs keyed by tensor names."""
+    request = predict_request(model, {CONVERTED_INPUT: float_tensor(values)}, **kwargs)
+    response = prediction_stub(target).Predict(request, timeout=30)
+    return output_array(response.outputs[CONVERTED_OUTPUT]).tolist()
+
+
 def answers_from_tflite(server: ServerHandle, _: Workspace) -> None:
-    """Predict as the SavedModel answers, concurrently; Classify is not there (TFLite)."""
+    """Predict as the SavedModel answers, concurrently, a batch larger than the part one
+    interpreter of a pool runs among them; Classify is not there (TFLite)."""
+    large = np.linspace(-10, 10, 601, dtype=np.float32)
+    batches = [X] * 7 + [large.tolist()]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda _: grpc_predict(server.grpc_target), range(8)))
-    assert answers == [Y] * 8
+        answers = list(pool.map(lambda values: tflite_predict(server.grpc_target, values), batches))
+    assert answers == [Y] * 7 + [(large * 0.5 + 2).tolist()]
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name = MODEL
     request.model_spec.signature_name = "classify_x_to_y"

@@ -10,7 +10,14 @@ import grpc
 import numpy as np
 import pytest
 import requests
-from flag_cases import TF2_MODEL, grpc_predict, rpc_error
+from flag_cases import (
+    CONVERTED_INPUT,
+    CONVERTED_OUTPUT,
+    TF2_MODEL,
+    grpc_predict,
+    rpc_error,
+    tflite_predict,
+)
 from grpc_helpers import prediction_stub
 from rest_helpers import model_config
 from tensorflow_serving.apis import get_model_metadata_pb2
@@ -22,6 +29,9 @@ INPUTS = [[1.0], [1.0, 2.0, 5.0], [[1.0, 2.0], [3.0, 4.0]], [-3.5] * 100]
 def test_tflite_predict_answers_as_the_savedmodel_does(
     start_model_server, testdata_dir: Path, tmp_path: Path, model_generator
 ) -> None:
+    """A model from today's converter is served with the signature TF Serving generates for
+    it, keyed by tensor names (not its signature runner's ``x`` and ``y``): the inputs and
+    outputs change names, the answers are the SavedModel's."""
     for name in ("saved", "lite"):
         shutil.copytree(testdata_dir / TF2_MODEL / "00000123", tmp_path / name / "1")
     model_generator.write_half_plus_two_tflite(tmp_path / "lite" / "1")
@@ -32,12 +42,14 @@ def test_tflite_predict_answers_as_the_savedmodel_does(
     server = start_model_server(f"--model_config_file={config}", "--prefer_tflite_model")
     for values in INPUTS:
         saved = grpc_predict(server.grpc_target, values, model="saved")
-        assert grpc_predict(server.grpc_target, values, model="lite") == saved
+        assert tflite_predict(server.grpc_target, values, model="lite") == saved
         rest = [
             requests.post(
-                f"{server.rest_url}/v1/models/{name}:predict", json={"inputs": values}, timeout=30
+                f"{server.rest_url}/v1/models/{name}:predict",
+                json={"inputs": {alias: values}},
+                timeout=30,
             ).json()
-            for name in ("saved", "lite")
+            for name, alias in (("saved", "x"), ("lite", CONVERTED_INPUT))
         ]
         assert rest[0] == rest[1] == {"outputs": saved}
     request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
@@ -46,8 +58,11 @@ def test_tflite_predict_answers_as_the_savedmodel_does(
     answer = prediction_stub(server.grpc_target).GetModelMetadata(request, timeout=30)
     answer.metadata["signature_def"].Unpack(signatures)
     assert list(signatures.signature_def) == ["serving_default"]
-    assert list(signatures.signature_def["serving_default"].inputs) == ["x"]
-    error = rpc_error(lambda: grpc_predict(server.grpc_target, [1], model="lite", signature="nope"))
+    assert list(signatures.signature_def["serving_default"].inputs) == [CONVERTED_INPUT]
+    assert list(signatures.signature_def["serving_default"].outputs) == [CONVERTED_OUTPUT]
+    error = rpc_error(
+        lambda: tflite_predict(server.grpc_target, [1], model="lite", signature="nope")
+    )
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 

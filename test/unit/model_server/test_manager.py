@@ -108,6 +108,26 @@ def test_gives_up_after_max_retries(tmp_path: Path) -> None:
         manager.get_servable("m")
 
 
+def test_a_load_failing_with_a_status_keeps_its_code(tmp_path: Path) -> None:
+    """A loader's ``ServingError`` (a TFLite model's bad SignatureDefs, say) is the version's
+    status with its own code, named by it, as TF Serving reports the load's status."""
+    (tmp_path / "1").mkdir()
+
+    def refuse(name: str, version: int, path: str) -> LoadedVersion:
+        raise ServingError(Code.INVALID_ARGUMENT, "Invalid SignatureDefs found in TfLite model")
+
+    manager = ModelManager(refuse, max_num_load_retries=0, poll_wait_seconds=0)
+    manager.reload_config(_config(tmp_path))
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "m"
+    [status] = manager.get_model_status(request).model_version_status
+    assert (status.state, status.status.error_code) == (State.END, Code.INVALID_ARGUMENT.value)
+    assert status.status.error_message == (
+        "Loading servable: {name: m version: 1} failed: INVALID_ARGUMENT: "
+        "Invalid SignatureDefs found in TfLite model"
+    )
+
+
 @pytest.fixture
 def polling_manager() -> Iterator[Callable[[Loader], ModelManager]]:
     """Makes managers that poll every 50 ms, shut down after the test: a poller left running
