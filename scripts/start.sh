@@ -5,9 +5,10 @@
 # mounts FILE read-only and names it in PIP_CERT, for a code/requirements.txt installed at
 # start-up behind a TLS-intercepting proxy. --serverless MEMORY runs it as SageMaker Serverless
 # Inference does: a read-only root filesystem with only /tmp writable, and MEMORY (e.g. 2g).
+# --cpus N gives the container a CPU quota of N CPUs (as a SageMaker inference component does).
 # --local runs the same stack on this host instead (scripts/local.sh start).
 set -euo pipefail
-USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR] [--ca-bundle FILE] [--serverless MEMORY]"
+USAGE="$(basename "$0") [--local] [--version X.Y[.Z]] [--arch cpu|gpu|eia] [--repository NAME] [--port PORT] [--model-dir DIR] [--ca-bundle FILE] [--serverless MEMORY] [--cpus N]"
 # shellcheck source=scripts/shared.sh
 source "$(dirname "$0")/shared.sh"
 
@@ -27,15 +28,19 @@ sagemaker_env_args() {
 main() {
   run_locally_if_asked start "$@"
   local port=8080 model_dir="$REPO_ROOT/test/resources/models" std_args=() ca_args=()
-  local serverless_args=()
+  local serverless_args=() cpu_args=()
   while [[ $# -gt 0 ]]; do
     case $1 in
-      --port | --model-dir | --ca-bundle | --serverless)
+      --port | --model-dir | --ca-bundle | --serverless | --cpus)
         [[ $# -ge 2 && -n $2 ]] || usage_error "$1 needs a value"
         case $1 in
           --port) port=$2 ;;
           --model-dir) model_dir=$2 ;;
           --serverless) serverless_args=(--read-only --tmpfs /tmp --memory "$2") ;;
+          --cpus)
+            [[ $2 =~ ^[0-9]*\.?[0-9]+$ ]] || usage_error "invalid CPU count '$2'"
+            cpu_args=(--cpus "$2")
+            ;;
           --ca-bundle)
             ca_args=(
               --volume "$(resolve_ca_bundle "$2"):$CONTAINER_CA_BUNDLE:ro"
@@ -70,6 +75,7 @@ main() {
     "${env_args[@]}" \
     "${ca_args[@]}" \
     "${serverless_args[@]}" \
+    "${cpu_args[@]}" \
     "$repository:$tag_full" serve
   echo "started $container_name ($repository:$tag_full) on http://localhost:$port" \
     "(logs: docker logs -f $container_name)"

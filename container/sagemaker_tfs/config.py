@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sagemaker_tfs.container_limits import CpuCount, cpu_count
 from sagemaker_tfs.env_reader import ConfigError, EnvReader
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
@@ -151,6 +152,9 @@ class StackConfig:
     # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
     # service's gRPC deadline.
     model_server_timeout: int = 60
+    # The container's CPU count (container_limits.cpu_count): what "CPUs" means in README's
+    # table, the model servers' TensorFlow pools and REST threads.
+    cpus: int = 1
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -338,16 +342,16 @@ def gpu_present() -> bool:
 # --- the whole configuration ---------------------------------------------------------------
 
 
-def _batching(env: EnvReader, batch_transform: bool, cpu_count: int) -> BatchingConfig | None:
+def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfig | None:
     if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
         return None
-    default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpu_count
+    default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpus
     return BatchingConfig(
         max_batch_size=env.required_integer("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8),
         batch_timeout_micros=env.required_integer(
             "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000, minimum=0
         ),
-        num_batch_threads=env.required_integer("SAGEMAKER_TFS_NUM_BATCH_THREADS", cpu_count),
+        num_batch_threads=env.required_integer("SAGEMAKER_TFS_NUM_BATCH_THREADS", cpus),
         max_enqueued_batches=env.required_integer(
             "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", default_enqueued
         ),
@@ -409,6 +413,12 @@ def _body_limits(env: EnvReader) -> tuple[int, int]:
     return body, min(text, body)
 
 
+def _parallelism(env: EnvReader, name: str, cpus: int) -> int:
+    """A TensorFlow pool's size: the variable, or the container's CPUs when it is unset or 0
+    (TensorFlow's own choice, 0, would count the machine's cores, not the container's)."""
+    return env.required_integer(name, 0, 0) or cpus
+
+
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
@@ -431,12 +441,13 @@ def load_config(
     model_dir: str | None = None,
     work_dir: str | None = None,
     port: int | None = None,
-    cpu_count: int | None = None,
+    cpus: CpuCount | None = None,
     has_gpu: Callable[[], bool] = gpu_present,
 ) -> StackConfig:
-    """Parse and validate the environment and the ``serve`` overrides into a StackConfig."""
+    """Parse and validate the environment and the ``serve`` overrides into a StackConfig.
+    ``cpus``: the container's CPU count (default: ``container_limits.cpu_count()``)."""
     env = EnvReader(environ)
-    cpus = cpu_count or os.cpu_count() or 1
+    cpu_total = (cpus or cpu_count()).count
     multi_model = env.boolean("SAGEMAKER_MULTI_MODEL", False)
     # absolute: the model servers take base paths only as absolute paths (TF Serving's rule)
     model_dir = os.path.abspath(
@@ -500,9 +511,9 @@ def load_config(
         gunicorn_timeout=gunicorn_timeout,
         gunicorn_log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS)
         or "info",
-        batching=_batching(env, batch_transform, cpus),
-        inter_op_parallelism=env.required_integer("SAGEMAKER_TFS_INTER_OP_PARALLELISM", 0, 0),
-        intra_op_parallelism=env.required_integer("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", 0, 0),
+        batching=_batching(env, batch_transform, cpu_total),
+        inter_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpu_total),
+        intra_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpu_total),
         gpu_memory_margin=gpu_margin,
         gpu_memory_fraction=gpu_fraction,
         wait_time_seconds=env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
@@ -527,4 +538,5 @@ def load_config(
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,
+        cpus=cpu_total,
     )

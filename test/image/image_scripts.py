@@ -122,9 +122,10 @@ def start_container(
     sagemaker_env: dict[str, str] | None = None,
     ca_bundle: Path | None = None,
     serverless_memory: str | None = None,
+    cpus: str | None = None,
 ) -> Container:
-    """``start.sh`` with the given SAGEMAKER_* variables (and ``--serverless MEMORY``);
-    returns once /ping answers 200."""
+    """``start.sh`` with the given SAGEMAKER_* variables (and ``--serverless MEMORY``,
+    ``--cpus N``); returns once /ping answers 200."""
     remove_container(image)
     env = script_env(bin_dir, sagemaker_env)
     args = [*image.script_args(), "--port", str(port), "--model-dir", str(model_dir)]
@@ -132,6 +133,8 @@ def start_container(
         args += ["--ca-bundle", str(ca_bundle)]
     if serverless_memory is not None:
         args += ["--serverless", serverless_memory]
+    if cpus is not None:
+        args += ["--cpus", cpus]
     started_at = time.monotonic()
     result = run_script("start.sh", *args, env=env, timeout=120)
     if result.returncode != 0:

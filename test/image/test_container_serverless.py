@@ -59,6 +59,7 @@ def test_only_tmp_is_writable_and_memory_is_limited(container: Container) -> Non
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
     )  # fmt: skip
     assert int(limit) == 2 << 30
+    assert "memory limit 2048 MiB" in container.logs()  # read at start-up, in any cgroup layout
 
 
 def test_everything_written_at_start_up_is_under_the_work_dir(container: Container) -> None:

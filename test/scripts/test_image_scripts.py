@@ -362,6 +362,15 @@ def test_start_serverless_makes_the_root_read_only_but_tmp(
     assert run.commands() == [VERSION_PROBE, start_command(run_script.root, *serverless)]
 
 
+def test_start_cpus_gives_the_container_a_cpu_quota(run_script: ScriptRunner) -> None:
+    """``--cpus N``: a CPU quota of N CPUs, as an inference component with N cores has."""
+    run = run_script("start.sh", "--cpus", "1.5")
+    assert run.returncode == 0, run.stderr
+    assert run.commands() == [start_command(run_script.root, "--cpus", "1.5")]
+    bad = run_script("start.sh", "--cpus", "all")
+    assert bad.returncode == 2 and "invalid CPU count" in bad.stderr and bad.calls == []
+
+
 def stop_commands(name: str, exit_code: int = 0) -> list[list[str]]:
     """What stop.sh runs for a container that exists and exits with exit_code when stopped."""
     logs = [["docker", "logs", "--tail", "20", name]] if exit_code else []

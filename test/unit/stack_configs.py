@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_tfs.config import StackConfig, load_config
+from sagemaker_tfs.container_limits import CpuCount
 
 # Every variable of the contract set to a value other than its default (test_config checks
 # each one); the command-line tests reuse it.
@@ -90,7 +91,7 @@ class StackConfigBuilder:
             model_dir=str(models),
             work_dir=None if work_dir is None else str(self.tmp_path / work_dir),
             port=port,
-            cpu_count=cpu_count,
+            cpus=CpuCount(cpu_count, "machine", None, cpu_count, cpu_count),
             has_gpu=has_gpu,
         )
         return dataclasses.replace(config, **changes) if changes else config

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cgroup_trees import hybrid, legacy, unified
 from sagemaker_tfs import config
 from sagemaker_tfs.config import (
     BatchingConfig,
@@ -17,6 +18,7 @@ from sagemaker_tfs.config import (
     discover_models,
     load_config,
 )
+from sagemaker_tfs.container_limits import cpu_count
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
 
 
@@ -38,7 +40,8 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert cfg.gunicorn_timeout == 30
     assert cfg.gunicorn_log_level == "info"
     assert cfg.batching is None
-    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (0, 0)
+    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (2, 2)  # the CPUs
+    assert cfg.cpus == 2
     assert cfg.gpu_memory_fraction is None
     assert cfg.wait_time_seconds == 300
     assert not cfg.batch_transform
@@ -219,6 +222,42 @@ def test_batching_defaults(stack_config: StackConfigBuilder) -> None:
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "TRUE", "SAGEMAKER_BATCH": "true"}
     assert stack_config(env, cpu_count=6).batching == BatchingConfig(8, 1000, 6, 100000000)
     assert stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "false"}).batching is None
+
+
+@pytest.mark.parametrize(
+    ("layout", "quota", "affinity", "expected"),
+    [
+        ("v2", "100000 100000", 8, 1),  # docker run --cpus 1 on an 8-core machine
+        ("v2", "250000 100000", 8, 3),  # --cpus 2.5, rounded up
+        ("v2", "max 100000", 8, 8),
+        ("v2", "400000 100000", 2, 2),  # taskset to 2 cores inside a 4-CPU quota
+        ("v1", "100000 100000", 8, 1),
+        ("hybrid", "200000 100000", 8, 2),
+    ],
+)
+def test_cpu_defaults_follow_the_detected_count(
+    tmp_path: Path, layout: str, quota: str, affinity: int, expected: int
+) -> None:
+    """Every default README's table calls "CPUs" is the count read from the cgroup files and
+    the affinity mask, not the machine's cores (16 here)."""
+    if layout == "v2":
+        tree = unified(tmp_path / "root").write("/sys/fs/cgroup", cpu_max=quota)
+    else:
+        quota_us, period_us = quota.split()
+        tree = (legacy if layout == "v1" else hybrid)(tmp_path / "root").write(
+            "/sys/fs/cgroup/cpu,cpuacct", cpu_cfs_quota_us=quota_us, cpu_cfs_period_us=period_us
+        )
+    cpus = cpu_count(tree.view(), affinity=lambda: affinity, machine=lambda: 16)
+    models = tmp_path / "models"
+    make_model(models / "m", "1")
+    env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true"}
+    cfg = load_config(env, model_dir=str(models), work_dir=str(tmp_path / "w"), cpus=cpus)
+    assert cfg.cpus == expected
+    assert cfg.batching == BatchingConfig(8, 1000, expected, expected)
+    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (expected, expected)
+    zeros = {"SAGEMAKER_TFS_INTER_OP_PARALLELISM": "0", "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "0"}
+    cfg = load_config(zeros, model_dir=str(models), work_dir=str(tmp_path / "w"), cpus=cpus)
+    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (expected, expected)
 
 
 def test_batching_values(stack_config: StackConfigBuilder) -> None:

@@ -62,6 +62,7 @@ def forbidden_imports(part: str, forbidden: tuple[str, ...]) -> dict[str, list[s
         ("model_server", ("service", "supervisor")),
         ("wire", ("service", "supervisor", "model_server", "transform", "client")),
         ("client", ("service", "supervisor", "model_server", "transform")),
+        ("container_limits", ("service", "supervisor", "model_server", "transform", "client")),
     ],
 )
 def test_package_boundaries(part: str, forbidden: tuple[str, ...]) -> None:

@@ -7,9 +7,10 @@ here (thread pool name, large batch splitting) are ignored; anything else is an 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
+
+from sagemaker_tfs.container_limits import stack_cpus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +20,7 @@ class BatchingParameters:
     max_batch_size: int = 1000
     batch_timeout_micros: int = 0
     max_enqueued_batches: int = 10
-    num_batch_threads: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 1)
+    num_batch_threads: int = dataclasses.field(default_factory=stack_cpus)
     allowed_batch_sizes: tuple[int, ...] = ()
     pad_variable_length_inputs: bool = False
 

@@ -20,10 +20,11 @@ effect). ``ServerOptions`` holds the parsed values; checks across flags are in
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
+
+from sagemaker_tfs.container_limits import stack_cpus
 
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
@@ -31,14 +32,6 @@ _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT = re.compile(
     r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*|\s*[+-]?(inf|infinity|nan)\s*", re.I
 )
-
-
-def schedulable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), as TF Serving counts them."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +47,8 @@ class Flag:
 
 
 def _flag_list() -> tuple[Flag, ...]:
-    cpus = schedulable_cpus()
+    # TF Serving counts the affinity mask; the container's CPU quota counts here too.
+    cpus = stack_cpus()
     return (
         Flag("port", "int32", 8500, "TCP port of the gRPC API (0: no TCP listener; then "
              "--grpc_socket_path must be set)"),

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
+from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.json_writer import format_error
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -253,11 +253,12 @@ def serve(
 ) -> RestServer:
     """Start the REST API on ``0.0.0.0:port`` in background threads and return at once.
 
-    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU); ``cors``:
+    ``num_threads`` <= 0 means TF Serving's automatic choice (4 per CPU, the container's
+    CPUs counted by ``container_limits``); ``cors``:
     ``--rest_api_enable_cors_support``; ``metrics_path``: the Prometheus endpoint, if any.
     """
     if num_threads <= 0:
-        num_threads = 4 * (os.cpu_count() or 1)
+        num_threads = 4 * stack_cpus()
     server = RestServer(port, RestApi(manager), num_threads, timeout_ms, cors, metrics_path)
     server.start()
     logger.info(

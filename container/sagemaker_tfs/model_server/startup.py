@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
+from sagemaker_tfs.container_limits import describe_limits, stack_cpus
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import FLAGS, changed_runtime_flags, render_value
 
@@ -80,7 +81,7 @@ def log_flags(options: Any) -> None:
         for flag in FLAGS
         if getattr(options, flag.name) != flag.default
     ]
-    logger.info("Flags: %s", " ".join(given) or "(all defaults)")
+    logger.info("Flags: %s; container: %s", " ".join(given) or "(all defaults)", describe_limits())
     for name in changed_runtime_flags(options):
         logger.warning(
             "--%s has no effect in this model server: it tunes TF Serving's C++ runtime", name
@@ -100,7 +101,9 @@ def _read_text_proto(path: str, message: Any) -> Any:
 
 def session_config(options: Any) -> tf.compat.v1.ConfigProto:
     """The sessions' ConfigProto: ``--tensorflow_session_config_file``, then the thread and
-    GPU flags over it (always, as TF Serving does, even at their 0 defaults)."""
+    GPU flags over it (always, as TF Serving does, even at their 0 defaults). A pool left at
+    0 ("automatic") gets the container's CPUs: TensorFlow's own choice counts the machine's
+    cores, not the CPU quota."""
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
@@ -110,10 +113,27 @@ def session_config(options: Any) -> tf.compat.v1.ConfigProto:
     inter = options.tensorflow_inter_op_parallelism
     if intra <= 0 and inter <= 0:
         intra = inter = options.tensorflow_session_parallelism
-    config.intra_op_parallelism_threads = max(0, intra)
-    config.inter_op_parallelism_threads = max(0, inter)
+    config.intra_op_parallelism_threads = intra if intra > 0 else stack_cpus()
+    config.inter_op_parallelism_threads = inter if inter > 0 else stack_cpus()
     config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
+    logger.info(
+        "TensorFlow sessions: %d intra-op and %d inter-op threads",
+        config.intra_op_parallelism_threads,
+        config.inter_op_parallelism_threads,
+    )
     return config
+
+
+def _size_eager_pools(config: tf.compat.v1.ConfigProto) -> None:
+    """TensorFlow's process-wide pools (eager ops, and the CPU device whichever of them or a
+    session makes it first) take the sessions' sizes; too late once TensorFlow has run an op."""
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_parallelism_threads)
+        tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_parallelism_threads)
+    except RuntimeError as error:
+        logger.debug("TensorFlow's eager pools keep their sizes: %s", error)
 
 
 def batch_scheduler(options: Any) -> BatchScheduler | None:
@@ -173,6 +193,7 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
     from sagemaker_tfs.model_server.tflite_servable import TfLiteServable, tflite_path
 
     tf_config = session_config(options)
+    _size_eager_pools(tf_config)
     tags = tuple(tag for tag in options.saved_model_tags.split(",") if tag) or ("serve",)
     servable_options = ServableOptions(tags, options.enable_signature_method_name_check)
     per_model = (

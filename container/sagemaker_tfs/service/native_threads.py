@@ -1,5 +1,5 @@
-"""Work that releases the GIL (decoding the images of one request), spread over the machine's
-cores on native threads, whichever gunicorn worker class runs the service.
+"""Work that releases the GIL (decoding the images of one request), spread over the container's
+CPUs on native threads, whichever gunicorn worker class runs the service.
 
 Under the gevent worker ``threading`` is monkey-patched and an ordinary thread pool would run
 greenlets on one core; gevent's own executor uses native threads and lets the request's
@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from sagemaker_tfs.container_limits import stack_cpus
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -25,11 +27,8 @@ _pool: tuple[int, concurrent.futures.Executor] | None = None  # (pid of its proc
 
 
 def usable_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """The cores this process may use: the container's CPU count (its quota and affinity)."""
+    return stack_cpus()
 
 
 def map_on_cores(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:

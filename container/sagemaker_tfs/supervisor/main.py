@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from sagemaker_tfs.config import DEFAULT_WORK_DIR, ConfigError, StackConfig, load_config
+from sagemaker_tfs.container_limits import cpu_count, describe_memory, memory_limit
 from sagemaker_tfs.supervisor.children import become_subreaper
 from sagemaker_tfs.supervisor.stack import StartupError, StopRequested, Supervisor
 
@@ -40,8 +41,10 @@ def configure_logging() -> None:
     )
 
 
-def log_config(config: StackConfig) -> None:
-    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
+def log_config(config: StackConfig, limits: str) -> None:
+    """The configuration in effect, one JSON line; ``container``: the CPU count the stack is
+    sized for (and where it came from) and the memory limit."""
+    text = json.dumps({**dataclasses.asdict(config), "container": limits}, sort_keys=True)
     logger.info("configuration in effect: %s", text)
 
 
@@ -49,12 +52,13 @@ def main(argv: Sequence[str]) -> int:
     configure_logging()
     become_subreaper()
     args = parse_args(argv)
+    cpus = cpu_count()
     try:
-        config = load_config(os.environ, args.model_dir, args.work_dir, args.port)
+        config = load_config(os.environ, args.model_dir, args.work_dir, args.port, cpus)
     except ConfigError as error:
         logger.error("invalid configuration: %s", error)
         return 2
-    log_config(config)
+    log_config(config, f"{cpus.describe()}; {describe_memory(memory_limit())}")
     supervisor = Supervisor(config)
 
     def request_stop(signum: int, _frame: object) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from pathlib import Path
+
+from sagemaker_tfs.container_limits import CgroupView, memory_limit
 
 # Before any load has been measured: the overhead of one model in one model server besides
 # its files (graph, session, bookkeeping). A loaded half_plus_three measures ~1 MB in the
@@ -34,31 +35,19 @@ def meminfo_available(meminfo: str = "/proc/meminfo") -> int | None:
     return None
 
 
-def cgroup_headroom(cgroup_dir: str = "/sys/fs/cgroup") -> int | None:
-    """What the cgroup v2 memory limit leaves (reclaimable file cache counted as free), or
+def cgroup_headroom(cgroups: CgroupView | None = None) -> int | None:
+    """What the container's memory limit leaves (reclaimable file cache counted as free), or
     None without a limit: in a container run with ``--memory``, /proc/meminfo still shows
-    the host's memory."""
-    root = Path(cgroup_dir)
-    try:
-        limit = (root / "memory.max").read_text().strip()
-        if limit == "max":
-            return None
-        current = int((root / "memory.current").read_text())
-        inactive_file = 0
-        for line in (root / "memory.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "inactive_file":
-                inactive_file = int(value)
-        return max(0, int(limit) - current + inactive_file)
-    except (OSError, ValueError):
-        return None
+    the host's memory. Any cgroup layout (``container_limits.memory_limit``)."""
+    limit = memory_limit(cgroups)
+    return None if limit is None else limit.headroom()
 
 
 def available_memory_bytes(
-    meminfo: str = "/proc/meminfo", cgroup_dir: str = "/sys/fs/cgroup"
+    meminfo: str = "/proc/meminfo", cgroups: CgroupView | None = None
 ) -> int | None:
     """The memory a new load may use: the smaller of MemAvailable and the cgroup's headroom."""
-    known = [v for v in (meminfo_available(meminfo), cgroup_headroom(cgroup_dir)) if v is not None]
+    known = [v for v in (meminfo_available(meminfo), cgroup_headroom(cgroups)) if v is not None]
     return min(known) if known else None
 
 

@@ -26,6 +26,8 @@ TFS_BINARY = "tensorflow_model_server"
 # (--monitoring_config_file, the file written once into the work directory).
 MONITORING_CONFIG_FILE = "monitoring.config"
 MONITORING_PATH = "/monitoring/prometheus/metrics"
+# TF Serving's rule for --rest_api_num_threads (4 per CPU), applied to the container's CPUs.
+REST_THREADS_PER_CPU = 4
 
 
 # --- command lines and config files -------------------------------------------------------
@@ -123,10 +125,12 @@ def model_server_args(
     ]
     if batching_file is not None:
         args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
-    if config.inter_op_parallelism:
-        args.append(f"--tensorflow_inter_op_parallelism={config.inter_op_parallelism}")
-    if config.intra_op_parallelism:
-        args.append(f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}")
+    # Sized for the container's CPUs: TF Serving's own defaults count the machine's cores.
+    args += [
+        f"--tensorflow_inter_op_parallelism={config.inter_op_parallelism}",
+        f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}",
+        f"--rest_api_num_threads={REST_THREADS_PER_CPU * config.cpus}",
+    ]
     if config.gpu_memory_fraction is not None:
         args.append(f"--per_process_gpu_memory_fraction={config.gpu_memory_fraction}")
     return args + grpc_socket_args(instance, config)

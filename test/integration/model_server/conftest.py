@@ -23,13 +23,18 @@ def start_model_server(tmp_path: Path) -> Iterator[Callable[..., ServerHandle]]:
     """Factory: ``start_model_server("--model_name=x", "--model_base_path=/p")``.
 
     Keyword arguments: ``wait=False`` returns without waiting for the ready line;
-    ``env={...}`` adds environment variables.
+    ``env={...}`` adds environment variables; ``affinity={0}`` the CPUs it may run on.
     """
     handles: list[ServerHandle] = []
 
-    def start(*args: str, wait: bool = True, env: dict[str, str] | None = None) -> ServerHandle:
+    def start(
+        *args: str,
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+        affinity: set[int] | None = None,
+    ) -> ServerHandle:
         log_path = tmp_path / f"model_server_{len(handles)}.log"
-        handle = launch_model_server(args, log_path, env)
+        handle = launch_model_server(args, log_path, env, affinity)
         handles.append(handle)
         if wait:
             wait_until_ready(handle)

@@ -70,9 +70,13 @@ def _flag_value(args: tuple[str, ...], name: str) -> str | None:
 
 
 def launch_model_server(
-    args: tuple[str, ...], log_path: Path, env: dict[str, str] | None = None
+    args: tuple[str, ...],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    affinity: set[int] | None = None,
 ) -> ServerHandle:
-    """Start the server with ``args``; free ports are added for --port/--rest_api_port."""
+    """Start the server with ``args``; free ports are added for --port/--rest_api_port.
+    ``affinity``: the CPUs the process may run on (as ``taskset`` would set them)."""
     args = tuple(args)
     grpc_port = _flag_value(args, "port")
     rest_port = _flag_value(args, "rest_api_port")
@@ -89,6 +93,7 @@ def launch_model_server(
         stdout=log_file,
         stderr=subprocess.STDOUT,
         env={**os.environ, **(env or {})},
+        preexec_fn=None if affinity is None else lambda: os.sched_setaffinity(0, affinity),
     )
     log_file.close()
     return ServerHandle(int(grpc_port), int(rest_port), process, log_path)

@@ -21,9 +21,10 @@ def start_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartStack
         wait: bool = True,
         port_range_size: int = 20,
         port: int | None = None,
+        affinity: set[int] | None = None,
     ) -> Stack:
         work_dir = tmp_path_factory.mktemp("stack")
-        stack = launch(model_dir, work_dir, env, multi_model, port_range_size, port)
+        stack = launch(model_dir, work_dir, env, multi_model, port_range_size, port, affinity)
         stacks.append(stack)
         if wait:
             stack.wait_for_ping()

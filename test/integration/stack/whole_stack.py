@@ -203,8 +203,10 @@ def launch(
     multi_model: bool = False,
     port_range_size: int = 20,
     port: int | None = None,
+    affinity: set[int] | None = None,
 ) -> Stack:
-    """Start ``sagemaker-tfs serve`` on free ports (internal ones from a safe port range)."""
+    """Start ``sagemaker-tfs serve`` on free ports (internal ones from a safe port range);
+    ``affinity``: the CPUs it (and so every process of the stack) may run on."""
     low, high = free_port_range(port_range_size + 1)
     port = port or high  # by default the public port sits just above the internal ones
     child_env = dict(os.environ)
@@ -227,6 +229,7 @@ def launch(
         process = subprocess.Popen(
             command, env=child_env, stdout=log_file, stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=None if affinity is None else lambda: os.sched_setaffinity(0, affinity),
         )  # fmt: skip
     return Stack(f"http://127.0.0.1:{port}", port, work_dir, process, log_path, (low, high))
 

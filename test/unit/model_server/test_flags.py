@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.flags import (
     FLAGS,
     FLAGS_BY_NAME,
@@ -14,7 +15,6 @@ from sagemaker_tfs.model_server.flags import (
     changed_runtime_flags,
     parse_command_line,
     parse_flags,
-    schedulable_cpus,
     usage,
 )
 
@@ -54,7 +54,7 @@ def test_every_tf_serving_flag_in_its_order_with_its_type() -> None:
 
 def test_defaults_match_tf_serving() -> None:
     options = ServerOptions()
-    cpus = schedulable_cpus()
+    cpus = stack_cpus()
     assert (options.port, options.rest_api_port, options.rest_api_timeout_in_ms) == (8500, 0, 30000)
     assert options.model_name == "default" and options.saved_model_tags == "serve"
     assert options.max_num_load_retries == 5 and options.load_retry_interval_micros == 60_000_000
@@ -168,7 +168,7 @@ def test_usage_lists_every_flag_with_default_and_type() -> None:
     assert '\t--model_name="default"' in text
     assert "\t--enable_batching=false" in text
     assert "\t--per_process_gpu_memory_fraction=0.000000\tfloat\t" in text
-    assert f"\t--rest_api_num_threads={4 * schedulable_cpus()}" in text
+    assert f"\t--rest_api_num_threads={4 * stack_cpus()}" in text
 
 
 def test_runtime_only_flags_changed_from_their_default() -> None:

@@ -124,7 +124,12 @@ def test_monitoring_path(tmp_path: Path) -> None:
         startup.monitoring_path(parse_flags(flags))
 
 
-def test_session_config_flags_override_the_file(tmp_path: Path) -> None:
+def test_session_config_flags_override_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As TF Serving: the flags win over the file, even at 0, where the container's CPUs (3
+    here) replace TensorFlow's automatic choice, which would count the machine's cores."""
+    monkeypatch.setattr(startup, "stack_cpus", lambda: 3)
     config_file = tmp_path / "session.config"
     config_file.write_text(
         "intra_op_parallelism_threads: 9 inter_op_parallelism_threads: 9 "
@@ -134,13 +139,13 @@ def test_session_config_flags_override_the_file(tmp_path: Path) -> None:
         parse_flags([BASE, f"--tensorflow_session_config_file={config_file}"])
     )
     assert config.use_per_session_threads  # from the file
-    assert config.intra_op_parallelism_threads == config.inter_op_parallelism_threads == 0
+    assert config.intra_op_parallelism_threads == config.inter_op_parallelism_threads == 3
     assert config.gpu_options.per_process_gpu_memory_fraction == 0.0
-    both = startup.session_config(parse_flags([BASE, "--tensorflow_session_parallelism=3"]))
-    assert (both.intra_op_parallelism_threads, both.inter_op_parallelism_threads) == (3, 3)
+    both = startup.session_config(parse_flags([BASE, "--tensorflow_session_parallelism=5"]))
+    assert (both.intra_op_parallelism_threads, both.inter_op_parallelism_threads) == (5, 5)
     one = startup.session_config(
         parse_flags(
             [BASE, "--tensorflow_session_parallelism=3", "--tensorflow_intra_op_parallelism=2"]
         )
     )
-    assert (one.intra_op_parallelism_threads, one.inter_op_parallelism_threads) == (2, 0)
+    assert (one.intra_op_parallelism_threads, one.inter_op_parallelism_threads) == (2, 3)

@@ -89,8 +89,23 @@ def test_model_server_args(stack_config: StackConfigBuilder) -> None:
         "--max_num_load_retries=0",
         "--rest_api_timeout_in_ms=60000",
         f"--monitoring_config_file={config.work_dir}/monitoring.config",
+        "--tensorflow_inter_op_parallelism=2",
+        "--tensorflow_intra_op_parallelism=2",
+        "--rest_api_num_threads=8",
         f"--grpc_socket_path={config.work_dir}/grpc-9000.sock",
     ]
+
+
+@pytest.mark.parametrize("cpus", [1, 3, 96])
+def test_the_model_servers_pools_follow_the_containers_cpus(
+    stack_config: StackConfigBuilder, cpus: int
+) -> None:
+    """TensorFlow's pools and the REST threads are passed sized for the container's CPUs,
+    whatever the binary would count itself (TF Serving counts the machine's cores)."""
+    args = model_server_args(Instance(9000, 8501), "/c", stack_config(cpu_count=cpus), None)
+    assert f"--tensorflow_inter_op_parallelism={cpus}" in args
+    assert f"--tensorflow_intra_op_parallelism={cpus}" in args
+    assert f"--rest_api_num_threads={4 * cpus}" in args
 
 
 @pytest.mark.parametrize(
@@ -130,6 +145,7 @@ def test_model_server_args_batching_parallelism_gpu(stack_config: StackConfigBui
         "--batching_parameters_file=/w/batching.config",
         "--tensorflow_inter_op_parallelism=2",
         "--tensorflow_intra_op_parallelism=3",
+        "--rest_api_num_threads=8",
         "--per_process_gpu_memory_fraction=0.4",
         f"--grpc_socket_path={config.work_dir}/grpc-1.sock",
     ]

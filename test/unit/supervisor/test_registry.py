@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from cgroup_trees import V1_NO_LIMIT, hybrid, legacy, unified
 from launchers import RecordingLauncher, StuckLauncher
 from sagemaker_tfs.config import Instance, PortRange
+from sagemaker_tfs.container_limits import CgroupView
 from sagemaker_tfs.supervisor.memory import (
     DEFAULT_OVERHEAD_BYTES,
     ModelMemory,
@@ -85,7 +87,7 @@ def test_port_pool_hands_out_and_takes_back() -> None:
 def test_available_memory(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 100 kB\nMemAvailable:  2048 kB\n")
-    no_cgroup = str(tmp_path / "no-cgroup")
+    no_cgroup = CgroupView(tmp_path / "no-cgroup")
     assert available_memory_bytes(str(meminfo), no_cgroup) == 2048 * 1024
     assert available_memory_bytes(str(tmp_path / "missing"), no_cgroup) is None
 
@@ -249,18 +251,25 @@ def test_files_bytes_counts_the_served_versions(tmp_path: Path) -> None:
     assert files_bytes(str(tmp_path / "missing"), (1,)) == 0
 
 
-def test_a_cgroup_limit_counts_as_well_as_meminfo(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["v2", "v1", "hybrid"])
+def test_a_cgroup_limit_counts_as_well_as_meminfo(tmp_path: Path, layout: str) -> None:
+    """In any cgroup layout: the limit less what the cgroup holds, file cache counted free."""
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemAvailable:  8388608 kB\n")  # 8 GiB on the host
-    cgroup = tmp_path / "cgroup"
-    cgroup.mkdir()
-    (cgroup / "memory.max").write_text("1073741824\n")  # 1 GiB for the container
-    (cgroup / "memory.current").write_text(str(900 * MIB))
-    (cgroup / "memory.stat").write_text(f"anon 1\ninactive_file {100 * MIB}\nactive_file 5\n")
-    assert cgroup_headroom(str(cgroup)) == 224 * MIB
-    assert available_memory_bytes(str(meminfo), str(cgroup)) == 224 * MIB
-    (cgroup / "memory.max").write_text("max\n")
-    assert available_memory_bytes(str(meminfo), str(cgroup)) == 8 << 30
+    if layout == "v2":
+        tree = unified(tmp_path / "root")
+        limit_file, folder = "memory_max", "/sys/fs/cgroup"
+        usage = {"memory_current": str(900 * MIB)}
+    else:
+        tree = (legacy if layout == "v1" else hybrid)(tmp_path / "root")
+        limit_file, folder = "memory_limit_in_bytes", "/sys/fs/cgroup/memory"
+        usage = {"memory_usage_in_bytes": str(900 * MIB)}
+    stat = f"anon 1\ninactive_file {100 * MIB}\nactive_file 5"
+    tree.write(folder, **{limit_file: "1073741824", "memory_stat": stat}, **usage)  # 1 GiB
+    assert cgroup_headroom(tree.view()) == 224 * MIB
+    assert available_memory_bytes(str(meminfo), tree.view()) == 224 * MIB
+    tree.write(folder, **{limit_file: "max" if layout == "v2" else V1_NO_LIMIT})
+    assert available_memory_bytes(str(meminfo), tree.view()) == 8 << 30
 
 
 def test_list_pages_by_name_with_sagemakers_keys(
