@@ -18,6 +18,7 @@ import pytest
 from gunicorn.http.body import Body, LengthReader
 from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
+from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service import app
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.connections import Channels, rest_session
@@ -98,6 +99,9 @@ class NoModels:
         return None
 
 
+ONE_CPU = CpuCount(1, "machine", None, 1, 1)
+
+
 def models_dir(tmp_path: Path) -> str:
     (tmp_path / "models" / "m" / "1").mkdir(parents=True)
     (tmp_path / "models" / "m" / "1" / "saved_model.pb").write_bytes(b"")
@@ -106,7 +110,7 @@ def models_dir(tmp_path: Path) -> str:
 
 def test_a_multi_model_endpoint_routes_by_model_name(tmp_path: Path) -> None:
     env = {"SAGEMAKER_MULTI_MODEL": "true"}
-    config = load_config(env, models_dir(tmp_path), str(tmp_path), 8080, 1)
+    config = load_config(env, models_dir(tmp_path), str(tmp_path), 8080, ONE_CPU)
     channels = Channels()
     directory = ModelDirectory(NoModels(), channels, config.model_dir)  # type: ignore[arg-type]
     service = app.MultiModelService(config, channels, rest_session(), directory)
@@ -121,7 +125,7 @@ def test_a_multi_model_endpoint_routes_by_model_name(tmp_path: Path) -> None:
 
 
 def test_a_single_model_endpoint_has_no_model_routes(tmp_path: Path) -> None:
-    config = load_config({}, models_dir(tmp_path), str(tmp_path), 8080, 1)
+    config = load_config({}, models_dir(tmp_path), str(tmp_path), 8080, ONE_CPU)
     service = app.make_service(config)
     assert isinstance(service, app.SingleModelService) and service.user_code is None
     client = falcon.testing.TestClient(app.build_app(service))
