@@ -197,7 +197,7 @@ def load_user_code(code_dir: str | None, work_dir: str) -> UserCode | None:
     if user_code is None:
         return None
     if not user_code.serves_requests:
-        logger.info("%s defines only stream_handler: /invocations serves without it", user_code.path)
+        logger.info("%s has only stream_handler: /invocations serves without it", user_code.path)
         return None
     style = "handler" if user_code.handler else "input_handler/output_handler"
     logger.info("loaded %s (%s)", user_code.path, style)

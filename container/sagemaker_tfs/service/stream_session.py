@@ -164,7 +164,8 @@ def run_handler(
     except Exception as error:  # noqa: BLE001 - the user's code: any error ends this stream only
         kind = type(error).__name__
         logger.warning("stream_handler raised %s%s: %s", kind, where_raised(error), error)
-        return StreamEnd(CloseCode.INTERNAL_ERROR, close_reason(f"stream_handler raised {kind}: {error}"))
+        reason = close_reason(f"stream_handler raised {kind}: {error}")
+        return StreamEnd(CloseCode.INTERNAL_ERROR, reason)
     if messages.closed:
         return None
     if messages.idle:

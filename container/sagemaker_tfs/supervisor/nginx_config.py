@@ -12,10 +12,11 @@ to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/in
 the Python service.
 
 Single-model mode also passes the bidirectional stream's WebSocket to the stream server
-(``stream_location.conf``). Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
-proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
-line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
-the access log to nginx's standard output when ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
+(``stream_location.conf``). Every mode: the metrics path (``metrics.conf``, unless
+``SAGEMAKER_TFS_METRICS=false``) is proxied to the supervisor's metrics socket, and each
+invocation writes the supervisor one line (``logging.conf``'s ``tfs_edge``) in a pipe, which it
+counts; ``access_log.conf`` writes the access log to nginx's standard output when
+``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
 """
 
 from __future__ import annotations

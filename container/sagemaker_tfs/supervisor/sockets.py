@@ -103,8 +103,8 @@ def service_answers_ping(socket_path: str, timeout: float = 2.0, http_version: s
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(socket_path)
-            request = f"GET /ping HTTP/{http_version}\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-            sock.sendall(request.encode())
+            request = f"GET /ping HTTP/{http_version}\r\nHost: localhost\r\nConnection: close"
+            sock.sendall(request.encode() + b"\r\n\r\n")
             return sock.recv(64).split(b" ")[1:2] == [b"200"]
     except (OSError, IndexError):
         return False

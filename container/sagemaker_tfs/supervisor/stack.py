@@ -2,10 +2,11 @@
 
 Start-up order: model servers (and wait until their models are AVAILABLE), the Python
 service under gunicorn (and, single-model, the stream server beside it), then nginx, so that
-``/ping`` cannot answer 200 before the models are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
-goes the other way: the stream server is told first (it closes its WebSockets with 1001, which
-nginx would otherwise wait for), nginx gracefully (SIGQUIT lets in-flight requests finish), then
-gunicorn and the stream server, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+``/ping`` cannot answer 200 before the models are ready. A child that exits is logged and
+restarted (see ``children.Child``). Stopping goes the other way: the stream server is told
+first (it closes its WebSockets with 1001, which nginx would otherwise wait for), nginx
+gracefully (SIGQUIT lets in-flight requests finish), then gunicorn and the stream server,
+then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations

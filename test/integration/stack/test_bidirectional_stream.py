@@ -40,6 +40,7 @@ MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 EXAMPLE_CODE = REPO_ROOT / "examples" / "inference" / "stream" / "code"
 IDLE_SECONDS = 3
 MAX_CONNECTIONS = 110
+VARIABLE_PREFIX = "SAGEMAKER_TFS_STREAM_"
 LIMITS = {
     "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB": "1",
     "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS": str(IDLE_SECONDS),
@@ -249,7 +250,7 @@ def test_connections_over_the_bound_are_told_to_try_again_later(stack: Stack) ->
         with open_stream(stack.url) as refused:
             code, reason = close_of(refused)
         assert code == 1013
-        assert reason == f"{MAX_CONNECTIONS} streams are open (SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)"
+        assert reason == f"{MAX_CONNECTIONS} streams are open ({VARIABLE_PREFIX}MAX_CONNECTIONS)"
     assert wait_for(lambda: _echoes(stack), 10)
 
 
@@ -266,12 +267,12 @@ def test_refusals_before_the_handshake_are_json(stack: Stack) -> None:
     assert plain.status_code == 426
     assert plain.headers["Upgrade"] == "websocket"
     assert "takes a WebSocket" in plain.json()["error"]
-    with pytest.raises(InvalidStatus) as refused:
-        with open_stream(stack.url, X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=abc"):
-            pass
+    bad_version = open_stream(stack.url, X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=a")
+    with pytest.raises(InvalidStatus) as refused, bad_version:
+        pass
     response = refused.value.response
     assert response.status_code == 400
-    assert json.loads(response.body) == {"error": "Invalid model version: 'abc'"}
+    assert json.loads(response.body) == {"error": "Invalid model version: 'a'"}
     no_key = requests.get(
         stack.url + "/invocations-bidirectional-stream",
         headers={"Upgrade": "websocket", "Connection": "Upgrade"},
@@ -303,7 +304,9 @@ def test_example_predicts_over_one_connection(tmp_path: Path) -> None:
         with open_stream(stack.url) as connection:
             text = [json.dumps({"instances": x[i : i + 4].tolist(), "id": i}) for i in range(36)]
             binary = [x[i : i + 4].astype("<f4").tobytes() for i in range(36)]
-            answers = exchange(connection, [m for pair in zip(text, binary) for m in pair] * 140)
+            answers = exchange(
+                connection, [m for pair in zip(text, binary, strict=True) for m in pair] * 140
+            )
         assert len(answers) == 36 * 2 * 140  # 10,080 messages, each through the model
         for index, answer in enumerate(answers[: 36 * 2]):
             i = index // 2
@@ -321,7 +324,8 @@ def test_without_stream_handler_the_connection_closes_with_1008(tmp_path: Path) 
     with running_stack(tmp_path / "model", tmp_path / "work") as stack:
         with open_stream(stack.url) as connection:
             code, reason = close_of(connection)
-        assert (code, reason) == (1008, "no code/inference.py with stream_handler(messages, context)")
+        assert code == 1008
+        assert reason == "no code/inference.py with stream_handler(messages, context)"
         assert stack.post('{"instances": [1.0]}').json() == {"predictions": [3.5]}
 
 
