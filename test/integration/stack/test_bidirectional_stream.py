@@ -3,8 +3,8 @@ Python model server, with the ``websockets`` client SageMaker's side would be.
 
 One stack serves a test handler (``STREAM_CODE``, its behaviour chosen by the connection's
 custom attributes) with small limits: 1 MB messages, a 3 s idle timeout, 110 connections.
-The README's example (``examples/inference/stream``) is served by a stack of its own and
-checked against the model run with TensorFlow.
+The README's example (``examples/inference/stream``) is served by
+``test_inference_examples.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 import requests
 from stream_clients import (
@@ -37,7 +36,6 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
-EXAMPLE_CODE = REPO_ROOT / "examples" / "inference" / "stream" / "code"
 IDLE_SECONDS = 3
 MAX_CONNECTIONS = 110
 VARIABLE_PREFIX = "SAGEMAKER_TFS_STREAM_"
@@ -292,29 +290,6 @@ def test_the_supervisor_restarts_a_stream_server_that_dies(stack: Stack) -> None
     (new_pid,) = stack.child_pids("sagemaker_tfs.service.stream_server")
     assert new_pid != pid
     assert stack.ping() == 200
-
-
-def test_example_predicts_over_one_connection(tmp_path: Path) -> None:
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(str(MODEL / "00000123"))
-    x = np.linspace(-5, 5, 40, dtype=np.float32)
-    expected = loaded.signatures["serving_default"](x=tf.constant(x))["y"].numpy()
-    with stack_with_code(tmp_path, MODEL, EXAMPLE_CODE) as stack:
-        with open_stream(stack.url) as connection:
-            text = [json.dumps({"instances": x[i : i + 4].tolist(), "id": i}) for i in range(36)]
-            binary = [x[i : i + 4].astype("<f4").tobytes() for i in range(36)]
-            answers = exchange(
-                connection, [m for pair in zip(text, binary, strict=True) for m in pair] * 140
-            )
-        assert len(answers) == 36 * 2 * 140  # 10,080 messages, each through the model
-        for index, answer in enumerate(answers[: 36 * 2]):
-            i = index // 2
-            if index % 2 == 0:
-                assert json.loads(answer) == {"predictions": expected[i : i + 4].tolist(), "id": i}
-            else:
-                assert np.frombuffer(answer, "<f4").tolist() == expected[i : i + 4].tolist()
-        assert answers[36 * 2 :] == answers[: 36 * 2] * 139
 
 
 def test_without_stream_handler_the_connection_closes_with_1008(tmp_path: Path) -> None:
