@@ -148,11 +148,15 @@ def where_raised(error: BaseException) -> str:
 
 
 def run_handler(
-    connection: Connection, handler: StreamHandler, context: Any, idle_seconds: float
+    connection: Connection,
+    handler: StreamHandler,
+    context: Any,
+    idle_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
 ) -> StreamEnd | None:
     """Run ``handler`` over the connection's messages until the stream ends (see the module's
     docstring); the returned ``StreamEnd`` is for the caller to send."""
-    activity = Activity(idle_seconds)
+    activity = Activity(idle_seconds, clock)
     messages = IncomingMessages(connection, activity)
     try:
         send_all(connection, outgoing_iterator(handler(messages, context)), activity)
