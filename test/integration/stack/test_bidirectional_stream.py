@@ -265,8 +265,11 @@ def test_refusals_before_the_handshake_are_json(stack: Stack) -> None:
     assert plain.status_code == 426
     assert plain.headers["Upgrade"] == "websocket"
     assert "takes a WebSocket" in plain.json()["error"]
-    bad_version = open_stream(stack.url, X_Amzn_SageMaker_Custom_Attributes="tfs-model-version=a")
-    with pytest.raises(InvalidStatus) as refused, bad_version:
+    attributes = "tfs-model-version=a"
+    with (
+        pytest.raises(InvalidStatus) as refused,
+        open_stream(stack.url, X_Amzn_SageMaker_Custom_Attributes=attributes),
+    ):
         pass
     response = refused.value.response
     assert response.status_code == 400
