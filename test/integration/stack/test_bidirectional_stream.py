@@ -319,3 +319,10 @@ def test_stopping_the_stack_closes_open_streams_with_1001(tmp_path: Path) -> Non
         stopped = time.monotonic() - started
         assert close_of(connection) == (1001, "the endpoint is stopping")
     assert stopped < 10, stopped
+
+
+def test_invocations_serve_as_without_a_script_beside_a_stream_only_one(stack: Stack) -> None:
+    answer = stack.post('{"instances": [1.0, 2.0]}')
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"predictions": [3.5, 4.0]}
+    assert "has only stream_handler: /invocations serves without it" in stack.log_text()
