@@ -179,9 +179,10 @@ class Supervisor:
             self._start_control_api(servers)
         else:
             self._start_model_servers()
+        stream = None if self.config.multi_model else self._start_stream_server()
         self._start_gunicorn()
-        if not self.config.multi_model:
-            self._start_stream_server()
+        if stream is not None:
+            self._wait_for_stream_server(stream)
         self._start_nginx()
         self.serving = True
         logger.info("serving on port %d", self.config.port)
@@ -347,9 +348,9 @@ class Supervisor:
             raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
         raise StartupError(f"the Python service did not answer /ping within {budget}s")
 
-    def _start_stream_server(self) -> None:
-        """The bidirectional stream's server (``service/stream_server.py``), waited for until
-        it answers ``/ping`` on its socket; it loads ``inference.py`` for its stream handler."""
+    def _start_stream_server(self) -> Child:
+        """The bidirectional stream's server (``service/stream_server.py``), started beside
+        gunicorn (both import their modules and ``inference.py`` at the same time)."""
         stream = Child(
             STREAM_SERVER,
             stream_server_command(),
@@ -358,6 +359,10 @@ class Supervisor:
             ready_check=self._stream_server_answers,
         )
         self.children.start(SERVICE, stream)
+        return stream
+
+    def _wait_for_stream_server(self, stream: Child) -> None:
+        """Until it answers ``/ping`` on its socket (it listens once ``inference.py`` loaded)."""
         budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
         if not poll_until(
             self._stream_server_answers, budget, POLL_SECONDS, self._starting(stream)
