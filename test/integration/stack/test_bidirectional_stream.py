@@ -46,6 +46,7 @@ LIMITS = {
 }
 # The custom attributes' ``mode`` picks what the handler does; ``echo`` by default.
 STREAM_CODE = '''
+import os
 import time
 
 
@@ -86,7 +87,20 @@ def ticks(messages, attributes):
             marker.write(str(count))
 
 
-MODES = {"echo": echo, "upper": upper, "wrong-yield": wrong_yield, "ticks": ticks}
+def flood(messages, attributes):
+    """64 KiB messages without reading any, noting how many it has yielded so far."""
+    payload = b"f" * 65536
+    count = 0
+    while True:
+        yield payload
+        count += 1
+        if count % 16 == 0:  # written aside, then renamed: the test never reads half a file
+            with open(attributes["marker"] + ".new", "w") as marker:
+                marker.write(str(count))
+            os.replace(attributes["marker"] + ".new", attributes["marker"])
+
+
+MODES = {"echo": echo, "upper": upper, "wrong-yield": wrong_yield, "ticks": ticks, "flood": flood}
 '''
 
 
@@ -326,3 +340,20 @@ def test_invocations_serve_as_without_a_script_beside_a_stream_only_one(stack: S
     assert answer.status_code == 200, answer.text
     assert answer.json() == {"predictions": [3.5, 4.0]}
     assert "has only stream_handler: /invocations serves without it" in stack.log_text()
+
+
+def test_a_client_that_does_not_read_holds_the_handler_back(stack: Stack, tmp_path: Path) -> None:
+    """Nothing buffers without bound: once the sockets between are full, the handler's next
+    yield waits for the client."""
+    marker = tmp_path / "yielded"
+    attributes = f"mode=flood,marker={marker}"
+    with open_stream(stack.url, X_Amzn_SageMaker_Custom_Attributes=attributes) as connection:
+        assert wait_for(marker.exists, 10)
+        time.sleep(2)
+        held = int(marker.read_text())
+        time.sleep(2)
+        assert int(marker.read_text()) == held
+        assert held * 65536 < 64 << 20, held  # what the sockets on the way hold
+        for _ in range(held + 64):  # reading lets it go on
+            assert connection.recv(timeout=10) == b"f" * 65536
+        assert int(marker.read_text()) > held
