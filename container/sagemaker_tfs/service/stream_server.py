@@ -143,31 +143,31 @@ class StreamService:
 
     def serve_connection(self, connection: ServerConnection) -> None:
         """One connection, from the open handshake to the close frame."""
-        end = self._admitted_run(connection)
+        end = self._run(connection, self._parsed.pop(connection))
         if end is not None:
             connection.close(end.code, end.reason)
 
-    def _admitted_run(self, connection: ServerConnection) -> StreamEnd | None:
+    def _run(self, connection: ServerConnection, parsed: ParsedRequest) -> StreamEnd | None:
         if self.handler is None:
             return StreamEnd(CloseCode.POLICY_VIOLATION, close_reason(self.missing))
-        with self._lock:
-            if self._open >= self.config.stream_max_connections:
-                admitted = False
-            else:
-                self._open += 1
-                admitted = True
-        if not admitted:
+        if not self._admit():
             reason = (f"{self.config.stream_max_connections} streams are open "
                       "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
             return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
         try:
-            parsed = self._parsed.pop(connection)
-            return run_handler(
-                connection, self.handler, self.context(parsed), self.config.stream_idle_timeout
-            )
+            context = self.context(parsed)
+            return run_handler(connection, self.handler, context, self.config.stream_idle_timeout)
         finally:
             with self._lock:
                 self._open -= 1
+
+    def _admit(self) -> bool:
+        """One more open stream, unless ``stream_max_connections`` are open already."""
+        with self._lock:
+            if self._open >= self.config.stream_max_connections:
+                return False
+            self._open += 1
+            return True
 
     def context(self, parsed: ParsedRequest) -> Context:
         """The handler's ``Context``, naming the model server this connection uses."""
