@@ -29,6 +29,7 @@ setup(
         "zlib-ng>=0.5",  # the .npz answer's CRC-32, 4-5x zlib's speed (npz_writer.py)
         "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
         "prometheus-client>=0.20",  # the metrics path (supervisor/metrics_endpoint.py)
+        "websockets>=17",  # the bidirectional stream's server (service/stream_server.py)
     ],
     extras_require={
         # setproctitle: a standby model server shows its real command line once it serves
@@ -60,6 +61,7 @@ setup(
             "jsonpath-ng>=1.6",  # the transform extra
             "tqdm>=4.66",
             "moto[server]>=5",  # S3 emulator (test/s3_server.py): no AWS here
+            "websockets>=17",  # the bidirectional stream's client (test/stream_clients.py)
         ],
     },
     entry_points={

@@ -31,7 +31,7 @@ install_virtualenv() {
     echo "bootstrap: creating .venv"
     python3 -m venv .venv
   fi
-  if ! .venv/bin/python -c "import sagemaker_tfs, tensorflow_serving, tox, zlib_ng" >/dev/null 2>&1; then
+  if ! .venv/bin/python -c "import sagemaker_tfs, tensorflow_serving, tox, websockets, zlib_ng" >/dev/null 2>&1; then
     echo "bootstrap: installing Python packages into .venv"
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -e '.[test]' tox

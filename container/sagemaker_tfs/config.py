@@ -34,6 +34,11 @@ DEFAULT_MAX_TEXT_BODY_MB = 100
 BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
 NGINX_TIMEOUT_MARGIN_SECONDS = 5
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
+# The bidirectional stream (service/stream_server.py): the largest message either way, how
+# long a connection may pass no message before it is closed, how many connections at once.
+DEFAULT_STREAM_MAX_MESSAGE_MB = 16
+DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
+DEFAULT_STREAM_MAX_CONNECTIONS = 200
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -41,7 +46,13 @@ BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 ACCESS_LOG_FORMATS = ("off", "text", "json")
 DEFAULT_METRICS_PATH = "/metrics"
 # Paths the stack answers itself: the metrics endpoint may not take one of them.
-RESERVED_PATHS = ("/ping", "/invocations", "/execution-parameters", "/models")
+RESERVED_PATHS = (
+    "/ping",
+    "/invocations",
+    "/invocations-bidirectional-stream",
+    "/execution-parameters",
+    "/models",
+)
 _METRICS_PATH = re.compile(r"(/[A-Za-z0-9_~.\-]+)+")
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
@@ -155,6 +166,10 @@ class StackConfig:
     # The container's CPU count (container_limits.cpu_count): what "CPUs" means in README's
     # table, the model servers' TensorFlow pools and REST threads.
     cpus: int = 1
+    # The bidirectional stream (/invocations-bidirectional-stream, single-model endpoints).
+    stream_max_message_mb: int = DEFAULT_STREAM_MAX_MESSAGE_MB
+    stream_idle_timeout: int = DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
+    stream_max_connections: int = DEFAULT_STREAM_MAX_CONNECTIONS
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -166,6 +181,15 @@ class StackConfig:
     @property
     def max_text_body_bytes(self) -> int:
         return self.max_text_body_mb << 20
+
+    @property
+    def stream_socket(self) -> str:
+        """The unix socket of the stream server, which nginx proxies the WebSocket to."""
+        return os.path.join(self.work_dir, "stream.sock")
+
+    @property
+    def stream_max_message_bytes(self) -> int:
+        return self.stream_max_message_mb << 20
 
     @property
     def stack_config_path(self) -> str:
@@ -539,4 +563,13 @@ def load_config(
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,
         cpus=cpu_total,
+        stream_max_message_mb=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", DEFAULT_STREAM_MAX_MESSAGE_MB
+        ),
+        stream_idle_timeout=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS", DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
+        ),
+        stream_max_connections=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
+        ),
     )

@@ -27,6 +27,7 @@ def test_sagemaker_reads_labels_port_and_command(built_image: Image) -> None:
     labels = config["Labels"]
     assert labels["com.amazonaws.sagemaker.capabilities.accept-bind-to-port"] == "true"
     assert labels["com.amazonaws.sagemaker.capabilities.multi-models"] == "true"
+    assert labels["com.amazonaws.sagemaker.capabilities.bidirectional-streaming"] == "true"
     assert labels["org.opencontainers.image.version"] == built_image.version
     assert "8080/tcp" in config["ExposedPorts"]
     assert config["Cmd"] == ["serve"]

@@ -223,6 +223,7 @@ def test_final_stage_has_what_the_stack_runs(full: str, cuda: str, cudnn: str, a
     labels = " ".join(final.all("LABEL"))
     assert "com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true" in labels
     assert "com.amazonaws.sagemaker.capabilities.multi-models=true" in labels
+    assert "com.amazonaws.sagemaker.capabilities.bidirectional-streaming=true" in labels
     assert not final.all("ENTRYPOINT")
 
 

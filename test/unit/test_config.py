@@ -125,6 +125,32 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.access_log, cfg.access_log_all) == ("json", True)
     assert cfg.model_server_timeout == 900
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
+    assert (cfg.stream_max_message_mb, cfg.stream_max_message_bytes) == (2, 2 << 20)
+    assert (cfg.stream_idle_timeout, cfg.stream_max_connections) == (30, 7)
+
+
+def test_stream_defaults_and_socket(stack_config: StackConfigBuilder) -> None:
+    cfg = stack_config()
+    assert (cfg.stream_max_message_mb, cfg.stream_idle_timeout) == (16, 300)
+    assert cfg.stream_max_connections == 200
+    assert cfg.stream_socket == str(Path(cfg.work_dir) / "stream.sock")
+    assert StackConfig.from_dict(json.loads(cfg.to_json())) == cfg
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB",
+        "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS",
+        "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS",
+    ],
+)
+def test_stream_limits_must_be_positive_integers(
+    stack_config: StackConfigBuilder, name: str
+) -> None:
+    for value in ("0", "ten"):
+        with pytest.raises(ConfigError, match=name):
+            stack_config({name: value})
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
@@ -332,6 +358,11 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
             "must not be one of the stack's own paths",
         ),
         ("SAGEMAKER_TFS_ACCESS_LOG", "yes", "must be one of off, text, json"),
+        (
+            "SAGEMAKER_TFS_METRICS_PATH",
+            "/invocations-bidirectional-stream",
+            "must not be one of the stack's own paths",
+        ),
         ("SAGEMAKER_TFS_ACCESS_LOG_ALL", "1", "must be 'true' or 'false'"),
     ],
 )

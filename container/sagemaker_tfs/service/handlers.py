@@ -1,6 +1,8 @@
 """User code: ``code/inference.py``, ``code/lib`` and ``code/requirements.txt``.
 
-``handler(data, context)`` wins over ``input_handler`` + ``output_handler``. Requirements
+``handler(data, context)`` wins over ``input_handler`` + ``output_handler``;
+``stream_handler(messages, context)`` serves the bidirectional stream (``stream_server.py``)
+and may be the only handler of a single-model endpoint's script. Requirements
 are installed once, before the service serves (gunicorn's ``on_starting`` hook), into
 ``WORK_DIR/user_packages`` so that the stack runs as a normal user; a failed install stops
 start-up with pip's message.
@@ -40,6 +42,12 @@ class UserCode:
     handler: Callable[..., Any] | None = None
     input_handler: Callable[..., Any] | None = None
     output_handler: Callable[..., Any] | None = None
+    stream_handler: Callable[..., Any] | None = None
+
+    @property
+    def serves_requests(self) -> bool:
+        """Whether the script has handlers for ``/invocations`` (not only a stream handler)."""
+        return self.handler is not None or self.input_handler is not None
 
 
 def script_path(code_dir: str | None) -> str | None:
@@ -133,7 +141,7 @@ def _module_name(path: str) -> str:
     return f"sagemaker_tfs_user_inference_{digest}"
 
 
-def load_script(path: str) -> UserCode:
+def load_script(path: str, allow_stream_only: bool = False) -> UserCode:
     """Import ``path`` under a name of its own (single-model endpoints: ``code/`` and
     ``code/lib`` are on ``sys.path``)."""
     name = _module_name(path)
@@ -147,7 +155,7 @@ def load_script(path: str) -> UserCode:
     except Exception as error:
         sys.modules.pop(name, None)
         raise UserCodeError(f"importing {path} failed: {type(error).__name__}: {error}") from error
-    return handlers_of(module, path)
+    return handlers_of(module, path, allow_stream_only)
 
 
 def load_script_in(namespace: CodeNamespace, path: str) -> UserCode:
@@ -159,27 +167,48 @@ def load_script_in(namespace: CodeNamespace, path: str) -> UserCode:
     return handlers_of(module, path)
 
 
-def handlers_of(module: types.ModuleType, path: str) -> UserCode:
+def handlers_of(module: types.ModuleType, path: str, allow_stream_only: bool = False) -> UserCode:
+    """The script's handlers; ``allow_stream_only``: a script with only ``stream_handler`` is
+    accepted (single-model endpoints, where the bidirectional stream is served)."""
+    stream_handler = getattr(module, "stream_handler", None)
+    if not callable(stream_handler):
+        stream_handler = None
     handler = getattr(module, "handler", None)
     if callable(handler):
-        return UserCode(path=path, handler=handler)
+        return UserCode(path=path, handler=handler, stream_handler=stream_handler)
     input_handler = getattr(module, "input_handler", None)
     output_handler = getattr(module, "output_handler", None)
     if callable(input_handler) and callable(output_handler):
-        return UserCode(path=path, input_handler=input_handler, output_handler=output_handler)
+        return UserCode(path=path, input_handler=input_handler, output_handler=output_handler,
+                        stream_handler=stream_handler)  # fmt: skip
+    if allow_stream_only and stream_handler is not None:
+        return UserCode(path=path, stream_handler=stream_handler)
+    stream_form = ", or stream_handler(messages, context)" if allow_stream_only else ""
     raise UserCodeError(
         f"{path} must define handler(data, context) or both input_handler(data, context) "
-        "and output_handler(response, context)"
+        f"and output_handler(response, context){stream_form}"
     )
 
 
 def load_user_code(code_dir: str | None, work_dir: str) -> UserCode | None:
-    """The handlers of ``code_dir/inference.py`` (import paths set first), or None."""
+    """The ``/invocations`` handlers of ``code_dir/inference.py`` (import paths set first), or
+    None (no script, or one that defines only ``stream_handler``)."""
+    user_code = load_any_handlers(code_dir, work_dir)
+    if user_code is None:
+        return None
+    if not user_code.serves_requests:
+        logger.info("%s has only stream_handler: /invocations serves without it", user_code.path)
+        return None
+    style = "handler" if user_code.handler else "input_handler/output_handler"
+    logger.info("loaded %s (%s)", user_code.path, style)
+    return user_code
+
+
+def load_any_handlers(code_dir: str | None, work_dir: str) -> UserCode | None:
+    """Every handler of ``code_dir/inference.py`` (import paths set first), or None without
+    a script; the script may define only ``stream_handler``."""
     path = script_path(code_dir)
     if path is None:
         return None
     add_import_paths(code_dir, work_dir)
-    user_code = load_script(path)
-    style = "handler" if user_code.handler else "input_handler/output_handler"
-    logger.info("loaded %s (%s)", path, style)
-    return user_code
+    return load_script(path, allow_stream_only=True)

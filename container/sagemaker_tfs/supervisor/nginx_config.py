@@ -11,10 +11,12 @@ the Python service. Multi-model mode (``multi_model_*.conf``): ``/models`` CRUD 
 to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/invocations`` to
 the Python service.
 
-Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
-proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
-line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
-the access log to nginx's standard output when ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
+Single-model mode also passes the bidirectional stream's WebSocket to the stream server
+(``stream_location.conf``). Every mode: the metrics path (``metrics.conf``, unless
+``SAGEMAKER_TFS_METRICS=false``) is proxied to the supervisor's metrics socket, and each
+invocation writes the supervisor one line (``logging.conf``'s ``tfs_edge``) in a pipe, which it
+counts; ``access_log.conf`` writes the access log to nginx's standard output when
+``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
 PING_TIMEOUT_SECONDS = 1
+# nginx waits this much longer than the stream server's idle timeout before it gives up on an
+# upgraded connection (the stream server's keepalive pings every 20 s count as traffic).
+STREAM_TIMEOUT_MARGIN_SECONDS = 30
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 
 
@@ -125,6 +130,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
+        "STREAM": None if config.multi_model else "stream_location.conf",
         "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
         "PROXY_TO_SERVICE": "proxy_to_service.conf",
         "LOGGING": "logging.conf",
@@ -189,6 +195,8 @@ def render(
         "PREDICTION_SERVERS": _upstream_servers(config, PREDICTION_SERVER_PARAMETERS),
         "STATUS_SERVERS": _upstream_servers(config, STATUS_SERVER_PARAMETERS),
         "PING_TIMEOUT": str(PING_TIMEOUT_SECONDS),
+        "STREAM_SOCKET": config.stream_socket,
+        "STREAM_READ_TIMEOUT": str(config.stream_idle_timeout + STREAM_TIMEOUT_MARGIN_SECONDS),
         # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
         "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
         "METRICS_PATH": config.metrics_path,

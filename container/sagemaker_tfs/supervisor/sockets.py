@@ -96,13 +96,15 @@ class HeldPort:
             self.fd = None
 
 
-def service_answers_ping(socket_path: str, timeout: float = 2.0) -> bool:
-    """GET /ping over the service's unix socket answers 200."""
+def service_answers_ping(socket_path: str, timeout: float = 2.0, http_version: str = "1.0") -> bool:
+    """GET /ping over the service's unix socket answers 200 (the stream server takes only
+    HTTP/1.1)."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(socket_path)
-            sock.sendall(b"GET /ping HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            request = f"GET /ping HTTP/{http_version}\r\nHost: localhost\r\nConnection: close"
+            sock.sendall(request.encode() + b"\r\n\r\n")
             return sock.recv(64).split(b" ")[1:2] == [b"200"]
     except (OSError, IndexError):
         return False

@@ -1,10 +1,12 @@
 """The ``Supervisor``: writes the configs, starts the stack in order, watches it, stops it.
 
 Start-up order: model servers (and wait until their models are AVAILABLE), the Python
-service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
-are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
-goes the other way: nginx gracefully first (SIGQUIT lets in-flight requests finish), then
-gunicorn, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+service under gunicorn (and, single-model, the stream server beside it), then nginx, so that
+``/ping`` cannot answer 200 before the models are ready. A child that exits is logged and
+restarted (see ``children.Child``). Stopping goes the other way: the stream server is told
+first (it closes its WebSockets with 1001, which nginx would otherwise wait for), nginx
+gracefully (SIGQUIT lets in-flight requests finish), then gunicorn and the stream server,
+then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ POLL_SECONDS = 0.1
 # backlog until a worker takes it, so the check must give up quickly.
 READY_PING_TIMEOUT_SECONDS = 0.3
 MODEL_SERVER_STOP_SECONDS = 10.0
+# The stream server closes its connections (1001) and waits for their handlers to return.
+STREAM_SERVER_STOP_SECONDS = 10.0
+STREAM_SERVER = "stream-server"
 SERVICE_START_SECONDS = 60.0
 NGINX_START_SECONDS = 30.0
 # Starts of an nginx killed during start-up (see _wait_for_public_port).
@@ -174,7 +179,10 @@ class Supervisor:
             self._start_control_api(servers)
         else:
             self._start_model_servers()
+        stream = None if self.config.multi_model else self._start_stream_server()
         self._start_gunicorn()
+        if stream is not None:
+            self._wait_for_stream_server(stream)
         self._start_nginx()
         self.serving = True
         logger.info("serving on port %d", self.config.port)
@@ -340,6 +348,36 @@ class Supervisor:
             raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
         raise StartupError(f"the Python service did not answer /ping within {budget}s")
 
+    def _start_stream_server(self) -> Child:
+        """The bidirectional stream's server (``service/stream_server.py``), started beside
+        gunicorn (both import their modules and ``inference.py`` at the same time)."""
+        stream = Child(
+            STREAM_SERVER,
+            stream_server_command(),
+            {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path},
+            stop_timeout=STREAM_SERVER_STOP_SECONDS,
+            ready_check=self._stream_server_answers,
+        )
+        self.children.start(SERVICE, stream)
+        return stream
+
+    def _wait_for_stream_server(self, stream: Child) -> None:
+        """Until it answers ``/ping`` on its socket (it listens once ``inference.py`` loaded)."""
+        budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
+        if not poll_until(
+            self._stream_server_answers, budget, POLL_SECONDS, self._starting(stream)
+        ):
+            self._raise_if_stop_requested()
+            if not stream.running():
+                raise StartupError(f"the stream server {exit_of(stream)} during start-up")
+            raise StartupError(f"the stream server did not answer /ping within {budget}s")
+        stream.mark_ready()
+
+    def _stream_server_answers(self) -> bool:
+        return service_answers_ping(
+            self.config.stream_socket, READY_PING_TIMEOUT_SECONDS, http_version="1.1"
+        )
+
     def _start_nginx(self) -> None:
         try:
             text = nginx_config.render(self.config)
@@ -443,13 +481,20 @@ class Supervisor:
         self.public_port.close()
         if self.standby is not None:
             self.standby.stop()
+        stream = self.children.get(STREAM_SERVER)
+        if stream is not None:
+            stream.request_stop()
         self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
         if self.metrics is not None:  # after nginx: its last log lines are still read
             self.metrics.close()
         if self.registry is not None:
             self.registry.close()
         self.service_socket.close()
-        for path in (self.config.service_socket, self.config.control_socket):
+        for path in (
+            self.config.service_socket,
+            self.config.control_socket,
+            self.config.stream_socket,
+        ):
             with contextlib.suppress(OSError):  # gone, or never made (no work directory)
                 Path(path).unlink()
         logger.info("stopped")
@@ -513,6 +558,10 @@ def child_environment(config: StackConfig) -> dict[str, str]:
     for name, value in MALLOC_DEFAULTS.items():
         env.setdefault(name, value)
     return env
+
+
+def stream_server_command() -> list[str]:
+    return [sys.executable, "-m", "sagemaker_tfs.service.stream_server"]
 
 
 def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stream_clients import exchange, open_stream
 from test_fast_path import jpeg
 from whole_stack import stack_with_code
 
@@ -152,3 +153,22 @@ def test_handler_with_its_own_grpc_predict(tmp_path: Path, expected_y: list[floa
         )  # fmt: skip
         assert missing.status_code == 500
         assert "999" in missing.json()["error"]
+
+
+def test_stream_handler_predicts_10000_messages_over_one_websocket(tmp_path: Path) -> None:
+    """Text (JSON) and binary (float32) messages in turn, each answered through the model."""
+    x = np.linspace(-5, 5, 40, dtype=np.float32)
+    y = model_answers(BUNDLED_MODEL / f"00000{VERSION}", x=x)["y"].tolist()
+    text = [json.dumps({"instances": x[i : i + 4].tolist(), "id": i}) for i in range(36)]
+    binary = [x[i : i + 4].astype("<f4").tobytes() for i in range(36)]
+    messages = [m for pair in zip(text, binary, strict=True) for m in pair] * 140
+    with served_by(tmp_path, "stream") as stack, open_stream(stack.url) as connection:
+        answers = exchange(connection, messages)
+    assert len(answers) == len(messages) == 10_080
+    for index, answer in enumerate(answers[:72]):
+        i = index // 2
+        if index % 2 == 0:
+            assert json.loads(answer) == {"predictions": y[i : i + 4], "id": i}
+        else:
+            assert np.frombuffer(answer, "<f4").tolist() == y[i : i + 4]
+    assert answers[72:] == answers[:72] * 139

@@ -133,6 +133,7 @@ def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled
             ("nginx", "nginx"),
             ("gunicorn", "gunicorn"),
             ("model server", MODEL_SERVER_MARKER),
+            ("stream server", "sagemaker_tfs.service.stream_server"),
         )
     }
     assert all(len(pids) == 1 for pids in children.values()), children
@@ -148,6 +149,7 @@ def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled
     assert "nginx config" in log and "listen" in log
     assert "received SIGTERM" in log and "stopped" in log
     assert not Path(stack.work_dir / "gunicorn.sock").exists()
+    assert not Path(stack.work_dir / "stream.sock").exists()
 
 
 def test_batching_variables_reach_the_file_the_flags_and_the_log(

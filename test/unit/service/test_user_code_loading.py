@@ -46,6 +46,38 @@ def test_the_pair(tmp_path: Path) -> None:
     assert user_code.input_handler(None, None) == 1 and user_code.output_handler(None, None) == 2
 
 
+def test_a_script_with_only_stream_handler(tmp_path: Path) -> None:
+    """Single-model: the stream server takes it, /invocations serves as without a script."""
+    code = tmp_path / "code"
+    write(
+        code / "inference.py", "def stream_handler(messages, context):\n    yield from messages\n"
+    )
+    assert handlers.load_user_code(str(code), str(tmp_path)) is None
+    every = handlers.load_any_handlers(str(code), str(tmp_path))
+    assert every is not None and not every.serves_requests
+    assert every.stream_handler is not None
+    assert list(every.stream_handler(iter(["a", b"b"]), None)) == ["a", b"b"]
+    with pytest.raises(UserCodeError, match="must define handler"):
+        handlers.load_script(str(code / "inference.py"))  # multi-model: not a handler
+
+
+def test_stream_handler_beside_a_handler(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    write(
+        code / "inference.py", "def handler(d, c): return 1\ndef stream_handler(m, c): return m\n"
+    )
+    user_code = handlers.load_user_code(str(code), str(tmp_path))
+    assert user_code is not None and user_code.serves_requests
+    assert user_code.handler is not None and user_code.stream_handler is not None
+
+
+def test_no_handler_at_all_names_the_stream_form_too(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    write(code / "inference.py", "x = 1\n")
+    with pytest.raises(UserCodeError, match=r"or stream_handler\(messages, context\)"):
+        handlers.load_user_code(str(code), str(tmp_path))
+
+
 def test_half_a_pair_is_an_error(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "inference.py", "def input_handler(d, c): return 1\n")

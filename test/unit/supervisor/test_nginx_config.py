@@ -300,3 +300,20 @@ def test_every_invocation_location_names_its_route(stack_config: StackConfigBuil
     for route in ("= /invocations", "~ ^/models/[^/]+/invoke$"):
         assert "set $tfs_route service;" in location_block(multi, route)
         assert "proxy_hide_header X-SageMaker-TFS-Route;" in location_block(multi, route)
+
+
+def test_the_stream_path_goes_to_the_stream_server_as_a_websocket(
+    stack_config: StackConfigBuilder,
+) -> None:
+    config = stack_config({"SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS": "45"})
+    block = location_block(nginx_config.render(config), "= /invocations-bidirectional-stream")
+    assert f"proxy_pass http://unix:{config.stream_socket}:;" in block
+    assert "proxy_set_header Upgrade $http_upgrade;" in block
+    assert 'proxy_set_header Connection "Upgrade";' in block
+    assert "proxy_read_timeout 75s;" in block  # the idle timeout and a margin
+    assert 'return 426 \'{"error": ' in block
+
+
+def test_multi_model_has_no_stream_path(stack_config: StackConfigBuilder) -> None:
+    text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
+    assert "invocations-bidirectional-stream" not in text

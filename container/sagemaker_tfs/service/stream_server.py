@@ -1,0 +1,264 @@
+"""The bidirectional stream's server: ``python -m sagemaker_tfs.service.stream_server``.
+
+SageMaker opens a WebSocket at ``/invocations-bidirectional-stream`` on the serving port;
+nginx passes it here, on the unix socket ``StackConfig.stream_socket``. This process is the
+supervisor's child beside gunicorn (single-model endpoints): it loads ``code/inference.py``
+for its ``stream_handler`` and serves each connection in a thread of its own with the
+``websockets`` library's threaded server (docs/DESIGN.md says why this server). The
+``/invocations`` workers are not involved.
+
+The library does the protocol: it answers pings (and pings an idle client every 20 s, which
+also keeps nginx's read timeout from firing), closes with 1009 a message over
+``SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB``, with 1007 a text message that is not UTF-8, with 1002
+a bad frame; each only on the connection concerned. ``stream_session`` runs the handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import weakref
+from collections.abc import Mapping
+from types import FrameType
+
+from websockets.datastructures import Headers
+from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from sagemaker_tfs import client
+from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
+from sagemaker_tfs.service.connections import Channels
+from sagemaker_tfs.service.context import Context, build_context
+from sagemaker_tfs.service.handlers import UserCodeError, ensure_requirements, load_any_handlers
+from sagemaker_tfs.service.logs import configure_logging
+from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
+from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.routing import route
+from sagemaker_tfs.service.stream_session import (
+    StreamEnd,
+    StreamHandler,
+    close_reason,
+    run_handler,
+)
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import (
+    CUSTOM_ATTRIBUTES_HEADER,
+    MediaType,
+    accept_list,
+    custom_attributes,
+    media_type,
+    trim,
+)
+
+logger = logging.getLogger(__name__)
+
+STREAM_PATH = "/invocations-bidirectional-stream"
+PING_PATH = "/ping"
+# The library's keepalive: a ping to the client after this long without one, and the time the
+# client has to answer it. nginx's read timeout for the path is longer than both.
+KEEPALIVE_PING_SECONDS = 20.0
+KEEPALIVE_TIMEOUT_SECONDS = 20.0
+# Messages of one connection the library reads ahead of the handler, before TCP pushes back.
+INCOMING_QUEUE_MESSAGES = 16
+SHUTDOWN_REASON = "the endpoint is stopping"
+
+
+def json_response(connection: ServerConnection, status: int, message: str) -> Response:
+    """An HTTP answer instead of the handshake, ``{"error": ...}`` like the stack's others."""
+    response = connection.respond(status, json.dumps({"error": message}) if status >= 400 else "{}")
+    del response.headers["Content-Type"]
+    response.headers["Content-Type"] = "application/json"
+    return response
+
+
+def parse_handshake(headers: Headers, path: str, default_model: str | None) -> ParsedRequest:
+    """The handshake's headers read as an invocation's (custom attributes choose the model's
+    version and method; a bad one is a 400 before the connection opens)."""
+    attributes = custom_attributes(headers.get(CUSTOM_ATTRIBUTES_HEADER))
+    content_type = media_type(headers.get("Content-Type"))
+    accept_header = trim(headers.get("Accept") or "")
+    return ParsedRequest(
+        method="GET",
+        path=path,
+        content_type=content_type if content_type.name else MediaType(DEFAULT_MEDIA_TYPE),
+        accept=accept_list(accept_header),
+        accept_header=accept_header,
+        custom_attributes=attributes,
+        target=route(attributes, default_model),
+        content_length=0,
+    )
+
+
+class StreamService:
+    """The handshake's checks, the bound on open connections, and each connection's run."""
+
+    def __init__(self, config: StackConfig, handler: StreamHandler | None, missing: str) -> None:
+        self.config = config
+        self.handler = handler
+        self.missing = missing
+        self.channels = Channels(config.grpc_socket_path)
+        self.picker = InstancePicker(config.instances)
+        self._open = 0
+        self._lock = threading.Lock()
+        self._parsed: weakref.WeakKeyDictionary[ServerConnection, ParsedRequest] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        """``/ping`` (the supervisor's readiness check), the path, the custom attributes."""
+        path = request.path.split("?", 1)[0]
+        if path == PING_PATH and "Upgrade" not in request.headers:
+            return json_response(connection, 200, "")
+        if path != STREAM_PATH:
+            return json_response(connection, 404, f"Not Found: {path}")
+        try:
+            self._parsed[connection] = parse_handshake(
+                request.headers, path, self.config.default_model
+            )
+        except HttpError as error:
+            return json_response(connection, error.status, error.message)
+        return None
+
+    def process_response(
+        self, connection: ServerConnection, request: Request, response: Response
+    ) -> Response | None:
+        """The library's own refusals (no Upgrade header, a bad key...) as JSON too."""
+        if response.status_code == 101 or response.headers.get("Content-Type") == (
+            "application/json"
+        ):
+            return None
+        text = bytes(response.body).decode("utf-8", errors="replace").strip()
+        refused = json_response(connection, response.status_code, text or response.reason_phrase)
+        for name in ("Upgrade", "Connection", "Sec-WebSocket-Version"):
+            if name in response.headers:
+                refused.headers[name] = response.headers[name]
+        return refused
+
+    def serve_connection(self, connection: ServerConnection) -> None:
+        """One connection, from the open handshake to the close frame."""
+        end = self._run(connection, self._parsed.pop(connection))
+        if end is not None:
+            connection.close(end.code, end.reason)
+
+    def _run(self, connection: ServerConnection, parsed: ParsedRequest) -> StreamEnd | None:
+        if self.handler is None:
+            return StreamEnd(CloseCode.POLICY_VIOLATION, close_reason(self.missing))
+        if not self._admit():
+            reason = (f"{self.config.stream_max_connections} streams are open "
+                      "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
+            return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
+        try:
+            context = self.context(parsed)
+            return run_handler(connection, self.handler, context, self.config.stream_idle_timeout)
+        finally:
+            with self._lock:
+                self._open -= 1
+
+    def _admit(self) -> bool:
+        """One more open stream, unless ``stream_max_connections`` are open already."""
+        with self._lock:
+            if self._open >= self.config.stream_max_connections:
+                return False
+            self._open += 1
+            return True
+
+    def context(self, parsed: ParsedRequest) -> Context:
+        """The handler's ``Context``, naming the model server this connection uses."""
+        server = InstanceRotation(self.picker, self.channels).first()
+        return build_context(parsed, server)
+
+
+def missing_handler_reason(code_dir: str | None) -> str:
+    if code_dir is None or not os.path.isfile(os.path.join(code_dir, "inference.py")):
+        return "no code/inference.py with stream_handler(messages, context)"
+    return "code/inference.py has no stream_handler(messages, context)"
+
+
+def listen_unix(path: str) -> socket.socket:
+    """A listening socket at ``path`` (a leftover of an earlier run replaced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    sock.listen(1024)
+    return sock
+
+
+def start_server(service: StreamService, sock: socket.socket) -> Server:
+    config = service.config
+    return serve(
+        service.serve_connection,
+        sock=sock,
+        process_request=service.process_request,
+        process_response=service.process_response,
+        server_header=None,
+        # permessage-deflate off: a stream's payloads (audio, tensors) seldom shrink, and
+        # inflating is where a small frame becomes a large message.
+        compression=None,
+        max_size=config.stream_max_message_bytes,
+        max_queue=INCOMING_QUEUE_MESSAGES,
+        ping_interval=KEEPALIVE_PING_SECONDS,
+        ping_timeout=KEEPALIVE_TIMEOUT_SECONDS,
+    )
+
+
+def wait_for_stop_signal() -> None:
+    """Block until SIGTERM or SIGINT (the supervisor's stop)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+
+
+def load_service(config: StackConfig) -> StreamService:
+    client.set_default_timeout(config.model_server_timeout)
+    ensure_requirements(config.code_dir, config.work_dir)
+    user_code = load_any_handlers(config.code_dir, config.work_dir)
+    handler = user_code.stream_handler if user_code is not None else None
+    return StreamService(config, handler, missing_handler_reason(config.code_dir))
+
+
+def main(environ: Mapping[str, str] = os.environ) -> int:
+    config = StackConfig.load(environ[STACK_CONFIG_ENV])
+    configure_logging(config.gunicorn_log_level)
+    logging.getLogger("websockets").setLevel(
+        max(logging.WARNING, logging.getLogger().getEffectiveLevel())
+    )
+    try:
+        service = load_service(config)
+    except UserCodeError as error:
+        logger.error("%s", error)
+        return 1
+    server = start_server(service, listen_unix(config.stream_socket))
+    thread = threading.Thread(target=server.serve_forever, name="stream-accept")
+    thread.start()
+    logger.info(
+        "stream server on unix:%s: stream_handler=%s max_message_mb=%d idle_timeout=%ds "
+        "max_connections=%d",
+        config.stream_socket,
+        "yes" if service.handler is not None else "no",
+        config.stream_max_message_mb,
+        config.stream_idle_timeout,
+        config.stream_max_connections,
+    )
+    wait_for_stop_signal()
+    server.shutdown(code=CloseCode.GOING_AWAY, reason=SHUTDOWN_REASON)
+    thread.join()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(config.stream_socket)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

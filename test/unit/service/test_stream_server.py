@@ -1,0 +1,50 @@
+"""stream_server's pure parts: the handshake read as an invocation, what a missing handler's
+close says; the server itself runs in test/integration/stack/test_bidirectional_stream.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sagemaker_tfs.service.stream_server import missing_handler_reason, parse_handshake
+from sagemaker_tfs.wire.errors import HttpError
+from websockets.datastructures import Headers
+
+
+def test_the_handshake_reads_as_an_invocation() -> None:
+    headers = Headers(
+        [
+            ("X-Amzn-SageMaker-Custom-Attributes", "tfs-model-version=7, tfs-method=regress, a=b"),
+            ("Content-Type", "Application/JSON; charset=utf-8"),
+            ("Accept", "text/csv"),
+        ]
+    )
+    parsed = parse_handshake(headers, "/invocations-bidirectional-stream", "half_plus_three")
+    assert (parsed.target.model_name, parsed.target.model_version) == ("half_plus_three", "7")
+    assert parsed.target.method == "regress"
+    assert parsed.content_type.name == "application/json"
+    assert parsed.accept_header == "text/csv" and parsed.content_length == 0
+    assert parsed.custom_attributes.header == "tfs-model-version=7, tfs-method=regress, a=b"
+
+
+def test_a_handshake_without_headers_takes_the_defaults() -> None:
+    parsed = parse_handshake(Headers(), "/invocations-bidirectional-stream", "m")
+    assert parsed.content_type.name == "application/json" and parsed.accept == ()
+    assert parsed.target.model_version is None and parsed.target.method == "predict"
+
+
+def test_a_bad_custom_attribute_is_a_400() -> None:
+    headers = Headers([("X-Amzn-SageMaker-Custom-Attributes", "tfs-method=train")])
+    with pytest.raises(HttpError) as refused:
+        parse_handshake(headers, "/invocations-bidirectional-stream", "m")
+    assert refused.value.status == 400 and "Invalid method" in refused.value.message
+
+
+def test_the_missing_handler_is_named(tmp_path: Path) -> None:
+    assert missing_handler_reason(None) == (
+        "no code/inference.py with stream_handler(messages, context)"
+    )
+    (tmp_path / "inference.py").write_text("def handler(d, c): return 1\n")
+    assert missing_handler_reason(str(tmp_path)) == (
+        "code/inference.py has no stream_handler(messages, context)"
+    )
