@@ -34,14 +34,14 @@ PING_LIMIT_SECONDS = 1.0
 
 # Passes the body through to the model server's REST predict of the model named in the
 # custom attributes: the service's way with input_handler/output_handler.
-PASS_THROUGH_SCRIPT = '''
+PASS_THROUGH_SCRIPT = """
 def input_handler(data, context):
     return data.read()
 
 
 def output_handler(response, context):
     return response.content, "application/json"
-'''
+"""
 
 KINDS = {
     "plain": ({}, None),
@@ -65,7 +65,8 @@ def loaded_stack(
         (root / "code" / "inference.py").write_text(script)
     stacks = Stacks(tmp_path_factory)
     try:
-        yield kind, stacks.start(root, {**env, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"})
+        env = {**env, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
+        yield kind, stacks.start(root, env)
     finally:
         stacks.stop_all()
 

@@ -186,7 +186,8 @@ class HealthMonitor:
         """Why ``server`` keeps the stack from being healthy, or None; updates its record."""
         record = self._records.get(server.key)
         if record is None or record.pid != server.pid:
-            record = self._records[server.key] = _ServerRecord(server.pid, unavailable=server.models)
+            record = _ServerRecord(server.pid, unavailable=server.models)
+            self._records[server.key] = record
         if server.pid is None:
             return f"{server.key} is not running"
         missed = [answer for answer in answers if not answer.answered]
@@ -197,7 +198,9 @@ class HealthMonitor:
             record.misses = 0
             record.answered_once = True
             record.unavailable = tuple(
-                name for name, answer in zip(server.models, answers) if not answer.available
+                name
+                for name, answer in zip(server.models, answers, strict=True)
+                if not answer.available
             )
         if not record.answered_once:
             waiting = f": models not available yet: {', '.join(server.models)}"

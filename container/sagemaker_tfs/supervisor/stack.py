@@ -327,10 +327,14 @@ class Supervisor:
         if isinstance(self.model_servers, SharedModelServers):
             return [watch(s.key, s.instance, ()) for s in self.model_servers.servers]
         loaded = self.registry.list() if self.registry is not None else []
-        return [
-            watch(PerModelServers.key(m["model_name"]), Instance(*m["instances"][0]), (m["model_name"],))
+        names_and_instances = [
+            (m["model_name"], Instance(*m["instances"][0]))
             for m in loaded
             if m["state"] == "AVAILABLE"
+        ]
+        return [
+            watch(PerModelServers.key(name), instance, (name,))
+            for name, instance in names_and_instances
         ]
 
     def _start_control_api(self, servers: ModelServers) -> None:
