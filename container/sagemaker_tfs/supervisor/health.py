@@ -90,6 +90,11 @@ def status_target(config: StackConfig, instance: Instance, python_model_server: 
     return f"unix:{path}" if path else target(config, instance)
 
 
+def asked_names(server: WatchedServer) -> tuple[str, ...]:
+    """The models whose status a round asks of ``server`` (``PROBE_NAME`` when none)."""
+    return server.models or (PROBE_NAME,)
+
+
 def write_verdict(path: str, verdict: Verdict, written_at: float | None = None) -> None:
     """Write the verdict whole, then rename it into place: nginx never reads half a file."""
     partial = f"{path}.{os.getpid()}.tmp"
@@ -180,7 +185,7 @@ class HealthMonitor:
         client = self._clients.get(server.target)
         if client is None:
             client = self._clients[server.target] = self._client_for(server.target)
-        return [client.ask_state(name, self._deadline) for name in server.models or (PROBE_NAME,)]
+        return [client.ask_state(name, self._deadline) for name in asked_names(server)]
 
     def _judge(self, server: WatchedServer, answers: list[StatusAnswer]) -> str | None:
         """Why ``server`` keeps the stack from being healthy, or None; updates its record."""
@@ -199,8 +204,8 @@ class HealthMonitor:
             record.answered_once = True
             record.unavailable = tuple(
                 name
-                for name, answer in zip(server.models, answers, strict=True)
-                if not answer.available
+                for name, answer in zip(asked_names(server), answers, strict=True)
+                if not answer.available and name in server.models
             )
         if not record.answered_once:
             waiting = f": models not available yet: {', '.join(server.models)}"
