@@ -174,7 +174,6 @@ def render(
     """The nginx configuration text for ``config`` (``euid`` defaults to this process's)."""
     if template is None:
         template = (templates_dir() / TEMPLATE_NAME).read_text(encoding="utf-8")
-    model_names = [_checked_name(model.name) for model in config.models]
     default_model = _checked_name(config.default_model) if config.default_model else ""
     values = {
         "NJS_MODULE": njs_module_path(),
@@ -192,7 +191,6 @@ def render(
         "CONTROL_SOCKET": config.control_socket,
         "PORT": str(config.port),
         "DEFAULT_MODEL": default_model,
-        "MODEL_NAMES": ",".join(model_names),
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
         "PREDICTION_SERVERS": _upstream_servers(config, PREDICTION_SERVER_PARAMETERS),
         "HEALTH_FILE": _quotable_path(config.health_file),
