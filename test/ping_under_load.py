@@ -6,11 +6,14 @@ host stack (test/reliability/test_ping_under_load.py) and the image
 ``seconds``, samples ``/ping`` every ``PING_PERIOD_SECONDS`` meanwhile (each sample with
 SageMaker's 2 s timeout), then stops: a client whose request is still running gives up on it
 by its read timeout, so the run ends within ``seconds`` + ``CLIENT_READ_TIMEOUT_SECONDS``.
+The samples are taken by a process of their own: in the clients' process, a sample would wait
+for the interpreter lock behind 48 threads sending 2 MB each, and time the test, not /ping.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import threading
 import time
 from collections import Counter
@@ -99,12 +102,27 @@ def _sample_ping(session: requests.Session, url: str) -> PingSample:
     return PingSample(response.status_code, time.monotonic() - started, text)
 
 
+def _sample_pings(url: str, seconds: float, results: multiprocessing.Queue) -> None:
+    """The sampling process: ``/ping`` every ``PING_PERIOD_SECONDS`` for ``seconds``."""
+    samples = []
+    with requests.Session() as session:
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            samples.append(_sample_ping(session, url))
+            time.sleep(PING_PERIOD_SECONDS)
+    results.put(samples)
+
+
 def run_load(
     base_url: str, body: bytes, clients: int, seconds: float, headers: dict[str, str]
 ) -> LoadRun:
     """``clients`` clients posting ``body`` to ``/invocations`` for ``seconds`` while ``/ping``
     is sampled; returns once every client has stopped."""
     run = LoadRun()
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    results = spawn.Queue()
+    sampler = spawn.Process(target=_sample_pings, args=(f"{base_url}/ping", seconds, results))
+    sampler.start()
     stop = threading.Event()
     lock = threading.Lock()
     all_headers = {"Content-Type": "application/json", **headers}
@@ -118,12 +136,11 @@ def run_load(
     ]
     for thread in threads:
         thread.start()
-    started = time.monotonic()
-    with requests.Session() as session:
-        while time.monotonic() - started < seconds:
-            run.pings.append(_sample_ping(session, f"{base_url}/ping"))
-            time.sleep(PING_PERIOD_SECONDS)
-    stop.set()
+    try:
+        run.pings = results.get(timeout=seconds + 60)
+    finally:
+        stop.set()
+        sampler.join(10)
     for thread in threads:
         thread.join(CLIENT_READ_TIMEOUT_SECONDS + 10)
     return run

@@ -47,7 +47,7 @@ def _check(container: Container, body: bytes, clients: int, model: str) -> None:
     attributes = {"X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-name={model}"}
     run = run_load(container.url(""), body, clients, LOAD_SECONDS, attributes)
     print(f"container ping under load, {model} x{clients}: {run.summary()}")
-    assert sum(run.statuses.values()) >= clients, run.summary()
+    assert run.statuses["200"] > 0 and sum(run.statuses.values()) >= clients, run.summary()
     misses = [s for s in run.pings if s.status != 200 or s.seconds >= PING_LIMIT_SECONDS]
     assert run.pings and not misses, f"{run.summary()}; misses: {misses[:5]}"
 
