@@ -12,12 +12,13 @@ of its own (``config.status_socket_beside``, ``grpc_api.serve_status``), so a st
 never queues behind Predict calls; ``tensorflow_model_server`` is asked on its gRPC socket.
 
 The bound (docs/reliability.md): a model server whose process exited turns ``/ping`` 503 at
-the next round (within ``CHECK_INTERVAL_SECONDS``); one that runs but does not answer
+the next tick (``TICK_SECONDS``); one that runs but does not answer
 ``MISSES_BEFORE_DOWN`` checks in a row (each waits ``CHECK_DEADLINE_SECONDS``) turns it 503
 within about 4 s. One miss is not enough: a model server starved of CPU for a moment (a
 neighbour restarting, a long garbage collection) would flap the whole instance out of
-service. One answer brings it back. nginx answers 503 too when the verdict is older than
-``VERDICT_MAX_AGE_SECONDS`` (the monitor stopped), and before the first one is written.
+service. One answer brings it back (while not healthy, the checks run every tick). nginx
+answers 503 too when the verdict is older than ``VERDICT_MAX_AGE_SECONDS`` (the monitor
+stopped), and before the first one is written.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ logger = logging.getLogger(__name__)
 
 CHECK_INTERVAL_SECONDS = 1.0
 CHECK_DEADLINE_SECONDS = 1.0
+# How often the processes are looked at (no call: the supervisor's own state). A round of
+# checks starts at once when a model server's process changed, and every tick while the
+# verdict is not healthy, so that an exit is seen and a recovery answered within a tick.
+TICK_SECONDS = 0.2
 MISSES_BEFORE_DOWN = 3
 # nginx's limit on the verdict's age: five rounds missed means the monitor itself is stuck.
 VERDICT_MAX_AGE_SECONDS = 5
@@ -127,6 +132,7 @@ class HealthMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last: Verdict | None = None
+        self._next_round = 0.0
 
     def start(self) -> None:
         """One round now (the verdict exists before nginx starts), then one per interval."""
@@ -150,18 +156,30 @@ class HealthMonitor:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.check_once()
+                servers = list(self._watched())
+                if self.round_due(servers, started):
+                    self.check_once(servers)
             except Exception as error:  # noqa: BLE001 - logged; the next round tries again
                 if repr(error) != last_error:
                     logger.exception("health check round failed")
                 last_error = repr(error)
             else:
                 last_error = ""
-            self._stop.wait(max(0.0, started + self._interval - time.monotonic()))
+            self._stop.wait(max(0.0, started + TICK_SECONDS - time.monotonic()))
 
-    def check_once(self) -> Verdict:
-        """Ask every watched model server at once, judge, write the verdict."""
-        servers = list(self._watched())
+    def round_due(self, servers: Sequence[WatchedServer], now: float) -> bool:
+        """A round of checks is due: its interval passed, the verdict is not healthy, or a
+        model server's process is not the one the last round saw (it exited or restarted)."""
+        if now >= self._next_round or self._last is None or not self._last.healthy:
+            return True
+        known = {key: record.pid for key, record in self._records.items()}
+        return any(known.get(server.key, -1) != server.pid for server in servers)
+
+    def check_once(self, servers: Sequence[WatchedServer] | None = None) -> Verdict:
+        """Ask every watched model server at once (``servers``, else ``watched()``), judge,
+        write the verdict."""
+        self._next_round = time.monotonic() + self._interval
+        servers = list(self._watched()) if servers is None else list(servers)
         answers = {server.key: self._ask(server) for server in servers}
         results = {key: [wait() for wait in waits] for key, waits in answers.items()}
         # A model server that left the watch meanwhile (a model unloaded) does not count.

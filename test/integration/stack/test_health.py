@@ -1,9 +1,10 @@
-"""Multi-model ``/ping`` follows the model servers' health (supervisor/health.py): a dead or
-hung model server turns it 503 within the bound of docs/reliability.md, and 200 again once it
-is back; a model that fails to load does not.
+"""``/ping`` follows the model servers' health (supervisor/health.py): a dead or hung model
+server turns it 503 within the bound of docs/reliability.md, and 200 again once it is back; in
+multi-model mode a model that fails to load does not.
 
-Both multi-model kinds (shared model servers, one per model), each a whole stack with the
-Python model server; the model server is killed (SIGKILL), or hung with SIGSTOP. The standby
+A single-model stack and both multi-model kinds (shared model servers, one per model), each a
+whole stack with the Python model server; the model server is killed (SIGKILL), or hung with
+SIGSTOP. The standby
 model server is off so that a restart takes a TensorFlow import: the 503 window is then
 seconds long and a 50 ms poll cannot miss it.
 """
@@ -35,14 +36,22 @@ PING_LIMIT_SECONDS = 1.0
 
 
 @dataclass
-class MultiModelStack:
+class WatchedStack:
     stack: Stack
-    kind: str
+    kind: str  # "single", "shared" or "per-model"
 
     def model_server_pid(self) -> int:
-        marker = "--rest_api_port" if self.kind == "shared" else "/models/good.config"
+        marker = "/models/good.config" if self.kind == "per-model" else "--rest_api_port"
         (pid,) = self.stack.child_pids(marker)
         return pid
+
+    def answers(self) -> bool:
+        path = "/invocations" if self.kind == "single" else "/models/good/invoke"
+        try:
+            response = self.stack.post("[1.0]", path=path)
+        except requests.RequestException:
+            return False
+        return response.status_code == 200
 
 
 def ping(stack: Stack) -> tuple[int | None, str, float]:
@@ -64,34 +73,38 @@ def seconds_until(condition: Callable[[], bool], timeout: float) -> float | None
     return None
 
 
-def answers(stack: Stack) -> bool:
-    try:
-        response = stack.post("[1.0]", path="/models/good/invoke")
-    except requests.RequestException:
-        return False
-    return response.status_code == 200
-
-
-@pytest.fixture(scope="module", params=["shared", "per-model"])
-def multi_model(
-    request: pytest.FixtureRequest, resources_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[MultiModelStack]:
-    root = tmp_path_factory.mktemp("models")
+def _stack(kind: str, resources_dir: Path, factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack of ``kind`` serving half_plus_three as ``good`` (multi-model: loaded)."""
+    root = factory.mktemp("models")
     shutil.copytree(resources_dir / "models" / "half_plus_three", root / "good")
+    env = {"SAGEMAKER_TFS_STANDBY_MODEL_SERVER": "false"}
+    if kind == "single":
+        with running_stack(root, factory.mktemp("work"), env) as stack:
+            yield stack
+        return
     broken = root / "broken" / "1"
     broken.mkdir(parents=True)
     (broken / "saved_model.pb").write_bytes(b"this is not a SavedModel")
-    env = {"SAGEMAKER_TFS_STANDBY_MODEL_SERVER": "false"}
-    if request.param == "per-model":
+    if kind == "per-model":
         env["SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL"] = "true"
-    with running_stack(root, tmp_path_factory.mktemp("work"), env, multi_model=True) as stack:
+    with running_stack(root, factory.mktemp("work"), env, multi_model=True) as stack:
         status, body = load(stack, "good", "good")
         assert status == 200, body
-        yield MultiModelStack(stack, request.param)
+        yield stack
 
 
-def test_a_failed_load_leaves_ping_200(multi_model: MultiModelStack) -> None:
-    stack = multi_model.stack
+@pytest.fixture(scope="module", params=["single", "shared", "per-model"])
+def watched(
+    request: pytest.FixtureRequest, resources_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WatchedStack]:
+    for stack in _stack(request.param, resources_dir, tmp_path_factory):
+        yield WatchedStack(stack, request.param)
+
+
+def test_a_failed_load_leaves_ping_200(watched: WatchedStack) -> None:
+    if watched.kind == "single":
+        pytest.skip("multi-model: a single-model stack loads nothing after its start")
+    stack = watched.stack
     samples: list[tuple[int | None, str, float]] = []
     done = threading.Event()
 
@@ -110,31 +123,27 @@ def test_a_failed_load_leaves_ping_200(multi_model: MultiModelStack) -> None:
         sampler.join()
     assert status == 500, body
     assert samples and all(s[0] == 200 for s in samples), samples
-    assert answers(stack)
+    assert watched.answers()
 
 
-def test_a_dead_model_server_turns_ping_503_until_it_is_back(
-    multi_model: MultiModelStack,
-) -> None:
-    stack = multi_model.stack
+def test_a_dead_model_server_turns_ping_503_until_it_is_back(watched: WatchedStack) -> None:
+    stack = watched.stack
     assert ping(stack)[0] == 200
-    pid = multi_model.model_server_pid()
+    pid = watched.model_server_pid()
     os.kill(pid, signal.SIGKILL)
     down = seconds_until(lambda: ping(stack)[0] == 503, DEAD_BOUND_SECONDS)
     assert down is not None, stack.log_tail()
     back = seconds_until(lambda: ping(stack)[0] == 200, BACK_SECONDS)
     assert back is not None, stack.log_tail()
-    assert multi_model.model_server_pid() != pid
-    assert seconds_until(lambda: answers(stack), 30) is not None
-    print(f"{multi_model.kind}: killed model server: 503 after {down:.2f}s, 200 after {back:.1f}s")
+    assert watched.model_server_pid() != pid
+    assert seconds_until(watched.answers, 30) is not None
+    print(f"{watched.kind}: killed model server: 503 after {down:.2f}s, 200 after {back:.1f}s")
 
 
-def test_a_hung_model_server_turns_ping_503_until_it_answers(
-    multi_model: MultiModelStack,
-) -> None:
-    stack = multi_model.stack
+def test_a_hung_model_server_turns_ping_503_until_it_answers(watched: WatchedStack) -> None:
+    stack = watched.stack
     assert ping(stack)[0] == 200
-    pid = multi_model.model_server_pid()
+    pid = watched.model_server_pid()
     os.kill(pid, signal.SIGSTOP)
     try:
         samples: list[tuple[int | None, str, float]] = []
@@ -151,5 +160,5 @@ def test_a_hung_model_server_turns_ping_503_until_it_answers(
         os.kill(pid, signal.SIGCONT)
     back = seconds_until(lambda: ping(stack)[0] == 200, 10)
     assert back is not None, stack.log_tail()
-    assert multi_model.model_server_pid() == pid  # the same process, answering again
-    print(f"{multi_model.kind}: hung model server: 503 after {down:.2f}s, 200 {back:.2f}s after")
+    assert watched.model_server_pid() == pid  # the same process, answering again
+    print(f"{watched.kind}: hung model server: 503 after {down:.2f}s, 200 {back:.2f}s after")

@@ -217,3 +217,22 @@ def test_the_python_model_server_is_asked_on_its_status_socket(
     assert status_target(config, instance, python_model_server=True) == f"unix:{grpc_socket}.status"
     # tensorflow_model_server has no status socket: its gRPC socket.
     assert status_target(config, instance, python_model_server=False) == f"unix:{grpc_socket}"
+
+
+def test_a_round_is_due_each_interval_and_at_once_when_a_process_changed_or_not_healthy(
+    health: Fixture,
+) -> None:
+    target = "unix:/w/model-server[0].sock.status"
+    health.watch(server(pid=10))
+    health.answer(target, a=AVAILABLE)
+    assert health.monitor.round_due(health.servers, time.monotonic())  # no verdict yet
+    health.monitor.check_once()
+    now = time.monotonic()
+    assert not health.monitor.round_due([server(pid=10)], now)  # healthy, same process
+    assert health.monitor.round_due([server(pid=10)], now + 1.0)  # the interval passed
+    assert health.monitor.round_due([server(pid=None)], now)  # it exited: seen at the tick
+    assert health.monitor.round_due([server(pid=11)], now)  # restarted
+    assert health.monitor.round_due([server(pid=10), server("model-server[m]", ("m",))], now)
+    health.answer(target, a=LOADING)
+    health.monitor.check_once()
+    assert health.monitor.round_due([server(pid=10)], time.monotonic())  # not healthy: each tick
