@@ -1,10 +1,12 @@
 """The ``Supervisor``: writes the configs, starts the stack in order, watches it, stops it.
 
-Start-up order: model servers (and wait until their models are AVAILABLE), the Python
-service under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models
-are ready. A child that exits is logged and restarted (see ``children.Child``). Stopping
-goes the other way: nginx gracefully first (SIGQUIT lets in-flight requests finish), then
-gunicorn, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+Start-up order: model servers (and wait until their models are AVAILABLE), the health
+monitor (``health.py``: the verdict ``/ping`` answers, kept from then on), the Python service
+under gunicorn, then nginx, so that ``/ping`` cannot answer 200 before the models are ready.
+A child that exits is logged and restarted (see ``children.Child``). Stopping (``/ping`` 503
+from its first moment) goes the other way: nginx gracefully first (SIGQUIT lets in-flight
+requests finish), then gunicorn, then the model servers, within 26 s of the stop (SageMaker's
+SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
