@@ -178,6 +178,17 @@ class StackConfig:
         path = os.path.join(self.work_dir, f"grpc-{grpc_port}.sock")
         return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
 
+    def status_socket_path(self, grpc_port: int) -> str | None:
+        """The Python model server's status socket beside its gRPC socket (see
+        ``status_socket_beside``), or None when it has none."""
+        grpc_socket = self.grpc_socket_path(grpc_port)
+        return status_socket_beside(grpc_socket) if grpc_socket else None
+
+    @property
+    def health_file(self) -> str:
+        """The supervisor's health verdict, which nginx answers ``/ping`` from."""
+        return os.path.join(self.work_dir, "health.json")
+
     @property
     def max_text_body_bytes(self) -> int:
         return self.max_text_body_mb << 20
@@ -245,6 +256,15 @@ class StackConfig:
 
 
 # --- parsing single values -------------------------------------------------------------
+
+
+def status_socket_beside(grpc_socket_path: str) -> str | None:
+    """The unix socket on which the Python model server answers GetModelStatus alone, on a
+    small thread pool of its own, so that the supervisor's health checks never wait behind
+    predictions (``--grpc_socket_path`` + ``.status``); None when the path would not fit in
+    a socket address (the supervisor then asks the gRPC socket itself)."""
+    path = grpc_socket_path + ".status"
+    return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
 
 
 def parse_port(name: str, value: str | int) -> int:

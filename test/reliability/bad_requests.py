@@ -382,7 +382,6 @@ def other_route(rng: random.Random, target: Target) -> BadRequest:
             "/execution-parameters",
             "/",
             "/tfs/v1/models/half_plus_three",
-            "/tfs-status/v1/models/half_plus_three",
             "/.error/400",
             "/x.html",
             "/invocations/../ping",

@@ -55,6 +55,9 @@ SIGNATURE_DEF_FIELD = "signature_def"
 
 Response = TypeVar("Response", bound=Message)
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
+MODEL_SERVICE = "tensorflow.serving.ModelService"
+# The status server's threads: the supervisor asks once a second, one call per model.
+STATUS_THREADS = 2
 
 
 def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
@@ -429,5 +432,32 @@ def serve(manager: ModelManager, settings: GrpcSettings, max_workers: int = 64) 
         raise OSError(f"Could not bind gRPC server to 0.0.0.0:{settings.port}")
     if settings.socket_path and bind(f"unix:{settings.socket_path}") == 0:
         raise OSError(f"Could not bind gRPC server to unix:{settings.socket_path}")
+    server.start()
+    return server
+
+
+def serve_status(manager: ModelManager, socket_path: str) -> grpc.Server:
+    """GetModelStatus alone on the unix socket ``socket_path``, on a server and thread pool of
+    its own: the supervisor's health checks are answered even while every thread of the main
+    server runs a Predict (a call there waits in the pool's queue). Not part of TF Serving."""
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(STATUS_THREADS, thread_name_prefix="grpc-status"),
+        options=[("grpc.so_reuseport", 0)],
+    )
+    status = ModelService(manager)
+    handler = grpc.unary_unary_rpc_method_handler(
+        status.GetModelStatus,
+        request_deserializer=get_model_status_pb2.GetModelStatusRequest.FromString,
+        response_serializer=get_model_status_pb2.GetModelStatusResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(MODEL_SERVICE, {"GetModelStatus": handler}),)
+    )
+    try:
+        bound = server.add_insecure_port(f"unix:{socket_path}")
+    except RuntimeError:  # grpcio raises where older versions returned 0
+        bound = 0
+    if bound == 0:
+        raise OSError(f"Could not bind the status server to unix:{socket_path}")
     server.start()
     return server

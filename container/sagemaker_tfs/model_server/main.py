@@ -18,6 +18,8 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
+    import grpc
+
     from sagemaker_tfs.model_server.grpc_api import GrpcSettings
     from sagemaker_tfs.model_server.manager import ModelManager
     from sagemaker_tfs.model_server.rest_server import RestServer
@@ -202,12 +204,14 @@ def _serve_until_stopped(
     from sagemaker_tfs.model_server import grpc_api
 
     grpc_server = None
+    status_server = None
     rest_server = None
     try:
         grpc_server = grpc_api.serve(manager, grpc_settings)
         if options.port:
             _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
         _announce_socket(options.grpc_socket_path)
+        status_server = _start_status_server(manager, options.grpc_socket_path)
         rest_server = _start_rest(manager, options, metrics_path)
         _announce("NET_LOG: Entering the event loop ...")
         while not stop.wait(1.0):
@@ -218,12 +222,28 @@ def _serve_until_stopped(
             rest_server.shutdown()
         if grpc_server is not None:
             grpc_server.stop(grace=1.0).wait(3.0)
+        if status_server is not None:
+            status_server.stop(grace=None)
 
 
 def _announce_socket(socket_path: str) -> None:
     """TF Serving's line for ``--grpc_socket_path``."""
     if socket_path:
         _announce(f"Running gRPC ModelServer at UNIX socket {socket_path} ...")
+
+
+def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.Server | None:
+    """The status server beside ``--grpc_socket_path`` (``config.status_socket_beside``), for
+    the supervisor's health checks; None without a socket or when its path is too long."""
+    from sagemaker_tfs.config import status_socket_beside
+    from sagemaker_tfs.model_server import grpc_api
+
+    path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
+    if path is None:
+        return None
+    server = grpc_api.serve_status(manager, path)
+    logger.info("GetModelStatus for health checks at UNIX socket %s", path)
+    return server
 
 
 def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -> RestServer | None:

@@ -1,5 +1,6 @@
 """The supervisor's gRPC client of a model server's ModelService: reload its config, ask a
-model's state. The same two calls work on ``tensorflow_model_server`` and on ours.
+model's state (waiting for it, or as a health check with a short deadline). The same two
+calls work on ``tensorflow_model_server`` and on ours.
 
 ``HandleReloadConfigRequest`` takes the whole new ``ModelServerConfig``: the model server
 loads the models that are new in it, unloads those that are gone and leaves the others
@@ -9,7 +10,7 @@ alone; it answers once the new ones have loaded or failed.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 # The supervisor forks its children while these channels live. gRPC's fork handlers then
@@ -49,6 +50,16 @@ class ModelState:
 
     available: bool
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class StatusAnswer:
+    """One health check's GetModelStatus: whether the model server answered at all (within
+    the deadline), and if so whether the model has an AVAILABLE version."""
+
+    answered: bool
+    available: bool = False
+    detail: str = ""
 
 
 def reload_request(models: Iterable[ModelSpec]) -> Message:
@@ -115,6 +126,28 @@ class ModelServiceClient:
             return ModelState(True)
         errors = [v.status.error_message for v in versions if v.status.error_code]
         return ModelState(False, "; ".join(errors) or None)
+
+    def ask_state(self, name: str, timeout: float) -> Callable[[], StatusAnswer]:
+        """Send GetModelStatus for ``name`` now and return the function that waits for its
+        answer (at most ``timeout`` from now), so that one thread asks many model servers at
+        once. Not waiting for a connection: a model server that is not there is a miss at once.
+        Any answer of the model server counts as answered, NOT_FOUND included."""
+        request = protos.GetModelStatusRequest()
+        request.model_spec.name = name
+        future = self._stub.GetModelStatus.future(request, timeout=timeout)
+
+        def answer() -> StatusAnswer:
+            try:
+                response = future.result()
+            except grpc.RpcError as error:
+                code = error.code()
+                detail = f"{code.name if code else 'no status'}: {error.details() or ''}".strip()
+                missed = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                return StatusAnswer(answered=not missed, detail=detail)
+            versions = response.model_version_status
+            return StatusAnswer(True, any(version.state == AVAILABLE for version in versions))
+
+        return answer
 
     def close(self) -> None:
         self._channel.close()

@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from sagemaker_tfs.config import MODEL_NAME_PATTERN, StackConfig
+from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS
 
 NJS_MODULE_CANDIDATES = (
     "/usr/lib/nginx/modules/ngx_http_js_module.so",
@@ -50,8 +51,6 @@ NJS_TEXT_LIMIT_BYTES = 256 << 10
 RESPONSE_LIMIT_MB = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
-# SageMaker wants /ping answered within 2 s: a stuck model server must not hold it longer.
-PING_TIMEOUT_SECONDS = 1
 # nginx waits this much longer than the stream server's idle timeout before it gives up on an
 # upgraded connection (the stream server's keepalive pings every 20 s count as traffic).
 STREAM_TIMEOUT_MARGIN_SECONDS = 30
@@ -110,9 +109,17 @@ def _checked_name(name: str) -> str:
     return name
 
 
-# Parameters of the model servers in the upstreams of templates/single_model_upstreams.conf.
+# Parameters of the model servers in the upstream of templates/single_model_upstreams.conf.
 PREDICTION_SERVER_PARAMETERS = "max_fails=1 fail_timeout=1s"
-STATUS_SERVER_PARAMETERS = "max_fails=0"
+# Characters that would end or interpolate a quoted nginx string.
+_UNQUOTABLE = re.compile(r'["$\\\x00-\x1f\x7f]')
+
+
+def _quotable_path(path: str) -> str:
+    """A path that goes inside a quoted nginx string: refuse what would end or change it."""
+    if _UNQUOTABLE.search(path):
+        raise NginxConfigError(f"path {path!r} is not allowed in the nginx configuration")
+    return path
 
 
 def _upstream_servers(config: StackConfig, parameters: str) -> str:
@@ -133,6 +140,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "STREAM": None if config.multi_model else "stream_location.conf",
         "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
         "PROXY_TO_SERVICE": "proxy_to_service.conf",
+        "PING": "ping.conf",
         "LOGGING": "logging.conf",
         "METRICS": "metrics.conf" if config.metrics else None,
         "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
@@ -172,7 +180,6 @@ def render(
     """The nginx configuration text for ``config`` (``euid`` defaults to this process's)."""
     if template is None:
         template = (templates_dir() / TEMPLATE_NAME).read_text(encoding="utf-8")
-    model_names = [_checked_name(model.name) for model in config.models]
     default_model = _checked_name(config.default_model) if config.default_model else ""
     values = {
         "NJS_MODULE": njs_module_path(),
@@ -190,13 +197,12 @@ def render(
         "CONTROL_SOCKET": config.control_socket,
         "PORT": str(config.port),
         "DEFAULT_MODEL": default_model,
-        "MODEL_NAMES": ",".join(model_names),
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
         "PREDICTION_SERVERS": _upstream_servers(config, PREDICTION_SERVER_PARAMETERS),
-        "STATUS_SERVERS": _upstream_servers(config, STATUS_SERVER_PARAMETERS),
-        "PING_TIMEOUT": str(PING_TIMEOUT_SECONDS),
         "STREAM_SOCKET": config.stream_socket,
         "STREAM_READ_TIMEOUT": str(config.stream_idle_timeout + STREAM_TIMEOUT_MARGIN_SECONDS),
+        "HEALTH_FILE": _quotable_path(config.health_file),
+        "HEALTH_MAX_AGE": str(VERDICT_MAX_AGE_SECONDS),
         # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
         "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
         "METRICS_PATH": config.metrics_path,

@@ -86,7 +86,7 @@ class PerModelServers:
 
     def load(self, model: ModelSpec, instances: tuple[Instance, ...]) -> None:
         (instance,) = instances
-        key = self._key(model.name)
+        key = self.key(model.name)
         self._config_dir.mkdir(parents=True, exist_ok=True)
         config_file = self._config_dir / f"{model.name}.config"
         config_file.write_text(render_model_config([model]))
@@ -105,17 +105,18 @@ class PerModelServers:
 
     def unload(self, name: str, instances: tuple[Instance, ...]) -> None:
         """Stop the model's process and give its ports back."""
-        self._launcher.stop_model_server(self._key(name))
+        self._launcher.stop_model_server(self.key(name))
         for instance in instances:
             self._ports.release(instance)
         (self._config_dir / f"{name}.config").unlink(missing_ok=True)
 
     def rss_bytes(self, name: str) -> int:
-        return process_rss_bytes(self._launcher.model_server_pid(self._key(name)))
+        return process_rss_bytes(self._launcher.model_server_pid(self.key(name)))
 
     def close(self) -> None:
         """Nothing to close: the processes stop with the supervisor's children."""
 
     @staticmethod
-    def _key(name: str) -> str:
+    def key(name: str) -> str:
+        """The supervisor's name for the model server of model ``name`` (its Child)."""
         return f"model-server[{name}]"

@@ -1,12 +1,14 @@
 """The ``Supervisor``: writes the configs, starts the stack in order, watches it, stops it.
 
-Start-up order: model servers (and wait until their models are AVAILABLE), the Python
-service under gunicorn (and, single-model, the stream server beside it), then nginx, so that
-``/ping`` cannot answer 200 before the models are ready. A child that exits is logged and
-restarted (see ``children.Child``). Stopping goes the other way: the stream server is told
-first (it closes its WebSockets with 1001, which nginx would otherwise wait for), nginx
-gracefully (SIGQUIT lets in-flight requests finish), then gunicorn and the stream server,
-then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+Start-up order: model servers (and wait until their models are AVAILABLE), the health
+monitor (``health.py``: the verdict ``/ping`` answers, kept from then on), the Python service
+under gunicorn (and, single-model, the stream server beside it), then nginx, so that ``/ping``
+cannot answer 200 before the models are ready. A child that exits is logged and restarted (see
+``children.Child``). Stopping (``/ping`` 503 from its first moment) goes the other way: the
+stream server is told first (it closes its WebSockets with 1001, which nginx would otherwise
+wait for), nginx gracefully (SIGQUIT lets in-flight requests finish), then gunicorn and the
+stream server, then the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at
+30 s).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sagemaker_tfs.supervisor.children import (
 )
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
+from sagemaker_tfs.supervisor.health import HealthMonitor, WatchedServer, status_target
 from sagemaker_tfs.supervisor.metrics_endpoint import MetricsServer, start_metrics_endpoint
 from sagemaker_tfs.supervisor.model_server_processes import (
     MONITORING_PATH,
@@ -103,6 +106,8 @@ class Supervisor:
         self.env = child_environment(config)
         self.children = ChildGroup(TIERS)
         self.registry: ModelRegistry | None = None
+        self.model_servers: ModelServers | None = None
+        self.health: HealthMonitor | None = None
         self.control: ControlServer | None = None
         self.metrics: MetricsServer | None = None
         self.stop_requested = threading.Event()
@@ -158,6 +163,7 @@ class Supervisor:
 
     def write_configs(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        Path(self.config.health_file).unlink(missing_ok=True)  # a verdict of an earlier run
         write_file(self.config.stack_config_path, self.config.to_json())
         write_file(monitoring_config_path(self.config), render_monitoring_config())
         if self.config.batching is not None:
@@ -179,6 +185,7 @@ class Supervisor:
             self._start_control_api(servers)
         else:
             self._start_model_servers()
+        self._start_health_monitor()
         stream = None if self.config.multi_model else self._start_stream_server()
         self._start_gunicorn()
         if stream is not None:
@@ -296,7 +303,52 @@ class Supervisor:
         child.mark_ready()
         logger.info("%s: serving multi-model (shared by every model)", key)
 
+    def _start_health_monitor(self) -> None:
+        """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
+        python_model_server = is_python_model_server()
+
+        def watched() -> list[WatchedServer]:
+            return self._watched_model_servers(python_model_server)
+
+        self.health = HealthMonitor(self.config.health_file, watched)
+        self.health.start()
+
+    def _watched_model_servers(self, python_model_server: bool) -> list[WatchedServer]:
+        """Single model: every model server, each serving every model. Multi-model shared:
+        every model server, answering and in line with the registry. One per model: the
+        model server of each model the registry holds as loaded (not those loading or
+        unloading), serving its model."""
+
+        def watch(key: str, instance: Instance, models: tuple[str, ...]) -> WatchedServer:
+            child = self.children.get(key)
+            running = child is not None and child.running()
+            pid = child.pid if child is not None and running else None
+            shared = isinstance(self.model_servers, SharedModelServers)
+            not_ready = "is being brought in line" if shared and child and not child.ready else None
+            where = status_target(self.config, instance, python_model_server)
+            return WatchedServer(key, where, models, pid, not_ready)
+
+        if not self.config.multi_model:
+            names = tuple(model.name for model in self.config.models)
+            return [
+                watch(f"model-server[{index}]", instance, names)
+                for index, instance in enumerate(self.config.instances)
+            ]
+        if isinstance(self.model_servers, SharedModelServers):
+            return [watch(s.key, s.instance, ()) for s in self.model_servers.servers]
+        loaded = self.registry.list() if self.registry is not None else []
+        names_and_instances = [
+            (m["model_name"], Instance(*m["instances"][0]))
+            for m in loaded
+            if m["state"] == "AVAILABLE"
+        ]
+        return [
+            watch(PerModelServers.key(name), instance, (name,))
+            for name, instance in names_and_instances
+        ]
+
     def _start_control_api(self, servers: ModelServers) -> None:
+        self.model_servers = servers
         self.registry = ModelRegistry(self.config, servers)
         if isinstance(servers, SharedModelServers):
             servers.on_lost = self.registry.lost
@@ -473,6 +525,8 @@ class Supervisor:
         """nginx (in-flight requests finish), gunicorn, model servers: by ``STOP_DEADLINES``."""
         started = time.monotonic()
         logger.info("stopping the stack")
+        if self.health is not None:
+            self.health.stop("The endpoint is stopping")
         if self.control is not None:
             self.control.shutdown()
             self.control.server_close()

@@ -45,7 +45,6 @@ class RecordingModelServer:
     """Stands in for a model server's REST port: records requests, answers like TF Serving."""
 
     available: set[str] = field(default_factory=set)
-    status_delay_seconds: float = 0.0
     requests: list[Recorded] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
@@ -79,7 +78,6 @@ class RecordingModelServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 self._record()
-                time.sleep(recorder.status_delay_seconds)
                 name = self.path.rsplit("/", 1)[-1]
                 if name in recorder.available:
                     status = [{"version": "1", "state": "AVAILABLE", "status": {}}]

@@ -8,11 +8,17 @@ check the exact TF Serving request njs produced.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from front_end import FrontEnd, start_front_end
+from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS, Verdict, write_verdict
+
+if TYPE_CHECKING:
+    import requests
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,33 +159,51 @@ def test_unknown_content_type_goes_to_the_service_and_gets_415(front: FrontEnd) 
     assert front.post("[1.0]").status_code == 200
 
 
-def test_ping_is_200_when_the_model_is_available(front: FrontEnd) -> None:
+def _ping(front: FrontEnd) -> requests.Response:
     import requests
 
-    assert requests.get(front.url + "/ping", timeout=5).status_code == 200
-    front.recorder.available.discard("half_plus_three")
-    try:
-        response = requests.get(front.url + "/ping", timeout=5)
-        assert response.status_code == 503
-        assert "half_plus_three" in response.json()["error"]
-    finally:
-        front.recorder.available.add("half_plus_three")
-    assert requests.get(front.url + "/ping", timeout=5).status_code == 200
+    return requests.get(front.url + "/ping", timeout=2)
 
 
-def test_ping_answers_within_2_seconds_when_the_model_server_hangs(front: FrontEnd) -> None:
-    import requests
+@pytest.fixture
+def verdict_file(front: FrontEnd) -> Iterator[Path]:
+    """The supervisor's verdict file, which these tests write themselves (there is no
+    supervisor here), removed afterwards."""
+    path = Path(front.config.health_file)
+    yield path
+    path.unlink(missing_ok=True)
 
-    front.recorder.status_delay_seconds = 5.0
-    try:
-        # nginx gives up on the status after 1 s (PING_TIMEOUT_SECONDS, checked < 2 s in the
-        # unit tests); the rest of the timeout is room for a loaded machine, still short of
-        # the 5 s the model server takes.
-        response = requests.get(front.url + "/ping", timeout=4)  # raises if slower
-        assert response.status_code == 503
-    finally:
-        front.recorder.status_delay_seconds = 0.0
-    assert requests.get(front.url + "/ping", timeout=4).status_code == 200
+
+def test_ping_answers_the_health_verdict(front: FrontEnd, verdict_file: Path) -> None:
+    write_verdict(str(verdict_file), Verdict(True))
+    response = _ping(front)
+    assert (response.status_code, response.json()) == (200, {})
+    assert response.headers["Content-Type"] == "application/json"
+    write_verdict(str(verdict_file), Verdict(False, "Models not available yet: half_plus_three"))
+    response = _ping(front)
+    assert response.status_code == 503
+    assert response.json() == {"error": "Models not available yet: half_plus_three"}
+    assert not front.recorder.requests or front.recorder.last().method != "GET"  # no status call
+
+
+def test_ping_is_503_before_the_first_verdict(front: FrontEnd, verdict_file: Path) -> None:
+    verdict_file.unlink(missing_ok=True)
+    response = _ping(front)
+    assert response.status_code == 503
+    assert "no health verdict yet" in response.json()["error"]
+    verdict_file.write_text("{not json")  # cannot happen (renamed into place); still 503
+    assert _ping(front).status_code == 503
+
+
+def test_ping_is_503_when_the_verdict_is_stale(front: FrontEnd, verdict_file: Path) -> None:
+    """The monitor stopped writing (the supervisor hangs): nginx stops trusting its verdict."""
+    old = time.time() - VERDICT_MAX_AGE_SECONDS - 2
+    write_verdict(str(verdict_file), Verdict(True), written_at=old)
+    response = _ping(front)
+    assert response.status_code == 503
+    assert "s old" in response.json()["error"]
+    write_verdict(str(verdict_file), Verdict(True), written_at=time.time() - 1)
+    assert _ping(front).status_code == 200
 
 
 def test_unknown_paths_are_404_json(front: FrontEnd) -> None:

@@ -49,7 +49,7 @@ def test_multi_model_config_is_valid_nginx(
     text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
     assert "unix:" + str(tmp_path / "work" / "supervisor.sock") in text
     assert "js_content tfs.invocations" not in text
-    assert "return 200" in location_block(text, "= /ping")
+    assert "js_content tfs.ping;" in location_block(text, "= /ping")
     result = nginx_test(tmp_path / "work", text)
     assert result.returncode == 0, result.stderr
 
@@ -92,8 +92,6 @@ def test_a_prediction_whose_model_server_died_goes_to_the_next_one(
     retry = "proxy_next_upstream error http_502 http_503;"
     assert retry in location_block(text, "/tfs/")
     assert "timeout" not in retry  # a slow model must not run twice
-    # /ping's short timeouts must not mark a live model server down for predictions.
-    assert "proxy_pass http://model_servers_status/;" in location_block(text, "/tfs-status/")
 
 
 def test_njs_handles_invocations_without_inference_script(stack_config: StackConfigBuilder) -> None:
@@ -197,11 +195,11 @@ def test_max_payload_never_exceeds_the_body_limit(
     assert nginx_config.execution_parameters(stack_config(env))["MaxPayloadInMB"] == payload
 
 
-@pytest.mark.parametrize("name", ['bad"; evil', "a b", "x\n}", "../up", ""])
-def test_model_names_that_could_inject_are_refused(
+@pytest.mark.parametrize("name", ['bad"; evil', "a b", "x\n}", "../up"])
+def test_default_model_names_that_could_inject_are_refused(
     stack_config: StackConfigBuilder, name: str
 ) -> None:
-    config = stack_config(models=(ModelSpec(name, "/tmp"),))
+    config = stack_config(models=(ModelSpec(name, "/tmp"),), default_model=name)
     with pytest.raises(nginx_config.NginxConfigError):
         nginx_config.render(config)
 
@@ -211,11 +209,11 @@ def test_unknown_placeholder_is_an_error(stack_config: StackConfigBuilder) -> No
         nginx_config.render(stack_config(), template="x @@NOPE@@")
 
 
-def test_default_model_and_model_names_reach_njs(stack_config: StackConfigBuilder) -> None:
+def test_the_default_model_reaches_njs(stack_config: StackConfigBuilder) -> None:
     models = (ModelSpec("a", "/m/a"), ModelSpec("b", "/m/b"))
     text = nginx_config.render(stack_config(models=models, default_model="b"))
     assert 'set $tfs_default_model "b";' in text
-    assert 'set $tfs_models "a,b";' in text
+    assert "$tfs_models" not in text  # /ping no longer asks the models itself
 
 
 def test_workers_run_as_the_stack_user(stack_config: StackConfigBuilder) -> None:
@@ -223,11 +221,27 @@ def test_workers_run_as_the_stack_user(stack_config: StackConfigBuilder) -> None
     assert "user " not in nginx_config.render(stack_config(), euid=1000)
 
 
-def test_ping_status_checks_have_a_short_timeout(stack_config: StackConfigBuilder) -> None:
-    block = location_block(nginx_config.render(stack_config()), "/tfs-status/")
-    assert "internal;" in block
-    assert f"proxy_read_timeout {nginx_config.PING_TIMEOUT_SECONDS}s;" in block
-    assert nginx_config.PING_TIMEOUT_SECONDS < 2
+@pytest.mark.parametrize("env", [{}, {"SAGEMAKER_MULTI_MODEL": "true"}])
+def test_ping_reads_the_health_verdict_and_calls_no_model_server(
+    stack_config: StackConfigBuilder, env: dict[str, str]
+) -> None:
+    config = stack_config(env)
+    text = nginx_config.render(config)
+    block = location_block(text, "= /ping")
+    assert f'set $tfs_health_file "{config.health_file}";' in block
+    assert f'set $tfs_health_max_age "{nginx_config.VERDICT_MAX_AGE_SECONDS}";' in block
+    assert "js_content tfs.ping;" in block
+    assert "proxy_pass" not in block
+    assert "tfs-status" not in text and "model_servers_status" not in text
+
+
+def test_a_work_dir_that_would_break_the_quoted_health_path_is_refused(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    for bad in ('a"b', "a$b", "a\\b"):
+        config = stack_config(work_dir=str(tmp_path / bad))
+        with pytest.raises(nginx_config.NginxConfigError, match="not allowed"):
+            nginx_config.render(config)
 
 
 def test_routes_live_in_the_templates_not_in_python() -> None:
@@ -237,7 +251,6 @@ def test_routes_live_in_the_templates_not_in_python() -> None:
         "= /ping",
         "= /invocations",
         "/tfs/",
-        "/tfs-status/",
         "/models",
         "@python_service",
     ):
