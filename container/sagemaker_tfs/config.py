@@ -32,6 +32,11 @@ DEFAULT_MAX_BODY_MB = 1024
 DEFAULT_MAX_TEXT_BODY_MB = 100
 BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
 NGINX_TIMEOUT_MARGIN_SECONDS = 5
+# Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
+# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). docs/reliability.md: twice the
+# 32 connections of small JSON that must never be shed, and at the bound the slowest measured
+# load (the compute-heavy model on 2 cores) still answers well within the 60 s timeout.
+DEFAULT_MAX_CONCURRENT_INVOCATIONS = 64
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
@@ -151,6 +156,15 @@ class StackConfig:
     # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
     # service's gRPC deadline.
     model_server_timeout: int = 60
+    # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
+    max_concurrent_invocations: int = DEFAULT_MAX_CONCURRENT_INVOCATIONS
+
+    @property
+    def invocation_timeout(self) -> int:
+        """Seconds an invocation may take from its arrival: ``SAGEMAKER_MODEL_SERVER_TIMEOUT``
+        where set, else nginx's read timeout (``_timeouts`` makes ``model_server_timeout``
+        exactly that). A request still waiting past it is not sent to a model server."""
+        return self.model_server_timeout
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -527,4 +541,7 @@ def load_config(
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,
+        max_concurrent_invocations=env.required_integer(
+            "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", DEFAULT_MAX_CONCURRENT_INVOCATIONS, 0
+        ),
     )

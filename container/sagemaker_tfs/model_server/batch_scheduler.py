@@ -29,10 +29,11 @@ from sagemaker_tfs.model_server.batching_parameters import BatchingParameters
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import RunFunction
+from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL
 
 logger = logging.getLogger(__name__)
 
-QUEUE_FULL = "The batch scheduling queue to which this task was submitted is full"
+QUEUE_FULL = BATCH_QUEUE_FULL
 
 
 # ----- merging and splitting -----

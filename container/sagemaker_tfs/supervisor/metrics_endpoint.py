@@ -223,14 +223,16 @@ def start_metrics_endpoint(
     serving: Callable[[], bool],
     models_loaded: Callable[[], int] | None,
     monitoring_path: str,
+    served_models: Callable[[str], bool],
 ) -> MetricsServer:
     """Everything the metrics path shows, served on ``config.metrics_socket``: the edge log
     socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
-    starts). ``server.loads`` records the multi-model loads (None in single-model mode)."""
+    starts). ``server.loads`` records the multi-model loads (None in single-model mode);
+    ``served_models(name)``: whether a model name may be a label value."""
     fresh_directory(config.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model else None
-    edge_log = EdgeLog(config.edge_log_pipe)
+    edge_log = EdgeLog(config.edge_log_pipe, served_models)
     collectors: list[Collector] = [
         edge_log,
         ServiceWorkers(config.metrics_dir),
