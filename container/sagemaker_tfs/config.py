@@ -33,10 +33,12 @@ DEFAULT_MAX_TEXT_BODY_MB = 100
 BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
 NGINX_TIMEOUT_MARGIN_SECONDS = 5
 # Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
-# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). docs/reliability.md: twice the
-# 32 connections of small JSON that must never be shed, and at the bound the slowest measured
-# load (the compute-heavy model on 2 cores) still answers well within the 60 s timeout.
-DEFAULT_MAX_CONCURRENT_INVOCATIONS = 64
+# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). Default: 32 per CPU, at least
+# 64 (docs/reliability.md): twice the 32 connections of small JSON that must never be shed,
+# and a queue that the compute-heavy test model (~2-3 calls a second on 2 cores) works off
+# in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
+MIN_MAX_CONCURRENT_INVOCATIONS = 64
+CONCURRENT_INVOCATIONS_PER_CPU = 32
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
@@ -157,7 +159,7 @@ class StackConfig:
     # service's gRPC deadline.
     model_server_timeout: int = 60
     # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
-    max_concurrent_invocations: int = DEFAULT_MAX_CONCURRENT_INVOCATIONS
+    max_concurrent_invocations: int = MIN_MAX_CONCURRENT_INVOCATIONS
 
     @property
     def invocation_timeout(self) -> int:
@@ -368,6 +370,11 @@ def _batching(env: EnvReader, batch_transform: bool, cpu_count: int) -> Batching
     )
 
 
+def default_concurrent_invocations(cpus: int) -> int:
+    """``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS``'s default for a machine of ``cpus``."""
+    return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
+
+
 def _worker_class(env: EnvReader) -> str:
     value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
     if not _WORKER_CLASS.fullmatch(value):
@@ -542,6 +549,6 @@ def load_config(
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,
         max_concurrent_invocations=env.required_integer(
-            "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", DEFAULT_MAX_CONCURRENT_INVOCATIONS, 0
+            "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpus), 0
         ),
     )
