@@ -11,8 +11,8 @@ Starts ``sagemaker-tfs serve`` on this machine for each scenario (default settin
 - ``io_handler``: an ``inference.py`` whose handler waits 50 ms (I/O) and calls the model;
 - ``cpu_handler``: an ``inference.py`` whose handler computes ~20 ms in Python and calls it.
 
-Capacity: the answered (200) requests per second of a closed loop of ``--clients`` connections
-(32; 8 for ``heavy``) over ``--capacity-seconds``. Then, for each factor of ``--factors``
+Capacity: the answered (200) requests per second of a closed loop of 32 connections
+(8 for ``heavy``) over ``--capacity-seconds``. Then, for each factor of ``--factors``
 (0.5 to 3), an open loop offers factor x capacity requests per second for ``--seconds``: each
 request leaves at its time on the fixed schedule, whatever the answers before it (client
 processes of asyncio, a connection per request in flight, kept alive). Per step: throughput
