@@ -207,6 +207,9 @@ class BatchScheduler:
             deadline = batch.created + self._timeout
             if closed or full or deadline <= now:
                 queue.batches.popleft()
+                if not queue.batches:  # made again by the next task: requests choose keys
+                    del self._queues[key]  # (their inputs and output filters), so that
+                    self._order.pop()  # queues of past keys do not pile up (rotated last)
                 return queue, batch, None
             earliest = deadline if earliest is None else min(earliest, deadline)
         return None, None, earliest
