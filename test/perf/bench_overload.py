@@ -18,7 +18,8 @@ request leaves at its time on the fixed schedule, whatever the answers before it
 processes of asyncio, a connection per request in flight, kept alive). Per step: throughput
 (200s per second from the step's start to its last 200), p50/p99 of the 200s, the share shed
 (503 "overloaded"), the requests cut (504, or no answer within the invocation timeout + 10 s),
-connections that failed, answers that are not JSON, /ping's p99 and misses (a probe every
+connections that failed, requests the client could not send (over 1,024 of its own
+waiting), answers that are not JSON, /ping's p99 and misses (a probe every
 0.25 s; a miss: over 2 s or not 200) and the peak RSS of the stack's processes. Goals at the
 highest factor, printed pass/fail: throughput >= 95% of
 capacity, p99 of the answered within the invocation timeout, nothing cut, every answer JSON.
@@ -184,21 +185,39 @@ def _is_json(headers: dict[str, str], body: bytes, status: int) -> bool:
         return False
 
 
+# A client process keeps at most this many requests in flight (each on its connection) and
+# this many idle connections: past them a request is counted as not sent (status -2), so that a
+# client that cannot keep up with its schedule does not take every local port of the machine.
+MAX_IN_FLIGHT = 1024
+MAX_IDLE = 256
+
+
 class Client:
     """Kept-alive connections, one per request in flight (as many as the schedule needs)."""
 
     def __init__(self, port: int, request: bytes, timeout: float) -> None:
         self.port, self.request, self.timeout = port, request, timeout
         self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self.in_flight = 0
 
     async def send(self) -> Answer:
         started = time.monotonic()
+        if self.in_flight >= MAX_IN_FLIGHT:
+            return Answer(-2, 0.0, False, False)
+        self.in_flight += 1
         try:
             return await asyncio.wait_for(self._exchange(started), self.timeout)
         except (TimeoutError, asyncio.TimeoutError):
             return Answer(0, time.monotonic() - started, False, False)
         except (OSError, asyncio.IncompleteReadError, ValueError):
             return Answer(-1, time.monotonic() - started, False, False)
+        finally:
+            self.in_flight -= 1
+
+    def close(self) -> None:
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
 
     async def _exchange(self, started: float) -> Answer:
         if self.idle:
@@ -213,7 +232,7 @@ class Client:
             writer.close()
             raise
         seconds = time.monotonic() - started
-        if headers.get("connection", "").lower() == "close":
+        if headers.get("connection", "").lower() == "close" or len(self.idle) >= MAX_IDLE:
             writer.close()
         else:
             self.idle.append((reader, writer))
@@ -233,7 +252,9 @@ async def _open_loop(
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.ensure_future(client.send()))
-    return list(await asyncio.gather(*tasks))
+    answers = list(await asyncio.gather(*tasks))
+    client.close()
+    return answers
 
 
 async def _closed_loop(client: Client, clients: int, seconds: float) -> list[Answer]:
@@ -245,6 +266,7 @@ async def _closed_loop(client: Client, clients: int, seconds: float) -> list[Ans
             answers.append(await client.send())
 
     await asyncio.gather(*(one_client() for _ in range(clients)))
+    client.close()
     return answers
 
 
@@ -374,13 +396,18 @@ class Step:
         return sum(1 for status, _, _, _, _ in self.answers if status == -1)
 
     @property
+    def unsent(self) -> int:
+        """Not sent: the client process had MAX_IN_FLIGHT requests waiting already."""
+        return sum(1 for status, _, _, _, _ in self.answers if status == -2)
+
+    @property
     def not_json(self) -> int:
         return sum(1 for status, _, is_json, _, _ in self.answers if status > 0 and not is_json)
 
     @property
     def other(self) -> int:
         return sum(
-            1 for s, _, _, shed, _ in self.answers if s not in (200, 504, 0, -1) and not shed
+            1 for s, _, _, shed, _ in self.answers if s > 0 and s not in (200, 504) and not shed
         )
 
 
@@ -453,15 +480,16 @@ def print_scenario(name: str, capacity: float, steps: list[Step]) -> bool:
     print(f"\n{name}: capacity {capacity:.1f}/s (closed loop)")
     print(
         f"{'x':>4} {'offered/s':>9} {'tput/s':>8} {'p50 s':>7} {'p99 s':>7} {'shed':>6} "
-        f"{'cut':>4} {'conn':>5} {'other':>5} {'!json':>5} {'ping p99':>8} {'misses':>6} "
-        f"{'RSS MB':>7}"
+        f"{'cut':>4} {'conn':>5} {'unsent':>6} {'other':>5} {'!json':>5} {'ping p99':>8} "
+        f"{'misses':>6} {'RSS MB':>7}"
     )
     for step in steps:
         ok = step.ok
         print(
             f"{step.factor:>4g} {step.offered:>9.1f} {step.throughput:>8.1f} "
             f"{percentile(ok, 0.5):>7.3f} {percentile(ok, 0.99):>7.3f} {step.shed:>6.1%} "
-            f"{step.cut:>4d} {step.failed:>5d} {step.other:>5d} {step.not_json:>5d} "
+            f"{step.cut:>4d} {step.failed:>5d} {step.unsent:>6d} {step.other:>5d} "
+            f"{step.not_json:>5d} "
             f"{percentile(step.watch.pings, 0.99) * 1000:>6.0f}ms {step.watch.ping_misses:>6d} "
             f"{step.watch.peak_rss / 2**20:>7.0f}"
         )
