@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import io
 import json
+import os
 import shutil
 import socket
 import time
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 import requests
 from metrics_scrape import Scrape, scrape, wait_for_samples
+from sagemaker_tfs.config import default_concurrent_invocations
 from whole_stack import Stack, running_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -187,32 +189,59 @@ def metrics_text(stack: Stack) -> str:
     return response.text
 
 
-def test_made_up_model_names_leave_the_metrics_as_they_were(tmp_path: Path, test_models) -> None:
+@pytest.fixture(scope="module")
+def default_stack(tmp_path_factory: pytest.TempPathFactory, test_models) -> Iterator[Stack]:
+    """The sleeper served with default settings."""
+    with sleeper_stack(tmp_path_factory.mktemp("default"), test_models, {}) as stack:
+        yield stack
+
+
+def test_the_default_bound_sheds_nothing_at_32_connections(default_stack: Stack) -> None:
+    """32 clients sending small JSON as fast as they are answered: every answer a 200."""
+    stack = default_stack
+    bound = default_concurrent_invocations(os.cpu_count() or 1)
+    assert f"limit_conn tfs_invocations {bound};" in (stack.work_dir / "nginx.conf").read_text()
+
+    def client(_: int) -> list[int]:
+        with requests.Session() as session:
+            return [
+                session.post(stack.url + "/invocations", data=sleep_json(0.0),
+                             headers={"Content-Type": "application/json"}, timeout=60).status_code
+                for _ in range(25)
+            ]  # fmt: skip
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        statuses = [status for statuses in pool.map(client, range(32)) for status in statuses]
+    assert statuses == [200] * 800
+    assert scrape(stack.url + "/metrics").value(SHED) == 0
+
+
+def test_made_up_model_names_leave_the_metrics_as_they_were(default_stack: Stack) -> None:
     """3,000 requests naming models that do not exist (each a 404, half through njs, half
     through the Python service) add a few KB to /metrics (one ``unknown`` series per route),
     not one series per name, in the supervisor's counts or the model server's."""
-    with sleeper_stack(tmp_path, test_models, {}) as stack:
+    stack = default_stack
 
-        def made_up(number: int) -> int:
-            name = f"made-up-{uuid.uuid4().hex}"
-            body, content_type = (
-                (sleep_json(0.0), "application/json") if number % 2
-                else (sleep_npy(0.0), "application/x-npy")
-            )  # fmt: skip
-            response, _ = post(stack, body, content_type, **{ATTRIBUTES: f"tfs-model-name={name}"})
-            return response.status_code
+    def made_up(number: int) -> int:
+        name = f"made-up-{uuid.uuid4().hex}"
+        body, content_type = (
+            (sleep_json(0.0), "application/json") if number % 2
+            else (sleep_npy(0.0), "application/x-npy")
+        )  # fmt: skip
+        response, _ = post(stack, body, content_type, **{ATTRIBUTES: f"tfs-model-name={name}"})
+        return response.status_code
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            assert set(pool.map(made_up, range(20))) == {404}
-            before = metrics_text(stack)
-            assert set(pool.map(made_up, range(3000))) == {404}
-        after = wait_for_samples(
-            stack.url + "/metrics",
-            lambda s: s.value("sagemaker_tfs_requests_total", model="unknown") >= 3020,
-        )
-        text = metrics_text(stack)
-        assert "made-up-" not in text
-        assert len(text) - len(before) < 4096, (len(before), len(text))
-        assert after.value("sagemaker_tfs_requests_total", model="unknown") == 3020
-        unknown = Scrape(text).value(MODEL_SERVER_REQUESTS, model_name="unknown")
-        assert unknown >= 1510  # the njs half (the service asks for metadata, not counted)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(made_up, range(20))) == {404}
+        before = metrics_text(stack)
+        assert set(pool.map(made_up, range(3000))) == {404}
+    after = wait_for_samples(
+        stack.url + "/metrics",
+        lambda s: s.value("sagemaker_tfs_requests_total", model="unknown") >= 3020,
+    )
+    text = metrics_text(stack)
+    assert "made-up-" not in text
+    assert len(text) - len(before) < 4096, (len(before), len(text))
+    assert after.value("sagemaker_tfs_requests_total", model="unknown") == 3020
+    unknown = Scrape(text).value(MODEL_SERVER_REQUESTS, model_name="unknown")
+    assert unknown >= 1510  # the njs half (the service asks for metadata, not counted)
