@@ -494,6 +494,10 @@ def print_scenario(name: str, capacity: float, steps: list[Step]) -> bool:
             f"{step.watch.peak_rss / 2**20:>7.0f}"
         )
     top = steps[-1]
+    at_capacity = [step for step in steps if step.factor == 1]
+    if at_capacity and at_capacity[0].throughput:
+        ratio = top.throughput / at_capacity[0].throughput
+        print(f"  throughput at {top.factor:g}x / at 1x (open loop both): {ratio:.2f}")
     goals = {
         f"throughput at {top.factor:g}x >= 95% of capacity": top.throughput >= 0.95 * capacity,
         "p99 of answered within the invocation timeout": percentile(top.ok, 0.99)
