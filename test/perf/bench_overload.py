@@ -28,7 +28,9 @@ The client runs on the same cores as the stack: figures on a shared machine are 
 
 Usage: ``.venv/bin/python test/perf/bench_overload.py [--scenarios small_json,heavy,...]
 [--factors 0.5,1,1.5,2,3] [--seconds 10] [--capacity-seconds 8] [--processes 2]
-[--env NAME=VALUE ...]``
+[--env NAME=VALUE ...] [--compare NAME=VALUE ...]``: ``--compare`` starts a second stack
+with those variables too, stepped in turn with the first at the same offered rates (e.g.
+``--compare SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``: no bound, as before issue 36).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -510,6 +513,48 @@ def print_scenario(name: str, capacity: float, steps: list[Step]) -> bool:
     return all(goals.values())
 
 
+def run_scenario(
+    pool: concurrent.futures.ProcessPoolExecutor,
+    scenario: Scenario,
+    envs: dict[str, dict[str, str]],
+    args: argparse.Namespace,
+) -> bool:
+    """The scenario on a stack per entry of ``envs`` (started side by side): capacity measured
+    on the first, then each factor's step on every stack in turn, so that a comparison sees
+    the same moments of the machine. Goals are checked for the first."""
+    factors = [float(f) for f in args.factors.split(",")]
+    request_body = scenario.body()
+    with tempfile.TemporaryDirectory(prefix="bench-overload-") as tmp, ExitStack() as stacks:
+        running: dict[str, tuple[Stack, bytes]] = {}
+        for label, env in envs.items():
+            root = Path(tmp) / label
+            (root / "work").mkdir(parents=True)
+            stack = stacks.enter_context(
+                running_stack(model_dir_for(scenario, root), root / "work", env)
+            )
+            running[label] = stack, http_request(stack.port, request_body)
+        for stack, request in running.values():  # warm-up
+            measure_capacity(pool, stack, request, scenario.clients, 2.0, args.processes)
+        first, request = next(iter(running.values()))
+        capacity = measure_capacity(
+            pool, first, request, scenario.clients, args.capacity_seconds, args.processes
+        )
+        steps: dict[str, list[Step]] = {label: [] for label in running}
+        for factor in factors:
+            for label, (stack, request) in running.items():
+                steps[label].append(
+                    run_step(pool, stack, request, factor, capacity, args.seconds, args.processes)
+                )
+                time.sleep(1.0)
+        met = True
+        for index, (label, taken) in enumerate(steps.items()):
+            title = scenario.name if label == "default" else f"{scenario.name} [{label}]"
+            met_here = print_scenario(title, capacity, taken)
+            met = met and (met_here or index > 0)
+        sys.stdout.flush()
+        return met
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -518,38 +563,22 @@ def main() -> None:
     parser.add_argument("--capacity-seconds", type=float, default=8.0)
     parser.add_argument("--processes", type=int, default=2, help="client processes")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="also a second stack with these variables, stepped in turn with the first",
+    )
     args = parser.parse_args()
-    factors = [float(f) for f in args.factors.split(",")]
     env = dict(item.split("=", 1) for item in args.env)
+    envs = {"default": env}
+    if args.compare:
+        envs[" ".join(args.compare)] = {**env, **dict(i.split("=", 1) for i in args.compare)}
     results = {}
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
         for name in args.scenarios.split(","):
-            scenario = SCENARIOS[name]
-            request_body = scenario.body()
-            with tempfile.TemporaryDirectory(prefix="bench-overload-") as tmp:
-                root = Path(tmp)
-                (root / "work").mkdir()
-                with running_stack(model_dir_for(scenario, root), root / "work", env) as stack:
-                    request = http_request(stack.port, request_body)
-                    measure_capacity(pool, stack, request, scenario.clients, 2.0, args.processes)
-                    capacity = measure_capacity(
-                        pool,
-                        stack,
-                        request,
-                        scenario.clients,
-                        args.capacity_seconds,
-                        args.processes,
-                    )
-                    steps = []
-                    for factor in factors:
-                        steps.append(
-                            run_step(
-                                pool, stack, request, factor, capacity, args.seconds, args.processes
-                            )
-                        )
-                        time.sleep(1.0)
-                    results[name] = print_scenario(name, capacity, steps)
-                    sys.stdout.flush()
+            results[name] = run_scenario(pool, SCENARIOS[name], envs, args)
     print(
         "\nall goals met"
         if all(results.values())
