@@ -354,7 +354,11 @@ def get_signatures(
 
 
 def _signature_key(name: str, version: int | str | None) -> tuple[str, str | None]:
-    return name, None if version in (None, "") else str(version)
+    """``"007"`` and ``7`` are one version: requests may write it either way."""
+    if version in (None, ""):
+        return name, None
+    text = str(version)
+    return name, str(int(text)) if text.isdigit() else text
 
 
 def get_signature(

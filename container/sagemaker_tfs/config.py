@@ -33,6 +33,13 @@ DEFAULT_MAX_BODY_MB = 1024
 DEFAULT_MAX_TEXT_BODY_MB = 100
 BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
 NGINX_TIMEOUT_MARGIN_SECONDS = 5
+# Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
+# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). Default: 32 per CPU, at least
+# 64 (docs/reliability.md): twice the 32 connections of small JSON that must never be shed,
+# and a queue that the compute-heavy test model (~2-3 calls a second on 2 cores) works off
+# in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
+MIN_MAX_CONCURRENT_INVOCATIONS = 64
+CONCURRENT_INVOCATIONS_PER_CPU = 32
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once.
@@ -170,6 +177,15 @@ class StackConfig:
     stream_max_message_mb: int = DEFAULT_STREAM_MAX_MESSAGE_MB
     stream_idle_timeout: int = DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
     stream_max_connections: int = DEFAULT_STREAM_MAX_CONNECTIONS
+    # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
+    max_concurrent_invocations: int = MIN_MAX_CONCURRENT_INVOCATIONS
+
+    @property
+    def invocation_timeout(self) -> int:
+        """Seconds an invocation may take from its arrival: ``SAGEMAKER_MODEL_SERVER_TIMEOUT``
+        where set, else nginx's read timeout (``_timeouts`` makes ``model_server_timeout``
+        exactly that). A request still waiting past it is not sent to a model server."""
+        return self.model_server_timeout
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -402,6 +418,11 @@ def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfi
     )
 
 
+def default_concurrent_invocations(cpus: int) -> int:
+    """``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS``'s default for a machine of ``cpus``."""
+    return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
+
+
 def _worker_class(env: EnvReader) -> str:
     value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
     if not _WORKER_CLASS.fullmatch(value):
@@ -591,5 +612,8 @@ def load_config(
         ),
         stream_max_connections=env.required_integer(
             "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
+        ),
+        max_concurrent_invocations=env.required_integer(
+            "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpu_total), 0
         ),
     )

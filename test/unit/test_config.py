@@ -475,3 +475,20 @@ def test_stack_config_keeps_model_versions(stack_config: StackConfigBuilder) -> 
     config = stack_config()
     assert config.models[0].versions == (123,)
     assert StackConfig.from_dict(json.loads(config.to_json())) == config
+
+
+def test_admission_bound_and_invocation_timeout(stack_config: StackConfigBuilder) -> None:
+    """32 invocations per CPU, at least 64; 0 turns the bound off; a negative is refused.
+    The invocation timeout is SAGEMAKER_MODEL_SERVER_TIMEOUT, else nginx's read timeout."""
+    bounds = [stack_config({}, cpu_count=cpus).max_concurrent_invocations for cpus in (1, 2, 3, 8)]
+    assert bounds == [64, 64, 96, 256]
+    variable = "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS"
+    assert stack_config({variable: "0"}).max_concurrent_invocations == 0
+    assert stack_config({variable: "500"}).max_concurrent_invocations == 500
+    with pytest.raises(ConfigError, match=variable):
+        stack_config({variable: "-1"})
+    assert stack_config({}).invocation_timeout == 60
+    assert (
+        stack_config({"SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "90"}).invocation_timeout == 90
+    )
+    assert stack_config({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "7"}).invocation_timeout == 7

@@ -29,10 +29,11 @@ from sagemaker_tfs.model_server.batching_parameters import BatchingParameters
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.servable import RunFunction
+from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL
 
 logger = logging.getLogger(__name__)
 
-QUEUE_FULL = "The batch scheduling queue to which this task was submitted is full"
+QUEUE_FULL = BATCH_QUEUE_FULL
 
 
 # ----- merging and splitting -----
@@ -206,6 +207,9 @@ class BatchScheduler:
             deadline = batch.created + self._timeout
             if closed or full or deadline <= now:
                 queue.batches.popleft()
+                if not queue.batches:  # made again by the next task: requests choose keys
+                    del self._queues[key]  # (their inputs and output filters), so that
+                    self._order.pop()  # queues of past keys do not pile up (rotated last)
                 return queue, batch, None
             earliest = deadline if earliest is None else min(earliest, deadline)
         return None, None, earliest

@@ -145,6 +145,7 @@ def _run(options: Any, stop: threading.Event) -> int:
     from sagemaker_tfs.model_server import garbage, model_config, startup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.manager import ModelManager
+    from sagemaker_tfs.model_server.monitoring import METRICS
 
     garbage.freeze_imports()
 
@@ -168,6 +169,7 @@ def _run(options: Any, stop: threading.Event) -> int:
         poll_wait_seconds=options.file_system_poll_wait_seconds,
         allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
     )
+    METRICS.serves = manager.serves
     try:
         manager.reload_config(config)
         manager.start_polling()

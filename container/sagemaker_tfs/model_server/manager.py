@@ -375,6 +375,11 @@ class ModelManager:
                 raise not_found(f"Servable not found for request: Specific({name}, {version})")
             return servable
 
+    def serves(self, name: str) -> bool:
+        """Whether a model of that name is in the config in effect (no lock: counted for each
+        request, which must not wait behind a reload; a dict lookup is atomic)."""
+        return name in self._models
+
     def model_names(self) -> list[str]:
         with self._lock:
             return sorted(self._models)

@@ -27,8 +27,10 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
+
+from sagemaker_tfs.wire.metrics import UNKNOWN_MODEL
 
 CONTENT_TYPE = "text/plain"
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
@@ -162,6 +164,9 @@ class ServingMetrics:
 
     def __init__(self) -> None:
         self._families: list[Family[CounterPoint] | Family[HistogramPoint]] = []
+        # Whether the server serves a model of that name (main.py: the manager's); a request
+        # naming any other is counted under UNKNOWN_MODEL, so made-up names add no series.
+        self.serves: Callable[[str], bool] = lambda name: True
         serving = "/tensorflow/serving/"
         self.request_count = self._counter(serving + "request_count", "model_name", "status")
         self.request_latency = self._histogram(
@@ -281,7 +286,8 @@ class RequestRecord:
             code = getattr(getattr(error, "code", None), "name", None)
             self.status = code if isinstance(code, str) else "INTERNAL"
         metrics = self._metrics
-        metrics.request_count.point(self.model_name, self.status).inc()
+        name = self.model_name if metrics.serves(self.model_name) else UNKNOWN_MODEL
+        metrics.request_count.point(name, self.status).inc()
         if self.status == "OK":
             latency = metrics.request_latency.point(self.model_name, self.api, self._entrypoint)
             latency.observe(_micros_since(self._started))

@@ -51,6 +51,9 @@ from sagemaker_tfs.model_server.signatures import (
     typed_signature,
 )
 
+# Session callables kept per version: one per (signature, inputs, outputs) that requests ask
+# for; output filters are the client's choice, so the oldest go past this many.
+MAX_CALLABLES = 64
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -201,6 +204,8 @@ class Servable:
                 def runner(values: Sequence[np.ndarray]) -> list[np.ndarray]:
                     return list(session_callable(*values))
 
+                if len(self._callables) >= MAX_CALLABLES:  # the oldest; callers keep theirs
+                    self._callables.pop(next(iter(self._callables)))
                 self._callables[key] = runner
         return runner
 

@@ -166,7 +166,9 @@ class Service(ABC):
         self.session = session
         self.image_options = ImageOptions(config.image_scale, config.image_offset)
         self.metrics = service_metrics()
-        self.limits = Limits(config.max_text_body_mb, config.model_server_timeout)
+        self.limits = Limits(
+            config.max_text_body_mb, config.model_server_timeout, config.invocation_timeout
+        )
         # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
         client.set_default_timeout(config.model_server_timeout)
 
@@ -236,7 +238,9 @@ class MultiModelService(Service):
                            record, self.limits)  # fmt: skip
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
-            if not unloaded_meanwhile or isinstance(error, errors.ModelServerUnavailable):
+            if not unloaded_meanwhile or isinstance(
+                error, (errors.ModelServerUnavailable, errors.Overloaded)
+            ):
                 raise
             self._raise_if_unloaded(name)
             raise

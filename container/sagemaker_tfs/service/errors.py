@@ -7,6 +7,7 @@ import logging
 import falcon
 
 from sagemaker_tfs.wire.errors import HttpError, error_body
+from sagemaker_tfs.wire.metrics import SHED_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +20,15 @@ class ModelServerUnavailable(HttpError):
         super().__init__(503, message)
 
 
+class Overloaded(HttpError):
+    """The invocation is shed instead of served (``wire.metrics.SHED_REASONS``): 503, which
+    nginx answers with Retry-After and counts by ``reason`` (``SHED_HEADER``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(503, message)
+        self.reason = reason
+
+
 def json_error(resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
@@ -29,6 +39,8 @@ def handle_error(
     req: falcon.Request, resp: falcon.Response, error: HttpError, params: dict
 ) -> None:
     json_error(resp, error.status, error.message)
+    if isinstance(error, Overloaded):
+        resp.set_header(SHED_HEADER, error.reason)
 
 
 def handle_http_error(

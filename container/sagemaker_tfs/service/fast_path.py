@@ -23,13 +23,14 @@ import numpy as np
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import answers, content_types, inputs
-from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.inputs import DecodedInputs
 from sagemaker_tfs.service.metrics import RequestRecord
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
-from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code
+from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code, is_batch_queue_full
+from sagemaker_tfs.wire.metrics import SHED_QUEUE_FULL
 from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.streamed_predict import StreamError
 from sagemaker_tfs.wire.tensors import TensorConversionError
@@ -135,6 +136,8 @@ def _rpc_failure(error: grpc.RpcError) -> HttpError:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     status = http_status_of_grpc_code(code.name if code is not None else None)
+    if status == 503 and is_batch_queue_full(details or ""):
+        return Overloaded(SHED_QUEUE_FULL, f"The endpoint is overloaded: {details}; retry later")
     if status == 503:  # the model server is down or restarting: another may answer
         return ModelServerUnavailable(details or str(code))
     if status >= 500:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import Context, build_context
-from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.metrics import RequestRecord
@@ -32,8 +33,14 @@ from sagemaker_tfs.service.model_servers import (
 )
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
-from sagemaker_tfs.wire.errors import HttpError, error_body, shorten
-from sagemaker_tfs.wire.metrics import ROUTE_CONVERSION, ROUTE_FAST_PATH, ROUTE_INFERENCE_PY
+from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
+from sagemaker_tfs.wire.metrics import (
+    ROUTE_CONVERSION,
+    ROUTE_FAST_PATH,
+    ROUTE_INFERENCE_PY,
+    SHED_EXPIRED,
+    SHED_QUEUE_FULL,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +58,34 @@ class Limits:
 
     text_body_mb: int = DEFAULT_MAX_TEXT_BODY_MB  # JSON and CSV converted here
     model_server_timeout: float = client.DEFAULT_TIMEOUT_SECONDS  # the Predict deadline
+    # From the request's arrival in nginx (StackConfig.invocation_timeout); None: not checked.
+    invocation_timeout: float | None = None
+
+
+def check_deadline(
+    request: ParsedRequest, limits: Limits, now: Callable[[], float] = time.time
+) -> None:
+    """A request that waited past the invocation timeout is shed (503) rather than handed to
+    a handler or sent to a model server: its answer would come after nginx gave up on it
+    (or the client did), so the model server's work on it would be wasted."""
+    timeout = limits.invocation_timeout
+    if timeout is None or request.arrival is None:
+        return
+    waited = now() - request.arrival
+    if waited >= timeout:
+        raise Overloaded(
+            SHED_EXPIRED,
+            f"The endpoint is overloaded: the request waited {waited:.1f} s, past the "
+            f"invocation timeout ({timeout:g} s); retry later",
+        )
+
+
+def queue_full(message: str) -> Overloaded:
+    """The model server's batch queue is full: an overload, answered as such (no failover:
+    the model server is alive, and every one shares the same CPUs)."""
+    return Overloaded(
+        SHED_QUEUE_FULL, f"The endpoint is overloaded: {shorten(message)}; retry later"
+    )
 
 
 class Reply(NamedTuple):
@@ -101,6 +136,8 @@ def post_to_model_server(
         raise ModelServerUnavailable(f"The model server is not available: {error}") from None
     if response.status_code == 503:
         text = response.content.decode("utf-8", errors="replace").strip()
+        if is_batch_queue_full(text):
+            raise queue_full(text)
         raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
     return response
 
@@ -124,6 +161,7 @@ def call_user_code(
     candidates: Candidates,
     session: requests.Session,
     record: RequestRecord,
+    limits: Limits = Limits(),
 ) -> Reply:
     """Run the user's handler(s), once; their exceptions become JSON errors with the same text.
 
@@ -149,6 +187,8 @@ def call_user_code(
         if reached_no_model_server(error, first):  # not run again; the next requests avoid it
             candidates.unreachable(first)
         raise _user_error(user_code, error) from error
+
+    check_deadline(request, limits)
 
     def post(server: ModelServer) -> tuple[requests.Response, ModelServer]:
         uri = rest_uri(server.rest_port, request.target)
@@ -179,8 +219,10 @@ def _convert_and_predict(
     server: ModelServer,
     session: requests.Session,
     record: RequestRecord,
+    limits: Limits,
 ) -> Reply:
     request_body = conversion.convert(request.content_type.name, body)
+    check_deadline(request, limits)  # converting a large body may have waited for the CPU
     uri = rest_uri(server.rest_port, request.target)
     response = post_to_model_server(session, uri, request_body.encode("utf-8"), record)
     one_line_type = conversion.one_line_json_type(request.accept)
@@ -207,7 +249,7 @@ def default_handling(
         record.route = ROUTE_CONVERSION
         return with_failover(
             candidates,
-            lambda server: _convert_and_predict(body, request, server, session, record),
+            lambda server: _convert_and_predict(body, request, server, session, record, limits),
         )
     record.route = ROUTE_FAST_PATH
 
@@ -230,7 +272,9 @@ def invoke(
     record: RequestRecord,
     limits: Limits = Limits(),
 ) -> Reply:
+    """A request that waited past its deadline is shed here, before any work is done."""
+    check_deadline(request, limits)
     if user_code is not None:
         record.route = ROUTE_INFERENCE_PY
-        return call_user_code(user_code, body, request, candidates, session, record)
+        return call_user_code(user_code, body, request, candidates, session, record, limits)
     return default_handling(body, request, candidates, session, options, record, limits)

@@ -2,9 +2,14 @@
 
 nginx writes one line per invocation to ``StackConfig.edge_log_pipe`` (an access log in
 ``templates/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds, model server
-seconds, bytes in, bytes out; tab-separated). ``EdgeLog`` reads them on a thread of the
-supervisor, off every request's path, and keeps the counts that ``collect`` turns into
-Prometheus families.
+seconds, bytes in, bytes out, why it was shed; tab-separated). ``EdgeLog`` reads them on a
+thread of the supervisor, off every request's path, and keeps the counts that ``collect``
+turns into Prometheus families.
+
+Every label value is from a fixed set, whatever clients send: a model the stack does not
+serve (``served_models``) is counted as ``unknown``, an unknown route as ``nginx``, a shed
+reason outside ``SHED_REASONS`` not at all; so the counts' memory is bounded by the models
+served, not by the names requests make up.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 import os
 import select
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
@@ -26,13 +31,17 @@ from sagemaker_tfs.wire.metrics import (
     MODEL_SERVER_CALL_HELP,
     MODEL_SERVER_CALL_SECONDS,
     PREFIX,
+    ROUTE_NGINX,
     ROUTE_NJS,
+    ROUTES,
+    SHED_REASONS,
     SIZE_BUCKETS,
+    UNKNOWN_MODEL,
 )
 
 logger = logging.getLogger(__name__)
 
-FIELDS = 7
+FIELDS = 8
 DRAIN_SECONDS = 0.05
 IDLE_WAKE_SECONDS = 1.0
 PIPE_BYTES = 1 << 20  # the kernel's default limit for an unprivileged pipe
@@ -84,17 +93,23 @@ class Series:
         )
 
 
-class EdgeCounts:
-    """The invocations seen so far, by label values."""
+SeriesKey = tuple[bytes, bytes | None, bytes]  # route, model (None: unknown), status
 
-    def __init__(self) -> None:
+
+class EdgeCounts:
+    """The invocations seen so far, by label values; ``served_models(name)``: whether the
+    stack serves that model now (its name is a label value then)."""
+
+    def __init__(self, served_models: Callable[[str], bool]) -> None:
+        self._served_models = served_models
         self.requests: dict[tuple[str, str, str], int] = {}
+        self.shed: dict[tuple[str, str], int] = {}
         self.seconds: dict[tuple[str, ...], Histogram] = {}
         self.model_server_seconds: dict[tuple[str, ...], Histogram] = {}
         self.request_bytes: dict[tuple[str, ...], Histogram] = {}
         self.response_bytes: dict[tuple[str, ...], Histogram] = {}
         self.unreadable = 0
-        self._series: dict[tuple[bytes, bytes, bytes], Series] = {}
+        self._series: dict[SeriesKey, Series] = {}
 
     def add(self, line: bytes) -> None:
         """One ``tfs_edge`` line (without its newline)."""
@@ -102,7 +117,7 @@ class EdgeCounts:
         if len(fields) != FIELDS:
             self.unreadable += 1
             return
-        route, model, status, seconds, model_server, bytes_in, bytes_out = fields
+        route, model, status, seconds, model_server, bytes_in, bytes_out, shed = fields
         try:
             values = float(seconds), int(bytes_in), int(bytes_out)
             series = self._series.get((route, model, status)) or self._new(route, model, status)
@@ -110,6 +125,8 @@ class EdgeCounts:
             self.unreadable += 1
             return
         self.requests[series.key] += 1
+        if shed:
+            self._count_shed(series.key[1], shed)
         series.seconds.observe(values[0])
         series.request_bytes.observe(values[1])
         series.response_bytes.observe(values[2])
@@ -119,10 +136,27 @@ class EdgeCounts:
                 series.model_server_seconds.observe(spent)
 
     def _new(self, route: bytes, model: bytes, status: bytes) -> Series:
+        """The series of a line whose route, model and status were not seen together yet;
+        kept under the raw values only for a served model (made-up names share one)."""
         status_class = f"{int(status) // 100}xx"  # ValueError: not a status
-        text = (route.decode("utf-8", "replace"), model.decode("utf-8", "replace"))
-        series = self._series[(route, model, status)] = Series(self, *text, status_class)
+        route_label = route.decode("utf-8", "replace")
+        if route_label not in ROUTES:
+            route_label = ROUTE_NGINX
+        name = model.decode("utf-8", "replace")
+        key: SeriesKey = (route, model, status)
+        if name and not self._served_models(name):
+            key = (route, None, status)
+            name = UNKNOWN_MODEL
+            found = self._series.get(key)
+            if found is not None:
+                return found
+        series = self._series[key] = Series(self, route_label, name, status_class)
         return series
+
+    def _count_shed(self, route: str, reason: bytes) -> None:
+        label = reason.decode("ascii", "replace")
+        if label in SHED_REASONS:
+            self.shed[(route, label)] = self.shed.get((route, label), 0) + 1
 
     def families(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -133,6 +167,16 @@ class EdgeCounts:
         for labels, count in sorted(self.requests.items()):
             requests.add_metric(labels, count)
         yield requests
+        shed = CounterMetricFamily(
+            f"{PREFIX}_requests_shed",
+            "Invocations answered 503 with Retry-After instead of being served, by route and "
+            "reason: overloaded (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS), expired (waited past "
+            "the invocation timeout), queue_full (the model server's batch queue)",
+            labels=("route", "reason"),
+        )
+        for route_reason, count in sorted(self.shed.items()):
+            shed.add_metric(route_reason, count)
+        yield shed
         yield _family(
             f"{PREFIX}_request_duration_seconds",
             "Whole invocations as nginx saw them, from the first byte read to the last sent",
@@ -198,9 +242,9 @@ class EdgeLog:
     1 MiB the pipe holds tens of thousands of lines meanwhile.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, served_models: Callable[[str], bool]) -> None:
         self.path = path
-        self._counts = EdgeCounts()
+        self._counts = EdgeCounts(served_models)
         self._lock = threading.Lock()
         self._partial = b""
         with contextlib.suppress(FileNotFoundError):

@@ -117,17 +117,19 @@ class StackMetrics:
         collectors: Sequence[Collector],
         model_servers: Callable[[], Sequence[MonitoredServer]],
         monitoring_path: str,
+        served_models: Callable[[str], bool] = lambda name: True,
     ) -> None:
         self._joined = Joined([registry, *collectors])
         self._model_servers = model_servers
         self._monitoring_path = monitoring_path
+        self._served_models = served_models
 
     def text(self) -> bytes:
         """The model servers are asked first and write their text while this process
         writes its own: a scrape takes the longer of the two, not their sum."""
         servers = self._model_servers()
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics") as pool:
-            passed = pool.submit(exposition, servers, self._monitoring_path)
+            passed = pool.submit(exposition, servers, self._monitoring_path, self._served_models)
             own = generate_latest(self._joined)
             return own + passed.result().encode("utf-8")
 
@@ -223,21 +225,23 @@ def start_metrics_endpoint(
     serving: Callable[[], bool],
     models_loaded: Callable[[], int] | None,
     monitoring_path: str,
+    served_models: Callable[[str], bool],
 ) -> MetricsServer:
     """Everything the metrics path shows, served on ``config.metrics_socket``: the edge log
     socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
-    starts). ``server.loads`` records the multi-model loads (None in single-model mode)."""
+    starts). ``server.loads`` records the multi-model loads (None in single-model mode);
+    ``served_models(name)``: whether a model name may be a label value."""
     fresh_directory(config.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model else None
-    edge_log = EdgeLog(config.edge_log_pipe)
+    edge_log = EdgeLog(config.edge_log_pipe, served_models)
     collectors: list[Collector] = [
         edge_log,
         ServiceWorkers(config.metrics_dir),
         StackCollector(children, model_servers, serving, models_loaded),
     ]
     metrics = StackMetrics(
-        registry, collectors, lambda: monitored(model_servers()), monitoring_path
+        registry, collectors, lambda: monitored(model_servers()), monitoring_path, served_models
     )
     server = MetricsServer(config.metrics_socket, metrics, edge_log)
     server.loads = loads

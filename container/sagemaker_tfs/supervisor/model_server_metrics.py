@@ -14,8 +14,13 @@ from __future__ import annotations
 import concurrent.futures
 import http.client
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from prometheus_client.utils import floatToGoString
+
+from sagemaker_tfs.wire.metrics import UNKNOWN_MODEL
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +55,22 @@ def fetch(server: MonitoredServer, path: str, timeout: float = FETCH_TIMEOUT_SEC
         connection.close()
 
 
-class Families:
-    """Exposition lines grouped by family, in the order families were first seen."""
+_MODEL_NAME = re.compile(r'model_name="((?:[^"\\]|\\.)*)"')
+_UNKNOWN_LABEL = f'model_name="{UNKNOWN_MODEL}"'
 
-    def __init__(self) -> None:
+
+class Families:
+    """Exposition lines grouped by family, in the order families were first seen.
+
+    ``served_models(name)``: whether a ``model_name`` label may pass as it is; the samples of
+    any other name (TF Serving's binary counts requests by the name asked for, made-up ones
+    included) are summed under ``model_name="unknown"`` (all are counters or histograms)."""
+
+    def __init__(self, served_models: Callable[[str], bool] = lambda name: True) -> None:
+        self._served_models = served_models
         self._headers: dict[str, dict[str, str]] = {}
         self._samples: dict[str, list[str]] = {}
+        self._unknown: dict[str, dict[str, float]] = {}  # family -> series -> sum
 
     def add(self, text: str, server_name: str) -> None:
         """One model server's text; each sample gets ``model_server="server_name"``."""
@@ -71,7 +86,23 @@ class Families:
                     self._headers.setdefault(family, {}).setdefault(parts[1], line)
                     self._samples.setdefault(family, [])
                 continue
-            self._samples.setdefault(family, []).append(with_label(line, label))
+            line = with_label(line, label)
+            found = _MODEL_NAME.search(line)
+            if found is not None and not self._served_models(found.group(1)):
+                self._add_unknown(family, line, found)
+                continue
+            self._samples.setdefault(family, []).append(line)
+
+    def _add_unknown(self, family: str, line: str, found: re.Match[str]) -> None:
+        relabelled = line[: found.start()] + _UNKNOWN_LABEL + line[found.end() :]
+        series, _, value = relabelled.rpartition(" ")
+        try:
+            number = float(value)
+        except ValueError:
+            return
+        self._samples.setdefault(family, [])
+        sums = self._unknown.setdefault(family, {})
+        sums[series] = sums.get(series, 0.0) + number
 
     def text(self) -> str:
         lines: list[str] = []
@@ -79,6 +110,8 @@ class Families:
             headers = self._headers.get(family, {})
             lines += [headers[kind] for kind in ("HELP", "TYPE") if kind in headers]
             lines += samples
+            sums = self._unknown.get(family, {})
+            lines += [f"{series} {floatToGoString(total)}" for series, total in sums.items()]
         return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -93,15 +126,20 @@ def with_label(sample: str, label: str) -> str:
     return f"{sample[:space]}{{{label}}}{sample[space:]}"
 
 
-def exposition(servers: Sequence[MonitoredServer], path: str) -> str:
-    """Every server's metrics as one text, each family once."""
+def exposition(
+    servers: Sequence[MonitoredServer],
+    path: str,
+    served_models: Callable[[str], bool] = lambda name: True,
+) -> str:
+    """Every server's metrics as one text, each family once; ``model_name`` labels of models
+    not served summed as ``unknown``."""
     if len(servers) <= 1:
         texts = [fetch(server, path) for server in servers]
     else:
         workers = min(MAX_CONCURRENT_FETCHES, len(servers))
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="metrics") as pool:
             texts = list(pool.map(lambda server: fetch(server, path), servers))
-    families = Families()
+    families = Families(served_models)
     for server, text in zip(servers, texts, strict=True):
         families.add(text, server.name)
     return families.text()

@@ -17,6 +17,10 @@ Single-model mode also passes the bidirectional stream's WebSocket to the stream
 invocation writes the supervisor one line (``logging.conf``'s ``tfs_edge``) in a pipe, which it
 counts; ``access_log.conf`` writes the access log to nginx's standard output when
 ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
+
+Admission control (``admission_zone.conf``, ``admission.conf``, unless
+``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``): at most that many invocations in flight and
+waiting in the whole stack, every route; beyond, an immediate 503 JSON with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # nginx waits this much longer than the stream server's idle timeout before it gives up on an
 # upgraded connection (the stream server's keepalive pings every 20 s count as traffic).
 STREAM_TIMEOUT_MARGIN_SECONDS = 30
+# Retry-After (seconds) of an answer that sheds an invocation: overload is measured in
+# seconds of queued work, so a client that comes back a second later finds room again.
+RETRY_AFTER_SECONDS = 1
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 
 
@@ -134,6 +141,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
     """Which file of templates/ fills each part placeholder (None: nothing), for this config."""
     mode = "multi_model" if config.multi_model else "single_model"
     to_service = config.multi_model or has_inference_script(config)
+    bounded = config.max_concurrent_invocations > 0
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
@@ -144,6 +152,8 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "LOGGING": "logging.conf",
         "METRICS": "metrics.conf" if config.metrics else None,
         "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
+        "ADMISSION_ZONE": "admission_zone.conf" if bounded else None,
+        "ADMISSION": "admission.conf" if bounded else None,
     }
 
 
@@ -210,5 +220,8 @@ def render(
         "EDGE_LOG_PIPE": config.edge_log_pipe,
         "ACCESS_LOG_FORMAT": config.access_log,
         "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
+        "MAX_CONCURRENT_INVOCATIONS": str(config.max_concurrent_invocations),
+        "INVOCATION_TIMEOUT": str(config.invocation_timeout),
+        "RETRY_AFTER": str(RETRY_AFTER_SECONDS),
     }
     return _fill(template, values, template_parts(config))

@@ -144,6 +144,11 @@ class ModelRegistry:
     def get(self, name: str) -> dict[str, Any]:
         return self._get(name).describe()
 
+    def serves(self, name: str) -> bool:
+        """Whether a model of that name is loaded or loading."""
+        with self._lock:
+            return name in self._models
+
     def describe_public(self, name: str) -> dict[str, str]:
         return self._get(name).public()
 

@@ -243,8 +243,16 @@ class Supervisor:
             lambda: self.serving,
             self._models_loaded if self.config.multi_model else None,
             MONITORING_PATH,
+            self._serves_model,
         )
         logger.info("metrics on %s (unix:%s)", self.config.metrics_path, self.config.metrics_socket)
+
+    def _serves_model(self, name: str) -> bool:
+        """Whether the stack serves a model of that name now (metrics count only those by
+        name: requests may name any)."""
+        if self.registry is not None:
+            return self.registry.serves(name)
+        return any(model.name == name for model in self.config.models)
 
     def _models_loaded(self) -> int:
         return len(self.registry.list()) if self.registry is not None else 0

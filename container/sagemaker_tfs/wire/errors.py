@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 
 MESSAGE_CHARS = 500
+# TF Serving's UNAVAILABLE when max_enqueued_batches are queued (its batching scheduler's text,
+# which our model server gives too): the stack answers it as an overload, not a dead server.
+BATCH_QUEUE_FULL = "The batch scheduling queue to which this task was submitted is full"
 EXCERPT_CHARS = 80
 
 # TF Serving's REST API: canonical gRPC code name -> HTTP status; anything else is 500.
@@ -71,3 +74,8 @@ def error_body(message: str) -> bytes:
 def http_status_of_grpc_code(code_name: str | None) -> int:
     """The HTTP status TF Serving's REST API answers for a gRPC status code (by name)."""
     return _HTTP_STATUS_OF_GRPC_CODE.get(code_name or "", 500)
+
+
+def is_batch_queue_full(message: str) -> bool:
+    """Whether a model server's error text is its batch queue being full."""
+    return BATCH_QUEUE_FULL in message

@@ -14,10 +14,14 @@ are not weighed, as the reference container did not weigh them).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+# nginx -> the Python service (templates/proxy_to_service.conf): "$msec $request_time", nginx's
+# clock as it hands the request on and the seconds since the request's first byte.
+ARRIVAL_HEADER = "X-SageMaker-TFS-Arrival"
 OPTIONAL_WHITESPACE = " \t"
 MODEL_NAME_ATTRIBUTE = "tfs-model-name"
 MODEL_VERSION_ATTRIBUTE = "tfs-model-version"
@@ -108,3 +112,17 @@ def custom_attributes(header: str | None) -> CustomAttributes:
         method=found.get(METHOD_ATTRIBUTE),
         output_filter=tuple(trim(name) for name in names if trim(name)),
     )
+
+
+def arrival_time(value: str | None) -> float | None:
+    """When the request reached nginx (seconds since the epoch) from ``ARRIVAL_HEADER``; None
+    when absent or unreadable (the request is then not checked against its deadline)."""
+    parts = (value or "").split()
+    if len(parts) != 2:
+        return None
+    try:
+        sent, waited = float(parts[0]), float(parts[1])
+    except ValueError:
+        return None
+    arrival = sent - waited
+    return arrival if math.isfinite(arrival) else None

@@ -27,6 +27,21 @@ ROUTE_CONVERSION = "conversion"  # the same converted by the service (multi-mode
 ROUTE_FAST_PATH = "fast_path"  # binary payloads answered by the service over gRPC
 ROUTE_INFERENCE_PY = "inference_py"  # the user's code/inference.py
 ROUTE_SERVICE = "service"  # the service answered before it chose one of the two above
+ROUTE_NGINX = "nginx"  # refused by nginx itself before a route was chosen
+ROUTES = frozenset(
+    (ROUTE_NJS, ROUTE_CONVERSION, ROUTE_FAST_PATH, ROUTE_INFERENCE_PY, ROUTE_SERVICE, ROUTE_NGINX)
+)
+# The value of the model label for any name the stack does not serve (made-up names in
+# requests must not add one series each).
+UNKNOWN_MODEL = "unknown"
+# Why an invocation was shed (label "reason"; 503 with Retry-After): more were in flight and
+# waiting than SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; its deadline passed while it waited;
+# the model server's batch queue was full (TF Serving's max_enqueued_batches).
+SHED_OVERLOADED = "overloaded"
+SHED_EXPIRED = "expired"
+SHED_QUEUE_FULL = "queue_full"
+SHED_REASONS = frozenset((SHED_OVERLOADED, SHED_EXPIRED, SHED_QUEUE_FULL))
 ROUTE_HEADER = "X-SageMaker-TFS-Route"
 MODEL_HEADER = "X-SageMaker-TFS-Model"
 VERSION_HEADER = "X-SageMaker-TFS-Version"
+SHED_HEADER = "X-SageMaker-TFS-Shed"

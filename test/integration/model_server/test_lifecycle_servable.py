@@ -1,4 +1,5 @@
-"""Servable unloading in-process (a real TF session): requests in flight finish first."""
+"""Servable unloading in-process (a real TF session): requests in flight finish first; the
+session callables kept per version are bounded."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sagemaker_tfs.model_server import servable as servable_module
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.servable import Servable, session_config
 
@@ -49,3 +51,22 @@ def test_close_waits_for_runs_in_flight_and_refuses_new_ones(testdata_dir: Path)
     closer.join(10)
     assert not closer.is_alive()
     np.testing.assert_array_equal(results[0], [3.5])
+
+
+def test_session_callables_are_bounded(testdata_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A callable per (signature, inputs, outputs) asked for: past MAX_CALLABLES the oldest
+    goes (output filters are the client's choice), and a dropped one is made again."""
+    monkeypatch.setattr(servable_module, "MAX_CALLABLES", 2)
+    path = testdata_dir / "saved_model_half_plus_three" / "00000123"
+    servable = Servable.load("h3", 123, str(path), session_config(1, 1))
+    signature = servable.signature("")
+    for outputs in (("y",), ("y", "y"), ("y", "y", "y")):
+        servable._callable(signature, ("x",), outputs)
+    assert list(servable._callables) == [
+        ("serving_default", ("x",), ("y", "y")),
+        ("serving_default", ("x",), ("y", "y", "y")),
+    ]
+    answer = servable.predict("", {"x": np.array([1.0], dtype=np.float32)})
+    np.testing.assert_array_equal(answer["y"], [3.5])
+    assert len(servable._callables) == 2
+    servable.close()

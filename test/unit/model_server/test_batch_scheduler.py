@@ -77,3 +77,17 @@ def test_scheduler_limits() -> None:
     assert caught.value.message == "Task size 5 is larger than maximum batch size 4"
     scheduler.shutdown()
     assert QUEUE_FULL == "The batch scheduling queue to which this task was submitted is full"
+
+
+def test_queues_of_keys_no_task_uses_are_dropped() -> None:
+    """Keys come from requests (their inputs and output filters): 200 keys used once each
+    leave no queue behind, and a key used again gets a queue again."""
+    scheduler = BatchScheduler(
+        BatchingParameters(max_batch_size=4, batch_timeout_micros=0, num_batch_threads=1)
+    )
+    for index in range(200):
+        result = scheduler.submit(("m", index), [np.array([1.0])], lambda values: values)
+        assert result[0].tolist() == [1.0]
+    assert scheduler._queues == {} and not scheduler._order
+    assert scheduler.submit(("m", 0), [np.array([2.0])], lambda values: values)[0] == [2.0]
+    scheduler.shutdown()

@@ -5,9 +5,11 @@ real HTTP servers on localhost stand for the model servers, one of them down).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,13 +17,22 @@ from typing import Any
 import pytest
 import requests
 from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.errors import Overloaded
 from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.service.invoke import Reply, call_user_code, model_server_error
+from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.invoke import (
+    Limits,
+    Reply,
+    call_user_code,
+    invoke,
+    model_server_error,
+    queue_full,
+)
 from sagemaker_tfs.service.metrics import unrecorded
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
-from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
 REQUEST = ParsedRequest(
@@ -255,3 +266,36 @@ def test_the_pairs_model_server_call_fails_over_without_running_the_handlers_aga
         f"input http://127.0.0.1:{down}/v1/models/m:predict",
         f"output http://127.0.0.1:{live}/v1/models/m:predict",  # the one that answered
     ]
+
+
+def test_a_request_past_its_deadline_is_shed_before_the_handler_runs() -> None:
+    """Arrived 61 s ago with a 60 s invocation timeout: 503 overloaded, reason expired, and
+    the handler never runs; a request within its time, or whose arrival is unknown, runs."""
+    runs: list[str] = []
+
+    def handler(data, context):  # type: ignore[no-untyped-def]
+        runs.append("ran")
+        return b"ok", "text/plain"
+
+    user_code = UserCode("x.py", handler=handler)
+    limits = Limits(invocation_timeout=60.0)
+    now = time.time()
+    late = dataclasses.replace(REQUEST, arrival=now - 61.0)
+    with pytest.raises(Overloaded) as shed:
+        invoke(user_code, b"abc", late, Fixed(SERVER), requests.Session(),
+               ImageOptions(1.0, 0.0), unrecorded(), limits)  # fmt: skip
+    assert shed.value.status == 503 and shed.value.reason == "expired"
+    assert "waited 61" in shed.value.message and "overloaded" in shed.value.message
+    assert runs == []
+    for arrival in (now - 1.0, None):
+        request = dataclasses.replace(REQUEST, arrival=arrival)
+        reply = invoke(user_code, b"abc", request, Fixed(SERVER), requests.Session(),
+                       ImageOptions(1.0, 0.0), unrecorded(), limits)  # fmt: skip
+        assert reply.body == b"ok"
+    assert runs == ["ran", "ran"]
+
+
+def test_a_full_batch_queue_is_an_overload_not_a_dead_model_server() -> None:
+    error = queue_full('{"error": "' + BATCH_QUEUE_FULL + '"}')
+    assert isinstance(error, Overloaded) and error.reason == "queue_full"
+    assert error.status == 503 and "overloaded" in error.message

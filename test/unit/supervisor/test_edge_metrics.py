@@ -16,6 +16,11 @@ class Families:
         self.collect = counts.families
 
 
+def serves_m(name: str) -> bool:
+    """The stack of these tests serves one model, ``m``."""
+    return name == "m"
+
+
 def exposed(collector: object) -> Scrape:
     """What ``collector`` (anything with ``collect()``) shows, parsed."""
     registry = CollectorRegistry(auto_describe=False)
@@ -24,11 +29,11 @@ def exposed(collector: object) -> Scrape:
 
 
 def test_lines_become_counters_and_histograms() -> None:
-    counts = EdgeCounts()
-    counts.add(b"njs\tm\t200\t0.004\t0.003\t150\t90")
-    counts.add(b"njs\tm\t200\t0.020\t0.019\t150\t90")
-    counts.add(b"fast_path\tm\t415\t0.002\t\t3000\t120")
-    counts.add(b"nginx\t\t413\t0.000\t\t7000000\t300")
+    counts = EdgeCounts(serves_m)
+    counts.add(b"njs\tm\t200\t0.004\t0.003\t150\t90\t")
+    counts.add(b"njs\tm\t200\t0.020\t0.019\t150\t90\t")
+    counts.add(b"fast_path\tm\t415\t0.002\t\t3000\t120\t")
+    counts.add(b"nginx\t\t413\t0.000\t\t7000000\t300\t")
     found = exposed(Families(counts))
     requests = "sagemaker_tfs_requests_total"
     assert found.value(requests, model="m", route="njs", status_class="2xx") == 2
@@ -49,10 +54,10 @@ def test_lines_become_counters_and_histograms() -> None:
 
 
 @pytest.mark.parametrize(
-    "line", [b"", b"njs\tm\t200", b"njs\tm\tOK\t0.1\t\t1\t1", b"njs\tm\t200\tx\t\t1\t1"]
+    "line", [b"", b"njs\tm\t200", b"njs\tm\tOK\t0.1\t\t1\t1\t", b"njs\tm\t200\tx\t\t1\t1\t"]
 )
 def test_unreadable_lines_are_counted_apart(line: bytes) -> None:
-    counts = EdgeCounts()
+    counts = EdgeCounts(serves_m)
     counts.add(line)
     assert counts.unreadable == 1 and counts.requests == {}
 
@@ -67,19 +72,60 @@ def test_the_pipe_is_read_as_nginx_writes_it(tmp_path: Path) -> None:
     """Lines written in pieces (several workers, each line one write) are counted once
     complete; the pipe stays open for writers (nginx restarts) and is removed at the end."""
     path = tmp_path / "edge.pipe"
-    log = EdgeLog(str(path))
+    log = EdgeLog(str(path), serves_m)
     try:
         for _ in range(2):
             with open(path, "wb", buffering=0) as nginx:  # a restarted nginx opens it again
-                nginx.write(b"njs\tm\t503\t0.1\t\t10\t20\nnjs\tm\t200\t0.1")
+                nginx.write(b"njs\tm\t503\t0.1\t\t10\t20\t\nnjs\tm\t200\t0.1")
                 assert exposed(log).value("sagemaker_tfs_requests_total") in (1, 3)
-                nginx.write(b"\t\t10\t20\n")
+                nginx.write(b"\t\t10\t20\t\n")
         found = exposed(log)
         assert found.value("sagemaker_tfs_requests_total", status_class="5xx") == 2
         assert found.value("sagemaker_tfs_requests_total", status_class="2xx") == 2
         with open(path, "wb", buffering=0) as nginx:
-            nginx.write(b"njs\tm\t200\t0.1\t\t10\t20\n")
+            nginx.write(b"njs\tm\t200\t0.1\t\t10\t20\t\n")
         assert wait_until(lambda: log._counts.requests.get(("m", "njs", "2xx")) == 3)
     finally:
         log.close()
     assert not path.exists()
+
+
+def test_models_the_stack_does_not_serve_share_one_label() -> None:
+    """3,000 made-up names (each a 404) leave one ``unknown`` series and no memory per name;
+    the served model keeps its own series."""
+    counts = EdgeCounts(serves_m)
+    for number in range(3000):
+        counts.add(b"njs\tmade-up-%d\t404\t0.001\t0.001\t150\t90\t" % number)
+    counts.add(b"njs\tm\t200\t0.001\t0.001\t150\t90\t")
+    found = exposed(Families(counts))
+    requests = "sagemaker_tfs_requests_total"
+    assert found.value(requests, model="unknown", route="njs", status_class="4xx") == 3000
+    assert found.value(requests, model="m", route="njs", status_class="2xx") == 1
+    assert len(counts.requests) == 2 and len(counts.seconds) == 2
+    assert len(counts._series) == 2
+
+
+def test_a_model_loaded_later_gets_its_own_label() -> None:
+    """Multi-model: a name counted as unknown before its load is counted by name after."""
+    loaded: set[str] = set()
+    counts = EdgeCounts(loaded.__contains__)
+    counts.add(b"service\tlate\t404\t0.001\t\t150\t90\t")
+    loaded.add("late")
+    counts.add(b"service\tlate\t200\t0.001\t\t150\t90\t")
+    assert set(counts.requests) == {("unknown", "service", "4xx"), ("late", "service", "2xx")}
+
+
+def test_routes_and_shed_reasons_come_from_fixed_sets() -> None:
+    counts = EdgeCounts(serves_m)
+    counts.add(b"njs\tm\t503\t0.001\t\t150\t90\toverloaded")
+    counts.add(b"njs\tm\t503\t0.001\t\t150\t90\tqueue_full")
+    counts.add(b"service\tm\t503\t0.001\t\t150\t90\texpired")
+    counts.add(b"service\tm\t503\t0.001\t\t150\t90\tsomething-else")
+    counts.add(b"invented\tm\t200\t0.001\t\t150\t90\t")
+    found = exposed(Families(counts))
+    shed = "sagemaker_tfs_requests_shed_total"
+    assert found.value(shed, route="njs", reason="overloaded") == 1
+    assert found.value(shed, route="njs", reason="queue_full") == 1
+    assert found.value(shed, route="service", reason="expired") == 1
+    assert found.value(shed) == 3
+    assert found.value("sagemaker_tfs_requests_total", route="nginx") == 1

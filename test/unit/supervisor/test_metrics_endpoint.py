@@ -26,6 +26,7 @@ from sagemaker_tfs.supervisor.metrics_endpoint import (
     monitored,
 )
 from sagemaker_tfs.supervisor.model_server_metrics import (
+    Families,
     MonitoredServer,
     exposition,
     with_label,
@@ -54,6 +55,28 @@ def test_a_label_is_added_to_every_kind_of_sample() -> None:
     assert with_label('a{b="{x} y"} 1 1700000000', label) == (
         'a{model_server="m0",b="{x} y"} 1 1700000000'
     )
+
+
+def test_model_names_not_served_are_summed_as_unknown() -> None:
+    """TF Serving's binary counts requests by the name asked for: every name the stack does
+    not serve (made-up ones) becomes one ``unknown`` series per status, summed."""
+    text = (
+        "# TYPE :tensorflow:serving:request_count counter\n"
+        + "".join(
+            f':tensorflow:serving:request_count{{model_name="made-up-{i}",status="NOT_FOUND"}} 2\n'
+            for i in range(500)
+        )
+        + ':tensorflow:serving:request_count{model_name="m",status="OK"} 3\n'
+    )
+    families = Families(lambda name: name == "m")
+    families.add(text, "model-server[0]")
+    exposed = families.text()
+    assert "made-up" not in exposed
+    found = Scrape(exposed)
+    count = ":tensorflow:serving:request_count_total"
+    assert found.value(count, model_name="unknown", status="NOT_FOUND") == 1000
+    assert found.value(count, model_name="m") == 3
+    assert len(found.samples(count)) == 2
 
 
 class FakeModelServer(BaseHTTPRequestHandler):

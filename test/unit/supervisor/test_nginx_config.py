@@ -330,3 +330,18 @@ def test_the_stream_path_goes_to_the_stream_server_as_a_websocket(
 def test_multi_model_has_no_stream_path(stack_config: StackConfigBuilder) -> None:
     text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
     assert "invocations-bidirectional-stream" not in text
+
+
+@pytest.mark.parametrize("bound", ["0", "5"])
+def test_the_admission_bound_and_the_invocation_timeout(
+    stack_config: StackConfigBuilder, tmp_path: Path, bound: str
+) -> None:
+    """SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS: nginx's limit_conn over the stack (none at 0);
+    the invocation timeout reaches the njs either way."""
+    env = {"SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS": bound, "SAGEMAKER_MODEL_SERVER_TIMEOUT": "7"}
+    text = nginx_config.render(stack_config(env))
+    assert ("limit_conn tfs_invocations 5;" in text) == (bound == "5")
+    assert ("limit_conn_zone" in text) == (bound == "5")
+    assert 'set $tfs_invocation_timeout "7";' in text
+    result = nginx_test(tmp_path / "work", text)
+    assert result.returncode == 0, result.stderr

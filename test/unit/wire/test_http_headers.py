@@ -8,6 +8,7 @@ from sagemaker_tfs.wire.http_headers import (
     CustomAttributes,
     MediaType,
     accept_list,
+    arrival_time,
     custom_attributes,
     media_type,
 )
@@ -43,3 +44,9 @@ def test_custom_attributes() -> None:
     assert custom_attributes("tfs-model-name=a,tfs-model-name=b").model_name == "b"  # last wins
     assert custom_attributes(None) == CustomAttributes()
     assert custom_attributes("tfs-method=predict").as_dict() == {"tfs-method": "predict"}
+
+
+def test_arrival_is_nginx_clock_less_the_time_it_had_the_request() -> None:
+    assert arrival_time("1700000010.250 0.250") == pytest.approx(1700000010.0)
+    for bad in (None, "", "1700000010.250", "x 0.1", "1 2 3", "inf 1", "nan 0"):
+        assert arrival_time(bad) is None

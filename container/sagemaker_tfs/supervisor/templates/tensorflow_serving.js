@@ -5,6 +5,9 @@
  * TF Serving REST requests here and sent to the model servers (location /tfs/), so no
  * Python is in the path. Anything else goes to the Python service (@python_service).
  * /ping: the supervisor's health verdict, read from a file (no model server call).
+ * Shedding: an invocation whose timeout passed before it could be sent, or that the model
+ * server refused because its batch queue is full, is answered 503 (Retry-After from nginx,
+ * $tfs_shed names why, templates/logging.conf) instead of being sent or retried.
  */
 /* global setTimeout */
 import fs from 'fs';
@@ -22,6 +25,8 @@ var MAX_VERSION = '9223372036854775807';
 var RETRY_STATUSES = [502, 503];
 var RETRY_WINDOW_MS = 10000;
 var RETRY_PAUSE_MS = 100;
+/* TF Serving's UNAVAILABLE when max_enqueued_batches are queued (its batching scheduler's text). */
+var QUEUE_FULL = 'batch scheduling queue to which this task was submitted is full';
 var LOOSE_NUMBER = /^[+\-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+\-]?[0-9]+)?$/;
 
 function RequestError(status, message) {
@@ -499,6 +504,34 @@ function sendModelServerReply(r, reply, acceptHeader) {
     sendJson(r, reply.status, body);
 }
 
+/* A 503 that sheds the invocation; nginx adds Retry-After and counts it by reason. */
+function shed(r, reason, message) {
+    r.variables.tfs_shed = reason;
+    sendError(r, 503, message);
+}
+
+/* Seconds since the request's first byte, or -1 when nginx cannot tell. */
+function secondsWaited(r) {
+    var waited = parseFloat(r.variables.request_time);
+    return isNaN(waited) ? -1 : waited;
+}
+
+/* Whether the invocation timeout ($tfs_invocation_timeout) passed since its arrival. */
+function expired(r) {
+    var timeout = parseFloat(r.variables.tfs_invocation_timeout);
+    return !isNaN(timeout) && secondsWaited(r) >= timeout;
+}
+
+function shedExpired(r) {
+    shed(r, 'expired', 'The endpoint is overloaded: the request waited ' + secondsWaited(r) +
+        ' s, past the invocation timeout (' + r.variables.tfs_invocation_timeout +
+        ' s); retry later');
+}
+
+function queueFull(reply) {
+    return reply.status === 503 && (reply.responseText || '').indexOf(QUEUE_FULL) >= 0;
+}
+
 function handleError(r, e) {
     if (e instanceof RequestError) {
         sendError(r, e.status, e.message);
@@ -569,9 +602,22 @@ function invocations(r) {
         handleError(r, e);
         return;
     }
+    if (expired(r)) {
+        shedExpired(r);
+        return;
+    }
     predictWithRetries(r, uri, body, Date.now() + RETRY_WINDOW_MS, 0)
         .then(function (reply) {
+            if (reply === null) {
+                shedExpired(r);
+                return;
+            }
             r.variables.tfs_model_server_time = reply.variables.upstream_response_time || '';
+            if (queueFull(reply)) {
+                shed(r, 'queue_full', 'The endpoint is overloaded: the model server\'s batch ' +
+                    'queue is full (max_enqueued_batches); retry later');
+                return;
+            }
             sendModelServerReply(r, reply, r.headersIn.Accept);
         })
         .catch(function (e) {
@@ -584,11 +630,16 @@ function invocations(r) {
  * at once (nginx skips a model server that just failed, so it goes to a live one), then every
  * RETRY_PAUSE_MS until one answers or RETRY_WINDOW_MS have passed. Retrying here rather than
  * with proxy_next_upstream non_idempotent: nginx resending a subrequest's body after a reset
- * failed with EFAULT (njs 0.7.9).
+ * failed with EFAULT (njs 0.7.9). A full batch queue is not retried (the model server is
+ * alive and busy), nor is an invocation sent again past its timeout (resolves to null).
  */
 function predictWithRetries(r, uri, body, deadline, attempt) {
+    if (attempt > 0 && expired(r)) {
+        return Promise.resolve(null);
+    }
     return r.subrequest(uri, {method: 'POST', body: body}).then(function (reply) {
-        if (RETRY_STATUSES.indexOf(reply.status) < 0 || Date.now() >= deadline) {
+        if (RETRY_STATUSES.indexOf(reply.status) < 0 || queueFull(reply) ||
+                Date.now() >= deadline) {
             return reply;
         }
         var pause = attempt === 0 ? 0 : RETRY_PAUSE_MS;
