@@ -33,6 +33,10 @@ DEFAULT_MAX_TEXT_BODY_MB = 100
 BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
 NGINX_TIMEOUT_MARGIN_SECONDS = 5
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
+# Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
+# how many a gunicorn worker holds at once.
+DEFAULT_SESSION_TTL_SECONDS = 1200
+DEFAULT_MAX_SESSIONS = 1000
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -151,6 +155,16 @@ class StackConfig:
     # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
     # service's gRPC deadline.
     model_server_timeout: int = 60
+    # Stateful sessions (SageMaker's sticky routing): NEW_SESSION / CLOSE requests, the
+    # session header routed by nginx to the worker that holds the session.
+    sessions: bool = False
+    session_ttl_seconds: int = DEFAULT_SESSION_TTL_SECONDS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+    def session_socket(self, worker_slot: int) -> str:
+        """The unix socket on which the gunicorn worker of ``worker_slot`` (0 to workers - 1)
+        also listens, for the requests of the sessions it holds (nginx routes them there)."""
+        return os.path.join(self.work_dir, f"session-{worker_slot}.sock")
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -409,6 +423,22 @@ def _body_limits(env: EnvReader) -> tuple[int, int]:
     return body, min(text, body)
 
 
+def _sessions_on(env: EnvReader) -> bool:
+    """``SAGEMAKER_TFS_SESSIONS``, or the name AWS's container standards use; either true."""
+    ours = env.boolean("SAGEMAKER_TFS_SESSIONS", False)
+    return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
+
+
+def _check_session_sockets(work_dir: str, workers: int, sessions: bool) -> None:
+    """Each worker's session socket path must fit in a unix socket address."""
+    longest = os.path.join(work_dir, f"session-{workers - 1}.sock")
+    if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
+        raise ConfigError(
+            f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
+            f"a unix socket path may be ({MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
+        )
+
+
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
@@ -476,6 +506,9 @@ def load_config(
     batch_transform = env.boolean("SAGEMAKER_BATCH", False)
     nginx_timeout, gunicorn_timeout, model_server_timeout = _timeouts(env, batch_transform)
     max_body_mb, max_text_body_mb = _body_limits(env)
+    workers = env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1)
+    sessions = _sessions_on(env)
+    _check_session_sockets(work_dir, workers, sessions)
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
     gpu_fraction = None
     if instance_count > 1 and not multi_model and has_gpu():
@@ -494,7 +527,7 @@ def load_config(
         nginx_log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS)
         or "error",
         nginx_proxy_read_timeout=nginx_timeout,
-        gunicorn_workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
+        gunicorn_workers=workers,
         gunicorn_threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
         gunicorn_worker_class=_worker_class(env),
         gunicorn_timeout=gunicorn_timeout,
@@ -527,4 +560,9 @@ def load_config(
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         model_server_timeout=model_server_timeout,
+        sessions=sessions,
+        session_ttl_seconds=env.required_integer(
+            "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
+        ),
+        max_sessions=env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
     )

@@ -16,12 +16,14 @@ from sagemaker_tfs.service.routing import Route, check_model_name, route
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (
     CUSTOM_ATTRIBUTES_HEADER,
+    SESSION_HEADER,
     TARGET_MODEL_HEADER,
     CustomAttributes,
     MediaType,
     accept_list,
     custom_attributes,
     media_type,
+    session_id,
     trim,
 )
 
@@ -32,7 +34,8 @@ DEFAULT_MEDIA_TYPE = "application/json"
 class ParsedRequest:
     """``content_type``: application/json when the request names none. ``accept``: the types
     listed, in order (empty: none, the answer's type is the service's choice);
-    ``accept_header``: the header as sent, trimmed, for the handler's ``Context``."""
+    ``accept_header``: the header as sent, trimmed, for the handler's ``Context``;
+    ``session_id``: the ``X-Amzn-SageMaker-Session-Id`` header, None when absent."""
 
     method: str
     path: str
@@ -42,6 +45,7 @@ class ParsedRequest:
     custom_attributes: CustomAttributes
     target: Route
     content_length: int
+    session_id: str | None = None
 
     @property
     def first_accept(self) -> str:
@@ -84,4 +88,5 @@ def parse_request(
         custom_attributes=attributes,
         target=target,
         content_length=req.content_length if req.content_length is not None else body_length,
+        session_id=session_id(req.get_header(SESSION_HEADER)),
     )

@@ -11,6 +11,10 @@ the Python service. Multi-model mode (``multi_model_*.conf``): ``/models`` CRUD 
 to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/invocations`` to
 the Python service.
 
+With stateful sessions on (``session_routing.conf``), ``/invocations`` goes to the Python
+service in every mode, and nginx sends a request naming a session to the socket of the
+gunicorn worker that holds it (the worker's slot begins the session id).
+
 Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
 proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
 line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
@@ -118,10 +122,36 @@ def _upstream_servers(config: StackConfig, parameters: str) -> str:
     )
 
 
+# A session id: its worker's slot, "-", 32 hex digits (service/sessions.py).
+SESSION_ID_PATTERN = "[0-9a-f]{32}"
+
+
+def _session_routes(config: StackConfig) -> str:
+    """One ``map`` line per worker slot: the ids of its sessions -> its upstream."""
+    return "\n".join(
+        f'        "~^{slot}-{SESSION_ID_PATTERN}$" session_worker_{slot};'
+        for slot in range(config.gunicorn_workers)
+    )
+
+
+def _session_workers(config: StackConfig) -> str:
+    """One upstream per worker slot, its session socket (kept-alive connections, as to the
+    service's shared socket)."""
+    return "\n".join(
+        f"    upstream session_worker_{slot} {{\n"
+        f"        server unix:{config.session_socket(slot)};\n"
+        "        keepalive 4;\n"
+        "        keepalive_timeout 30s;\n"
+        "    }"
+        for slot in range(config.gunicorn_workers)
+    )
+
+
 def template_parts(config: StackConfig) -> dict[str, str | None]:
     """Which file of templates/ fills each part placeholder (None: nothing), for this config."""
     mode = "multi_model" if config.multi_model else "single_model"
-    to_service = config.multi_model or has_inference_script(config)
+    # Sessions are opened and checked by the service: without inference.py too.
+    to_service = config.multi_model or config.sessions or has_inference_script(config)
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
@@ -130,6 +160,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "LOGGING": "logging.conf",
         "METRICS": "metrics.conf" if config.metrics else None,
         "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
+        "SESSION_ROUTING": "session_routing.conf" if config.sessions else None,
     }
 
 
@@ -196,5 +227,8 @@ def render(
         "EDGE_LOG_PIPE": config.edge_log_pipe,
         "ACCESS_LOG_FORMAT": config.access_log,
         "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
+        "SERVICE_UPSTREAM": "$tfs_service_upstream" if config.sessions else "python_service",
+        "SESSION_ROUTES": _session_routes(config),
+        "SESSION_WORKERS": _session_workers(config),
     }
     return _fill(template, values, template_parts(config))

@@ -1,8 +1,9 @@
 """The request headers the stack reads, each parsed by one function.
 
-``Content-Type`` (:func:`media_type`), ``Accept`` (:func:`accept_list`) and SageMaker's
-``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`). The service reads them
-once per request (``service/request.py``), the Batch Transform driver reads content types
+``Content-Type`` (:func:`media_type`), ``Accept`` (:func:`accept_list`), SageMaker's
+``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`) and its stateful
+sessions' ``X-Amzn-SageMaker-Session-Id`` (:func:`session_id`). The service reads them once
+per request (``service/request.py``), the Batch Transform driver reads content types
 with the same function, and the njs (``supervisor/templates/tensorflow_serving.js``) has
 twins of the first three, run against these on the cases of ``test/header_cases.py``.
 
@@ -18,6 +19,10 @@ from dataclasses import dataclass
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
+# Stateful sessions: the request's session, and the answers that open and close one.
+SESSION_HEADER = "X-Amzn-SageMaker-Session-Id"
+NEW_SESSION_HEADER = "X-Amzn-SageMaker-New-Session-Id"
+CLOSED_SESSION_HEADER = "X-Amzn-SageMaker-Closed-Session-Id"
 OPTIONAL_WHITESPACE = " \t"
 MODEL_NAME_ATTRIBUTE = "tfs-model-name"
 MODEL_VERSION_ATTRIBUTE = "tfs-model-version"
@@ -108,3 +113,9 @@ def custom_attributes(header: str | None) -> CustomAttributes:
         method=found.get(METHOD_ATTRIBUTE),
         output_filter=tuple(trim(name) for name in names if trim(name)),
     )
+
+
+def session_id(header: str | None) -> str | None:
+    """The session a request names, trimmed; None when the header is absent or empty."""
+    value = trim(header or "")
+    return value or None

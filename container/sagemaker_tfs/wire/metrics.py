@@ -27,6 +27,7 @@ ROUTE_CONVERSION = "conversion"  # the same converted by the service (multi-mode
 ROUTE_FAST_PATH = "fast_path"  # binary payloads answered by the service over gRPC
 ROUTE_INFERENCE_PY = "inference_py"  # the user's code/inference.py
 ROUTE_SERVICE = "service"  # the service answered before it chose one of the two above
+ROUTE_SESSION = "session"  # a stateful session opened, closed or refused by the service
 ROUTE_HEADER = "X-SageMaker-TFS-Route"
 MODEL_HEADER = "X-SageMaker-TFS-Model"
 VERSION_HEADER = "X-SageMaker-TFS-Version"
