@@ -367,7 +367,9 @@ def worker_sessions(config: StackConfig, metrics: ServiceMetrics | None) -> Sess
     on_change = metrics.sessions_open.set if metrics is not None else None
     held = Sessions(sessions.worker_slot(), config.session_ttl_seconds, config.max_sessions,
                     on_change=on_change)  # fmt: skip
-    sessions.sweep_periodically(held)
+    sessions.sweep_periodically(
+        held, min(sessions.SWEEP_INTERVAL_SECONDS, config.session_ttl_seconds)
+    )
     return held
 
 

@@ -38,7 +38,8 @@ NEW_SESSION = "NEW_SESSION"
 CLOSE = "CLOSE"
 # {"requestType": "NEW_SESSION"} is 30 bytes; a larger body is never read as one.
 CONTROL_BODY_MAX_BYTES = 256
-# Expired sessions are dropped at each session operation and at least this often.
+# Expired sessions are dropped at each session operation, and at least this often (or once
+# per time to live, if shorter) when no request comes.
 SWEEP_INTERVAL_SECONDS = 30.0
 
 _worker_slot = 0

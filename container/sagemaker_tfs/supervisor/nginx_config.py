@@ -13,7 +13,8 @@ the Python service.
 
 With stateful sessions on (``session_routing.conf``), ``/invocations`` goes to the Python
 service in every mode, and nginx sends a request naming a session to the socket of the
-gunicorn worker that holds it (the worker's slot begins the session id).
+gunicorn worker that holds it (the worker's slot begins the session id), and one that opens a
+session (``X-Amzn-SageMaker-Session-Id: NEW_SESSION``) to the workers' sockets in turn.
 
 Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
 proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
@@ -134,6 +135,15 @@ def _session_routes(config: StackConfig) -> str:
     )
 
 
+def _session_servers(config: StackConfig) -> str:
+    """One ``server`` line per worker slot's session socket, for the upstream that opens
+    sessions."""
+    return "\n".join(
+        f"        server unix:{config.session_socket(slot)};"
+        for slot in range(config.gunicorn_workers)
+    )
+
+
 def _session_workers(config: StackConfig) -> str:
     """One upstream per worker slot, its session socket (kept-alive connections, as to the
     service's shared socket)."""
@@ -229,6 +239,7 @@ def render(
         "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
         "SERVICE_UPSTREAM": "$tfs_service_upstream" if config.sessions else "python_service",
         "SESSION_ROUTES": _session_routes(config),
+        "SESSION_SERVERS": _session_servers(config),
         "SESSION_WORKERS": _session_workers(config),
     }
     return _fill(template, values, template_parts(config))

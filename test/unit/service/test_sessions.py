@@ -114,8 +114,10 @@ def test_the_new_session_placeholder_names_no_session() -> None:
 
 
 def request(session_id: str | None = None) -> ParsedRequest:
-    return ParsedRequest("POST", "/invocations", MediaType("application/json"), (), "",
-                         CustomAttributes(), Route("m", None, "predict"), 0, session_id)  # fmt: skip
+    return ParsedRequest(
+        "POST", "/invocations", MediaType("application/json"), (), "", CustomAttributes(),
+        Route("m", None, "predict"), 0, session_id,
+    )  # fmt: skip
 
 
 def served(sessions: Sessions, body: bytes, session_id: str | None = None) -> Reply:
@@ -131,7 +133,7 @@ def served(sessions: Sessions, body: bytes, session_id: str | None = None) -> Re
 def test_open_use_and_close_with_sagemakers_headers() -> None:
     sessions, _, _ = held()
     opened = served(sessions, b'{"requestType": "NEW_SESSION"}', "NEW_SESSION")
-    (name, value), = opened.headers
+    ((name, value),) = opened.headers
     session_id = json.loads(opened.body)["session_id"]
     assert name == "X-Amzn-SageMaker-New-Session-Id"
     assert value == f"{session_id}; Expires={json.loads(opened.body)['expires']}"

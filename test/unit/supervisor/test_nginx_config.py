@@ -325,6 +325,10 @@ def test_sessions_route_each_session_to_its_worker_socket(
         assert f"server unix:{config.session_socket(slot)};" in text
     assert "session_worker_2" not in text
     assert "default python_service;" in text
+    assert "NEW_SESSION session_workers;" in text
+    opening = re.search(r"upstream session_workers \{(.*?)\}", text, re.S)
+    assert opening is not None
+    assert opening.group(1).count("server unix:") == 2
     if shutil.which("nginx") is None:
         pytest.skip("nginx is not installed")
     result = nginx_test(tmp_path / "work", text)
