@@ -9,6 +9,8 @@
   file "marker", and its close (GeneratorExit) writes "closed after N" there.
 - size: "total" bytes in chunks of "chunk" bytes (the same object each time), the first
   starting with the time of its yield: {"first_yield": T} and a newline.
+- paced: "n" lines {"i": I, "t": T}, T the time of the line's yield, "interval" seconds
+  apart (tokens of a generative model).
 - session: the session id and how many requests the session has had, as one chunk.
 """
 
@@ -72,6 +74,13 @@ def _size(request):
         yield piece[: total - sent]
 
 
+def _paced(request):
+    for number in range(request["n"]):
+        if number:
+            time.sleep(request["interval"])
+        yield json.dumps({"i": number, "t": time.time()}) + "\n"
+
+
 def _session(request, context):
     count = context.session.get("count", 0) + 1
     context.session["count"] = count
@@ -84,5 +93,5 @@ def handler(data, context):
     if mode == "session":
         return _session(request, context), "application/json"
     modes = {"handshake": _handshake, "fail_after": _fail_after, "bad_chunk": _bad_chunk,
-             "fail_before": _fail_before, "endless": _endless, "size": _size}  # fmt: skip
+             "fail_before": _fail_before, "endless": _endless, "size": _size, "paced": _paced}  # fmt: skip
     return modes[mode](request), "text/plain"
