@@ -7,7 +7,9 @@ closed, expired and bounded; and what they are without ``inference.py``.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,7 +19,14 @@ from pathlib import Path
 import pytest
 import requests
 from metrics_scrape import wait_for_samples
-from whole_stack import RunningStack, stack_with_code
+from whole_stack import (
+    RunningStack,
+    cmdline,
+    descendant_pids,
+    pid_alive,
+    stack_with_code,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -118,6 +127,33 @@ def test_an_id_no_worker_holds_is_a_400_naming_it(stack: RunningStack) -> None:
     assert no_header.status_code == 400 and SESSION_HEADER in no_header.json()["error"]
     control = stack.post(b'{"instances": [1.0]}', **{SESSION_HEADER: "0-\x01"})
     assert control.status_code == 400 and "control characters" in control.json()["error"]
+
+
+def test_a_worker_that_exits_takes_only_its_sessions(stack: RunningStack) -> None:
+    """SIGKILL one gunicorn worker: its replacement takes its slot and socket; the killed
+    worker's session answers 400 naming it, the other worker's lives on, and new sessions
+    open in both slots again."""
+    survivor_of = {}
+    for session_id in sessions_in_both_workers(stack, 1):
+        assert in_session(stack, session_id, [1.0]).json()["seen"] == 1
+        survivor_of[session_id.split("-")[0]] = session_id
+    workers = [pid for pid in descendant_pids(stack.process.pid)
+               if "gunicorn: worker" in cmdline(pid)]  # fmt: skip
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+    assert wait_for(lambda: not pid_alive(workers[0]), 10)
+    answers = {}
+    for slot, session_id in survivor_of.items():
+        answers[slot] = None
+        deadline = time.monotonic() + 60
+        while answers[slot] not in (200, 400) and time.monotonic() < deadline:
+            answers[slot] = in_session(stack, session_id, [1.0]).status_code  # 503: restarting
+            time.sleep(0.2)
+    assert sorted(answers.values()) == [200, 400], answers
+    lost = next(slot for slot, status in answers.items() if status == 400)
+    error = in_session(stack, survivor_of[lost], [1.0]).json()["error"]
+    assert survivor_of[lost] in error
+    assert len(sessions_in_both_workers(stack, 2)) == 4
 
 
 @pytest.fixture(scope="module")
