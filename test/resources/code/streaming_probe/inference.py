@@ -92,6 +92,13 @@ def handler(data, context):
     mode = request["mode"]
     if mode == "session":
         return _session(request, context), "application/json"
-    modes = {"handshake": _handshake, "fail_after": _fail_after, "bad_chunk": _bad_chunk,
-             "fail_before": _fail_before, "endless": _endless, "size": _size, "paced": _paced}  # fmt: skip
+    modes = {
+        "handshake": _handshake,
+        "fail_after": _fail_after,
+        "bad_chunk": _bad_chunk,
+        "fail_before": _fail_before,
+        "endless": _endless,
+        "size": _size,
+        "paced": _paced,
+    }
     return modes[mode](request), "text/plain"
