@@ -46,6 +46,10 @@ MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 DEFAULT_STREAM_MAX_MESSAGE_MB = 16
 DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
 DEFAULT_STREAM_MAX_CONNECTIONS = 200
+# Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
+# how many a gunicorn worker holds at once.
+DEFAULT_SESSION_TTL_SECONDS = 1200
+DEFAULT_MAX_SESSIONS = 1000
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -186,6 +190,17 @@ class StackConfig:
         where set, else nginx's read timeout (``_timeouts`` makes ``model_server_timeout``
         exactly that). A request still waiting past it is not sent to a model server."""
         return self.model_server_timeout
+
+    # Stateful sessions (SageMaker's sticky routing): NEW_SESSION / CLOSE requests, the
+    # session header routed by nginx to the worker that holds the session.
+    sessions: bool = False
+    session_ttl_seconds: int = DEFAULT_SESSION_TTL_SECONDS
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+
+    def session_socket(self, worker_slot: int) -> str:
+        """The unix socket on which the gunicorn worker of ``worker_slot`` (0 to workers - 1)
+        also listens, for the requests of the sessions it holds (nginx routes them there)."""
+        return os.path.join(self.work_dir, f"session-{worker_slot}.sock")
 
     def grpc_socket_path(self, grpc_port: int) -> str | None:
         """The unix socket on which the model server of ``grpc_port`` also serves gRPC
@@ -484,6 +499,22 @@ def _parallelism(env: EnvReader, name: str, cpus: int) -> int:
     return env.required_integer(name, 0, 0) or cpus
 
 
+def _sessions_on(env: EnvReader) -> bool:
+    """``SAGEMAKER_TFS_SESSIONS``, or the name AWS's container standards use; either true."""
+    ours = env.boolean("SAGEMAKER_TFS_SESSIONS", False)
+    return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
+
+
+def _check_session_sockets(work_dir: str, workers: int, sessions: bool) -> None:
+    """Each worker's session socket path must fit in a unix socket address."""
+    longest = os.path.join(work_dir, f"session-{workers - 1}.sock")
+    if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
+        raise ConfigError(
+            f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
+            f"a unix socket path may be ({MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
+        )
+
+
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
@@ -552,6 +583,9 @@ def load_config(
     batch_transform = env.boolean("SAGEMAKER_BATCH", False)
     nginx_timeout, gunicorn_timeout, model_server_timeout = _timeouts(env, batch_transform)
     max_body_mb, max_text_body_mb = _body_limits(env)
+    workers = env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1)
+    sessions = _sessions_on(env)
+    _check_session_sockets(work_dir, workers, sessions)
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
     gpu_fraction = None
     if instance_count > 1 and not multi_model and has_gpu():
@@ -570,7 +604,7 @@ def load_config(
         nginx_log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS)
         or "error",
         nginx_proxy_read_timeout=nginx_timeout,
-        gunicorn_workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
+        gunicorn_workers=workers,
         gunicorn_threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
         gunicorn_worker_class=_worker_class(env),
         gunicorn_timeout=gunicorn_timeout,
@@ -616,4 +650,9 @@ def load_config(
         max_concurrent_invocations=env.required_integer(
             "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpu_total), 0
         ),
+        sessions=sessions,
+        session_ttl_seconds=env.required_integer(
+            "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
+        ),
+        max_sessions=env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
     )

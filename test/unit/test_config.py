@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,7 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     assert (cfg.image_scale, cfg.image_offset) == (1.0, 0.0)
     assert cfg.model_server_timeout == 60
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (1024, 100)
+    assert (cfg.sessions, cfg.session_ttl_seconds, cfg.max_sessions) == (False, 1200, 1000)
 
 
 def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -127,6 +129,8 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
     assert (cfg.stream_max_message_mb, cfg.stream_max_message_bytes) == (2, 2 << 20)
     assert (cfg.stream_idle_timeout, cfg.stream_max_connections) == (30, 7)
+    assert (cfg.sessions, cfg.session_ttl_seconds, cfg.max_sessions) == (True, 30, 7)
+    assert cfg.session_socket(2) == os.path.join(cfg.work_dir, "session-2.sock")
 
 
 def test_stream_defaults_and_socket(stack_config: StackConfigBuilder) -> None:
@@ -151,6 +155,25 @@ def test_stream_limits_must_be_positive_integers(
     for value in ("0", "ten"):
         with pytest.raises(ConfigError, match=name):
             stack_config({name: value})
+
+
+@pytest.mark.parametrize(
+    ("ours", "aws", "on"),
+    [(None, None, False), ("true", None, True), (None, "true", True), ("false", "true", True),
+     ("true", "false", True), ("false", "false", False)],
+)  # fmt: skip
+def test_sessions_are_on_when_either_variable_says_so(
+    stack_config: StackConfigBuilder, ours: str | None, aws: str | None, on: bool
+) -> None:
+    env = {"SAGEMAKER_TFS_SESSIONS": ours, "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": aws}
+    assert stack_config({k: v for k, v in env.items() if v is not None}).sessions is on
+
+
+def test_session_sockets_must_fit_a_socket_address(stack_config: StackConfigBuilder) -> None:
+    deep = "/tmp/" + "w" * 100
+    with pytest.raises(ConfigError, match="SAGEMAKER_TFS_SESSIONS needs a shorter work dir"):
+        stack_config({"SAGEMAKER_TFS_SESSIONS": "true"}, work_dir=deep)
+    assert not stack_config({}, work_dir=deep).sessions
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
@@ -364,6 +387,10 @@ def test_gpu_fraction_only_with_several_instances_on_a_gpu(
             "must not be one of the stack's own paths",
         ),
         ("SAGEMAKER_TFS_ACCESS_LOG_ALL", "1", "must be 'true' or 'false'"),
+        ("SAGEMAKER_TFS_SESSIONS", "on", "must be 'true' or 'false'"),
+        ("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", "1", "must be 'true' or 'false'"),
+        ("SAGEMAKER_TFS_SESSION_TTL_SECONDS", "0", "must be a positive integer"),
+        ("SAGEMAKER_TFS_MAX_SESSIONS", "many", "must be an integer"),
     ],
 )
 def test_errors_name_the_variable_and_value(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import logging
 import os
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import falcon
@@ -21,7 +22,7 @@ import requests
 
 from sagemaker_tfs import client
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
-from sagemaker_tfs.service import errors, native_threads
+from sagemaker_tfs.service import errors, native_threads, sessions
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
 from sagemaker_tfs.service.handlers import (
@@ -31,12 +32,25 @@ from sagemaker_tfs.service.handlers import (
     load_user_code,
 )
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import Limits, Reply, invoke
+from sagemaker_tfs.service.invoke import Limits, Reply, SessionState, invoke
 from sagemaker_tfs.service.logs import configure_logging
-from sagemaker_tfs.service.metrics import RequestRecord, recorded, service_metrics
+from sagemaker_tfs.service.metrics import (
+    RequestRecord,
+    ServiceMetrics,
+    recorded,
+    service_metrics,
+)
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, RegisteredModel
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
+from sagemaker_tfs.service.sessions import Sessions
+from sagemaker_tfs.service.streaming import HandlerStream
+from sagemaker_tfs.wire.http_headers import (
+    CLOSED_SESSION_HEADER,
+    NEW_SESSION_HEADER,
+    SESSION_HEADER,
+)
+from sagemaker_tfs.wire.metrics import ROUTE_SESSION
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +91,13 @@ SEND_PIECE_BYTES = 1 << 20
 LARGE_ANSWER_SEND_BUFFER_BYTES = 4 << 20
 
 
+# Tells nginx not to buffer the answer (it honours the header and hides it from the client).
+NO_PROXY_BUFFERING = ("X-Accel-Buffering", "no")
+
+
 def _answer(req: falcon.Request, resp: falcon.Response, reply: Reply) -> None:
     _send(resp, reply)
-    if resp.stream is not None:
+    if resp.stream is not None and not isinstance(reply.body, HandlerStream):
         enlarge_send_buffer(req.env.get("gunicorn.socket"))
 
 
@@ -95,11 +113,18 @@ def enlarge_send_buffer(connection: socket.socket | None) -> None:
 def _send(resp: falcon.Response, reply: Reply) -> None:
     resp.status = reply.status
     resp.content_type = reply.content_type
+    for name, value in reply.headers:
+        resp.set_header(name, value)
     if isinstance(reply.body, bytes):
         resp.data = reply.body
         return
     if isinstance(reply.body, StreamedBody):
         _send_streamed(resp, reply.body)
+        return
+    if isinstance(reply.body, HandlerStream):
+        # no Content-Length: gunicorn sends each chunk as an HTTP/1.1 chunk as it comes
+        resp.set_header(*NO_PROXY_BUFFERING)
+        resp.stream = reply.body.chunks()
         return
     length = sum(len(chunk) for chunk in reply.body)
     if length <= SEND_PIECE_BYTES:
@@ -171,18 +196,62 @@ class Service(ABC):
         )
         # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
         client.set_default_timeout(config.model_server_timeout)
+        self.sessions = worker_sessions(config, self.metrics)
 
     @abstractmethod
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         """The request as this mode reads it; ``path_name``: the model named in the path."""
 
+    def answer(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
+        """Serve one invocation; with sessions on, open or close one, or serve in one."""
+        if self.sessions is None:
+            return self.invoke(request, body, record)
+        record.route = ROUTE_SESSION  # until a handler or the default handling takes it
+        return serve_in_sessions(
+            self.sessions, request, body, lambda state: self.invoke(request, body, record, state)
+        )
+
     @abstractmethod
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
-        """Serve one invocation."""
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+               state: SessionState | None = None) -> Reply:  # fmt: skip
+        """Serve one invocation (in the stateful session ``state``, if any)."""
 
     @abstractmethod
     def describe(self) -> str:
         """What this worker serves, for the start-up log line."""
+
+
+def serve_in_sessions(
+    held: Sessions,
+    request: ParsedRequest,
+    body: bytes,
+    invoke: Callable[[SessionState | None], Reply],
+) -> Reply:
+    """Open or close a session (the handlers are not called), or ``invoke`` in the session
+    the request names, or in none."""
+    kind = sessions.control_request(body)
+    session_id = sessions.requested_session(request.session_id)
+    if kind == sessions.NEW_SESSION:
+        session = held.open()
+        header = f"{session.id}; Expires={session.expires()}"
+        answer = {"session_id": session.id, "expires": session.expires()}
+        return _session_reply(answer, (NEW_SESSION_HEADER, header))
+    if kind == sessions.CLOSE:
+        if session_id is None:
+            raise errors.HttpError(
+                400, f"A CLOSE request names the session to close in {SESSION_HEADER}"
+            )
+        held.close(session_id)
+        return _session_reply({"session_id": session_id, "closed": True},
+                              (CLOSED_SESSION_HEADER, session_id))  # fmt: skip
+    if session_id is None:
+        return invoke(None)
+    session = held.find(session_id)
+    return invoke(SessionState(session.id, session.store))
+
+
+def _session_reply(answer: dict[str, Any], header: tuple[str, str]) -> Reply:
+    return Reply(200, json.dumps(answer).encode(), falcon.MEDIA_JSON, (header,))
 
 
 class SingleModelService(Service):
@@ -199,10 +268,11 @@ class SingleModelService(Service):
         """The Target-Model header means nothing here and is not read."""
         return parse_request(req, body_length, self.config.default_model, None)
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+               state: SessionState | None = None) -> Reply:  # fmt: skip
         candidates = InstanceRotation(self.picker, self.channels)
         return invoke(self.user_code, body, request, candidates, self.session,
-                      self.image_options, record, self.limits)  # fmt: skip
+                      self.image_options, record, self.limits, state)  # fmt: skip
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -225,7 +295,8 @@ class MultiModelService(Service):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
+    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+               state: SessionState | None = None) -> Reply:  # fmt: skip
         """After a server-side failure, or a shared model server's 404 (it dropped the model),
         the registry's 404 if the model was unloaded meanwhile."""
         name = request.target.model_name
@@ -235,7 +306,7 @@ class MultiModelService(Service):
         user_code = self.directory.user_code(model.location)
         try:
             reply = invoke(user_code, body, request, candidates, self.session, self.image_options,
-                           record, self.limits)  # fmt: skip
+                           record, self.limits, state)  # fmt: skip
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(
@@ -269,7 +340,7 @@ def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
         body = read_body(req)
         request = service.parse(req, path_name, len(body))
         record.target(request.target)
-        _answer(req, resp, service.invoke(request, body, record))
+        _answer(req, resp, service.answer(request, body, record))
 
 
 class Invocations:
@@ -292,6 +363,20 @@ def not_found(req: falcon.Request, resp: falcon.Response, **groups: Any) -> None
     errors.json_error(resp, 404, f"Not Found: {req.path}")
 
 
+def worker_sessions(config: StackConfig, metrics: ServiceMetrics | None) -> Sessions | None:
+    """This worker's stateful sessions when they are on (``sessions.worker_slot()`` names the
+    worker in their ids), swept of expired ones in the background."""
+    if not config.sessions:
+        return None
+    on_change = metrics.sessions_open.set if metrics is not None else None
+    held = Sessions(sessions.worker_slot(), config.session_ttl_seconds, config.max_sessions,
+                    on_change=on_change)  # fmt: skip
+    sessions.sweep_periodically(
+        held, min(sessions.SWEEP_INTERVAL_SECONDS, config.session_ttl_seconds)
+    )
+    return held
+
+
 def make_service(config: StackConfig) -> Service:
     """The service of the endpoint's mode, chosen once per worker."""
     channels = Channels(config.grpc_socket_path)
@@ -310,6 +395,12 @@ def make_service(config: StackConfig) -> Service:
         channels.get(instance.grpc_port)
     picker = InstancePicker(config.instances)
     return SingleModelService(config, channels, rest_session(), user_code, picker)
+
+
+def _describe_sessions(held: Sessions | None) -> str:
+    if held is None:
+        return "off"
+    return f"worker_slot={held.slot} ttl={held.ttl_seconds}s max={held.limit}"
 
 
 def build_app(service: Service) -> falcon.App:
@@ -331,9 +422,10 @@ def create_app(config: StackConfig | None = None) -> falcon.App:
     gevent = init_gevent_if_patched()
     service = make_service(config)
     logger.info(
-        "service ready: %s gevent=%s image_decoding_cores=%d",
+        "service ready: %s gevent=%s image_decoding_cores=%d sessions=%s",
         service.describe(),
         gevent,
         native_threads.usable_cores(),
+        _describe_sessions(service.sessions),
     )
     return build_app(service)

@@ -4,13 +4,14 @@ made from the parsed request and the model server chosen to serve it."""
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any
 
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
 
-Context = namedtuple(
-    "Context",
+_ContextFields = namedtuple(
+    "_ContextFields",
     [
         "model_name",
         "model_version",
@@ -27,14 +28,29 @@ Context = namedtuple(
 )
 
 
-def build_context(request: ParsedRequest, server: ModelServer) -> Context:
+class Context(_ContextFields):
+    """The eleven fields, in the contract's order (handlers may unpack them by position), and
+    two attributes beside them, so that unpacking stays as it was: ``session_id``, the id of
+    the stateful session the request belongs to, and ``session``, that session's own dict,
+    kept between its requests (both None outside a session)."""
+
+    session_id: str | None = None
+    session: dict[str, Any] | None = None
+
+
+def build_context(
+    request: ParsedRequest,
+    server: ModelServer,
+    session_id: str | None = None,
+    session: dict[str, Any] | None = None,
+) -> Context:
     """The gRPC port is given as a string (as the reference container does) under both names;
     an Accept of ``*/*`` or none at all says application/json."""
     port = str(server.grpc_port)
     accept_header = request.accept_header
     if accept_header in ("", "*/*"):
         accept_header = DEFAULT_MEDIA_TYPE
-    return Context(
+    context = Context(
         model_name=request.target.model_name,
         model_version=request.target.model_version,
         method=request.target.method,
@@ -47,3 +63,7 @@ def build_context(request: ParsedRequest, server: ModelServer) -> Context:
         content_length=request.content_length,
         grpc_uri=port,
     )
+    if session_id is not None:
+        context.session_id = session_id
+        context.session = session
+    return context

@@ -15,11 +15,19 @@ supervisor knows that a worker of *this* master is ready, since a ping on the sh
 could be answered by a leftover worker. ``child_exit`` removes an exited worker's in-flight
 gauges from the metrics directory (prometheus_client's multiprocess mode, when the stack
 counts metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set).
+
+With stateful sessions on, ``pre_fork`` gives each worker the lowest slot (0 to workers - 1)
+no live worker holds, and ``post_fork`` has the worker listen on its slot's own socket too
+(``StackConfig.session_socket``; gunicorn's worker loop serves every socket in
+``worker.sockets``) and name its sessions after the slot (``sessions.claim_worker_slot``):
+nginx routes a session's requests to that socket. A replacement worker takes the slot of the
+one that exited (whose sessions are gone with it) and binds the path anew.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import os
 import signal
@@ -29,6 +37,7 @@ from typing import Any
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.handlers import ensure_requirements
 from sagemaker_tfs.service.logs import configure_logging
+from sagemaker_tfs.service.sessions import claim_worker_slot
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +57,28 @@ def on_starting(server: Any) -> None:
     ensure_requirements(config.shared_code_dir, config.work_dir)
 
 
+def pre_fork(server: Any, worker: Any) -> None:
+    """In the master: the new worker's slot, the lowest that no live worker holds."""
+    taken = {getattr(other, "slot", None) for other in server.WORKERS.values()}
+    worker.slot = next(slot for slot in itertools.count() if slot not in taken)
+
+
 def post_fork(server: Any, worker: Any) -> None:
+    _set_parent_death_signal(worker)
+    config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
+    if config.sessions:
+        listen_for_sessions(worker, config.session_socket(worker.slot))
+
+
+def listen_for_sessions(worker: Any, path: str) -> None:
+    """The worker also serves ``path``, where nginx sends the requests of its sessions."""
+    from gunicorn.sock import UnixSocket
+
+    claim_worker_slot(worker.slot)
+    worker.sockets = [*worker.sockets, UnixSocket(path, worker.cfg, worker.log)]
+
+
+def _set_parent_death_signal(worker: Any) -> None:
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

@@ -33,6 +33,7 @@ from sagemaker_tfs.service.model_servers import (
 )
 from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
 from sagemaker_tfs.service.routing import rest_uri
+from sagemaker_tfs.service.streaming import HandlerStream, is_stream
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
 from sagemaker_tfs.wire.metrics import (
     ROUTE_CONVERSION,
@@ -89,11 +90,20 @@ def queue_full(message: str) -> Overloaded:
 
 
 class Reply(NamedTuple):
-    """An answer; ``body`` may be chunks to send in turn (the fast path's NumPy answers)."""
+    """An answer; ``body`` may be chunks to send in turn (the fast path's NumPy answers) or a
+    handler's stream; ``headers``: more response headers (a session's)."""
 
     status: int
-    body: bytes | Sequence[bytes | memoryview] | StreamedBody
+    body: bytes | Sequence[bytes | memoryview] | StreamedBody | HandlerStream
     content_type: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class SessionState(NamedTuple):
+    """The stateful session a request runs in: its id and its dict (``sessions.Session``)."""
+
+    id: str
+    store: dict[str, Any]
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -106,12 +116,16 @@ def _as_bytes(value: Any) -> bytes:
     return json.dumps(value).encode("utf-8")
 
 
-def _handler_result(result: Any, context: Context) -> Reply:
-    """``(body, content_type)``; a bare body is answered with the Accept type."""
+def _handler_result(result: Any, context: Context, origin: str, record: RequestRecord) -> Reply:
+    """``(body, content_type)``; a bare body is answered with the Accept type. A body that is
+    an iterator is streamed (``streaming.py``), started here: what it raises before its first
+    chunk is the handler's error."""
+    body, content_type = result, context.accept_header
     if isinstance(result, tuple) and len(result) == 2:
-        body, content_type = result
-        return Reply(200, _as_bytes(body), str(content_type or context.accept_header))
-    return Reply(200, _as_bytes(result), context.accept_header)
+        body, content_type = result[0], str(result[1] or context.accept_header)
+    if is_stream(body):
+        return Reply(200, HandlerStream(body, origin, record).start(), content_type)
+    return Reply(200, _as_bytes(body), content_type)
 
 
 def _handler_error(error: Exception) -> HttpError:
@@ -162,6 +176,7 @@ def call_user_code(
     session: requests.Session,
     record: RequestRecord,
     limits: Limits = Limits(),
+    state: SessionState | None = None,
 ) -> Reply:
     """Run the user's handler(s), once; their exceptions become JSON errors with the same text.
 
@@ -172,12 +187,12 @@ def call_user_code(
     than as a 200 carrying an error.
     """
     first = candidates.first()
-    context = build_context(request, first)
+    context = _context(request, first, state)
     try:
         if user_code.handler is not None:
             with record.handler("handler"):
                 result = user_code.handler(io.BytesIO(body), context)
-            return _handler_result(result, context)
+                return _handler_result(result, context, f"{user_code.path} handler", record)
         assert user_code.input_handler and user_code.output_handler
         with record.handler("input_handler"):
             request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
@@ -197,15 +212,21 @@ def call_user_code(
     response, server = with_failover(candidates, post)
     if not 200 <= response.status_code < 300:
         return model_server_error(response)
-    context = build_context(request, server)  # the model server that answered
+    context = _context(request, server, state)  # the model server that answered
     try:
         with record.handler("output_handler"):
             result = user_code.output_handler(response, context)
-        return _handler_result(result, context)
+            return _handler_result(result, context, f"{user_code.path} output_handler", record)
     except HttpError:
         raise
     except Exception as error:
         raise _user_error(user_code, error) from error
+
+
+def _context(request: ParsedRequest, server: ModelServer, state: SessionState | None) -> Context:
+    if state is None:
+        return build_context(request, server)
+    return build_context(request, server, state.id, state.store)
 
 
 def _user_error(user_code: UserCode, error: Exception) -> HttpError:
@@ -271,10 +292,13 @@ def invoke(
     options: ImageOptions,
     record: RequestRecord,
     limits: Limits = Limits(),
+    state: SessionState | None = None,
 ) -> Reply:
-    """A request that waited past its deadline is shed here, before any work is done."""
+    """A request that waited past its deadline is shed here, before any work is done.
+    ``state``: the stateful session the request runs in, for the handlers' context (without
+    ``inference.py`` a session only routes the request)."""
     check_deadline(request, limits)
     if user_code is not None:
         record.route = ROUTE_INFERENCE_PY
-        return call_user_code(user_code, body, request, candidates, session, record, limits)
+        return call_user_code(user_code, body, request, candidates, session, record, limits, state)
     return default_handling(body, request, candidates, session, options, record, limits)

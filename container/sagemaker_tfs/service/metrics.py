@@ -40,7 +40,7 @@ class ServiceMetrics:
     """The worker's metrics (``prometheus_client`` objects, made once per worker)."""
 
     def __init__(self) -> None:
-        from prometheus_client import Gauge, Histogram
+        from prometheus_client import Counter, Gauge, Histogram
 
         self.in_flight = Gauge(
             f"{PREFIX}_service_requests_in_flight",
@@ -58,6 +58,17 @@ class ServiceMetrics:
             "Time in the user's inference.py handlers, by handler",
             ("handler",),
             buckets=LATENCY_BUCKETS,
+        )
+        self.streamed_answers = Counter(
+            f"{PREFIX}_streamed_answers",
+            "Streamed answers of inference.py handlers, by how they ended: complete, failed "
+            "(the handler raised mid-stream; the body was cut short) or closed (the client left)",
+            ("outcome",),
+        )
+        self.sessions_open = Gauge(
+            f"{PREFIX}_sessions_open",
+            "Stateful sessions open (SAGEMAKER_TFS_SESSIONS)",
+            multiprocess_mode="livesum",
         )
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
@@ -94,6 +105,11 @@ class RequestRecord:
     def model_server_call(self) -> AbstractContextManager[None]:
         """Around one of the stack's own calls to a model server."""
         return self._timed("model_server_call", self.route)
+
+    def streamed(self, outcome: str) -> None:
+        """A streamed answer ended (``streaming.COMPLETE``, ``FAILED`` or ``CLOSED``)."""
+        if self._metrics is not None:
+            self._metrics.child(self._metrics.streamed_answers, outcome).inc()
 
     def handler(self, name: str) -> AbstractContextManager[None]:
         """Around one call of a user handler (``handler``, ``input_handler``...)."""

@@ -17,6 +17,7 @@ from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (
     ARRIVAL_HEADER,
     CUSTOM_ATTRIBUTES_HEADER,
+    SESSION_HEADER,
     TARGET_MODEL_HEADER,
     CustomAttributes,
     MediaType,
@@ -24,6 +25,7 @@ from sagemaker_tfs.wire.http_headers import (
     arrival_time,
     custom_attributes,
     media_type,
+    session_id,
     trim,
 )
 
@@ -35,7 +37,8 @@ class ParsedRequest:
     """``content_type``: application/json when the request names none. ``accept``: the types
     listed, in order (empty: none, the answer's type is the service's choice);
     ``accept_header``: the header as sent, trimmed, for the handler's ``Context``;
-    ``arrival``: when nginx received it (epoch seconds), None when nginx did not say."""
+    ``arrival``: when nginx received it (epoch seconds), None when nginx did not say;
+    ``session_id``: the ``X-Amzn-SageMaker-Session-Id`` header, None when absent."""
 
     method: str
     path: str
@@ -46,6 +49,7 @@ class ParsedRequest:
     target: Route
     content_length: int
     arrival: float | None = None
+    session_id: str | None = None
 
     @property
     def first_accept(self) -> str:
@@ -89,4 +93,5 @@ def parse_request(
         target=target,
         content_length=req.content_length if req.content_length is not None else body_length,
         arrival=arrival_time(req.get_header(ARRIVAL_HEADER)),
+        session_id=session_id(req.get_header(SESSION_HEADER)),
     )

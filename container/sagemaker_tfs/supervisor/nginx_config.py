@@ -12,11 +12,16 @@ to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/in
 the Python service.
 
 Single-model mode also passes the bidirectional stream's WebSocket to the stream server
-(``stream_location.conf``). Every mode: the metrics path (``metrics.conf``, unless
-``SAGEMAKER_TFS_METRICS=false``) is proxied to the supervisor's metrics socket, and each
-invocation writes the supervisor one line (``logging.conf``'s ``tfs_edge``) in a pipe, which it
-counts; ``access_log.conf`` writes the access log to nginx's standard output when
-``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
+(``stream_location.conf``). With stateful sessions on (``session_routing.conf``),
+``/invocations`` goes to the Python service in every mode, and nginx sends a request naming a
+session to the socket of the gunicorn worker that holds it (the worker's slot begins the
+session id), and one that opens a session (``X-Amzn-SageMaker-Session-Id: NEW_SESSION``) to the
+workers' sockets in turn.
+
+Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
+proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
+line (``logging.conf``'s ``tfs_edge``) in a pipe, which it counts; ``access_log.conf`` writes
+the access log to nginx's standard output when ``SAGEMAKER_TFS_ACCESS_LOG`` asks for it.
 
 Admission control (``admission_zone.conf``, ``admission.conf``, unless
 ``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``): at most that many invocations in flight and
@@ -137,10 +142,45 @@ def _upstream_servers(config: StackConfig, parameters: str) -> str:
     )
 
 
+# A session id: its worker's slot, "-", 32 hex digits (service/sessions.py).
+SESSION_ID_PATTERN = "[0-9a-f]{32}"
+
+
+def _session_routes(config: StackConfig) -> str:
+    """One ``map`` line per worker slot: the ids of its sessions -> its upstream."""
+    return "\n".join(
+        f'        "~^{slot}-{SESSION_ID_PATTERN}$" session_worker_{slot};'
+        for slot in range(config.gunicorn_workers)
+    )
+
+
+def _session_servers(config: StackConfig) -> str:
+    """One ``server`` line per worker slot's session socket, for the upstream that opens
+    sessions."""
+    return "\n".join(
+        f"        server unix:{config.session_socket(slot)};"
+        for slot in range(config.gunicorn_workers)
+    )
+
+
+def _session_workers(config: StackConfig) -> str:
+    """One upstream per worker slot, its session socket (kept-alive connections, as to the
+    service's shared socket)."""
+    return "\n".join(
+        f"    upstream session_worker_{slot} {{\n"
+        f"        server unix:{config.session_socket(slot)};\n"
+        "        keepalive 4;\n"
+        "        keepalive_timeout 30s;\n"
+        "    }"
+        for slot in range(config.gunicorn_workers)
+    )
+
+
 def template_parts(config: StackConfig) -> dict[str, str | None]:
     """Which file of templates/ fills each part placeholder (None: nothing), for this config."""
     mode = "multi_model" if config.multi_model else "single_model"
-    to_service = config.multi_model or has_inference_script(config)
+    # Sessions are opened and checked by the service: without inference.py too.
+    to_service = config.multi_model or config.sessions or has_inference_script(config)
     bounded = config.max_concurrent_invocations > 0
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
@@ -154,6 +194,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
         "ADMISSION_ZONE": "admission_zone.conf" if bounded else None,
         "ADMISSION": "admission.conf" if bounded else None,
+        "SESSION_ROUTING": "session_routing.conf" if config.sessions else None,
     }
 
 
@@ -223,5 +264,9 @@ def render(
         "MAX_CONCURRENT_INVOCATIONS": str(config.max_concurrent_invocations),
         "INVOCATION_TIMEOUT": str(config.invocation_timeout),
         "RETRY_AFTER": str(RETRY_AFTER_SECONDS),
+        "SERVICE_UPSTREAM": "$tfs_service_upstream" if config.sessions else "python_service",
+        "SESSION_ROUTES": _session_routes(config),
+        "SESSION_SERVERS": _session_servers(config),
+        "SESSION_WORKERS": _session_workers(config),
     }
     return _fill(template, values, template_parts(config))

@@ -1,8 +1,9 @@
 """The request headers the stack reads, each parsed by one function.
 
-``Content-Type`` (:func:`media_type`), ``Accept`` (:func:`accept_list`) and SageMaker's
-``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`). The service reads them
-once per request (``service/request.py``), the Batch Transform driver reads content types
+``Content-Type`` (:func:`media_type`), ``Accept`` (:func:`accept_list`), SageMaker's
+``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`) and its stateful
+sessions' ``X-Amzn-SageMaker-Session-Id`` (:func:`session_id`). The service reads them once
+per request (``service/request.py``), the Batch Transform driver reads content types
 with the same function, and the njs (``supervisor/templates/tensorflow_serving.js``) has
 twins of the first three, run against these on the cases of ``test/header_cases.py``.
 
@@ -22,6 +23,10 @@ TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
 # nginx -> the Python service (templates/proxy_to_service.conf): "$msec $request_time", nginx's
 # clock as it hands the request on and the seconds since the request's first byte.
 ARRIVAL_HEADER = "X-SageMaker-TFS-Arrival"
+# Stateful sessions: the request's session, and the answers that open and close one.
+SESSION_HEADER = "X-Amzn-SageMaker-Session-Id"
+NEW_SESSION_HEADER = "X-Amzn-SageMaker-New-Session-Id"
+CLOSED_SESSION_HEADER = "X-Amzn-SageMaker-Closed-Session-Id"
 OPTIONAL_WHITESPACE = " \t"
 MODEL_NAME_ATTRIBUTE = "tfs-model-name"
 MODEL_VERSION_ATTRIBUTE = "tfs-model-version"
@@ -126,3 +131,9 @@ def arrival_time(value: str | None) -> float | None:
         return None
     arrival = sent - waited
     return arrival if math.isfinite(arrival) else None
+
+
+def session_id(header: str | None) -> str | None:
+    """The session a request names, trimmed; None when the header is absent or empty."""
+    value = trim(header or "")
+    return value or None

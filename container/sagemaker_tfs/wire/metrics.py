@@ -27,9 +27,18 @@ ROUTE_CONVERSION = "conversion"  # the same converted by the service (multi-mode
 ROUTE_FAST_PATH = "fast_path"  # binary payloads answered by the service over gRPC
 ROUTE_INFERENCE_PY = "inference_py"  # the user's code/inference.py
 ROUTE_SERVICE = "service"  # the service answered before it chose one of the two above
+ROUTE_SESSION = "session"  # a stateful session opened, closed or refused by the service
 ROUTE_NGINX = "nginx"  # refused by nginx itself before a route was chosen
 ROUTES = frozenset(
-    (ROUTE_NJS, ROUTE_CONVERSION, ROUTE_FAST_PATH, ROUTE_INFERENCE_PY, ROUTE_SERVICE, ROUTE_NGINX)
+    (
+        ROUTE_NJS,
+        ROUTE_CONVERSION,
+        ROUTE_FAST_PATH,
+        ROUTE_INFERENCE_PY,
+        ROUTE_SERVICE,
+        ROUTE_SESSION,
+        ROUTE_NGINX,
+    )
 )
 # The value of the model label for any name the stack does not serve (made-up names in
 # requests must not add one series each).

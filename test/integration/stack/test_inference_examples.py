@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 from stream_clients import exchange, open_stream
 from test_fast_path import jpeg
 from whole_stack import stack_with_code
@@ -24,9 +25,9 @@ VERSION = "123"  # the bundled model's only version
 X = [1.0, 2.0, 5.0, -7.25]
 
 
-def served_by(root: Path, example: str, model: Path = BUNDLED_MODEL):
+def served_by(root: Path, example: str, model: Path = BUNDLED_MODEL, env: dict | None = None):
     """The stack serving ``model`` with the example's ``code/`` beside it."""
-    return stack_with_code(root, model, EXAMPLES / example / "code")
+    return stack_with_code(root, model, EXAMPLES / example / "code", env)
 
 
 def model_answers(model_dir: Path, **inputs: np.ndarray) -> dict[str, np.ndarray]:
@@ -172,3 +173,69 @@ def test_stream_handler_predicts_10000_messages_over_one_websocket(tmp_path: Pat
         else:
             assert np.frombuffer(answer, "<f4").tolist() == y[i : i + 4]
     assert answers[72:] == answers[:72] * 139
+
+
+def test_streaming_handler_as_events_and_json_lines(
+    tmp_path: Path, expected_y: list[float]
+) -> None:
+    request = json.dumps({"instances": X, "batch_size": 3})
+    with served_by(tmp_path, "streaming") as stack:
+        events = stack.post(request, "application/json", Accept="text/event-stream")
+        assert events.status_code == 200, events.text
+        assert events.headers["Content-Type"] == "text/event-stream"
+        assert events.headers["Transfer-Encoding"] == "chunked"
+        assert events.text == (
+            f"data: {json.dumps({'predictions': expected_y[:3]})}\n\n"
+            f"data: {json.dumps({'predictions': expected_y[3:]})}\n\n"
+            f"event: end\ndata: {json.dumps({'count': len(X)})}\n\n"
+        )
+        lines = stack.post(request, "application/json")
+        assert lines.headers["Content-Type"] == "application/jsonlines"
+        predictions = [json.loads(line)["predictions"] for line in lines.text.splitlines()]
+        assert predictions == [expected_y[:3], expected_y[3:]]
+        # the model server refuses the second batch: the first arrives, then the body breaks off
+        refused = json.dumps({"instances": [*X[:3], "a"], "batch_size": 3})
+        cut = requests.post(f"{stack.url}/invocations", data=refused, stream=True, timeout=30)
+        received = []
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            for line in cut.iter_lines():
+                received.append(json.loads(line)["predictions"])
+        assert received == [expected_y[:3]]
+        # before the first chunk: an ordinary error answer
+        bad = stack.post(json.dumps({"instances": X, "batch_size": 0}), "application/json")
+        assert bad.status_code == 500 and bad.json() == {"error": "batch_size must be at least 1"}
+
+
+def test_sessions_handler_keeps_each_sessions_history(
+    tmp_path: Path, expected_y: list[float]
+) -> None:
+    header = "X-Amzn-SageMaker-Session-Id"
+    with served_by(tmp_path, "sessions", env={"SAGEMAKER_TFS_SESSIONS": "true"}) as stack:
+
+        def open_session() -> str:
+            opened = stack.post(json.dumps({"requestType": "NEW_SESSION"}))
+            assert opened.status_code == 200, opened.text
+            return opened.headers["X-Amzn-SageMaker-New-Session-Id"].split(";")[0]
+
+        def predict(values: list[float], **headers: str) -> dict:
+            answer = stack.post(json.dumps({"instances": values}), "application/json", **headers)
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        first, second = open_session(), open_session()
+        assert predict(X[:2], **{header: first})["seen"] == 2
+        assert predict(X[2:3], **{header: second}) == {
+            "predictions": expected_y[2:3],
+            "seen": 1,
+            "total": expected_y[2],
+        }
+        assert predict(X[3:], **{header: first}) == {
+            "predictions": expected_y[3:],
+            "seen": 3,
+            "total": sum(expected_y[:2] + expected_y[3:]),
+        }
+        assert predict(X) == {"predictions": expected_y}  # outside any session
+        closed = stack.post(json.dumps({"requestType": "CLOSE"}), **{header: first})
+        assert closed.headers["X-Amzn-SageMaker-Closed-Session-Id"] == first
+        gone = stack.post(json.dumps({"instances": X}), **{header: first})
+        assert gone.status_code == 400 and first in gone.json()["error"]

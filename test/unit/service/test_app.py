@@ -55,6 +55,7 @@ class FixedAnswer(app.Service):
     """A service that answers ``size`` bytes to every invocation."""
 
     metrics = None  # not counted
+    sessions = None  # off
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -62,7 +63,7 @@ class FixedAnswer(app.Service):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> Any:
         return types.SimpleNamespace(target=Route("m", None, "predict"))
 
-    def invoke(self, request: object, body: bytes, record: object) -> Reply:
+    def invoke(self, request: object, body: bytes, record: object, state: object = None) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")
 
     def describe(self) -> str:

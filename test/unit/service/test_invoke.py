@@ -32,6 +32,7 @@ from sagemaker_tfs.service.metrics import unrecorded
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.streaming import HandlerStream
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
@@ -299,3 +300,40 @@ def test_a_full_batch_queue_is_an_overload_not_a_dead_model_server() -> None:
     error = queue_full('{"error": "' + BATCH_QUEUE_FULL + '"}')
     assert isinstance(error, Overloaded) and error.reason == "queue_full"
     assert error.status == 503 and "overloaded" in error.message
+
+
+def test_a_generator_is_a_streamed_answer_started_at_once() -> None:
+    produced: list[str] = []
+
+    def events() -> Iterator[str]:
+        for number in range(3):
+            produced.append(f"event {number}")
+            yield f"data: {number}\n\n"
+
+    reply = run((events(), "text/event-stream"))
+    assert (reply.status, reply.content_type) == (200, "text/event-stream")
+    assert isinstance(reply.body, HandlerStream)
+    assert produced == ["event 0"]  # the first chunk only, before anything is sent
+    assert list(reply.body.chunks()) == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n"]
+    bare = run(iter(["a", "b"]))
+    assert bare.content_type == "text/csv" and list(bare.body.chunks()) == [b"a", b"b"]
+
+
+def test_a_generator_that_fails_before_its_first_chunk_is_a_500() -> None:
+    def failing() -> Iterator[bytes]:
+        raise RuntimeError("no chunk at all")
+        yield b""
+
+    with pytest.raises(HttpError) as raised:
+        run((failing(), "text/plain"))
+    assert (raised.value.status, raised.value.message) == (500, "no chunk at all")
+
+
+def test_the_session_is_beside_the_context_fields() -> None:
+    """Unpacking by position sees the eleven fields; the session is an attribute."""
+    store: dict[str, Any] = {}
+    context = build_context(REQUEST, SERVER, "0-" + "a" * 32, store)
+    assert len(context) == 11 and tuple(context) == tuple(CONTEXT)
+    assert context.session_id == "0-" + "a" * 32 and context.session is store
+    assert CONTEXT.session_id is None and CONTEXT.session is None
+    assert repr(context).startswith("Context(model_name='m'")

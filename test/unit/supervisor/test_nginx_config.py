@@ -345,3 +345,42 @@ def test_the_admission_bound_and_the_invocation_timeout(
     assert 'set $tfs_invocation_timeout "7";' in text
     result = nginx_test(tmp_path / "work", text)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("multi_model", ["false", "true"])
+def test_sessions_route_each_session_to_its_worker_socket(
+    stack_config: StackConfigBuilder, tmp_path: Path, multi_model: str
+) -> None:
+    env = {
+        "SAGEMAKER_TFS_SESSIONS": "true",
+        "SAGEMAKER_GUNICORN_WORKERS": "2",
+        "SAGEMAKER_MULTI_MODEL": multi_model,
+    }
+    config = stack_config(env, code_dir=None)
+    text = nginx_config.render(config)
+    # without inference.py too: the service opens, checks and closes sessions
+    block = location_block(text, "= /invocations")
+    assert "proxy_pass http://$tfs_service_upstream;" in block
+    assert "js_content" not in block
+    assert "proxy_set_header X-Amzn-SageMaker-Session-Id $http_x_amzn_sagemaker_session_id;" in (
+        block
+    )
+    for slot in (0, 1):
+        assert f'"~^{slot}-[0-9a-f]{{32}}$" session_worker_{slot};' in text
+        assert f"server unix:{config.session_socket(slot)};" in text
+    assert "session_worker_2" not in text
+    assert "default python_service;" in text
+    assert "NEW_SESSION session_workers;" in text
+    opening = re.search(r"upstream session_workers \{(.*?)\}", text, re.S)
+    assert opening is not None
+    assert opening.group(1).count("server unix:") == 2
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx is not installed")
+    result = nginx_test(tmp_path / "work", text)
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_sessions_nothing_routes_by_session(stack_config: StackConfigBuilder) -> None:
+    text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
+    assert "proxy_pass http://python_service;" in location_block(text, "= /invocations")
+    assert "tfs_service_upstream" not in text and "session_worker" not in text
