@@ -19,7 +19,7 @@ PACKAGE = REPO_ROOT / "container" / "sagemaker_tfs"
 VARIABLE = re.compile(r"SAGEMAKER_[A-Z0-9_]+|OMP_NUM_THREADS")
 # Set by the supervisor for its own children, not by users.
 INTERNAL_VARIABLES = {config.STACK_CONFIG_ENV}
-MAX_README_LINES = 320
+MAX_README_LINES = 300
 
 
 def variables_read_by_the_package() -> set[str]:
