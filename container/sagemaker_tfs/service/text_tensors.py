@@ -182,7 +182,8 @@ def _rectangular_shape(span: _Span) -> tuple[int, ...] | None:
     skeleton = _skeleton(span)
     if skeleton is None:
         return None
-    depth = len(skeleton) - len(skeleton.lstrip(b"["))
+    head = skeleton[: MAX_DIMS + 1]
+    depth = len(head) - len(head.lstrip(b"["))
     if not 0 < depth <= MAX_DIMS:
         return None
     shape: list[int] = []
@@ -197,7 +198,7 @@ def _rectangular_shape(span: _Span) -> tuple[int, ...] | None:
         if count < 1 or remainder:
             return None
         shape.insert(0, count)
-        child = b"[" + b",".join([child] * count) + b"]"
+        child = b"[" + (child + b",") * (count - 1) + child + b"]"  # no list of copies
     return tuple(shape) if child == skeleton else None
 
 
