@@ -78,29 +78,57 @@ def _utf8(text: str) -> bytes:
 def format_floats(values: np.ndarray) -> list[str]:
     """TF Serving's float text for every element of a float array (flattened).
 
-    Only the ``%`` formatting is per element; the round-trip test and the choice of where
-    ``.0`` goes are NumPy operations: a printed value lacks ``.`` and ``e`` exactly when it
-    is integral and shorter than the format's precision (the text round-trips).
+    Only the ``%`` formatting is per element, and each value is printed once where NumPy can
+    tell that ``%.6g`` would not read back as it (:func:`_surely_long`), else printed with
+    ``%.6g`` and read back first. Where ``.0`` goes is a NumPy operation too: a printed
+    value lacks ``.`` and ``e`` exactly when it is integral and shorter than the format's
+    precision (the text round-trips).
     """
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.size == 0:
         return []
     is_double = flat.dtype == np.float64
     exact = flat if is_double else flat.astype(np.float32)
-    python_values = exact.astype(np.float64).tolist()
-    texts = np.array([f"{value:.6g}" for value in python_values], dtype=object)
-    parsed = np.array(list(map(float, texts.tolist())), dtype=exact.dtype)
     finite = np.isfinite(exact)
-    retry = finite & (parsed != exact)
+    texts = np.empty(flat.size, dtype=object)
+    retry = finite & _surely_long(exact)
+    tried = np.flatnonzero(finite & ~retry)
+    if tried.size:
+        short = [f"{value:.6g}" for value in exact[tried].astype(np.float64).tolist()]
+        parsed = np.array(list(map(float, short)), dtype=np.float64).astype(exact.dtype)
+        texts[tried] = short
+        retry[tried[parsed != exact[tried]]] = True
     long_format = "%.17g" if is_double else "%.9g"
-    texts[retry] = [long_format % python_values[i] for i in np.flatnonzero(retry).tolist()]
+    retried = np.flatnonzero(retry)
+    texts[retried] = [long_format % value for value in exact[retried].astype(np.float64).tolist()]
     if not finite.all():
-        texts[~finite] = [_non_finite_text(python_values[i]) for i in np.flatnonzero(~finite)]
+        texts[~finite] = [_non_finite_text(value) for value in exact[~finite].tolist()]
     digit_limit = np.where(retry, 1e17 if is_double else 1e9, 1e6)
     with np.errstate(invalid="ignore"):
         integral = finite & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
     texts[integral] += ".0"
     return texts.tolist()
+
+
+def _surely_long(exact: np.ndarray) -> np.ndarray:
+    """Values whose ``%.6g`` text surely does not read back as them (so TF Serving prints
+    them with 9 or 17 digits), told without printing them.
+
+    ``%.6g`` is the multiple of ``u``, one unit of the value's 6th significant digit, nearest
+    to the value. A normal float (or double) is within half its spacing, at most ``2**-24``
+    of itself (< 0.06 ``u``, the value being below ``10**6 u``), of any decimal that reads
+    back as it. So a value more than 0.25 ``u`` from every multiple of ``u`` cannot come back
+    from ``%.6g``; the margin covers this float64 arithmetic's rounding (~1e-9 ``u``), and
+    values whose digit count the logarithm may misjudge (``scaled`` outside ``[1e5, 1e6)``)
+    are not judged here but printed and read back.
+    """
+    magnitude = np.abs(exact.astype(np.float64))
+    normal = np.isfinite(magnitude) & (magnitude >= np.finfo(exact.dtype).tiny)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        exponent = np.floor(np.log10(np.where(normal, magnitude, 1.0)))
+        scaled = magnitude / 10.0 ** (exponent - 5)  # the value in units of u
+    inside = (scaled >= 1e5) & (scaled < 1e6)
+    return normal & inside & (np.abs(scaled - np.rint(scaled)) > 0.25)
 
 
 def _non_finite_text(value: float) -> str:
