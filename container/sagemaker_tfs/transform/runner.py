@@ -133,7 +133,12 @@ class Runner:
                 records = recs.split(stream, self.job.split_type, self.limit)
                 prepare = self.processing.filter_input if self.processing.filters_input else None
                 for batch in mini_batches(
-                    records, self.job.split_type, self.job.batch_strategy or "", self.limit, prepare
+                    records,
+                    self.job.split_type,
+                    self.job.batch_strategy or "",
+                    self.limit,
+                    prepare,
+                    keep_records=self.processing.per_record_output,
                 ):
                     yield batch.describe(), len(batch.body), partial(self._invoke, batch)
         except (recs.RecordError, FilterError, StorageError, OSError, EOFError) as error:
@@ -148,7 +153,7 @@ class Runner:
         except (recs.RecordError, StorageError, OSError, EOFError) as error:
             raise JobFailed(f"{source.location}: {error}") from None
         body = self.processing.filter_input(data) if self.processing.filters_input else data
-        return MiniBatch(0, [data], body)
+        return MiniBatch(0, 1, body, [data])
 
     def _invoke(self, batch: MiniBatch) -> _Done:
         return _Done(batch, self.invoker.invoke(batch.body))
@@ -168,7 +173,7 @@ class Runner:
         except (InvocationError, FilterError) as error:
             raise JobFailed(f"{state.source.location}: {pending.where}: {error}") from None
         state.sink.write(output)
-        progress.advance(len(done.batch.records), len(done.batch.body), len(output))
+        progress.advance(done.batch.count, len(done.batch.body), len(output))
 
     def _assemble(self, done: _Done) -> bytes:
         line = self.job.assemble_with == "Line"
@@ -184,12 +189,12 @@ class Runner:
 
 def _answer_lines(done: _Done) -> list[bytes]:
     """One answer per record: the whole answer for one record, else one line each."""
-    if len(done.batch.records) == 1:
+    if done.batch.count == 1:
         return [done.answer.rstrip(b"\r\n")]
     lines = [line for line in done.answer.splitlines() if line.strip()]
-    if len(lines) != len(done.batch.records):
+    if len(lines) != done.batch.count:
         raise FilterError(
-            f"the answer has {len(lines)} lines for {len(done.batch.records)} records, so "
+            f"the answer has {len(lines)} lines for {done.batch.count} records, so "
             "--join-source/--output-filter cannot match them: answer one line per record "
             "(e.g. --accept application/jsonlines) or use --batch-strategy SingleRecord"
         )
