@@ -78,11 +78,13 @@ def _utf8(text: str) -> bytes:
 def format_floats(values: np.ndarray) -> list[str]:
     """TF Serving's float text for every element of a float array (flattened).
 
-    Only the ``%`` formatting is per element, and each value is printed once where NumPy can
-    tell that ``%.6g`` would not read back as it (:func:`_surely_long`), else printed with
-    ``%.6g`` and read back first. Where ``.0`` goes is a NumPy operation too: a printed
-    value lacks ``.`` and ``e`` exactly when it is integral and shorter than the format's
-    precision (the text round-trips).
+    The rule: ``%.6g``; if that does not read back as the value, ``%.9g`` (float) or
+    ``%.17g`` (double); then ``.0`` when the text has neither ``.`` nor ``e``. Which format
+    each value takes is decided by NumPy from its 6-digit rounding (:func:`_short_reads_back`)
+    where that is certain, and all values are then printed by one ``%`` over a format string
+    with one conversion per value (in C, not one Python step per value). The few values that
+    cannot be decided so (a rounding too close to call, a subnormal, an exponent beyond an
+    exact power of ten) are printed and read back one by one (:func:`_printed_texts`).
     """
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.size == 0:
@@ -90,19 +92,35 @@ def format_floats(values: np.ndarray) -> list[str]:
     is_double = flat.dtype == np.float64
     exact = flat if is_double else flat.astype(np.float32)
     finite = np.isfinite(exact)
-    texts = np.empty(flat.size, dtype=object)
-    retry = finite & _surely_long(exact)
-    tried = np.flatnonzero(finite & ~retry)
-    if tried.size:
-        short = [f"{value:.6g}" for value in exact[tried].astype(np.float64).tolist()]
-        parsed = np.array(list(map(float, short)), dtype=np.float64).astype(exact.dtype)
-        texts[tried] = short
-        retry[tried[parsed != exact[tried]]] = True
+    short, decided = _short_reads_back(exact)
+    decided &= finite
+    digit_limit = np.where(short, 1e6, 1e17 if is_double else 1e9)
+    with np.errstate(invalid="ignore"):
+        integral = decided & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
+    conversions = _CONVERSIONS_DOUBLE if is_double else _CONVERSIONS_FLOAT
+    choice = np.where(decided, short * 2 + integral, 4)
+    arguments = exact.astype(np.float64).astype(object)
+    others = np.flatnonzero(~decided)
+    if others.size:
+        arguments[others] = _printed_texts(exact[others])
+    template = _SEPARATOR.join(conversions[choice].tolist())
+    return (template % tuple(arguments.tolist())).split(_SEPARATOR)
+
+
+def _printed_texts(exact: np.ndarray) -> list[str]:
+    """The rule applied literally, a value at a time: ``%.6g`` printed and read back, else the
+    long format; ``.0`` where the text is integral and shorter than the format's precision
+    (it then lacks ``.`` and ``e``)."""
+    is_double = exact.dtype == np.float64
+    finite = np.isfinite(exact)
+    python_values = exact.astype(np.float64).tolist()
+    texts = np.array([f"{value:.6g}" for value in python_values], dtype=object)
+    parsed = np.array(list(map(float, texts.tolist())), dtype=np.float64).astype(exact.dtype)
+    retry = finite & (parsed != exact)
     long_format = "%.17g" if is_double else "%.9g"
-    retried = np.flatnonzero(retry)
-    texts[retried] = [long_format % value for value in exact[retried].astype(np.float64).tolist()]
+    texts[retry] = [long_format % python_values[i] for i in np.flatnonzero(retry).tolist()]
     if not finite.all():
-        texts[~finite] = [_non_finite_text(value) for value in exact[~finite].tolist()]
+        texts[~finite] = [_non_finite_text(python_values[i]) for i in np.flatnonzero(~finite)]
     digit_limit = np.where(retry, 1e17 if is_double else 1e9, 1e6)
     with np.errstate(invalid="ignore"):
         integral = finite & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
@@ -110,25 +128,45 @@ def format_floats(values: np.ndarray) -> list[str]:
     return texts.tolist()
 
 
-def _surely_long(exact: np.ndarray) -> np.ndarray:
-    """Values whose ``%.6g`` text surely does not read back as them (so TF Serving prints
-    them with 9 or 17 digits), told without printing them.
+_SEPARATOR = "\0"  # in no float's text
+# By (6 digits read back) * 2 + (".0" appended); 4: a text printed already.
+_CONVERSIONS_FLOAT = np.array(["%.9g", "%.9g.0", "%.6g", "%.6g.0", "%s"], dtype=object)
+_CONVERSIONS_DOUBLE = np.array(["%.17g", "%.17g.0", "%.6g", "%.6g.0", "%s"], dtype=object)
+_EXACT_POWERS = 22  # 10**k is exact in a double for k <= 22
 
-    ``%.6g`` is the multiple of ``u``, one unit of the value's 6th significant digit, nearest
-    to the value. A normal float (or double) is within half its spacing, at most ``2**-24``
-    of itself (< 0.06 ``u``, the value being below ``10**6 u``), of any decimal that reads
-    back as it. So a value more than 0.25 ``u`` from every multiple of ``u`` cannot come back
-    from ``%.6g``; the margin covers this float64 arithmetic's rounding (~1e-9 ``u``), and
-    values whose digit count the logarithm may misjudge (``scaled`` outside ``[1e5, 1e6)``)
-    are not judged here but printed and read back.
+
+def _short_reads_back(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each value's ``%.6g`` text reads back as it, and where that is certain.
+
+    ``%.6g`` rounds the exact binary value to 6 significant digits, to nearest, ties to
+    even. Scaled by an exact power of ten (one float64 product or quotient, within half its
+    spacing of the exact one), a value not that close to a half rounds to the same integer
+    ``digits``; a carry to 10**6 moves the exponent. ``digits * 10**(exponent - 5)`` is then
+    again one exact operation: the double that parsing the text gives, which is cast as TF
+    Serving casts it and compared. Zeros read back; subnormals, ties too close to call and
+    exponents beyond an exact power of ten are left undecided.
     """
     magnitude = np.abs(exact.astype(np.float64))
     normal = np.isfinite(magnitude) & (magnitude >= np.finfo(exact.dtype).tiny)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        exponent = np.floor(np.log10(np.where(normal, magnitude, 1.0)))
-        scaled = magnitude / 10.0 ** (exponent - 5)  # the value in units of u
-    inside = (scaled >= 1e5) & (scaled < 1e6)
-    return normal & inside & (np.abs(scaled - np.rint(scaled)) > 0.25)
+        exponent = np.floor(np.log10(np.where(normal, magnitude, 1.0))).astype(np.int64)
+        shift = 5 - exponent
+        certain = normal & (np.abs(shift) <= _EXACT_POWERS)
+        shift = np.where(certain, shift, 0)
+        scaled = np.where(shift >= 0, magnitude * 10.0 ** np.maximum(shift, 0),
+                          magnitude / 10.0 ** np.maximum(-shift, 0))  # fmt: skip
+        certain &= np.abs(scaled - np.floor(scaled) - 0.5) > 2 * np.spacing(scaled)
+        digits = np.where(certain, np.rint(scaled), 1e5)
+        carried = digits == 1e6
+        digits = np.where(carried, 1e5, digits)
+        power = np.where(carried, 1 - shift, -shift)
+        certain &= (digits >= 1e5) & (digits < 1e6) & (np.abs(power) <= _EXACT_POWERS)
+        power = np.where(certain, power, 0)
+        back = np.where(power >= 0, digits * 10.0 ** np.maximum(power, 0),
+                        digits / 10.0 ** np.maximum(-power, 0))  # fmt: skip
+    reads_back = back.astype(exact.dtype) == magnitude.astype(exact.dtype)
+    zero = exact == 0
+    return (certain & reads_back) | zero, certain | zero
 
 
 def _non_finite_text(value: float) -> str:

@@ -3,8 +3,9 @@
 The float rule as TF Serving states it (``%.6g``; if that does not read back as the value,
 ``%.9g`` for a float or ``%.17g`` for a double; ``.0`` when the text has neither ``.`` nor
 ``e``) is written here one value at a time; ``format_floats`` decides most of it with NumPy
-and must give the same text for every value. The answer written in pieces of a few elements
-must be the answer written whole (whose layout test_predict_json.py checks byte for byte).
+and prints in one ``%``, and must give the same text for every value. The answer written in
+pieces of a few elements must be the answer written whole (whose layout test_predict_json.py
+checks byte for byte).
 """
 
 from __future__ import annotations
@@ -58,12 +59,17 @@ def test_float_text_follows_the_literal_rule(dtype: type, seed: int) -> None:
     assert tfs_json.format_floats(values) == expected
 
 
-def test_surely_long_values_really_are() -> None:
-    values = random_values(np.float32, 9)
-    long = tfs_json._surely_long(values)
-    assert long.sum() > len(values) // 4  # it does spare most of the printing
-    for value in values[long].tolist():
-        assert np.float32(float(f"{value:.6g}")) != np.float32(value)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_short_format_is_decided_for_most_values_and_rightly(dtype: type) -> None:
+    typical = np.random.default_rng(3).standard_normal(50_000).astype(dtype) * dtype(1000)
+    assert tfs_json._short_reads_back(typical)[1].mean() > 0.999  # few printed one by one
+    values = random_values(dtype, 9)
+    values = values[np.isfinite(values)]
+    short, decided = tfs_json._short_reads_back(values)  # ties (x.5 at the 6th digit): not
+    cast = np.float64 if dtype == np.float64 else np.float32
+    pairs = zip(values[decided].tolist(), short[decided].tolist(), strict=True)
+    for value, reads_back in pairs:
+        assert (cast(float(f"{value:.6g}")) == cast(value)) == reads_back
 
 
 def outputs_cases() -> list[dict[str, np.ndarray]]:
