@@ -224,7 +224,9 @@ def render_array_rows(
     """Each row (first-dimension slice) of ``array`` rendered at ``depth``."""
     tokens = element_texts(array, as_b64)
     inner = array.shape[1:]
-    step = int(np.prod(inner)) if inner else 1
+    if not inner:  # a vector's rows are its elements
+        return [_b64_object(token, depth) for token in tokens] if as_b64 else tokens
+    step = int(np.prod(inner))
     return [
         _nest(tokens[i * step : (i + 1) * step], inner, depth, single_line, as_b64)
         for i in range(array.shape[0])
