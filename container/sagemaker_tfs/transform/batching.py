@@ -64,9 +64,10 @@ def mini_batches(
                 "raise --max-payload-mb (at most 100) or split the input"
             )
         if count and (strategy == "SingleRecord" or len(body) + size > limit):
-            yield MiniBatch(first, count, bytes(body), kept)
+            batch = MiniBatch(first, count, bytes(body), kept)
             first, count, kept = index, 0, []
-            body = bytearray()
+            body = bytearray()  # let go of it while the batch is out
+            yield batch
         if keep_records:
             kept.append(record)
         append_framed(body, to_send, split_type)

@@ -172,19 +172,21 @@ class Runner:
             output = self._assemble(done)
         except (InvocationError, FilterError) as error:
             raise JobFailed(f"{state.source.location}: {pending.where}: {error}") from None
-        state.sink.write(output)
-        progress.advance(done.batch.count, len(done.batch.body), len(output))
+        for piece in output:
+            state.sink.write(piece)
+        progress.advance(done.batch.count, len(done.batch.body), sum(map(len, output)))
 
-    def _assemble(self, done: _Done) -> bytes:
+    def _assemble(self, done: _Done) -> list[bytes]:
+        """The output's pieces (an answer and its newline: not copied into one)."""
         line = self.job.assemble_with == "Line"
         if not self.processing.per_record_output:
             if line and not done.answer.endswith(b"\n"):
-                return done.answer + b"\n"
-            return done.answer
+                return [done.answer, b"\n"]
+            return [done.answer]
         answers = _answer_lines(done)
         pairs = zip(done.batch.records, answers, strict=True)
         parts = [self.processing.process_output(record, answer) for record, answer in pairs]
-        return b"".join(p + b"\n" for p in parts) if line else b"".join(parts)
+        return [b"".join(p + b"\n" for p in parts) if line else b"".join(parts)]
 
 
 def _answer_lines(done: _Done) -> list[bytes]:
