@@ -216,12 +216,14 @@ def run_case(stack: Stack, case: Case) -> None:
     print_peaks(processes, before, size)
 
 
-# The driver in a child process that prints its own peak RSS (KiB) when the job is done.
+# The driver in a child process that prints its own peak RSS (KiB) when the job is done: its
+# VmHWM, not getrusage's ru_maxrss, which Linux carries over from the parent at exec.
 DRIVER = (
-    "import resource, sys\n"
+    "import re, sys\n"
     "from sagemaker_tfs.cli import main\n"
     "code = main(sys.argv[1:])\n"
-    "print('driver peak KiB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "status = open('/proc/self/status').read()\n"
+    "print('driver peak KiB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
     "sys.exit(code)\n"
 )
 
