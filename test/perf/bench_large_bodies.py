@@ -8,7 +8,12 @@ Starts ``sagemaker-tfs serve`` on this machine with the bundled ``half_plus_thre
 - ``application/x-npz`` bodies of 100 MB and 1000 MB (an ``.npy`` as the one member, stored as
   ``np.savez`` stores it; answered as ``.npz``);
 - a 100 MB CSV and a 100 MB JSON body (answered as JSON): over the njs limit, so the service
-  converts them and posts them to the model server's REST API.
+  reads them into the input's array and sends it over gRPC (``service/text_predict.py``;
+  before issue 36 it converted them to JSON text and posted that to the model server's REST
+  API, which parsed it again);
+- with ``--transform-mb``, a CSV file of that size through ``sagemaker-tfs transform
+  --endpoint`` (SplitType Line, MultiRecord, MaxPayloadInMB 100: one request of the whole
+  file), the driver's own peak RSS printed too (it runs in a child process that reports it).
 
 Before each request every process's peak RSS is reset (``/proc/PID/clear_refs``); after it,
 the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: the peak's;
@@ -16,7 +21,7 @@ the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: th
 peak at most 2.5x the body for the binary type. The client's own memory is not counted.
 
 Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
-[--text-mb 100]``
+[--text-mb 100] [--transform-mb 100]``
 (root, or the stack's owner, may reset peak RSS; Linux 4.0 or later).
 """
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -207,6 +213,49 @@ def run_case(stack: Stack, case: Case) -> None:
     size = len(body)
     del body, response
     print(f"\n{case.name}: {size / MB:.0f} MB, 200 in {seconds:.1f}s")
+    print_peaks(processes, before, size)
+
+
+# The driver in a child process that prints its own peak RSS (KiB) when the job is done: its
+# VmHWM, not getrusage's ru_maxrss, which Linux carries over from the parent at exec.
+DRIVER = (
+    "import re, sys\n"
+    "from sagemaker_tfs.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "status = open('/proc/self/status').read()\n"
+    "print('driver peak KiB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1))\n"
+    "sys.exit(code)\n"
+)
+
+
+def run_transform(stack: Stack, mb: int, root: Path) -> None:
+    """``sagemaker-tfs transform --endpoint`` on one CSV file of ``mb`` MB, one request."""
+    source = root / "transform-input" / "data.csv"
+    source.parent.mkdir()
+    source.write_bytes(csv_body(mb))
+    size = source.stat().st_size
+    processes = stack_processes(stack)
+    before = {pid: status_kb(pid, "VmRSS") * 1024 for pid in processes}
+    reset_peaks(list(processes))
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER, "transform", "--endpoint", stack.url,
+         "--input", str(source), "--output", str(root / "transform-output"),
+         "--content-type", "text/csv", "--accept", "application/json", "--split-type", "Line",
+         "--batch-strategy", "MultiRecord", "--max-payload-mb", "100", "--progress", "none"],
+        capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-2000:]
+    check_predictions((root / "transform-output" / "data.csv.out").read_bytes())
+    driver = int(result.stdout.split("driver peak KiB")[1].split()[0]) * 1024
+    print(f"\ntransform, CSV {size / MB:.0f} MB in one request: done in {seconds:.1f}s")
+    print_peaks(processes, before, size)
+    print(f"  {'sagemaker-tfs transform (driver)':32} {'':>11} {driver / MB:6.0f} MB "
+          f"{driver / size:7.2f}")  # fmt: skip
+
+
+def print_peaks(processes: dict[int, str], before: dict[int, int], size: int) -> None:
     print(f"  {'process':32} {'RSS before':>11} {'peak RSS':>9} {'x body':>7} {'growth':>7}")
     for pid, name in sorted(processes.items(), key=lambda item: item[1]):
         peak = status_kb(pid, "VmHWM") * 1024
@@ -220,6 +269,9 @@ def main() -> None:
     parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
     parser.add_argument("--npz-mb", default="100,1000", help="x-npz body sizes, MB (empty: none)")
     parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
+    parser.add_argument(
+        "--transform-mb", type=int, default=0, help="CSV file through the transform driver"
+    )
     args = parser.parse_args()
     npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
     npz_sizes = [int(size) for size in args.npz_mb.split(",") if size]
@@ -230,6 +282,8 @@ def main() -> None:
         stack.wait_until_settled()
         for case in cases(npy_sizes, npz_sizes, args.text_mb):
             run_case(stack, case)
+        if args.transform_mb:
+            run_transform(stack, args.transform_mb, Path(root))
 
 
 if __name__ == "__main__":

@@ -16,20 +16,12 @@ import numpy as np
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.json_reader import is_b64_object
 from sagemaker_tfs.model_server.json_tensors import ElementTypeError, build_tensor
-from sagemaker_tfs.model_server.json_writer import (
-    INDENT,
-    debug_string,
-    json_value_error,
-    render_array,
-    render_array_rows,
-    render_document,
-    render_object,
-)
+from sagemaker_tfs.model_server.json_writer import debug_string, json_value_error
 from sagemaker_tfs.model_server.signatures import ServableSignature
+from sagemaker_tfs.wire.tfs_json import TensorJsonError, predict_answer_pieces
 
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"
-BYTES_SUFFIX = "_bytes"
 
 # --------------------------------------------------------------------------- request
 
@@ -142,56 +134,7 @@ def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndar
 
 def format_predict_response(outputs: Mapping[str, np.ndarray], columnar: bool) -> bytes:
     """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request)."""
-    aliases = sorted(outputs)
-    if columnar:
-        body = _columnar_outputs(outputs, aliases)
-        return render_document("outputs", body)
-    return render_document("predictions", _row_predictions(outputs, aliases))
-
-
-def _as_b64(alias: str, array: np.ndarray) -> bool:
-    return alias.endswith(BYTES_SUFFIX) and array.dtype.kind in "OSU"
-
-
-def _columnar_outputs(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> str:
-    if len(aliases) == 1:
-        alias = aliases[0]
-        return render_array(outputs[alias], 1, False, _as_b64(alias, outputs[alias]))
-    members = [
-        (alias, render_array(outputs[alias], 2, False, _as_b64(alias, outputs[alias])))
-        for alias in aliases
-    ]
-    return render_object(members, 1)
-
-
-def _row_predictions(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> str:
-    batch_size = _row_batch_size(outputs, aliases)
-    if len(aliases) == 1:
-        alias = aliases[0]
-        single = render_array(outputs[alias], 1, True, _as_b64(alias, outputs[alias]))
-        return single[:-1] + "\n" + INDENT + "]"
-    columns = {
-        alias: render_array_rows(outputs[alias], 3, _as_b64(alias, outputs[alias]))
-        for alias in aliases
-    }
-    rows = [
-        render_object([(alias, columns[alias][row]) for alias in aliases], 2)
-        for row in range(batch_size)
-    ]
-    return "[" + ", ".join(rows) + "\n" + INDENT + "]"
-
-
-def _row_batch_size(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> int:
-    batch_size = None
-    for alias in aliases:
-        array = outputs[alias]
-        if array.ndim == 0:
-            raise invalid_argument(f"Tensor name: {alias} has no shape information ")
-        if batch_size is None:
-            batch_size = array.shape[0]
-        elif array.shape[0] != batch_size:
-            raise invalid_argument(
-                f"Tensor name: {alias} has inconsistent batch size: {array.shape[0]} "
-                f"expecting: {batch_size}"
-            )
-    return batch_size or 0
+    try:
+        return b"".join(predict_answer_pieces(outputs, columnar))
+    except TensorJsonError as error:
+        raise invalid_argument(str(error)) from None

@@ -62,7 +62,7 @@ def invoke(
     output_type = content_types.choose_output_type(request.accept)
     if kind not in content_types.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
-    signature = _signature(context)
+    signature = signature_of(context)
     decoded = inputs.decode_request(body, kind, signature.inputs, options)
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
@@ -88,11 +88,11 @@ def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: l
     return total
 
 
-def _signature(context: Any) -> Signature:
+def signature_of(context: Any) -> Signature:
     try:
         return client.get_signature(context)
     except grpc.RpcError as error:
-        raise _rpc_failure(error) from None
+        raise rpc_failure(error) from None
     except KeyError as error:
         raise HttpError(400, error.args[0]) from None
     except ValueError as error:  # a model version that is not an int64
@@ -124,7 +124,7 @@ def _predict(
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context)
-        raise _rpc_failure(error) from None
+        raise rpc_failure(error) from None
     except TensorConversionError as error:
         raise HttpError(400, str(error)) from None
     except StreamError as error:
@@ -132,7 +132,7 @@ def _predict(
         raise HttpError(502, f"The model server's answer is unreadable: {error}") from None
 
 
-def _rpc_failure(error: grpc.RpcError) -> HttpError:
+def rpc_failure(error: grpc.RpcError) -> HttpError:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     status = http_status_of_grpc_code(code.name if code is not None else None)

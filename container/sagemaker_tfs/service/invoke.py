@@ -18,7 +18,7 @@ import requests
 
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
-from sagemaker_tfs.service import conversion, fast_path
+from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
@@ -242,14 +242,28 @@ def _convert_and_predict(
     record: RequestRecord,
     limits: Limits,
 ) -> Reply:
+    """A JSON or CSV body with a JSON answer: read into the input's array and sent over gRPC
+    where ``text_predict`` can (the same answer, bytes and all), else converted to TF Serving's
+    JSON request and posted to the model server's REST API."""
+    context = build_context(request, server)
+    answer = text_predict.invoke(body, request, context, record, limits.model_server_timeout)
+    if answer is None:
+        answer = _post_converted(body, request, server, session, record)
+    return Reply(answer.status, answer.pieces, answer.content_type)
+
+
+def _post_converted(
+    body: bytes,
+    request: ParsedRequest,
+    server: ModelServer,
+    session: requests.Session,
+    record: RequestRecord,
+) -> text_predict.JsonAnswer:
     request_body = conversion.convert(request.content_type.name, body)
     check_deadline(request, limits)  # converting a large body may have waited for the CPU
     uri = rest_uri(server.rest_port, request.target)
     response = post_to_model_server(session, uri, request_body.encode("utf-8"), record)
-    one_line_type = conversion.one_line_json_type(request.accept)
-    if one_line_type is not None:
-        return Reply(response.status_code, response.content.replace(b"\n", b""), one_line_type)
-    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
+    return text_predict.as_passed_on(response.status_code, [response.content], request)
 
 
 def default_handling(

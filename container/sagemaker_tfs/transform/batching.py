@@ -2,6 +2,11 @@
 
 ``SingleRecord`` sends each record alone; ``MultiRecord`` packs as many whole records, in
 order, as fit in MaxPayloadInMB. A record that does not fit alone fails the job.
+
+A body is written into one growing buffer as its records come, and the records themselves are
+kept only when the output needs them one by one (JoinSource, OutputFilter): a 100 MB CSV of
+8.7 million rows is one body of 100 MB, not a list of 8.7 million objects beside it (and
+``bytes.join`` over such a list keeps an 80-byte buffer record per item while it joins).
 """
 
 from __future__ import annotations
@@ -9,24 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from sagemaker_tfs.transform.records import RecordTooLarge, body_of, framed_size
+from sagemaker_tfs.transform.records import RecordTooLarge, append_framed, framed_size
 
 
 @dataclass(frozen=True)
 class MiniBatch:
-    """Records ``first`` .. ``first + len(records) - 1`` (0-based) of one input object."""
+    """Records ``first`` .. ``first + count - 1`` (0-based) of one input object; ``records``:
+    them as read, when the batch was asked to keep them (else empty)."""
 
     first: int
-    records: list[bytes]
+    count: int
     body: bytes
+    records: list[bytes]
 
     @property
     def last(self) -> int:
-        return self.first + len(self.records) - 1
+        return self.first + self.count - 1
 
     def describe(self) -> str:
         """``record 3`` or ``records 3-9`` (1-based, as a person counts)."""
-        if len(self.records) == 1:
+        if self.count == 1:
             return f"record {self.first + 1}"
         return f"records {self.first + 1}-{self.last + 1}"
 
@@ -37,12 +44,13 @@ def mini_batches(
     strategy: str,
     limit: int,
     prepare: Callable[[bytes], bytes] | None = None,
+    keep_records: bool = True,
 ) -> Iterator[MiniBatch]:
-    """``prepare`` (the InputFilter) turns each record into what is sent; the batch keeps
-    the records as read (JoinSource needs them)."""
-    pending: list[bytes] = []
-    sent: list[bytes] = []
-    pending_size = 0
+    """``prepare`` (the InputFilter) turns each record into what is sent; with
+    ``keep_records`` the batch keeps the records as read (JoinSource needs them)."""
+    kept: list[bytes] = []
+    body = bytearray()
+    count = 0
     first = 0
     for index, record in enumerate(records):
         try:
@@ -55,11 +63,14 @@ def mini_batches(
                 f"record {index + 1} is {size} bytes, over MaxPayloadInMB ({limit} bytes): "
                 "raise --max-payload-mb (at most 100) or split the input"
             )
-        if pending and (strategy == "SingleRecord" or pending_size + size > limit):
-            yield MiniBatch(first, pending, body_of(sent, split_type))
-            first, pending, sent, pending_size = index, [], [], 0
-        pending.append(record)
-        sent.append(to_send)
-        pending_size += size
-    if pending:
-        yield MiniBatch(first, pending, body_of(sent, split_type))
+        if count and (strategy == "SingleRecord" or len(body) + size > limit):
+            batch = MiniBatch(first, count, bytes(body), kept)
+            first, count, kept = index, 0, []
+            body = bytearray()  # let go of it while the batch is out
+            yield batch
+        if keep_records:
+            kept.append(record)
+        append_framed(body, to_send, split_type)
+        count += 1
+    if count:
+        yield MiniBatch(first, count, bytes(body), kept)

@@ -147,11 +147,11 @@ def tfrecord_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         index += 1
 
 
-def body_of(records: list[bytes], split_type: str) -> bytes:
-    """The request body for ``records`` packed together."""
+def append_framed(body: bytearray, record: bytes, split_type: str) -> None:
+    """``record`` added to a request body as it is sent (a Line record followed by ``\n``)."""
+    body += record
     if split_type == "Line":
-        return b"".join(record + b"\n" for record in records)
-    return b"".join(records)
+        body += b"\n"
 
 
 def framed_size(record: bytes, split_type: str) -> int:

@@ -133,7 +133,12 @@ class Runner:
                 records = recs.split(stream, self.job.split_type, self.limit)
                 prepare = self.processing.filter_input if self.processing.filters_input else None
                 for batch in mini_batches(
-                    records, self.job.split_type, self.job.batch_strategy or "", self.limit, prepare
+                    records,
+                    self.job.split_type,
+                    self.job.batch_strategy or "",
+                    self.limit,
+                    prepare,
+                    keep_records=self.processing.per_record_output,
                 ):
                     yield batch.describe(), len(batch.body), partial(self._invoke, batch)
         except (recs.RecordError, FilterError, StorageError, OSError, EOFError) as error:
@@ -148,7 +153,7 @@ class Runner:
         except (recs.RecordError, StorageError, OSError, EOFError) as error:
             raise JobFailed(f"{source.location}: {error}") from None
         body = self.processing.filter_input(data) if self.processing.filters_input else data
-        return MiniBatch(0, [data], body)
+        return MiniBatch(0, 1, body, [data])
 
     def _invoke(self, batch: MiniBatch) -> _Done:
         return _Done(batch, self.invoker.invoke(batch.body))
@@ -167,29 +172,31 @@ class Runner:
             output = self._assemble(done)
         except (InvocationError, FilterError) as error:
             raise JobFailed(f"{state.source.location}: {pending.where}: {error}") from None
-        state.sink.write(output)
-        progress.advance(len(done.batch.records), len(done.batch.body), len(output))
+        for piece in output:
+            state.sink.write(piece)
+        progress.advance(done.batch.count, len(done.batch.body), sum(map(len, output)))
 
-    def _assemble(self, done: _Done) -> bytes:
+    def _assemble(self, done: _Done) -> list[bytes]:
+        """The output's pieces (an answer and its newline: not copied into one)."""
         line = self.job.assemble_with == "Line"
         if not self.processing.per_record_output:
             if line and not done.answer.endswith(b"\n"):
-                return done.answer + b"\n"
-            return done.answer
+                return [done.answer, b"\n"]
+            return [done.answer]
         answers = _answer_lines(done)
         pairs = zip(done.batch.records, answers, strict=True)
         parts = [self.processing.process_output(record, answer) for record, answer in pairs]
-        return b"".join(p + b"\n" for p in parts) if line else b"".join(parts)
+        return [b"".join(p + b"\n" for p in parts) if line else b"".join(parts)]
 
 
 def _answer_lines(done: _Done) -> list[bytes]:
     """One answer per record: the whole answer for one record, else one line each."""
-    if len(done.batch.records) == 1:
+    if done.batch.count == 1:
         return [done.answer.rstrip(b"\r\n")]
     lines = [line for line in done.answer.splitlines() if line.strip()]
-    if len(lines) != len(done.batch.records):
+    if len(lines) != done.batch.count:
         raise FilterError(
-            f"the answer has {len(lines)} lines for {len(done.batch.records)} records, so "
+            f"the answer has {len(lines)} lines for {done.batch.count} records, so "
             "--join-source/--output-filter cannot match them: answer one line per record "
             "(e.g. --accept application/jsonlines) or use --batch-strategy SingleRecord"
         )

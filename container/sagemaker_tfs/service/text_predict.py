@@ -1,0 +1,121 @@
+"""JSON and CSV bodies with a JSON answer, no ``inference.py``: read into the input's array
+(``text_tensors``), sent over gRPC (the streamed Predict from 4 MiB), answered with the bytes
+TF Serving's REST API would have written (``wire/tfs_json``), a block of rows at a time.
+
+A client cannot tell this path from the REST one (``conversion.convert``, then a POST to the
+model server's REST API): same status, body and Content-Type, errors included. It is several
+times faster and leaner for large bodies: no JSON text of the request is made, and neither
+the service nor the model server makes a Python object per number. Bodies it does not read
+(see ``text_tensors``), other methods than predict, and models whose signature cannot be
+asked for or has several inputs return None: the caller takes the REST path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import grpc
+import numpy as np
+
+from sagemaker_tfs import client
+from sagemaker_tfs.service import conversion, fast_path, text_tensors
+from sagemaker_tfs.service.errors import ModelServerUnavailable
+from sagemaker_tfs.service.metrics import RequestRecord
+from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.streamed_predict import StreamError
+from sagemaker_tfs.wire.tfs_json import (
+    TensorJsonError,
+    predict_answer_pieces,
+    quote,
+    render_document,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class JsonAnswer(NamedTuple):
+    """The model server's REST answer as the service passes it on: status, body pieces,
+    Content-Type."""
+
+    status: int
+    pieces: list[bytes]
+    content_type: str
+
+
+def as_passed_on(status: int, pieces: Sequence[bytes], request: ParsedRequest) -> JsonAnswer:
+    """A REST answer (``pieces``: its body) as the service passes it to the client: on one
+    line, with the first listed JSON type, when Accept lists one (the reference's rule)."""
+    one_line_type = conversion.one_line_json_type(request.accept)
+    if one_line_type is None:
+        return JsonAnswer(status, list(pieces), DEFAULT_MEDIA_TYPE)
+    return JsonAnswer(status, [piece.replace(b"\n", b"") for piece in pieces], one_line_type)
+
+
+def tfs_error_body(message: str) -> bytes:
+    """``{"error": ...}`` as TF Serving's REST API writes it (bytes that are not UTF-8
+    become U+FFFD, as the model server's ``format_error`` makes them)."""
+    text = message.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return render_document("error", quote(text))
+
+
+def invoke(
+    body: bytes, request: ParsedRequest, context: Any, record: RequestRecord, timeout: float
+) -> JsonAnswer | None:
+    """The answer over gRPC, or None when the REST path must take the request."""
+    if request.target.method != "predict":
+        return None
+    try:
+        signature = fast_path.signature_of(context)
+    except ModelServerUnavailable:
+        raise
+    except HttpError:  # e.g. no such model or version: the REST path words it as TF Serving
+        return None
+    if len(signature.inputs) != 1:
+        return None
+    (spec,) = signature.inputs.values()
+    tensor = text_tensors.read_text_tensor(request.content_type.name, body, spec)
+    if tensor is None:
+        return None
+    columnar = tensor.columnar
+    inputs = {spec.name: tensor.array}
+    expected = fast_path.expected_answer_bytes(signature, inputs, [])
+    stream = max(tensor.array.nbytes, expected) >= fast_path.STREAM_BYTES
+    del tensor
+    outputs = _predict(context, inputs, stream, record, timeout)
+    del inputs  # the request's array is not needed while the answer is written
+    if isinstance(outputs, JsonAnswer):
+        return as_passed_on(outputs.status, outputs.pieces, request)
+    try:
+        pieces = list(predict_answer_pieces(outputs, columnar))
+    except TensorJsonError as error:
+        return as_passed_on(400, [tfs_error_body(str(error))], request)
+    return as_passed_on(200, pieces, request)
+
+
+def _predict(context: Any, inputs: dict[str, Any], stream: bool, record: RequestRecord,
+             timeout: float) -> dict[str, np.ndarray] | JsonAnswer:  # fmt: skip
+    """The outputs, or the model server's error as its REST API would answer it; an
+    unreachable model server raises ``ModelServerUnavailable`` (failover)."""
+    try:
+        with record.model_server_call():
+            answer = client.predict_answer(
+                context,
+                inputs,
+                stream_answer=stream,
+                unavailable_retry_seconds=0,  # the service fails over to another model server
+                timeout=timeout,
+            )
+            return answer.complete()
+    except grpc.RpcError as error:
+        client.forget_signatures(context)  # the model may have been reloaded
+        failure = fast_path.rpc_failure(error)
+        if isinstance(failure, ModelServerUnavailable):
+            raise failure from None
+        details = error.details() if hasattr(error, "details") else None
+        return JsonAnswer(failure.status, [tfs_error_body(details or failure.message)], "")
+    except StreamError as error:
+        logger.warning("model server answer unreadable: %s", error)
+        raise HttpError(502, f"The model server's answer is unreadable: {error}") from None

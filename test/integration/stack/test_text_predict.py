@@ -1,0 +1,214 @@
+"""JSON and CSV bodies that the service sends over gRPC get the REST path's answer, byte for byte.
+
+Without ``inference.py``, the service reads a numeric JSON or CSV body straight into the input's
+array and sends it over gRPC (``text_predict``); it must answer what converting the body and
+posting it to the model server's REST API answers (``conversion.convert``, what it did before
+and still does for bodies it does not read). Here both run against the same real model server
+in a whole stack (nginx, gunicorn, the Python model server): the stack's answer is compared
+with the answer of the model server's REST port to the converted body, after the one-line rule
+the service applies for a JSON Accept. Status, Content-Type and every byte must match, for
+small bodies (a multi-model endpoint, where the service converts every size) and bodies over
+the njs limit (single model), good and bad. The model server's metrics show which of its
+front ends (gRPC or REST) answered, so that a silent fall back to REST cannot pass for the new
+path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from control_socket import load
+from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
+from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.service.conversion import convert, one_line_json_type
+from sagemaker_tfs.service.invoke import JSON_ACCEPTS
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import accept_list
+from whole_stack import Stack, running_stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+CSV = "text/csv"
+JSON = "application/json"
+MODEL = "half_plus_three"
+
+
+def rest_port(stack: Stack) -> int:
+    return StackConfig.load(stack.work_dir / "stack.json").instances[0].rest_port
+
+
+def rest_answer(stack: Stack, path: str, content_type: str, body: bytes,
+                accept: str | None) -> tuple[int, str, bytes]:  # fmt: skip
+    """What the REST path answers: the converted body posted to the model server's REST
+    API, passed on by the service's one-line rule."""
+    try:
+        converted = convert(content_type, body).encode()
+    except HttpError as error:
+        return error.status, JSON, error.body()
+    response = requests.post(f"http://127.0.0.1:{rest_port(stack)}{path}", data=converted,
+                             headers={"Content-Type": JSON}, timeout=120)  # fmt: skip
+    one_line_type = one_line_json_type(accept_list(accept or ""))
+    if one_line_type is None:
+        return response.status_code, JSON, response.content
+    return response.status_code, one_line_type, response.content.replace(b"\n", b"")
+
+
+def stack_answer(stack: Stack, path: str, content_type: str, body: bytes,
+                 accept: str | None) -> tuple[int, str, bytes]:  # fmt: skip
+    headers = {"Content-Type": content_type}
+    if accept is not None:
+        headers["Accept"] = accept
+    response = requests.post(stack.url + path, data=body, headers=headers, timeout=120)
+    return response.status_code, response.headers["Content-Type"], response.content
+
+
+def answered_by(stack: Stack, entrypoint: str) -> int:
+    """Predict requests the model server answered through ``entrypoint`` (GRPC, REST)."""
+    text = requests.get(
+        f"http://127.0.0.1:{rest_port(stack)}/monitoring/prometheus/metrics", timeout=10
+    ).text
+    total = 0
+    for line in text.splitlines():
+        if line.startswith(":tensorflow:serving:request_latency_count{") and (
+            f'entrypoint="{entrypoint}"' in line and 'api="predict"' in line.lower()
+        ):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def assert_same_answers(
+    stack: Stack, path: str, content_type: str, body: bytes, accept: str | None, model: str = MODEL
+) -> tuple[int, str, bytes]:
+    by_stack = stack_answer(stack, path, content_type, body, accept)
+    by_rest = rest_answer(stack, f"/v1/models/{model}:predict", content_type, body, accept)
+    assert by_stack == by_rest, (body[:100], by_stack[:2], by_stack[2][:300], by_rest[2][:300])
+    return by_stack
+
+
+@pytest.fixture(scope="module")
+def multi_model(
+    tmp_path_factory: pytest.TempPathFactory, resources_dir: Path, test_models: Any
+) -> Iterator[Stack]:
+    """half_plus_three, and mobilenet_v2 (its convolutions refuse a matrix)."""
+    root = tmp_path_factory.mktemp("text_predict_mme")
+    shutil.copytree(resources_dir / "models" / MODEL, root / "models" / MODEL)
+    shutil.copytree(test_models("mobilenet_v2"), root / "models" / "mobilenet_v2")
+    (root / "work").mkdir()
+    with running_stack(root / "models", root / "work", multi_model=True) as stack:
+        for name in (MODEL, "mobilenet_v2"):
+            status, answer = load(stack, name, name)
+            assert status == 200, answer
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def single_model(tmp_path_factory: pytest.TempPathFactory, resources_dir: Path) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("text_predict")
+    with running_stack(resources_dir / "models", root) as stack:
+        yield stack
+
+
+INVOKE = f"/models/{MODEL}/invoke"
+SMALL_NUMERIC = [
+    (CSV, b"1.0,2.0\n3.0,4.0\n"),
+    (CSV, b"0.1\n-2.5e3\n7\n"),
+    (CSV, b"16777217,1e-45,3.4028234e38\r\n0.30000000000000004,-1.5,2\r\n"),
+    (JSON, b'{"instances": [1.0, 2.0, 5e-8]}'),
+    (JSON, b'{"inputs": [[1.5, 2], [3, 4]]}'),
+    (JSON, b'{"inputs": 1.5}'),
+    (JSON, b"[[1, -0.0], [0.1, 1e30]]"),
+    (JSON, b"[1.0, 2.0]"),
+    (JSON, b"[[[0.25], [1]], [[2], [3]]]"),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), SMALL_NUMERIC)
+@pytest.mark.parametrize("accept", [None, "application/json", "application/jsonlines", "*/*"])
+def test_small_numeric_bodies_over_grpc(multi_model: Stack, content_type: str, body: bytes,
+                                        accept: str | None) -> None:  # fmt: skip
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, INVOKE, content_type, body, accept)
+    assert status == 200
+    read_here = body != b'{"inputs": 1.5}'  # a scalar is not a list: the REST path's
+    assert answered_by(multi_model, "GRPC") == grpc_before + read_here
+
+
+@pytest.mark.parametrize(("content_type", "text"), CASES)
+def test_conversion_cases(multi_model: Stack, content_type: str, text: str) -> None:
+    assert_same_answers(multi_model, INVOKE, content_type, text.encode(), "application/json")
+
+
+@pytest.mark.parametrize(("content_type", "body", "status", "message"), BAD_BODIES)
+def test_bad_bodies(multi_model: Stack, content_type: str, body: bytes, status: int,
+                    message: str) -> None:  # fmt: skip
+    answer = assert_same_answers(multi_model, INVOKE, content_type, body, None)
+    assert answer[0] == status and message in answer[2].decode()
+
+
+def takes_the_json_path(accept: str | None) -> bool:
+    """The Accept headers whose answer is the model server's JSON (else: the fast path's)."""
+    listed = accept_list(accept or "")
+    return (listed[0].name if listed else "") in JSON_ACCEPTS
+
+
+@pytest.mark.parametrize(
+    ("accept", "one_line_type"), [case for case in ACCEPT_CASES if takes_the_json_path(case[0])]
+)
+def test_accept_cases(multi_model: Stack, accept: str | None, one_line_type: str | None) -> None:
+    status, content_type, _ = assert_same_answers(multi_model, INVOKE, CSV, b"1\n2\n", accept)
+    assert status == 200 and content_type == (one_line_type or JSON)
+
+
+@pytest.mark.parametrize("accept", [None, "application/json"])
+def test_an_error_of_the_model_is_answered_alike(multi_model: Stack, accept: str | None) -> None:
+    """The model server refuses a matrix for mobilenet_v2's images, over gRPC as over REST
+    (the numeric CSV is read here and sent over gRPC: test_text_tensors)."""
+    status, _, answer = assert_same_answers(multi_model, "/models/mobilenet_v2/invoke", CSV,
+                                            b"1,2,3\n", accept, "mobilenet_v2")  # fmt: skip
+    assert status == 400 and b"needs a 4-dimensional input" in answer
+
+
+def medium_bodies() -> list[tuple[str, bytes]]:
+    """Bodies over the njs's 256 KB limit: the service reads them on a single-model endpoint."""
+    rows = b"".join(b"%d.%d,-%de-3,%d\n" % (i, i % 7, i % 13 + 1, i) for i in range(40_000))
+    numbers = b", ".join(b"%d.%d" % (i, i % 97) for i in range(60_000))
+    pairs = b",".join(b"[%d, 0.%d]" % (i, i) for i in range(40_000))
+    return [
+        (CSV, rows),
+        (CSV, b"0.123456789\n" * 40_000),
+        (JSON, b'{"instances": [' + numbers + b"]}"),
+        (JSON, b'{"inputs": [' + pairs + b"]}"),
+        (JSON, b"[" + pairs + b"]"),
+    ]
+
+
+@pytest.mark.parametrize(("content_type", "body"), medium_bodies())
+@pytest.mark.parametrize("accept", [None, "application/jsonlines"])
+def test_bodies_over_the_njs_limit(single_model: Stack, content_type: str, body: bytes,
+                                   accept: str | None) -> None:  # fmt: skip
+    assert len(body) > 256 * 1024
+    grpc_before = answered_by(single_model, "GRPC")
+    status, _, answer = assert_same_answers(
+        single_model, "/invocations", content_type, body, accept
+    )
+    assert status == 200 and len(answer) > 256 * 1024
+    assert answered_by(single_model, "GRPC") == grpc_before + 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"1,abc\n" * 60_000,  # strings: the REST path's error
+        b"1,2\n" * 70_000 + b"3\n",  # a short last row: conversion's error
+        b"1\n" * 150_000 + b"1e400\n",  # beyond a double: the model server's error
+    ],
+)
+def test_bad_bodies_over_the_njs_limit(single_model: Stack, body: bytes) -> None:
+    assert len(body) > 256 * 1024
+    status, _, answer = assert_same_answers(single_model, "/invocations", CSV, body, None)
+    assert status == 400 and b"error" in answer

@@ -1,0 +1,109 @@
+"""wire/tfs_json: TF Serving's float text by its literal rule, and Predict's answer in pieces.
+
+The float rule as TF Serving states it (``%.6g``; if that does not read back as the value,
+``%.9g`` for a float or ``%.17g`` for a double; ``.0`` when the text has neither ``.`` nor
+``e``) is written here one value at a time; ``format_floats`` decides most of it with NumPy
+and prints in one ``%``, and must give the same text for every value. The answer written in
+pieces of a few elements must be the answer written whole (whose layout test_predict_json.py
+checks byte for byte).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sagemaker_tfs.wire import tfs_json
+
+
+def literal_text(value: float, is_double: bool) -> str:
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    cast = np.float64 if is_double else np.float32
+    text = f"{value:.6g}"
+    if cast(float(text)) != cast(value):
+        text = f"{value:.17g}" if is_double else f"{value:.9g}"
+    return text if "." in text or "e" in text else text + ".0"
+
+
+def special_values(dtype: type) -> np.ndarray:
+    info = np.finfo(dtype)
+    powers = np.array([10.0**k for k in range(-40, 39)], dtype)
+    edges = [0.0, -0.0, 1.0, 1e6, 999999.5, 100000.5, 1234565, 16777216, 0.1, 1e-5]
+    edges += [float(info.tiny), float(info.max), float(info.smallest_subnormal)]
+    edges += [np.nan, np.inf, -np.inf]
+    return np.concatenate(
+        [np.array(edges, dtype), powers, np.nextafter(powers, dtype(np.inf)),
+         np.nextafter(powers, dtype(-np.inf))]  # fmt: skip
+    )
+
+
+def random_values(dtype: type, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    count = 20_000
+    bits = rng.integers(0, 2**63, count, dtype=np.uint64)
+    raw = bits.astype(np.uint32).view(np.float32) if dtype == np.float32 else bits.view(np.float64)
+    scattered = rng.standard_normal(count) * 10.0 ** rng.integers(-40, 39, count)
+    short_decimals = np.round(rng.standard_normal(count) * 1e7) / 10.0 ** rng.integers(0, 8, count)
+    eighths = np.arange(-count, count) / 8
+    with np.errstate(over="ignore"):
+        return np.concatenate([raw, scattered, short_decimals, eighths]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seed", range(3))
+def test_float_text_follows_the_literal_rule(dtype: type, seed: int) -> None:
+    values = np.concatenate([special_values(dtype), random_values(dtype, seed)])
+    expected = [literal_text(value, dtype == np.float64) for value in values.tolist()]
+    assert tfs_json.format_floats(values) == expected
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_short_format_is_decided_for_most_values_and_rightly(dtype: type) -> None:
+    typical = np.random.default_rng(3).standard_normal(50_000).astype(dtype) * dtype(1000)
+    assert tfs_json._short_reads_back(typical)[1].mean() > 0.999  # few printed one by one
+    values = random_values(dtype, 9)
+    values = values[np.isfinite(values)]
+    short, decided = tfs_json._short_reads_back(values)  # ties (x.5 at the 6th digit): not
+    cast = np.float64 if dtype == np.float64 else np.float32
+    pairs = zip(values[decided].tolist(), short[decided].tolist(), strict=True)
+    for value, reads_back in pairs:
+        assert (cast(float(f"{value:.6g}")) == cast(value)) == reads_back
+
+
+def outputs_cases() -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    strings = np.array([b'a\n"b', "\u00e9".encode(), b"\xff", b""] * 6, dtype=object)
+    return [
+        {"y": rng.standard_normal(7).astype(np.float32)},
+        {"y": rng.standard_normal((5, 3)).astype(np.float32)},
+        {"y": rng.standard_normal((3, 2, 2))},
+        {"y": np.zeros((0, 3), np.float32)},
+        {"y": np.arange(6, dtype=np.int64).reshape(3, 2), "z": np.array([True, False, True])},
+        {"s_bytes": strings[:6].reshape(3, 2), "t": strings[6:9], "n": np.arange(3.0)},
+        {"y": np.float32(2.5)},
+    ]
+
+
+@pytest.mark.parametrize("outputs", outputs_cases())
+@pytest.mark.parametrize("columnar", [False, True])
+def test_an_answer_in_pieces_is_the_answer_whole(
+    outputs: dict[str, np.ndarray], columnar: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def answer() -> bytes | str:
+        try:
+            return b"".join(tfs_json.predict_answer_pieces(outputs, columnar))
+        except tfs_json.TensorJsonError as error:
+            return str(error)
+
+    whole = answer()
+    for size in (1, 2, 5):
+        monkeypatch.setattr(tfs_json, "PIECE_ELEMENTS", size)
+        assert answer() == whole
+        pieces = (
+            list(tfs_json.predict_answer_pieces(outputs, columnar))
+            if isinstance(whole, bytes)
+            else []
+        )
+        assert all(isinstance(piece, bytes) for piece in pieces)
