@@ -248,7 +248,7 @@ def _convert_and_predict(
     context = build_context(request, server)
     answer = text_predict.invoke(body, request, context, record, limits.model_server_timeout)
     if answer is None:
-        answer = _post_converted(body, request, server, session, record)
+        answer = _post_converted(body, request, server, session, record, limits)
     return Reply(answer.status, answer.pieces, answer.content_type)
 
 
@@ -258,6 +258,7 @@ def _post_converted(
     server: ModelServer,
     session: requests.Session,
     record: RequestRecord,
+    limits: Limits,
 ) -> text_predict.JsonAnswer:
     request_body = conversion.convert(request.content_type.name, body)
     check_deadline(request, limits)  # converting a large body may have waited for the CPU
