@@ -2,7 +2,7 @@
 
 The model servers' answers are scripted (``ScriptedClient`` stands in for the gRPC
 ``ModelServiceClient``: what a status call answers is the input of the judgement under test);
-test/integration/stack/test_health.py and test/reliability/test_ping_under_load.py run the
+test/integration/stack/test_ping_health.py and test/reliability/test_ping_under_load.py run the
 real thing.
 """
 
