@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import tf_models  # noqa: E402
 from fastapi import FastAPI, Request, Response  # noqa: E402
+import ray  # noqa: E402
 from ray import serve  # noqa: E402
 
 app = FastAPI()
@@ -59,6 +60,9 @@ class TFModels:
 
 
 if __name__ == "__main__":
+    # The local cluster's processes talk over the loopback address (Ray would pick the
+    # machine's first interface), nothing else differs from ray.init's defaults.
+    ray.init(_node_ip_address="127.0.0.1")
     serve.start(http_options={"host": "127.0.0.1", "port": int(sys.argv[2])})
     serve.run(TFModels.bind(sys.argv[1]), route_prefix="/")
     while True:
