@@ -298,16 +298,17 @@ def measure_server(server: Server, calls: dict[str, Call], args: argparse.Namesp
     return cells
 
 
-def run_server(name: str, start: Callable[[], Server], calls: dict[str, Call],
-               args: argparse.Namespace, temp: Path) -> dict:  # fmt: skip
-    """Start, cold start to the first answer (the small call), idle memory, the scenarios,
-    peak memory, stop."""
+def run_server(name: str, start: Callable[[], Server], ready_calls: list[Call],
+               calls: dict[str, Call], args: argparse.Namespace, temp: Path) -> dict:  # fmt: skip
+    """Start; cold start: until each of ``ready_calls`` (one per model) has been answered
+    (some servers answer for their first model while they load the others); idle memory,
+    the scenarios, peak memory; stop."""
     began = time.monotonic()
     server = start()
     try:
-        ready_call = calls.get("small") or next(iter(calls.values()))
         cold = time.monotonic() - began
-        cold += first_answer(server, ready_call)
+        for call in ready_calls:
+            cold += first_answer(server, call)
         server.settled()
         time.sleep(args.settle)
         idle = pss_mb(server.process.pid)
@@ -452,23 +453,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def server_runs(args: argparse.Namespace, models_root: Path, payloads: Payloads,
-                temp: Path) -> Iterator[tuple[str, Callable[[], Server], dict[str, Call]]]:  # fmt: skip
-    """(label, start, calls) for every server run: this stack twice (its handlers need a
-    code/ of their own), each peer once."""
+                temp: Path) -> Iterator[tuple[str, Callable[[], Server], list[Call], dict[str, Call]]]:  # fmt: skip
+    """(label, start, calls that answer once every model is ready, calls) for every server run: this stack twice (its handlers
+    need a code/ of their own, where every request goes through them), each peer once."""
     for name in args.peers:
         calls = {s: c for s in args.scenarios if (c := CALLS[name](payloads, s)) is not None}
+        ready = [c for s in ("small", "heavy", "image") if (c := CALLS[name](payloads, s))]
         if name == "stack":
             plain = {s: c for s, c in calls.items() if s != "handlers"}
             if plain:
                 model_dir = stack_model_dir(models_root, temp, with_code=False)
-                yield "stack", lambda d=model_dir: start_stack(d, temp / "work"), plain
+                yield "stack", lambda d=model_dir: start_stack(d, temp / "work"), ready, plain
             if "handlers" in calls:
                 model_dir = stack_model_dir(models_root, temp, with_code=True)
+                handlers = calls["handlers"]
                 yield ("stack+handlers", lambda d=model_dir: start_stack(d, temp / "work-handlers"),
-                       {"handlers": calls["handlers"]})  # fmt: skip
+                       [handlers], {"handlers": handlers})  # fmt: skip
         elif calls:
             log = temp / f"{name}.log"
-            yield name, lambda n=name, log=log: start_peer(n, models_root, log), calls
+            yield name, lambda n=name, log=log: start_peer(n, models_root, log), ready, calls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -486,10 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "heavy" in args.scenarios and not args.no_in_process:
             results["servers"]["tf-in-process"] = in_process_heavy(models_root, payloads, args)
-        for label, start, calls in server_runs(args, models_root, payloads, temp):
+        for label, start, ready, calls in server_runs(args, models_root, payloads, temp):
             print(f"{label}: starting", flush=True)
             try:
-                results["servers"][label] = run_server(label, start, calls, args, temp)
+                results["servers"][label] = run_server(label, start, ready, calls, args, temp)
             except Exception as error:  # noqa: BLE001 - one server failing leaves the others
                 results["servers"][label] = {"error": str(error)[:500]}
                 print(f"{label}: {error}", flush=True)

@@ -7,8 +7,7 @@ tensor (a ``.npy`` in, a ``.npy`` answer). Ray's defaults: one replica, its defa
 Usage (in the ray venv): python ray_server.py MODELS_DIR PORT
 """
 
-from __future__ import annotations
-
+# No "from __future__ import annotations": FastAPI must see the Request type itself.
 import io
 import sys
 import time
