@@ -93,10 +93,8 @@ def stop_group(process: subprocess.Popen, timeout: float = 30.0) -> None:
     SIGKILL to whatever is left of it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -210,7 +208,9 @@ wrk.method = "POST"
 def wrk_script(call: Call, directory: Path) -> Path:
     body = directory / "body.bin"
     body.write_bytes(call.body)
-    headers = "\n".join(f'wrk.headers["{name}"] = "{value}"' for name, value in call.headers.items())
+    headers = "\n".join(
+        f'wrk.headers["{name}"] = "{value}"' for name, value in call.headers.items()
+    )
     script = directory / "request.lua"
     script.write_text(LUA.format(body=body, headers=headers))
     return script
@@ -240,7 +240,8 @@ def parse_wrk(output: str) -> dict:
 
 def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
     threads = min(connections, WRK_THREADS)
-    command = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",  # (whole seconds)
+    # wrk takes whole seconds only ("1.0s" is refused)
+    command = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s",
                "--latency", "--timeout", "120s", "-s", str(script), url]  # fmt: skip
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return parse_wrk(output)
@@ -266,9 +267,13 @@ def first_answer(server: Server, call: Call, timeout: float = START_TIMEOUT) -> 
 
 def checked(server: Server, call: Call) -> None:
     """One request, its answer checked, before wrk sends thousands."""
-    answer = requests.post(server.url + call.path, data=call.body, headers=call.headers, timeout=300)
+    answer = requests.post(
+        server.url + call.path, data=call.body, headers=call.headers, timeout=300
+    )
     if answer.status_code != 200:
-        raise RuntimeError(f"{server.name} {call.path}: {answer.status_code} {answer.content[:300]!r}")
+        raise RuntimeError(
+            f"{server.name} {call.path}: {answer.status_code} {answer.content[:300]!r}"
+        )
     call.check(answer.content)
 
 
@@ -352,7 +357,9 @@ def in_process_heavy(models_root: Path, payloads: Payloads, args: argparse.Names
     return {"cells": {"heavy": cells}}
 
 
-def _threads_calling(model, rows: np.ndarray, threads: int, seconds: float) -> tuple[list[float], float]:  # type: ignore[no-untyped-def]
+def _threads_calling(  # type: ignore[no-untyped-def]
+    model, rows: np.ndarray, threads: int, seconds: float
+) -> tuple[list[float], float]:
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
 
@@ -406,7 +413,9 @@ def chart(results: dict, scenarios: list[str], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, panels = plt.subplots(1, len(scenarios), figsize=(4 * len(scenarios), 3.6), squeeze=False)
+    figure, panels = plt.subplots(
+        1, len(scenarios), figsize=(4 * len(scenarios), 3.6), squeeze=False
+    )
     for axes, scenario in zip(panels[0], scenarios, strict=True):
         for name, server in results["servers"].items():
             cells = server.get("cells", {}).get(scenario)
@@ -433,29 +442,43 @@ def chart(results: dict, scenarios: list[str], path: Path) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers", default=",".join(PEERS), help=f"some of {','.join(PEERS)}")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"some of {','.join(SCENARIOS)}")
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"some of {','.join(SCENARIOS)}"
+    )
     parser.add_argument("--connections", default="1,8,32")
     parser.add_argument("--duration", type=int, default=15, help="seconds measured per cell")
     parser.add_argument("--warmup", type=int, default=3, help="seconds of wrk before each cell")
-    parser.add_argument("--settle", type=float, default=3.0,
-                        help="seconds after the first answer before idle memory is read")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds after the first answer before idle memory is read",
+    )
     parser.add_argument("--no-in-process", action="store_true", help="skip TensorFlow in-process")
     parser.add_argument("--out-dir", type=Path, help="writes peers.json and peers.png there")
     args = parser.parse_args(argv)
     args.peers = [p for p in args.peers.split(",") if p]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.connections = [int(c) for c in args.connections.split(",")]
-    for value, allowed, flag in ((args.peers, PEERS, "--peers"), (args.scenarios, SCENARIOS, "--scenarios")):
+    for value, allowed, flag in (
+        (args.peers, PEERS, "--peers"),
+        (args.scenarios, SCENARIOS, "--scenarios"),
+    ):
         unknown = set(value) - set(allowed)
         if unknown:
             parser.error(f"{flag}: unknown {sorted(unknown)}")
     return args
 
 
-def server_runs(args: argparse.Namespace, models_root: Path, payloads: Payloads,
-                temp: Path) -> Iterator[tuple[str, Callable[[], Server], list[Call], dict[str, Call]]]:  # fmt: skip
-    """(label, start, calls that answer once every model is ready, calls) for every server run: this stack twice (its handlers
-    need a code/ of their own, where every request goes through them), each peer once."""
+ServerRun = tuple[str, Callable[[], Server], list[Call], dict[str, Call]]
+
+
+def server_runs(
+    args: argparse.Namespace, models_root: Path, payloads: Payloads, temp: Path
+) -> Iterator[ServerRun]:
+    """(label, start, calls that answer once every model is ready, calls) for every server
+    run: this stack twice (its handlers need a code/ of their own, where every request goes
+    through them), each peer once."""
     for name in args.peers:
         calls = {s: c for s in args.scenarios if (c := CALLS[name](payloads, s)) is not None}
         ready = [c for s in ("small", "heavy", "image") if (c := CALLS[name](payloads, s))]
@@ -498,7 +521,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{label}: {error}", flush=True)
     finally:
         for log in temp.glob("*.log"):
-            print(f"--- {log.name} (last lines)\n" + "\n".join(log.read_text(errors="replace").splitlines()[-5:]))
+            print(
+                f"--- {log.name} (last lines)\n"
+                + "\n".join(log.read_text(errors="replace").splitlines()[-5:])
+            )
         shutil.rmtree(temp, ignore_errors=True)
     results["load_at_end"] = os.getloadavg()
     table = markdown_table(results, args.scenarios, args.connections)

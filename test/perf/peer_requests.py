@@ -99,8 +99,8 @@ def v2_bytes_element(data: bytes) -> bytes:
 def multipart(field_name: str, filename: str, content_type: str, data: bytes) -> tuple[bytes, dict]:
     """One file field of a multipart/form-data body (BentoML's files and images)."""
     head = (
-        f"--{MULTIPART_BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field_name}\"; "
-        f"filename=\"{filename}\"\r\nContent-Type: {content_type}\r\n\r\n"
+        f'--{MULTIPART_BOUNDARY}\r\nContent-Disposition: form-data; name="{field_name}"; '
+        f'filename="{filename}"\r\nContent-Type: {content_type}\r\n\r\n'
     ).encode()
     body = head + data + f"\r\n--{MULTIPART_BOUNDARY}--\r\n".encode()
     return body, {"Content-Type": f"multipart/form-data; boundary={MULTIPART_BOUNDARY}"}
@@ -120,7 +120,9 @@ def expect_json_key(key: str) -> Callable[[bytes], None]:
 def expect_size_at_least(size: int) -> Callable[[bytes], None]:
     def check(answer: bytes) -> None:
         if len(answer) < size:
-            raise AssertionError(f"answer of {len(answer)} bytes, expected {size}+: {answer[:300]!r}")
+            raise AssertionError(
+                f"answer of {len(answer)} bytes, expected {size}+: {answer[:300]!r}"
+            )
 
     return check
 
@@ -144,7 +146,11 @@ def stack_calls(p: Payloads, scenario: str) -> Call | None:
         return Call("/invocations", p.jpeg, {**headers, "Content-Type": "image/jpeg"},
                     expect_json_key("predictions"))  # fmt: skip
     if scenario == "tensor100mb":
-        npy_headers = {**headers, "Content-Type": "application/x-npy", "Accept": "application/x-npy"}
+        npy_headers = {
+            **headers,
+            "Content-Type": "application/x-npy",
+            "Accept": "application/x-npy",
+        }
         return Call("/invocations", p.npy(), npy_headers, expect_size_at_least(len(p.npy())))
     return Call("/invocations", p.handlers_json(), {**headers, **JSON}, expect_json_key("labels"))
 
@@ -160,7 +166,9 @@ def kserve_calls(p: Payloads, scenario: str) -> Call | None:
             {"image_bytes": {"b64": base64.b64encode(p.jpeg).decode()}}]}).encode())  # fmt: skip
         return Call("/v1/models/mobilenet_v2:predict", body, JSON, expect_json_key("predictions"))
     if scenario == "handlers":
-        return Call("/v1/models/handlers:predict", p.handlers_json(), JSON, expect_json_key("labels"))
+        return Call(
+            "/v1/models/handlers:predict", p.handlers_json(), JSON, expect_json_key("labels")
+        )
     return None  # a 100 MB tensor goes by V2's binary extension: kserve-v2
 
 
@@ -168,11 +176,15 @@ def kserve_v2_calls(p: Payloads, scenario: str) -> Call | None:
     """KServe's V2 (Open Inference Protocol): JSON tensors; binary tensors for 100 MB."""
     if scenario in ("small", "heavy"):
         model = "compute_heavy" if scenario == "heavy" else "half_plus_three"
-        return Call(f"/v2/models/{model}/infer", p.v2_json(scenario), JSON, expect_json_key("outputs"))
+        return Call(
+            f"/v2/models/{model}/infer", p.v2_json(scenario), JSON, expect_json_key("outputs")
+        )
     if scenario == "tensor100mb":
         raw = p.tensor.tobytes()
         body, headers = v2_binary("x", "FP32", [p.tensor.size], raw)
-        return Call("/v2/models/half_plus_three/infer", body, headers, expect_size_at_least(len(raw)))
+        return Call(
+            "/v2/models/half_plus_three/infer", body, headers, expect_size_at_least(len(raw))
+        )
     return None
 
 
@@ -194,14 +206,18 @@ def pytriton_calls(p: Payloads, scenario: str) -> Call | None:
     """Triton's V2 HTTP protocol: JSON tensors, binary tensors for the image and 100 MB."""
     if scenario in ("small", "heavy", "json10mb"):
         model = "compute_heavy" if scenario == "heavy" else "half_plus_three"
-        return Call(f"/v2/models/{model}/infer", p.v2_json(scenario), JSON, expect_json_key("outputs"))
+        return Call(
+            f"/v2/models/{model}/infer", p.v2_json(scenario), JSON, expect_json_key("outputs")
+        )
     if scenario == "image":
         body, headers = v2_binary("image", "BYTES", [1], v2_bytes_element(p.jpeg))
         return Call("/v2/models/mobilenet_v2/infer", body, headers, expect_size_at_least(4000))
     if scenario == "tensor100mb":
         raw = p.tensor.tobytes()
         body, headers = v2_binary("x", "FP32", [p.tensor.size], raw)
-        return Call("/v2/models/half_plus_three/infer", body, headers, expect_size_at_least(len(raw)))
+        return Call(
+            "/v2/models/half_plus_three/infer", body, headers, expect_size_at_least(len(raw))
+        )
     body = p.once("triton-handlers", lambda: json.dumps({"inputs": [{
         "name": "values", "shape": [HANDLER_VALUES], "datatype": "FP32",
         "data": p.handler_values}]}).encode())  # fmt: skip
@@ -214,7 +230,9 @@ def ray_calls(p: Payloads, scenario: str) -> Call | None:
         path = "/heavy" if scenario == "heavy" else "/predict"
         return Call(path, p.instances(scenario), JSON, expect_json_key("predictions"))
     if scenario == "image":
-        return Call("/classify", p.jpeg, {"Content-Type": "image/jpeg"}, expect_json_key("predictions"))
+        return Call(
+            "/classify", p.jpeg, {"Content-Type": "image/jpeg"}, expect_json_key("predictions")
+        )
     if scenario == "tensor100mb":
         return Call("/tensor", p.npy(), {"Content-Type": "application/octet-stream"},
                     expect_size_at_least(len(p.npy())))  # fmt: skip

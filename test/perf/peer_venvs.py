@@ -5,8 +5,9 @@ installed by pip. TensorFlow itself is not installed again (a copy is 2.6 GB): a
 ``CACHE/tf-share`` holds symlinks to the ``tensorflow`` package and its ``.dist-info`` in the
 project's own ``.venv``, and a ``.pth`` file puts that directory on the peer venv's path.
 Only TensorFlow comes from there; its small dependencies (NumPy, protobuf, grpcio, Keras...)
-and Pillow (the image scenario) are resolved by pip together with the peer's pins, and ``pip check`` afterwards says whether
-the two agree (a conflict is printed and the peer marked as such, not hidden).
+and Pillow (the image scenario) are resolved by pip together with the peer's pins, and
+``pip check`` afterwards says whether the two agree (its verdict is kept and printed, a
+conflict is not hidden).
 
 Run alone to install or update every peer: ``python test/perf/peer_venvs.py [NAME...]``.
 """
@@ -23,7 +24,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-CACHE = Path(os.environ.get("SAGEMAKER_TFS_PEERS_CACHE", Path.home() / ".cache/sagemaker-tfs-peers"))
+CACHE = Path(
+    os.environ.get("SAGEMAKER_TFS_PEERS_CACHE", Path.home() / ".cache/sagemaker-tfs-peers")
+)
 TF_SHARE_PTH = "sagemaker_tfs_shared_tensorflow.pth"
 
 
@@ -37,12 +40,20 @@ class PeerPackages:
 
 
 PEERS = {
-    "kserve": PeerPackages("kserve", ("kserve==0.21.0", "pillow"), ("kserve", "fastapi", "uvicorn", "numpy")),
-    "bentoml": PeerPackages("bentoml", ("bentoml==1.4.40", "pillow"), ("bentoml", "starlette", "uvicorn", "numpy")),
-    "pytriton": PeerPackages(
-        "pytriton", ("nvidia-pytriton==0.7.0", "pillow"), ("nvidia-pytriton", "tritonclient", "numpy")
+    "kserve": PeerPackages(
+        "kserve", ("kserve==0.21.0", "pillow"), ("kserve", "fastapi", "uvicorn", "numpy")
     ),
-    "ray": PeerPackages("ray", ("ray[serve]==2.60.0", "pillow"), ("ray", "fastapi", "uvicorn", "numpy")),
+    "bentoml": PeerPackages(
+        "bentoml", ("bentoml==1.4.40", "pillow"), ("bentoml", "starlette", "uvicorn", "numpy")
+    ),
+    "pytriton": PeerPackages(
+        "pytriton",
+        ("nvidia-pytriton==0.7.0", "pillow"),
+        ("nvidia-pytriton", "tritonclient", "numpy"),
+    ),
+    "ray": PeerPackages(
+        "ray", ("ray[serve]==2.60.0", "pillow"), ("ray", "fastapi", "uvicorn", "numpy")
+    ),
 }
 
 

@@ -23,7 +23,9 @@ from pytriton.triton import Triton, TritonConfig  # noqa: E402
 def main() -> None:
     models_dir, http_port, grpc_port, metrics_port = sys.argv[1], *map(int, sys.argv[2:5])
     models = tf_models.load_all(models_dir)
-    small, heavy, image = (models[name] for name in (tf_models.SMALL, tf_models.HEAVY, tf_models.IMAGE))
+    small, heavy, image = (
+        models[name] for name in (tf_models.SMALL, tf_models.HEAVY, tf_models.IMAGE)
+    )
 
     def predict_small(requests):  # type: ignore[no-untyped-def]
         return [{"y": small.predict(request["x"])} for request in requests]
@@ -40,7 +42,9 @@ def main() -> None:
     def handlers(requests):  # type: ignore[no-untyped-def]
         answers = []
         for request in requests:
-            answer = tf_models.postprocess_predictions(small.predict(tf_models.preprocess_values(request["values"])))
+            answer = tf_models.postprocess_predictions(
+                small.predict(tf_models.preprocess_values(request["values"]))
+            )
             answers.append({
                 "predictions": np.asarray(answer["predictions"], np.float32),
                 "labels": np.asarray(answer["labels"], dtype=np.bytes_),
@@ -50,16 +54,26 @@ def main() -> None:
     config = ModelConfig(batching=False)
     config_ports = TritonConfig(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port)
     with Triton(config=config_ports) as triton:
-        triton.bind("half_plus_three", predict_small, [Tensor(name="x", dtype=np.float32, shape=(-1,))],
-                    [Tensor(name="y", dtype=np.float32, shape=(-1,))], config=config)  # fmt: skip
-        triton.bind("compute_heavy", predict_heavy, [Tensor(name="x", dtype=np.float32, shape=(-1, 16))],
-                    [Tensor(name="y", dtype=np.float32, shape=(-1, 1))], config=config)  # fmt: skip
-        triton.bind("mobilenet_v2", classify, [Tensor(name="image", dtype=np.bytes_, shape=(1,))],
-                    [Tensor(name="predictions", dtype=np.float32, shape=(-1, 1000))], config=config)  # fmt: skip
-        triton.bind("handlers", handlers, [Tensor(name="values", dtype=np.float32, shape=(-1,))],
-                    [Tensor(name="predictions", dtype=np.float32, shape=(-1,)),
-                     Tensor(name="labels", dtype=np.bytes_, shape=(-1,))], config=config)  # fmt: skip
+        bind(triton, "half_plus_three", predict_small, [("x", np.float32, (-1,))],
+             [("y", np.float32, (-1,))], config)  # fmt: skip
+        bind(triton, "compute_heavy", predict_heavy, [("x", np.float32, (-1, 16))],
+             [("y", np.float32, (-1, 1))], config)  # fmt: skip
+        bind(triton, "mobilenet_v2", classify, [("image", np.bytes_, (1,))],
+             [("predictions", np.float32, (-1, 1000))], config)  # fmt: skip
+        labelled = [("predictions", np.float32, (-1,)), ("labels", np.bytes_, (-1,))]
+        bind(triton, "handlers", handlers, [("values", np.float32, (-1,))], labelled, config)
         triton.serve()
+
+
+def bind(triton, name, function, inputs, outputs, config) -> None:  # type: ignore[no-untyped-def]
+    """``triton.bind`` with the tensors given as (name, dtype, shape)."""
+    triton.bind(
+        model_name=name,
+        infer_func=function,
+        inputs=[Tensor(name=n, dtype=d, shape=s) for n, d, s in inputs],
+        outputs=[Tensor(name=n, dtype=d, shape=s) for n, d, s in outputs],
+        config=config,
+    )
 
 
 if __name__ == "__main__":

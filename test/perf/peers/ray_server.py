@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+import ray  # noqa: E402
 import tf_models  # noqa: E402
 from fastapi import FastAPI, Request, Response  # noqa: E402
-import ray  # noqa: E402
 from ray import serve  # noqa: E402
 
 app = FastAPI()

@@ -54,8 +54,7 @@ def test_a_consumer_that_stops_early_stops_the_reader_and_closes_the_source() ->
 
     def source() -> Iterator[int]:
         try:
-            for item in range(10**9):
-                yield item
+            yield from range(10**9)
         finally:
             closed.set()  # a gRPC answer's iterator being dropped: the call is cancelled
 
