@@ -381,29 +381,77 @@ def _threads_calling(  # type: ignore[no-untyped-def]
 
 def markdown_table(results: dict, scenarios: list[str], connections: list[int]) -> str:
     """One row per scenario and connection count, one column per server: req/s, p50, p99;
-    then cold start and memory."""
-    names = [name for name in results["servers"]]
-    lines = ["| scenario | conns | " + " | ".join(names) + " |",
-             "|---|---|" + "---|" * len(names)]  # fmt: skip
+    then this stack's throughput over the best peer's and its p99 against that peer's; then
+    cold start and memory."""
+    servers = results["servers"]
+    names = list(servers)
+    lines = ["| scenario | conns | " + " | ".join(names) + " | stack / best peer |",
+             "|---|---|" + "---|" * (len(names) + 1)]  # fmt: skip
     for scenario in scenarios:
         for count in connections:
-            row = []
-            for name in names:
-                cell = results["servers"][name].get("cells", {}).get(scenario, {})
-                figures = cell.get(str(count)) if isinstance(cell, dict) else None
-                if "error" in cell:
-                    row.append("error")
-                elif not figures:
-                    row.append("-")
-                else:
-                    row.append(f"{figures['req_per_s']:g}/s, p50 {figures['p50_ms']:g}, "
-                               f"p99 {figures['p99_ms']:g} ms")  # fmt: skip
-            lines.append(f"| {scenario} | {count} | " + " | ".join(row) + " |")
+            row = [_cell_text(servers[name], scenario, count) for name in names]
+            lines.append(f"| {scenario} | {count} | " + " | ".join(row)
+                         + f" | {_against_best_peer(servers, scenario, count)} |")  # fmt: skip
     for key, label in (("cold_start_s", "cold start, s"), ("idle_mb", "memory idle, MB"),
                        ("peak_mb", "memory peak, MB")):  # fmt: skip
-        row = [str(results["servers"][name].get(key, "-")) for name in names]
-        lines.append(f"| {label} | | " + " | ".join(row) + " |")
+        row = [str(servers[name].get(key, "-")) for name in names]
+        lines.append(f"| {label} | | " + " | ".join(row) + " | |")
     return "\n".join(lines)
+
+
+def _figures(server: dict, scenario: str, count: int) -> dict | None:
+    cells = server.get("cells", {}).get(scenario, {})
+    figures = cells.get(str(count)) if isinstance(cells, dict) else None
+    return figures if figures and figures.get("requests") else None
+
+
+def _cell_text(server: dict, scenario: str, count: int) -> str:
+    if "error" in server.get("cells", {}).get(scenario, {}):
+        return "error"
+    figures = _figures(server, scenario, count)
+    if figures is None:
+        return "-"
+    return f"{figures['req_per_s']:g}/s, p50 {figures['p50_ms']:g}, p99 {figures['p99_ms']:g} ms"
+
+
+def _against_best_peer(servers: dict, scenario: str, count: int) -> str:
+    """This stack's req/s over the best peer's (named), and both p99s."""
+    ours = None
+    for name in ("stack", "stack+handlers"):
+        ours = ours or (_figures(servers[name], scenario, count) if name in servers else None)
+    peers = {}
+    for name, server in servers.items():
+        figures = _figures(server, scenario, count)
+        if figures and not name.startswith(("stack", "tf-")):
+            peers[name] = figures
+    if ours is None or not peers:
+        return "-"
+    best = max(peers, key=lambda name: peers[name]["req_per_s"])
+    theirs = peers[best]
+    return (f"{ours['req_per_s'] / theirs['req_per_s']:.2f}x ({best}); "
+            f"p99 {ours['p99_ms']:g} vs {theirs['p99_ms']:g} ms")  # fmt: skip
+
+
+def tables_from(paths: list[Path]) -> str:
+    """The table of one or more saved ``peers.json`` (e.g. a run of the small bodies and one of
+    the large ones), their servers' cells merged."""
+    merged: dict = {"servers": {}}
+    scenarios: list[str] = []
+    connections: set[int] = set()
+    for path in paths:
+        saved = json.loads(path.read_text())
+        for name, server in saved["servers"].items():
+            into = merged["servers"].setdefault(name, {"cells": {}})
+            into["cells"].update(server.get("cells", {}))
+            for key in ("cold_start_s", "idle_mb", "peak_mb"):
+                if key in server:
+                    into[key] = server[key] if key not in into else max(into[key], server[key])
+            for scenario, cells in server.get("cells", {}).items():
+                if scenario not in scenarios:
+                    scenarios.append(scenario)
+                if isinstance(cells, dict) and "error" not in cells:
+                    connections.update(int(count) for count in cells)
+    return markdown_table(merged, scenarios, sorted(connections))
 
 
 def chart(results: dict, scenarios: list[str], path: Path) -> None:
@@ -456,6 +504,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-in-process", action="store_true", help="skip TensorFlow in-process")
     parser.add_argument("--out-dir", type=Path, help="writes peers.json and peers.png there")
+    parser.add_argument("--table-from", type=Path, nargs="+",
+                        help="only print the table of saved peers.json files (merged)")  # fmt: skip
     args = parser.parse_args(argv)
     args.peers = [p for p in args.peers.split(",") if p]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
@@ -499,6 +549,9 @@ def server_runs(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.table_from:
+        print(tables_from(args.table_from))
+        return 0
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # in-process TF as the stack's model server
     models_root = load_test_models(list(MODELS))
     payloads = Payloads(photo_like_jpeg(224, seed=1))
