@@ -170,6 +170,31 @@ def pss_mb(root: int) -> float:
     return round(total / 1024, 1)
 
 
+def cpu_seconds(root: int) -> float:
+    """User + system CPU of ``root`` and every process below it."""
+    total = 0
+    for pid in [root, *descendant_pids(root)]:
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(root: int, timeout: float = 120.0, busy: float = 0.1) -> float:
+    """Until the server uses less than ``busy`` of a core over a second: requests that wrk
+    left behind at the end of a cell (32 heavy ones are 20 s of work) would otherwise run
+    into the next cell. Returns the seconds waited."""
+    start = time.monotonic()
+    before = cpu_seconds(root)
+    while time.monotonic() - start < timeout:
+        time.sleep(1.0)
+        now = cpu_seconds(root)
+        if now - before < busy:
+            break
+        before = now
+    return round(time.monotonic() - start, 1)
+
+
 class Sampler:
     """Samples a server's memory and the load average in a thread, every ``interval`` s."""
 
@@ -277,6 +302,14 @@ def checked(server: Server, call: Call) -> None:
     call.check(answer.content)
 
 
+def cell_seconds(scenario: str, connections: int, args: argparse.Namespace) -> tuple[int, int]:
+    """(measured, warm-up) seconds of a cell: a heavy call takes ~0.3-0.6 s, so with many
+    connections each one needs seconds before its first answer counts."""
+    if scenario == "heavy":
+        return max(args.duration, 2 * connections), max(args.warmup, connections // 4)
+    return args.duration, args.warmup
+
+
 def measure_server(server: Server, calls: dict[str, Call], args: argparse.Namespace,
                    temp: Path) -> dict:  # fmt: skip
     """Every scenario's cells on one running server (its cold start already measured)."""
@@ -288,15 +321,19 @@ def measure_server(server: Server, calls: dict[str, Call], args: argparse.Namesp
             cells[scenario] = {"error": str(error)[:300]}
             print(f"  {server.name} {scenario}: {error}", flush=True)
             continue
+        wait_until_idle(server.process.pid)
         directory = temp / f"{server.name}-{scenario}"
         directory.mkdir()
         script = wrk_script(call, directory)
         cells[scenario] = {}
         for connections in args.connections:
-            if args.warmup > 0:
-                run_wrk(server.url + call.path, script, connections, args.warmup)
-            figures = run_wrk(server.url + call.path, script, connections, args.duration)
+            seconds, warmup = cell_seconds(scenario, connections, args)
+            if warmup > 0:
+                run_wrk(server.url + call.path, script, connections, warmup)
+                wait_until_idle(server.process.pid)
+            figures = run_wrk(server.url + call.path, script, connections, seconds)
             figures["load"] = round(os.getloadavg()[0], 2)
+            figures["idle_wait_s"] = wait_until_idle(server.process.pid)
             cells[scenario][str(connections)] = figures
             print(f"  {server.name:10s} {scenario:12s} c={connections:<3d} {figures}", flush=True)
         shutil.rmtree(directory)
@@ -455,8 +492,13 @@ def tables_from(paths: list[Path]) -> str:
 
 
 def chart(results: dict, scenarios: list[str], path: Path) -> None:
-    """Requests/s against connections, one panel per scenario, one line per server."""
-    import matplotlib
+    """Requests/s against connections, one panel per scenario, one line per server (none
+    without matplotlib: ``pip install -e '.[perf]'``)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("no chart: matplotlib is not installed")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
