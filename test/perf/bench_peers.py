@@ -65,6 +65,9 @@ from local_ports import free_port_range  # noqa: E402
 from peer_requests import CALLS, Call, Payloads  # noqa: E402
 from whole_stack import descendant_pids, launch  # noqa: E402
 
+# OMP_NUM_THREADS as the user set it: main() sets 1 for TensorFlow in-process (as the stack's
+# supervisor does for its model server); the peers get the user's environment, not that.
+USER_OMP_NUM_THREADS = os.environ.get("OMP_NUM_THREADS")
 SCENARIOS = ("small", "heavy", "image", "json10mb", "tensor100mb", "handlers")
 PEERS = ("stack", "kserve", "kserve-v2", "bentoml", "pytriton", "ray")
 MODELS = ("half_plus_three", "compute_heavy", "mobilenet_v2")
@@ -107,6 +110,8 @@ def start_peer(name: str, models_dir: Path, log: Path) -> Server:
     python = str(peer_venvs.venv_python(venv))
     low, _ = free_port_range(3)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": ""}
+    if USER_OMP_NUM_THREADS is None:
+        env.pop("OMP_NUM_THREADS", None)
     peers = HERE / "peers"
     if venv == "kserve":
         command = [python, "kserve_server.py", str(models_dir), "--http_port", str(low),
