@@ -497,38 +497,13 @@ def tables_from(paths: list[Path]) -> str:
 
 
 def chart(results: dict, scenarios: list[str], path: Path) -> None:
-    """Requests/s against connections, one panel per scenario, one line per server (none
-    without matplotlib: ``pip install -e '.[perf]'``)."""
+    """``charts.peers_chart`` where matplotlib is installed (``pip install -e '.[perf]'``)."""
     try:
-        import matplotlib
+        import charts
     except ImportError:
         print("no chart: matplotlib is not installed")
         return
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, panels = plt.subplots(
-        1, len(scenarios), figsize=(4 * len(scenarios), 3.6), squeeze=False
-    )
-    for axes, scenario in zip(panels[0], scenarios, strict=True):
-        for name, server in results["servers"].items():
-            cells = server.get("cells", {}).get(scenario)
-            if not isinstance(cells, dict) or "error" in cells or not cells:
-                continue
-            counts = sorted(cells, key=int)
-            axes.plot([int(c) for c in counts], [cells[c]["req_per_s"] for c in counts],
-                      marker="o", label=name)  # fmt: skip
-        axes.set_xscale("log", base=2)
-        axes.set_yscale("log")
-        axes.set_xlabel("connections")
-        axes.set_ylabel("requests/s")
-        axes.set_title(scenario, fontsize=10)
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=80)
-    plt.close(figure)
+    charts.peers_chart(results, scenarios, path)
 
 
 # ---------------------------------------------------------------- main
