@@ -3,7 +3,8 @@
 ``latency_chart``: one box per path (p5-p95 whiskers, p50 written beside it) on a log scale,
 so paths a few ms apart and paths seconds apart read on one chart. ``throughput_chart``:
 images/s against concurrent clients, batching off and on, with in-process batched inference
-as the line to reach.
+as the line to reach. ``peers_chart``: bench_peers.py's requests/s against connections, one
+panel per scenario, one line per server.
 """
 
 from __future__ import annotations
@@ -65,4 +66,33 @@ def throughput_chart(models: dict, title: str, path: Path) -> None:
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def peers_chart(results: dict, scenarios: list[str], path: Path) -> None:
+    """``results["servers"][name]["cells"][scenario][connections]["req_per_s"]``."""
+    colours = {name: f"C{index}" for index, name in enumerate(results["servers"])}
+    figure, panels = plt.subplots(
+        1, len(scenarios), figsize=(3.6 * len(scenarios), 3.6), squeeze=False
+    )
+    for axes, scenario in zip(panels[0], scenarios, strict=True):
+        for name, server in results["servers"].items():
+            cells = server.get("cells", {}).get(scenario)
+            if not isinstance(cells, dict) or "error" in cells:
+                continue
+            counts = sorted((c for c in cells if cells[c].get("requests")), key=int)
+            if counts:
+                axes.plot([int(c) for c in counts], [cells[c]["req_per_s"] for c in counts],
+                          marker="o", label=name, color=colours[name])  # fmt: skip
+        axes.set_xscale("log", base=2)
+        axes.set_xticks([1, 8, 32])
+        axes.xaxis.set_major_formatter(ScalarFormatter())
+        axes.set_yscale("log")
+        axes.set_xlabel("connections")
+        axes.set_ylabel("requests/s")
+        axes.set_title(scenario, fontsize=10)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
     plt.close(figure)

@@ -20,6 +20,7 @@ import orjson
 
 from sagemaker_tfs.service import npz_writer
 from sagemaker_tfs.service.content_types import CSV, JSON, NPY, NPZ
+from sagemaker_tfs.service.read_ahead import read_ahead
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
@@ -91,7 +92,7 @@ def _encode_npy_streamed(answer: StreamedTensors) -> StreamedBody:
     """The header of the one output (known from the answer's header), then its bytes."""
     (array,) = answer.arrays.values()
     head, data = _encode_npy(array)
-    pieces = (piece for _, piece in answer.pieces(fill=False))
+    pieces = (piece for _, piece in read_ahead(answer.pieces(fill=False)))
     return StreamedBody(len(head) + len(data), itertools.chain([head], pieces))
 
 
@@ -106,7 +107,7 @@ def _encode_npz(answer: StreamedTensors) -> StreamedBody:
         index[name] = len(members)
         known = None if name in arriving else data
         members.append(npz_writer.Member(f"{name}.npy", bytes(head), len(data), known))
-    pieces = ((index[name], data) for name, data in answer.pieces(fill=False))
+    pieces = ((index[name], data) for name, data in read_ahead(answer.pieces(fill=False)))
     return StreamedBody(*npz_writer.zip_stream(members, pieces))
 
 
