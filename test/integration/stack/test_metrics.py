@@ -114,8 +114,8 @@ def test_no_invocation_is_lost_under_concurrent_load(plain_stack: Stack) -> None
 def test_the_stack_reports_its_processes(plain_stack: Stack) -> None:
     found = scrape(f"{plain_stack.url}/metrics")
     children = {s.labels["child"] for s in found.samples("sagemaker_tfs_child_ready")}
-    assert children == {"nginx", "gunicorn", "model-server[0]"}
-    assert found.value("sagemaker_tfs_child_ready") == 3
+    assert children == {"nginx", "gunicorn", "stream-server", "model-server[0]"}
+    assert found.value("sagemaker_tfs_child_ready") == 4
     assert found.value("sagemaker_tfs_child_restarts_total") == 0
     assert found.value("sagemaker_tfs_ready") == 1
     assert 0 < found.value("sagemaker_tfs_uptime_seconds") < 3600

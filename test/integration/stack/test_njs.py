@@ -19,8 +19,11 @@ from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS, Verdict, wr
 
 if TYPE_CHECKING:
     import requests
+    from whole_stack import StartStack
 
 pytestmark = pytest.mark.timeout(120)
+
+BUNDLED_MODELS = Path(__file__).resolve().parents[2] / "resources" / "models"  # half_plus_three
 
 
 @pytest.fixture(scope="module")
@@ -248,37 +251,37 @@ def test_text_over_its_limit_is_413_and_serving_continues(tmp_path: Path) -> Non
         front.stop()
 
 
-def test_large_body_under_the_limit_is_converted(front: FrontEnd) -> None:
-    """Over the njs limit (256 KB): the service converts it by the same rules."""
-    rows = "\n".join("1.0,2.0,3.0" for _ in range(200_000))  # ~2.4 MB of CSV
-    response = front.post(rows, "text/csv")
-    assert response.status_code == 200
-    assert len(json.loads(front.recorder.last().body)["instances"]) == 200_000
+def test_large_body_under_the_limit_is_converted(start_stack: StartStack) -> None:
+    """Over the njs limit (256 KB): the service reads it by the same rules (straight into the
+    input's array, over gRPC: a whole stack, since the recording stand-in has no gRPC)."""
+    stack = start_stack(BUNDLED_MODELS)
+    rows = "\n".join("1.0" for _ in range(200_000))  # ~0.8 MB of CSV, one value a row
+    response = stack.post(rows, "text/csv")
+    assert response.status_code == 200, response.text[:200]
+    assert response.json()["predictions"] == [3.5] * 200_000
 
 
-def test_batch_transform_parameters_and_limit(tmp_path: Path) -> None:
-    import requests
-
+def test_batch_transform_parameters_and_limit(start_stack: StartStack) -> None:
     env = {
         "SAGEMAKER_BATCH": "true",
         "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "4",
         "SAGEMAKER_BATCH_STRATEGY": "SINGLE_RECORD",
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "10",
     }
-    front = start_front_end(tmp_path, env=env)
-    try:
-        answer = requests.get(front.url + "/execution-parameters", timeout=5).json()
-        assert answer == {
-            "MaxConcurrentTransforms": 4,
-            "BatchStrategy": "SINGLE_RECORD",
-            "MaxPayloadInMB": 10,
-        }
-        eight_mb = b"[" + b"1.0," * (2 * 1024 * 1024) + b"1.0]"
-        assert front.post(eight_mb).status_code == 200
-        # MaxPayloadInMB is what SageMaker sends at most; the limit is SAGEMAKER_TFS_MAX_BODY_MB.
-        assert front.post(eight_mb * 2).status_code == 200
-    finally:
-        front.stop()
+    stack = start_stack(BUNDLED_MODELS, env=env)
+    assert stack.get("/execution-parameters").json() == {
+        "MaxConcurrentTransforms": 4,
+        "BatchStrategy": "SINGLE_RECORD",
+        "MaxPayloadInMB": 10,
+    }
+    values = 2 * 1024 * 1024 + 1
+    eight_mb = b"[" + b"1.0," * (values - 1) + b"1.0]"
+    answer = stack.post(eight_mb)
+    assert answer.status_code == 200
+    assert sum(len(row) for row in answer.json()["predictions"]) == values
+    # MaxPayloadInMB is what SageMaker sends at most; the limit is SAGEMAKER_TFS_MAX_BODY_MB.
+    sixteen_mb = b"[" + b"1.0," * (2 * values - 1) + b"1.0]"
+    assert stack.post(sixteen_mb).status_code == 200
 
 
 def test_deeply_nested_json_is_a_client_error(front: FrontEnd) -> None:
