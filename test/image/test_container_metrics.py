@@ -67,7 +67,9 @@ def test_the_families_move_with_requests(container: Container) -> None:
     assert after.samples("sagemaker_tfs_service_requests_in_flight")
     # The supervisor's own, and the model server's passed through under TF Serving's names.
     assert after.value("sagemaker_tfs_ready") == 1
-    assert after.value("sagemaker_tfs_child_ready") == 3
+    assert (
+        after.value("sagemaker_tfs_child_ready") == 4
+    )  # nginx, gunicorn, the stream server, one model server
     assert after.value("sagemaker_tfs_child_restarts_total") == 0
     assert after.value("sagemaker_tfs_model_server_memory_bytes") > 50 << 20
     served = ":tensorflow:serving:request_count_total"

@@ -65,7 +65,8 @@ def test_stream_example_in_the_container(
         assert opened < 2.0, opened
         held = open_stream(base_url).__enter__()
         assert exchange(held, ['{"instances": [0.0]}']) == ['{"predictions": [3.0]}']
+        logs = container.logs()  # before the stop, which removes the container
     finally:
         assert container.stop().returncode == 0
     assert close_of(held) == (1001, "the endpoint is stopping")
-    assert "stream_handler raised JSONDecodeError at" in container.logs()
+    assert "stream_handler raised JSONDecodeError at" in logs
