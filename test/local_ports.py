@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from sagemaker_tfs.ports import port_is_free
 
 
 def free_port_range(size: int) -> tuple[int, int]:

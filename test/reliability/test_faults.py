@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pytest
 from reliability_support import BUDGET, LONG, Stacks, report
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from sagemaker_tfs.ports import port_is_free
 from traffic import (
     KINDS,
     PLAIN_PATHS,

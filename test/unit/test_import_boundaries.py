@@ -58,11 +58,14 @@ def forbidden_imports(part: str, forbidden: tuple[str, ...]) -> dict[str, list[s
 @pytest.mark.parametrize(
     ("part", "forbidden"),
     [
-        ("service", ("supervisor", "model_server")),
-        ("model_server", ("service", "supervisor")),
+        ("supervisor", ("service", "model_server", "transform")),
+        ("service", ("supervisor", "model_server", "transform")),
+        ("model_server", ("service", "supervisor", "transform")),
+        ("transform", ("service", "supervisor", "model_server")),
         ("wire", ("service", "supervisor", "model_server", "transform", "client")),
         ("client", ("service", "supervisor", "model_server", "transform")),
         ("container_limits", ("service", "supervisor", "model_server", "transform", "client")),
+        ("ports", ("service", "supervisor", "model_server", "transform", "client")),
     ],
 )
 def test_package_boundaries(part: str, forbidden: tuple[str, ...]) -> None:

@@ -38,6 +38,7 @@ from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.handlers import ensure_requirements
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.sessions import claim_worker_slot
+from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def post_worker_init(worker: Any) -> None:
 
 
 def child_exit(server: Any, worker: Any) -> None:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if os.environ.get(MULTIPROCESS_DIR_ENV):
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)

@@ -27,13 +27,12 @@ from sagemaker_tfs.wire.metrics import (
     MODEL_HEADER,
     MODEL_SERVER_CALL_HELP,
     MODEL_SERVER_CALL_SECONDS,
+    MULTIPROCESS_DIR_ENV,
     PREFIX,
     ROUTE_HEADER,
     ROUTE_SERVICE,
     VERSION_HEADER,
 )
-
-MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class ServiceMetrics:

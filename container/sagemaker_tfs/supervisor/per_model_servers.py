@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Protocol
 
 from sagemaker_tfs.config import Instance, ModelSpec, PortRange, StackConfig
+from sagemaker_tfs.ports import port_is_free
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_server_processes import (
     ModelLoadError,
     render_model_config,
     wait_until_available,
 )
-from sagemaker_tfs.supervisor.sockets import port_is_free
 from sagemaker_tfs.wire.errors import HttpError
 
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)

@@ -12,17 +12,6 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-def port_is_free(port: int) -> bool:
-    """Nothing is bound to ``port`` on 127.0.0.1 (so a child can listen there)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 class HeldSocket:
     """The Python service's listening unix socket, made and kept open by the supervisor.
 

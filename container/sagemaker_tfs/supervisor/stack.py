@@ -64,6 +64,7 @@ from sagemaker_tfs.supervisor.sockets import (
 )
 from sagemaker_tfs.supervisor.standby import StandbyModelServer
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -369,7 +370,7 @@ class Supervisor:
         fd = self.service_socket.ensure()
         env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
         if self.config.metrics:
-            env[METRICS_DIR_ENV] = self.config.metrics_dir
+            env[MULTIPROCESS_DIR_ENV] = self.config.metrics_dir
         gunicorn = Child(
             "gunicorn",
             gunicorn_command(self.config, fd),
@@ -604,14 +605,9 @@ MALLOC_DEFAULTS = {
 }
 
 
-# prometheus_client's multiprocess mode: set for gunicorn only (the Python model server's
-# metrics are its own process's).
-METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-
 def child_environment(config: StackConfig) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop(METRICS_DIR_ENV, None)
+    env.pop(MULTIPROCESS_DIR_ENV, None)
     env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
     if USER_FORK_SUPPORT is not None:
         env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT

@@ -20,7 +20,7 @@ import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from sagemaker_tfs.ports import port_is_free
 from sagemaker_tfs.transform.invoker import Invoker
 
 PORT_RANGE_SIZE = 20

@@ -9,6 +9,8 @@ headers below; nginx hides them from the client and puts them in its log lines
 from __future__ import annotations
 
 PREFIX = "sagemaker_tfs"
+# prometheus_client's multiprocess directory: set for the gunicorn workers only.
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Seconds: from 1 ms (nginx's resolution) to the longest invocation timeouts.
 LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 from control_socket import control, load, predict_direct
-from sagemaker_tfs.supervisor.sockets import port_is_free
+from sagemaker_tfs.ports import port_is_free
 from whole_stack import Stack, StartStack, pid_alive, wait_for
 
 pytestmark = pytest.mark.slow
