@@ -175,8 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--model-dir",
-        help="start the stack on these models (or, with "
-        "--on-sagemaker, the S3 URI of model.tar.gz)",
+        help="start the stack on these models (or, with --on-sagemaker, model.tar.gz's S3 URI)",
     )
     target.add_argument("--endpoint", help="a running stack or container, http://HOST:PORT")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -221,13 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="container environment (repeatable)",
     )
     parser.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    _add_sagemaker_arguments(parser)
+    return parser
+
+
+def _add_sagemaker_arguments(parser: argparse.ArgumentParser) -> None:
     sagemaker = parser.add_argument_group("SageMaker (submit instead of running here)")
     sagemaker.add_argument("--on-sagemaker", metavar="ROLE_ARN")
     sagemaker.add_argument("--image", help="the serving image URI in ECR")
     sagemaker.add_argument("--instance-type", default="ml.m5.xlarge")
     sagemaker.add_argument("--instance-count", type=_ranged("--instance-count", 1), default=1)
     sagemaker.add_argument("--job-name", help="default: sagemaker-tfs-transform-<time>")
-    return parser
 
 
 def parse_args(argv: Sequence[str]) -> TransformJob:

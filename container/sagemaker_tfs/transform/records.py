@@ -124,12 +124,6 @@ def recordio_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         index += 1
 
 
-def recordio_frame(data: bytes) -> bytes:
-    """One whole RecordIO record holding ``data`` (for tests and tools)."""
-    padding = b"\0" * (-len(data) % 4)
-    return _RECORDIO_HEADER.pack(RECORDIO_MAGIC, len(data)) + data + padding
-
-
 def tfrecord_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
     index = 0
     while True:

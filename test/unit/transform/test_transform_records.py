@@ -9,7 +9,12 @@ import struct
 import pytest
 from sagemaker_tfs.transform import records
 from sagemaker_tfs.transform.batching import mini_batches
-from sagemaker_tfs.transform.records import RecordError, RecordTooLarge, recordio_frame
+from sagemaker_tfs.transform.records import RecordError, RecordTooLarge
+
+
+def recordio_frame(data: bytes) -> bytes:
+    """One whole RecordIO record: magic, length, the data padded to 4 bytes (MXNet's format)."""
+    return struct.pack("<II", 0xCED7230A, len(data)) + data + b"\0" * (-len(data) % 4)
 
 
 def split(data: bytes, split_type: str, limit: int = 1 << 20) -> list[bytes]:
@@ -41,7 +46,6 @@ def test_recordio_records_keep_their_framing_and_padding() -> None:
         recordio_frame(b""),
         recordio_frame(b"12345678"),
     ]
-    assert recordio_frame(b"abc") == struct.pack("<II", 0xCED7230A, 3) + b"abc\0"
 
 
 def test_a_multi_part_recordio_record_stays_one_record() -> None:
