@@ -159,3 +159,44 @@ def test_every_generated_test_model_is_listed() -> None:
     assert len(names) >= 10, names
     listed = set(spans(DESIGN.read_text()))
     assert [name for name in names if name not in listed] == []
+
+
+def tables_by_folder() -> dict[Path, set[str]]:
+    """The names in the first cell of each package table, by the folder its heading names."""
+    tables: dict[Path, set[str]] = {}
+    folder: Path | None = None
+    for line in DESIGN.read_text().splitlines():
+        if line.startswith("#"):
+            folders = [
+                PACKAGE / span.rstrip("/")
+                for span in SPAN.findall(line)
+                if span.endswith("/") and (PACKAGE / span.rstrip("/")).is_dir()
+            ]
+            folder = folders[0] if folders else None
+        elif folder is not None and line.startswith("| `"):
+            tables.setdefault(folder, set()).update(SPAN.findall(line.split("|")[1]))
+    return tables
+
+
+def test_every_module_of_a_process_folder_has_a_row() -> None:
+    """The reverse of the check above: a module added without a row fails here."""
+    tables = tables_by_folder()
+    unlisted = []
+    for folder in sorted(p for p in PACKAGE.rglob("*") if p.is_dir() and p in tables):
+        for module in sorted(folder.glob("*.py")):
+            if module.name != "__init__.py" and module.name not in tables[folder]:
+                unlisted.append(str(module.relative_to(PACKAGE)))
+    for folder in ("supervisor", "service", "model_server", "wire"):
+        assert PACKAGE / folder in tables, folder
+    assert unlisted == []
+
+
+def test_every_top_level_module_is_in_the_layout() -> None:
+    text = DESIGN.read_text()
+    layout = text[
+        text.index("\nsagemaker_tfs/\n") : text.index("```", text.index("\nsagemaker_tfs/\n"))
+    ]
+    named = {line.split()[0] for line in layout.splitlines()[2:] if line.strip()}
+    modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    folders = {f"{p.name}/" for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted((modules | folders) - named) == []
