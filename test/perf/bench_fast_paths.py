@@ -219,7 +219,7 @@ def cycling(post: Poster, bodies: list[bytes]) -> Callable[[], bytes]:
 
 
 def in_process_servable(models_root: Path, name: str):  # type: ignore[no-untyped-def]
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    from sagemaker_tfs.model_server.serving.servable import Servable, session_config
 
     return Servable.load(name, 1, str(models_root / name / "1"), session_config(0, 0))
 

@@ -115,8 +115,8 @@ Workloads = dict[str, tuple[str, np.ndarray]]  # model -> (input alias, input ar
 
 def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], object]], Workloads]:
     """``Servable.predict`` on each model in this process; also each model's input alias."""
-    from sagemaker_tfs.model_server.manager import list_versions
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    from sagemaker_tfs.model_server.serving.manager import list_versions
+    from sagemaker_tfs.model_server.serving.servable import Servable, session_config
 
     calls = {}
     workloads: Workloads = {}

@@ -141,7 +141,7 @@ def models_stack(count: int, extra_env: dict[str, str] | None = None) -> Iterato
 def in_process_cycles(cycles: int) -> None:
     """Servable.load + close in this process: TensorFlow's own memory per load."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    from sagemaker_tfs.model_server.serving.servable import Servable, session_config
 
     (version,) = [p for p in HALF_PLUS_THREE.iterdir() if p.name.isdigit()]
     config = session_config(0, 0)

@@ -16,7 +16,7 @@ import time
 
 from sagemaker_tfs.model_server import model_config
 from sagemaker_tfs.model_server.errors import ServingError
-from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 

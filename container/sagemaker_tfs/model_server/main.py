@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
     import grpc
 
-    from sagemaker_tfs.model_server.grpc_api import GrpcSettings
-    from sagemaker_tfs.model_server.manager import ModelManager
-    from sagemaker_tfs.model_server.rest_server import RestServer
+    from sagemaker_tfs.model_server.grpc.grpc_api import GrpcSettings
+    from sagemaker_tfs.model_server.rest.rest_server import RestServer
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 LOG_LEVEL_ENV = "SAGEMAKER_TFS_LOG_LEVEL"
@@ -142,10 +142,11 @@ def _run(options: Any, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import garbage, model_config, startup
+    from sagemaker_tfs.model_server import model_config, startup
     from sagemaker_tfs.model_server.errors import ServingError
-    from sagemaker_tfs.model_server.manager import ModelManager
     from sagemaker_tfs.model_server.monitoring import METRICS
+    from sagemaker_tfs.model_server.serving import garbage
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
 
     garbage.freeze_imports()
 
@@ -203,7 +204,7 @@ def _serve_until_stopped(
     stop: threading.Event,
 ) -> None:
     """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
-    from sagemaker_tfs.model_server import grpc_api
+    from sagemaker_tfs.model_server.grpc import grpc_api
 
     grpc_server = None
     status_server = None
@@ -238,7 +239,7 @@ def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.S
     """The status server beside ``--grpc_socket_path`` (``config.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
     from sagemaker_tfs.config import status_socket_beside
-    from sagemaker_tfs.model_server import grpc_api
+    from sagemaker_tfs.model_server.grpc import grpc_api
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:
@@ -260,7 +261,7 @@ def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -
             "port for HTTP/REST API. Skipped exporting HTTP/REST API."
         )
         return None
-    from sagemaker_tfs.model_server import rest_server
+    from sagemaker_tfs.model_server.rest import rest_server
 
     try:
         server = rest_server.serve(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server import servable as servable_module
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.servable import Servable, session_config
+from sagemaker_tfs.model_server.serving import servable as servable_module
+from sagemaker_tfs.model_server.serving.servable import Servable, session_config
 
 
 class _SlowBatcher:

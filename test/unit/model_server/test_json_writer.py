@@ -7,7 +7,7 @@ import struct
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server import json_writer as jw
+from sagemaker_tfs.model_server.rest import json_writer as jw
 
 
 @pytest.mark.parametrize(

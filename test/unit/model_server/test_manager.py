@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.model_server import manager as manager_module
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.serving import manager as manager_module
+from sagemaker_tfs.model_server.serving.manager import ModelManager
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import parse_flags
-from sagemaker_tfs.model_server.manager import list_versions
 from sagemaker_tfs.model_server.model_config import (
     from_options,
     load_file,
     model_specs,
     parse_text,
 )
+from sagemaker_tfs.model_server.serving.manager import list_versions
 
 CONFIG = """
 model_config_list: {

@@ -9,7 +9,7 @@ import pytest
 from sagemaker_tfs.model_server import startup
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import parse_flags
-from sagemaker_tfs.model_server.grpc_options import (
+from sagemaker_tfs.model_server.grpc.grpc_options import (
     merge_channel_arguments,
     parse_channel_arguments,
     read_ssl_config,

@@ -14,10 +14,10 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
-from sagemaker_tfs.model_server.grpc_api import tensor_to_array
+from sagemaker_tfs.model_server.grpc.grpc_api import tensor_to_array
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.servable import Servable
+from sagemaker_tfs.model_server.serving.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
+from sagemaker_tfs.model_server.serving.servable import Servable
 
 logger = logging.getLogger(__name__)
 

@@ -35,17 +35,17 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
-from sagemaker_tfs.model_server.grpc_options import (
+from sagemaker_tfs.model_server.grpc.grpc_options import (
     ChannelArgument,
     TlsSettings,
     merge_channel_arguments,
 )
-from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.servable import Servable
-from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
+from sagemaker_tfs.model_server.serving.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
+from sagemaker_tfs.model_server.serving.manager import ModelManager
+from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import pixels, predict_messages, streamed_predict, tensors
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
