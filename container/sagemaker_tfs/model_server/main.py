@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
     import grpc
 
-    from sagemaker_tfs.model_server.grpc.grpc_api import GrpcSettings
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.rest.rest_server import RestServer
     from sagemaker_tfs.model_server.serving.manager import ModelManager
 
@@ -204,13 +204,13 @@ def _serve_until_stopped(
     stop: threading.Event,
 ) -> None:
     """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
-    from sagemaker_tfs.model_server.grpc import grpc_api
+    from sagemaker_tfs.model_server.grpc.grpc_server import serve as serve_grpc
 
     grpc_server = None
     status_server = None
     rest_server = None
     try:
-        grpc_server = grpc_api.serve(manager, grpc_settings)
+        grpc_server = serve_grpc(manager, grpc_settings)
         if options.port:
             _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
         _announce_socket(options.grpc_socket_path)
@@ -239,12 +239,12 @@ def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.S
     """The status server beside ``--grpc_socket_path`` (``config.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
     from sagemaker_tfs.config import status_socket_beside
-    from sagemaker_tfs.model_server.grpc import grpc_api
+    from sagemaker_tfs.model_server.grpc import grpc_server
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:
         return None
-    server = grpc_api.serve_status(manager, path)
+    server = grpc_server.serve_status(manager, path)
     logger.info("GetModelStatus for health checks at UNIX socket %s", path)
     return server
 

@@ -22,7 +22,7 @@ from sagemaker_tfs.model_server.flags import FLAGS, changed_runtime_flags, rende
 if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quiet
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server.grpc.grpc_api import GrpcSettings
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
     from sagemaker_tfs.model_server.serving.manager import ServableLoader
 
@@ -227,11 +227,11 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
 
 
 def grpc_settings(options: Any) -> GrpcSettings:
-    from sagemaker_tfs.model_server.grpc.grpc_api import GrpcSettings
     from sagemaker_tfs.model_server.grpc.grpc_options import (
         parse_channel_arguments,
         read_ssl_config,
     )
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
 
     return GrpcSettings(
         port=options.port,
