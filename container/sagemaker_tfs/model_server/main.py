@@ -142,7 +142,7 @@ def _run(options: Any, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import model_config, startup
+    from sagemaker_tfs.model_server import model_server_config, startup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.monitoring import METRICS
     from sagemaker_tfs.model_server.serving import garbage
@@ -154,9 +154,9 @@ def _run(options: Any, stop: threading.Event) -> int:
     try:
         startup.check_options(options)
         startup.log_flags(options)
-        config = model_config.from_options(options)
-        model_config.model_specs(config)
-        logger.info("Model config: %s", model_config.to_text(config))
+        config = model_server_config.from_options(options)
+        model_server_config.model_specs(config)
+        logger.info("Model config: %s", model_server_config.to_text(config))
         scheduler = startup.batch_scheduler(options)
         loader = startup.servable_loader(options, scheduler)
         grpc_settings = startup.grpc_settings(options)
@@ -188,7 +188,7 @@ def _run(options: Any, stop: threading.Event) -> int:
 
 def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event) -> None:
     """``--model_config_file_poll_wait_seconds`` > 0: re-apply the file periodically."""
-    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
+    from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
     period = options.model_config_file_poll_wait_seconds
     if options.model_config_file and period > 0:

@@ -246,7 +246,7 @@ def grpc_settings(options: Any) -> GrpcSettings:
 def monitoring_path(options: Any) -> str | None:
     """The Prometheus endpoint's path from ``--monitoring_config_file`` (None: no endpoint).
     TF Serving reads the file only when the REST API is on."""
-    from sagemaker_tfs.model_server.config_protos import MonitoringConfig
+    from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig
     from sagemaker_tfs.model_server.monitoring import DEFAULT_PATH
 
     if not options.monitoring_config_file or not options.rest_api_port:

@@ -218,7 +218,7 @@ def test_config_poller_applies_the_file_and_keeps_the_old_config_on_errors(
 ) -> None:
     import threading
 
-    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
+    from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
     path = tmp_path / "models.config"
     path.write_text(

@@ -22,7 +22,7 @@ from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
-from sagemaker_tfs.model_server.model_config import ConfiguredModel, model_specs
+from sagemaker_tfs.model_server.model_server_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.serving.garbage import COLLECTOR
 from sagemaker_tfs.model_server.serving.servable import Servable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import parse_flags
-from sagemaker_tfs.model_server.model_config import (
+from sagemaker_tfs.model_server.model_server_config import (
     from_options,
     load_file,
     model_specs,
