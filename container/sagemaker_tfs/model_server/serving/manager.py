@@ -380,10 +380,6 @@ class ModelManager:
         request, which must not wait behind a reload; a dict lookup is atomic)."""
         return name in self._models
 
-    def model_names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._models)
-
     def get_model_status(
         self, request: get_model_status_pb2.GetModelStatusRequest
     ) -> get_model_status_pb2.GetModelStatusResponse:

@@ -58,14 +58,6 @@ MAX_CALLABLES = 64
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 
 
-def session_config(intra_op_threads: int, inter_op_threads: int) -> tf.compat.v1.ConfigProto:
-    return tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
-        allow_soft_placement=True,
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class ServableOptions:
     """How versions load and answer (``--saved_model_tags``,
