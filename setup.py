@@ -36,10 +36,9 @@ setup(
         "model-server": [
             "tensorflow>=2.16",
             "tensorflow-serving-api>=2.16",
-            "flatbuffers>=24.3",  # TFLite SignatureDefs (model_server/tflite_signatures.py)
+            "flatbuffers>=24.3",  # TFLite SignatureDefs (model_server/serving/tflite_signatures.py)
             "orjson>=3.9",
             "setproctitle>=1.3",
-            "prometheus-client>=0.20",  # --monitoring_config_file (model_server/monitoring.py)
             "grpcio-health-checking>=1.60",  # --enable_grpc_healthcheck_service
         ],
         # sagemaker-tfs transform (runs where the user starts jobs, not in the images)

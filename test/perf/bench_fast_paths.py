@@ -219,9 +219,12 @@ def cycling(post: Poster, bodies: list[bytes]) -> Callable[[], bytes]:
 
 
 def in_process_servable(models_root: Path, name: str):  # type: ignore[no-untyped-def]
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    import tensorflow as tf
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
-    return Servable.load(name, 1, str(models_root / name / "1"), session_config(0, 0))
+    return Servable.load(
+        name, 1, str(models_root / name / "1"), tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    )
 
 
 def built_in_calls(

@@ -115,14 +115,17 @@ Workloads = dict[str, tuple[str, np.ndarray]]  # model -> (input alias, input ar
 
 def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], object]], Workloads]:
     """``Servable.predict`` on each model in this process; also each model's input alias."""
-    from sagemaker_tfs.model_server.manager import list_versions
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    import tensorflow as tf
+    from sagemaker_tfs.model_server.serving.manager import list_versions
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
     calls = {}
     workloads: Workloads = {}
     for name, array in _arrays().items():
         version, path = max(list_versions(str(bases[name])).items())
-        servable = Servable.load(name, version, path, session_config(0, 0))
+        servable = Servable.load(
+            name, version, path, tf.compat.v1.ConfigProto(allow_soft_placement=True)
+        )
         (alias,) = servable.signature("").inputs
         workloads[name] = (alias, array)
         calls[name] = functools.partial(servable.predict, "", {alias: array})

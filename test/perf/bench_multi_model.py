@@ -141,10 +141,11 @@ def models_stack(count: int, extra_env: dict[str, str] | None = None) -> Iterato
 def in_process_cycles(cycles: int) -> None:
     """Servable.load + close in this process: TensorFlow's own memory per load."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from sagemaker_tfs.model_server.servable import Servable, session_config
+    import tensorflow as tf
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
     (version,) = [p for p in HALF_PLUS_THREE.iterdir() if p.name.isdigit()]
-    config = session_config(0, 0)
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     for _ in range(20):  # warm: first loads allocate caches once
         Servable.load("m", 1, str(version), config).close()
     gc.collect()

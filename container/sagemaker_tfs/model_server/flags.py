@@ -232,17 +232,6 @@ def parse_command_line(argv: Sequence[str]) -> ParsedCommandLine:
     return ParsedCommandLine(ServerOptions(**values), leftovers, errors)
 
 
-def parse_flags(argv: Sequence[str]) -> Any:
-    """The options of ``argv``; raises ``FlagValueError`` if a value does not parse or a word
-    is not a flag (for callers that want a strict command line, e.g. tests)."""
-    parsed = parse_command_line(argv)
-    if parsed.errors:
-        raise FlagValueError(parsed.errors[0])
-    if parsed.leftovers:
-        raise FlagValueError(f"unknown argument: {parsed.leftovers[0]}")
-    return parsed.options
-
-
 def render_value(flag: Flag, value: Any) -> str:
     """A value as TF Serving's usage text shows it (strings quoted, booleans lower case)."""
     if flag.type == "string":

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
     import grpc
 
-    from sagemaker_tfs.model_server.grpc_api import GrpcSettings
-    from sagemaker_tfs.model_server.manager import ModelManager
-    from sagemaker_tfs.model_server.rest_server import RestServer
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
+    from sagemaker_tfs.model_server.rest.rest_server import RestServer
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 LOG_LEVEL_ENV = "SAGEMAKER_TFS_LOG_LEVEL"
@@ -142,10 +142,11 @@ def _run(options: Any, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import garbage, model_config, startup
+    from sagemaker_tfs.model_server import model_server_config, startup
     from sagemaker_tfs.model_server.errors import ServingError
-    from sagemaker_tfs.model_server.manager import ModelManager
     from sagemaker_tfs.model_server.monitoring import METRICS
+    from sagemaker_tfs.model_server.serving import garbage
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
 
     garbage.freeze_imports()
 
@@ -153,9 +154,9 @@ def _run(options: Any, stop: threading.Event) -> int:
     try:
         startup.check_options(options)
         startup.log_flags(options)
-        config = model_config.from_options(options)
-        model_config.model_specs(config)
-        logger.info("Model config: %s", model_config.to_text(config))
+        config = model_server_config.from_options(options)
+        model_server_config.model_specs(config)
+        logger.info("Model config: %s", model_server_config.to_text(config))
         scheduler = startup.batch_scheduler(options)
         loader = startup.servable_loader(options, scheduler)
         grpc_settings = startup.grpc_settings(options)
@@ -187,7 +188,7 @@ def _run(options: Any, stop: threading.Event) -> int:
 
 def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event) -> None:
     """``--model_config_file_poll_wait_seconds`` > 0: re-apply the file periodically."""
-    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
+    from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
     period = options.model_config_file_poll_wait_seconds
     if options.model_config_file and period > 0:
@@ -203,13 +204,13 @@ def _serve_until_stopped(
     stop: threading.Event,
 ) -> None:
     """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
-    from sagemaker_tfs.model_server import grpc_api
+    from sagemaker_tfs.model_server.grpc.grpc_server import serve as serve_grpc
 
     grpc_server = None
     status_server = None
     rest_server = None
     try:
-        grpc_server = grpc_api.serve(manager, grpc_settings)
+        grpc_server = serve_grpc(manager, grpc_settings)
         if options.port:
             _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
         _announce_socket(options.grpc_socket_path)
@@ -238,12 +239,12 @@ def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.S
     """The status server beside ``--grpc_socket_path`` (``config.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
     from sagemaker_tfs.config import status_socket_beside
-    from sagemaker_tfs.model_server import grpc_api
+    from sagemaker_tfs.model_server.grpc import grpc_server
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:
         return None
-    server = grpc_api.serve_status(manager, path)
+    server = grpc_server.serve_status(manager, path)
     logger.info("GetModelStatus for health checks at UNIX socket %s", path)
     return server
 
@@ -260,7 +261,7 @@ def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -
             "port for HTTP/REST API. Skipped exporting HTTP/REST API."
         )
         return None
-    from sagemaker_tfs.model_server import rest_server
+    from sagemaker_tfs.model_server.rest import rest_server
 
     try:
         server = rest_server.serve(

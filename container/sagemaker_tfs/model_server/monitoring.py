@@ -228,11 +228,11 @@ class ServingMetrics:
 
     # ----- recording -----
 
-    def request(self, entrypoint: str, api: str, model_name: str = "") -> RequestRecord:
+    def request(self, entrypoint: str, api: str, model_name: str = "") -> CountedRequest:
         """A context manager counting one request and, if it succeeds, its latency; the
         caller may set the record's ``model_name``/``api`` once it knows them, or ``status``
         if it answers an error without raising."""
-        return RequestRecord(self, entrypoint, api, model_name)
+        return CountedRequest(self, entrypoint, api, model_name)
 
     def runtime(self, model_name: str, api: str) -> RunTimer:
         """A context manager timing one successful model run (``runtime="TF1"``)."""
@@ -265,7 +265,7 @@ class ServingMetrics:
         self.padding_size.point(str(padded)).observe(padded - sum(task_sizes))
 
 
-class RequestRecord:
+class CountedRequest:
     """One request being counted (``ServingMetrics.request``)."""
 
     __slots__ = ("_metrics", "_entrypoint", "_started", "model_name", "api", "status")
@@ -277,7 +277,7 @@ class RequestRecord:
         self.api = api
         self.status = "OK"
 
-    def __enter__(self) -> RequestRecord:
+    def __enter__(self) -> CountedRequest:
         self._started = time.perf_counter()
         return self
 

@@ -40,14 +40,10 @@ def set_title(title: str) -> None:
 def preload() -> None:
     """What a model server imports before it can load a model, TensorFlow first."""
     model_server_main.import_tensorflow_quietly()
-    from sagemaker_tfs.model_server import (  # noqa: F401
-        grpc_api,
-        manager,
-        rest_server,
-        servable,
-        startup,
-        tflite_servable,
-    )
+    from sagemaker_tfs.model_server import startup  # noqa: F401
+    from sagemaker_tfs.model_server.grpc import grpc_server  # noqa: F401
+    from sagemaker_tfs.model_server.rest import rest_server  # noqa: F401
+    from sagemaker_tfs.model_server.serving import manager, servable, tflite_servable  # noqa: F401
 
 
 def wait_for_command_line() -> list[str] | None:

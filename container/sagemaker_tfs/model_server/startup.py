@@ -22,9 +22,9 @@ from sagemaker_tfs.model_server.flags import FLAGS, changed_runtime_flags, rende
 if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quiet
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
-    from sagemaker_tfs.model_server.grpc_api import GrpcSettings
-    from sagemaker_tfs.model_server.manager import ServableLoader
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
+    from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
+    from sagemaker_tfs.model_server.serving.manager import ServableLoader
 
 logger = logging.getLogger(__name__)
 PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"
@@ -139,8 +139,8 @@ def _size_eager_pools(config: tf.compat.v1.ConfigProto) -> None:
 def batch_scheduler(options: Any) -> BatchScheduler | None:
     """The batch scheduler every servable shares, or None when batching is off (or when
     each model brings its own parameters)."""
-    from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
-    from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
+    from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
+    from sagemaker_tfs.model_server.serving.batching_parameters import load_batching_parameters
 
     if not options.enable_batching:
         logger.info("Batching disabled")
@@ -162,7 +162,7 @@ class _PerModelBatching:
     the file is not batched."""
 
     def __init__(self, options: Any) -> None:
-        from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
+        from sagemaker_tfs.model_server.serving.batching_parameters import load_batching_parameters
 
         self._threads = load_batching_parameters(options.batching_parameters_file).num_batch_threads
         self._schedulers: dict[str, BatchScheduler] = {}
@@ -170,8 +170,8 @@ class _PerModelBatching:
     def scheduler(self, version_dir: str) -> BatchScheduler | None:
         import dataclasses
 
-        from sagemaker_tfs.model_server.batch_scheduler import BatchScheduler
-        from sagemaker_tfs.model_server.batching_parameters import load_batching_parameters
+        from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
+        from sagemaker_tfs.model_server.serving.batching_parameters import load_batching_parameters
 
         path = Path(version_dir) / PER_MODEL_BATCHING_FILE
         if not path.is_file():
@@ -188,9 +188,9 @@ class _PerModelBatching:
 def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableLoader:
     """What the manager calls to load a version: its SavedModel (or ``model.tflite`` with
     ``--prefer_tflite_model``), its batcher, then its warm-up requests."""
-    from sagemaker_tfs.model_server import warmup
-    from sagemaker_tfs.model_server.servable import Servable, ServableOptions
-    from sagemaker_tfs.model_server.tflite_servable import TfLiteServable, tflite_path
+    from sagemaker_tfs.model_server.serving import warmup
+    from sagemaker_tfs.model_server.serving.servable import Servable, ServableOptions
+    from sagemaker_tfs.model_server.serving.tflite_servable import TfLiteServable, tflite_path
 
     tf_config = session_config(options)
     _size_eager_pools(tf_config)
@@ -227,8 +227,11 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
 
 
 def grpc_settings(options: Any) -> GrpcSettings:
-    from sagemaker_tfs.model_server.grpc_api import GrpcSettings
-    from sagemaker_tfs.model_server.grpc_options import parse_channel_arguments, read_ssl_config
+    from sagemaker_tfs.model_server.grpc.grpc_options import (
+        parse_channel_arguments,
+        read_ssl_config,
+    )
+    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
 
     return GrpcSettings(
         port=options.port,
@@ -243,7 +246,7 @@ def grpc_settings(options: Any) -> GrpcSettings:
 def monitoring_path(options: Any) -> str | None:
     """The Prometheus endpoint's path from ``--monitoring_config_file`` (None: no endpoint).
     TF Serving reads the file only when the REST API is on."""
-    from sagemaker_tfs.model_server.config_protos import MonitoringConfig
+    from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig
     from sagemaker_tfs.model_server.monitoring import DEFAULT_PATH
 
     if not options.monitoring_config_file or not options.rest_api_port:

@@ -1,7 +1,7 @@
 """TF Serving's REST JSON for tensors, byte for byte: float text, quoting, layout, and Predict's
 answer (``{"predictions": ...}`` / ``{"outputs": ...}``) written in pieces.
 
-Shared by the model server's REST API (``model_server/json_writer.py``, ``predict_json.py``)
+Shared by the model server's REST API (``model_server/rest/json_writer.py``, ``predict_json.py``)
 and the service, which answers JSON and CSV bodies it sent over gRPC with the same bytes the
 REST API would have written. The layout is rapidjson's ``PrettyWriter`` as TF Serving uses it:
 4-space indent, arrays on one line inside rows (``kFormatSingleLineArray``) while the outer

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server import servable as servable_module
+import tensorflow as tf
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.servable import Servable, session_config
+from sagemaker_tfs.model_server.serving import servable as servable_module
+from sagemaker_tfs.model_server.serving.servable import Servable
 
 
 class _SlowBatcher:
@@ -26,9 +27,14 @@ class _SlowBatcher:
         return runner(values)
 
 
+ONE_THREAD = tf.compat.v1.ConfigProto(
+    intra_op_parallelism_threads=1, inter_op_parallelism_threads=1, allow_soft_placement=True
+)
+
+
 def test_close_waits_for_runs_in_flight_and_refuses_new_ones(testdata_dir: Path) -> None:
     path = testdata_dir / "saved_model_half_plus_three" / "00000123"
-    servable = Servable.load("h3", 123, str(path), session_config(1, 1))
+    servable = Servable.load("h3", 123, str(path), ONE_THREAD)
     batcher = _SlowBatcher()
     servable.set_batcher(batcher)
     results: list[np.ndarray] = []
@@ -58,7 +64,7 @@ def test_session_callables_are_bounded(testdata_dir: Path, monkeypatch: pytest.M
     goes (output filters are the client's choice), and a dropped one is made again."""
     monkeypatch.setattr(servable_module, "MAX_CALLABLES", 2)
     path = testdata_dir / "saved_model_half_plus_three" / "00000123"
-    servable = Servable.load("h3", 123, str(path), session_config(1, 1))
+    servable = Servable.load("h3", 123, str(path), ONE_THREAD)
     signature = servable.signature("")
     for outputs in (("y",), ("y", "y"), ("y", "y", "y")):
         servable._callable(signature, ("x",), outputs)

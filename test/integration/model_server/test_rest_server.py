@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import requests
 from local_ports import free_port
-from sagemaker_tfs.model_server import rest_server
 from sagemaker_tfs.model_server.errors import not_found
+from sagemaker_tfs.model_server.rest import rest_server
 
 
 class FaultyManager:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 STAND_IN = """\
 import re, socket, sys
 import grpc
-from sagemaker_tfs.model_server import grpc_api
+from sagemaker_tfs.model_server.grpc import grpc_server
 from sagemaker_tfs.model_server.main import main
 
 args = sys.argv[1:]
@@ -45,7 +45,7 @@ if {cut_answers}:
     whole_answer = streamed_predict.answer_messages
     streamed_predict.answer_messages = lambda *a, **k: list(whole_answer(*a, **k))[:-1]
 if {no_streamed_predict}:
-    grpc_api.streamed_prediction_handlers = lambda service: grpc.method_handlers_generic_handler(
+    grpc_server.streamed_prediction_handlers = lambda service: grpc.method_handlers_generic_handler(
         "sagemaker_tfs.Nothing", {{}}
     )
 sys.exit(main(args))

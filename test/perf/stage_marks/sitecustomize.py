@@ -35,10 +35,10 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
     "sagemaker_tfs.service.answers": {
         "encode_answer": ("answer_decoded", "answer_encoded", None),
     },
-    "sagemaker_tfs.model_server.grpc_api": {
+    "sagemaker_tfs.model_server.grpc.grpc_api": {
         "PredictionService.Predict": ("server_entry", "server_exit", "model_server"),
     },
-    "sagemaker_tfs.model_server.servable": {
+    "sagemaker_tfs.model_server.serving.servable": {
         "Servable.predict": ("session_start", "session_end", None),
     },
 }

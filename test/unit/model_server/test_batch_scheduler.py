@@ -6,7 +6,8 @@ import concurrent.futures
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server.batch_scheduler import (
+from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.serving.batch_scheduler import (
     QUEUE_FULL,
     BatchScheduler,
     merge_input,
@@ -14,8 +15,7 @@ from sagemaker_tfs.model_server.batch_scheduler import (
     split_output,
     task_size,
 )
-from sagemaker_tfs.model_server.batching_parameters import BatchingParameters
-from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.serving.batching_parameters import BatchingParameters
 
 
 def test_task_size_rules() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sagemaker_tfs.model_server.batching_parameters import (
+from sagemaker_tfs.model_server.serving.batching_parameters import (
     BatchingParameters,
     parse_batching_parameters,
 )

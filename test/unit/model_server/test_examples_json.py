@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagemaker_tfs.model_server import examples_json as ej
+from sagemaker_tfs.model_server.rest import examples_json as ej
 from tensorflow_serving.apis import classification_pb2, regression_pb2
 
 

@@ -7,7 +7,7 @@ import gc
 import time
 import weakref
 
-from sagemaker_tfs.model_server.garbage import GarbageCollector
+from sagemaker_tfs.model_server.serving.garbage import GarbageCollector
 
 
 class Node:

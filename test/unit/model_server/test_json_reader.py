@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sagemaker_tfs.model_server import json_reader as jr
 from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.rest import json_reader as jr
 
 PARSE = "JSON Parse error: "
 

@@ -1,4 +1,5 @@
-"""json_writer: TF Serving's float text, rapidjson's doubles and strings, error and proto bodies."""
+"""json_writer: TF Serving's float text (``wire/tfs_json.py``'s), rapidjson's doubles and strings,
+error and proto bodies."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import struct
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server import json_writer as jw
+from sagemaker_tfs.model_server.rest import json_writer as jw
+from sagemaker_tfs.wire import tfs_json
 
 
 @pytest.mark.parametrize(
@@ -29,7 +31,7 @@ from sagemaker_tfs.model_server import json_writer as jw
     ],
 )
 def test_float32_formatting(value: float, text: str) -> None:
-    assert jw.format_float(value) == text
+    assert tfs_json.format_float(value) == text
 
 
 @pytest.mark.parametrize(
@@ -37,13 +39,13 @@ def test_float32_formatting(value: float, text: str) -> None:
     [(0.1, "0.1"), (1 / 3, "0.33333333333333331"), (1e100, "1e+100"), (2.0, "2.0")],
 )
 def test_float64_formatting(value: float, text: str) -> None:
-    assert jw.format_float(value, is_double=True) == text
+    assert tfs_json.format_float(value, is_double=True) == text
 
 
 def test_float_formatting_round_trips_for_random_values() -> None:
     rng = np.random.default_rng(7)
     values = (rng.standard_normal(5000) * 10.0 ** rng.integers(-20, 20, 5000)).astype(np.float32)
-    texts = jw.format_floats(values)
+    texts = tfs_json.format_floats(values)
     assert np.array_equal(np.array(texts, dtype=np.float64).astype(np.float32), values)
     for value, text in zip(values[:200].tolist(), texts[:200], strict=True):
         short = f"{value:.6g}"

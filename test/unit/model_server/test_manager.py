@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.model_server import manager as manager_module
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.serving import manager as manager_module
+from sagemaker_tfs.model_server.serving.manager import ModelManager
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
@@ -218,7 +218,7 @@ def test_config_poller_applies_the_file_and_keeps_the_old_config_on_errors(
 ) -> None:
     import threading
 
-    from sagemaker_tfs.model_server.config_polling import ConfigFilePoller
+    from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
     path = tmp_path / "models.config"
     path.write_text(
@@ -316,7 +316,7 @@ def test_a_reload_touches_only_the_models_that_changed(
     while not all(servable.closed for servable in m0_versions) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert [servable.name for servable in loader.loaded if servable.closed] == ["m0", "m0"]
-    assert sorted(manager.model_names()) == sorted([*names[1:], "new"])
+    assert [name for name in [*names, "new"] if manager.serves(name)] == [*names[1:], "new"]
 
 
 def test_a_reload_waits_for_its_own_loads_only(tmp_path: Path) -> None:
@@ -336,7 +336,7 @@ def test_a_reload_waits_for_its_own_loads_only(tmp_path: Path) -> None:
     )
     slow.start()
     deadline = time.monotonic() + 5
-    while "slow" not in manager.model_names() and time.monotonic() < deadline:
+    while not manager.serves("slow") and time.monotonic() < deadline:
         time.sleep(0.01)
     started = time.monotonic()
     manager.reload_config(_models_config(tmp_path, ["slow", "fast"]))

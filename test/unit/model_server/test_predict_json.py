@@ -7,9 +7,12 @@ import base64
 import numpy as np
 import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.json_reader import parse_json_object
-from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
-from sagemaker_tfs.model_server.signatures import GraphTensor, ServableSignature
+from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.predict_json import (
+    format_predict_response,
+    parse_predict_request,
+)
+from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from tensorflow.core.framework import types_pb2
 
 

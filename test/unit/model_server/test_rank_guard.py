@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tensorflow as tf
-from sagemaker_tfs.model_server.rank_guard import rank_strict_inputs
+from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
 
 
 def test_inputs_reaching_a_convolution_in_the_graph_or_a_called_function() -> None:

@@ -9,7 +9,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from sagemaker_tfs.model_server.errors import ServingError  # noqa: E402
-from sagemaker_tfs.model_server.grpc_api import tensor_to_array  # noqa: E402
+from sagemaker_tfs.model_server.serving.warmup import tensor_to_array  # noqa: E402
 from sagemaker_tfs.wire.tensors import tensor_bytes  # noqa: E402
 
 

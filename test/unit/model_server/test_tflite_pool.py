@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.tflite_servable import TfLiteServable, rows_per_interpreter
+from sagemaker_tfs.model_server.serving.tflite_servable import TfLiteServable, rows_per_interpreter
 
 
 class _RowsAndTotal(tf.Module):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flatbuffers import flexbuffers
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.tflite_signatures import (
+from sagemaker_tfs.model_server.serving.tflite_signatures import (
     GENERATING,
     read_signature_defs,
     serving_signatures,

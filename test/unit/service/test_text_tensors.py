@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from conversion_cases import BAD_BODIES, CASES
 from sagemaker_tfs.model_server.errors import ServingError
-from sagemaker_tfs.model_server.json_reader import parse_json_object
-from sagemaker_tfs.model_server.predict_json import parse_predict_request
-from sagemaker_tfs.model_server.signatures import GraphTensor, ServableSignature
+from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
+from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service import text_tensors
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.text_tensors import TextTensor, read_text_tensor

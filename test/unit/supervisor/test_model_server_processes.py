@@ -50,7 +50,7 @@ def test_model_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
     into a specific version policy, and our model server reads the same policy from it."""
     text_format = pytest.importorskip("google.protobuf.text_format")
     config_pb2 = pytest.importorskip("tensorflow_serving.config.model_server_config_pb2")
-    from sagemaker_tfs.model_server.model_config import model_specs
+    from sagemaker_tfs.model_server.model_server_config import model_specs
 
     base = make_model(make_model(tmp_path / "m", "00000123"), "00000124")
     config = text_format.Parse(render_model_config([model_spec("m", base)]),
@@ -129,7 +129,7 @@ def test_rest_api_timeout_follows_the_stack(
 def test_monitoring_config_is_what_tf_serving_parses(tmp_path: Path) -> None:
     """The model servers export TF Serving's metrics at /monitoring/prometheus/metrics."""
     from google.protobuf import text_format
-    from sagemaker_tfs.model_server.config_protos import MonitoringConfig
+    from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig
 
     config = text_format.Parse(render_monitoring_config(), MonitoringConfig())
     assert config.prometheus_config.enable

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from sagemaker_tfs.model_server.errors import invalid_argument
-from sagemaker_tfs.model_server.json_reader import is_b64_object
-from sagemaker_tfs.model_server.json_tensors import ElementTypeError, build_tensor
-from sagemaker_tfs.model_server.json_writer import debug_string, json_value_error
-from sagemaker_tfs.model_server.signatures import ServableSignature
+from sagemaker_tfs.model_server.rest.json_reader import is_b64_object
+from sagemaker_tfs.model_server.rest.json_tensors import ElementTypeError, build_tensor
+from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_value_error
+from sagemaker_tfs.model_server.serving.signatures import ServableSignature
 from sagemaker_tfs.wire.tfs_json import TensorJsonError, predict_answer_pieces
 
 INSTANCES_KEY = "instances"

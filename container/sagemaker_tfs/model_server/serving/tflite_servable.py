@@ -33,17 +33,17 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.servable import (
+from sagemaker_tfs.model_server.serving.servable import (
     BatchSubmitter,
     check_inputs,
     output_aliases,
 )
-from sagemaker_tfs.model_server.signatures import (
+from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     find_signature,
     typed_signature,
 )
-from sagemaker_tfs.model_server.tflite_signatures import serving_signatures, tensor_map
+from sagemaker_tfs.model_server.serving.tflite_signatures import serving_signatures, tensor_map
 
 TFLITE_FILE = "model.tflite"
 # TF Serving's first batch size for a pool (``kInitialBatchSize``), shared by its interpreters.

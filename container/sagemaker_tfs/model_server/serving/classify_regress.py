@@ -15,7 +15,7 @@ from google.protobuf import text_format
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
-from sagemaker_tfs.model_server.signatures import (
+from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     datatype_of,
     short_dtype_name,

@@ -17,7 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from sagemaker_tfs.model_server.errors import invalid_argument
-from sagemaker_tfs.model_server.json_writer import B64_KEY, json_value_error
+from sagemaker_tfs.model_server.rest.json_writer import json_value_error
+from sagemaker_tfs.wire.tfs_json import B64_KEY
 
 orjson: ModuleType | None
 try:  # several times faster on large numeric payloads; the standard parser remains the judge

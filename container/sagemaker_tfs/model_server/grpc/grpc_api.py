@@ -11,8 +11,6 @@ with TF Serving's codes and messages (cut at 1024 characters, as TF Serving does
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -20,7 +18,6 @@ from typing import TypeVar
 import grpc
 import numpy as np
 from google.protobuf.message import Message
-from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -35,17 +32,12 @@ from tensorflow_serving.apis import (
     status_pb2,
 )
 
-from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
-from sagemaker_tfs.model_server.grpc_options import (
-    ChannelArgument,
-    TlsSettings,
-    merge_channel_arguments,
-)
-from sagemaker_tfs.model_server.manager import ModelManager
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.servable import Servable
-from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
+from sagemaker_tfs.model_server.serving.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
+from sagemaker_tfs.model_server.serving.manager import ModelManager
+from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import pixels, predict_messages, streamed_predict, tensors
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
@@ -55,17 +47,6 @@ SIGNATURE_DEF_FIELD = "signature_def"
 
 Response = TypeVar("Response", bound=Message)
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
-MODEL_SERVICE = "tensorflow.serving.ModelService"
-# The status server's threads: the supervisor asks once a second, one call per model.
-STATUS_THREADS = 2
-
-
-def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """Decode a request TensorProto; a malformed tensor is INVALID_ARGUMENT."""
-    try:
-        return tensors.to_ndarray(proto)
-    except tensors.TensorConversionError as error:
-        raise invalid_argument(str(error)) from None
 
 
 def decode_predict_request(data: bytes) -> tuple[Message, dict[str, np.ndarray], list[str]]:
@@ -373,91 +354,3 @@ def streamed_prediction_handlers(service: PredictionService) -> grpc.GenericRpcH
     streamed_service, method = streamed_predict.STREAMED_PREDICT.strip("/").split("/")
     handler = grpc.stream_stream_rpc_method_handler(service.PredictStreamed)
     return grpc.method_handlers_generic_handler(streamed_service, {method: handler})
-
-
-@dataclasses.dataclass(frozen=True)
-class GrpcSettings:
-    """Where and how the gRPC API listens (from TF Serving's flags)."""
-
-    port: int  # 0: no TCP listener
-    socket_path: str = ""
-    max_message_bytes: int = 2**31 - 1
-    channel_arguments: tuple[ChannelArgument, ...] = ()
-    tls: TlsSettings | None = None
-    health_service: bool = False
-    tensor_content: bool = False
-
-
-def _add_health_service(server: grpc.Server) -> None:
-    """``grpc.health.v1.Health`` as TF Serving registers it: SERVING for the whole server and
-    for ModelService and PredictionService (short names), fixed at start-up."""
-    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
-    servicer = health.HealthServicer()
-    for service in ("", "ModelService", "PredictionService"):
-        servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-
-
-def serve(manager: ModelManager, settings: GrpcSettings, max_workers: int = 64) -> grpc.Server:
-    """Start the gRPC server on 0.0.0.0:``port`` (unless 0) and on the UNIX socket
-    ``socket_path`` (if set); raises if either cannot be bound."""
-    defaults: list[ChannelArgument] = [
-        ("grpc.max_send_message_length", settings.max_message_bytes),
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
-        ("grpc.so_reuseport", 0),
-    ]
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        options=merge_channel_arguments(defaults, list(settings.channel_arguments)),
-    )
-    prediction = PredictionService(manager, settings.max_message_bytes, settings.tensor_content)
-    server.add_generic_rpc_handlers(
-        (prediction_handlers(prediction), streamed_prediction_handlers(prediction))
-    )
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
-    if settings.health_service:
-        _add_health_service(server)
-    credentials = settings.tls.credentials() if settings.tls is not None else None
-
-    def bind(address: str) -> int:
-        try:
-            if credentials is None:
-                return server.add_insecure_port(address)
-            return server.add_secure_port(address, credentials)
-        except RuntimeError:  # grpcio raises where older versions returned 0
-            return 0
-
-    if settings.port and bind(f"0.0.0.0:{settings.port}") == 0:
-        raise OSError(f"Could not bind gRPC server to 0.0.0.0:{settings.port}")
-    if settings.socket_path and bind(f"unix:{settings.socket_path}") == 0:
-        raise OSError(f"Could not bind gRPC server to unix:{settings.socket_path}")
-    server.start()
-    return server
-
-
-def serve_status(manager: ModelManager, socket_path: str) -> grpc.Server:
-    """GetModelStatus alone on the unix socket ``socket_path``, on a server and thread pool of
-    its own: the supervisor's health checks are answered even while every thread of the main
-    server runs a Predict (a call there waits in the pool's queue). Not part of TF Serving."""
-    server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(STATUS_THREADS, thread_name_prefix="grpc-status"),
-        options=[("grpc.so_reuseport", 0)],
-    )
-    status = ModelService(manager)
-    handler = grpc.unary_unary_rpc_method_handler(
-        status.GetModelStatus,
-        request_deserializer=get_model_status_pb2.GetModelStatusRequest.FromString,
-        response_serializer=get_model_status_pb2.GetModelStatusResponse.SerializeToString,
-    )
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(MODEL_SERVICE, {"GetModelStatus": handler}),)
-    )
-    try:
-        bound = server.add_insecure_port(f"unix:{socket_path}")
-    except RuntimeError:  # grpcio raises where older versions returned 0
-        bound = 0
-    if bound == 0:
-        raise OSError(f"Could not bind the status server to unix:{socket_path}")
-    server.start()
-    return server

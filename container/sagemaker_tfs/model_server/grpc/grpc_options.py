@@ -19,8 +19,8 @@ from pathlib import Path
 import grpc
 from google.protobuf import text_format
 
-from sagemaker_tfs.model_server.config_protos import SSLConfig
 from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.flag_file_protos import SSLConfig
 
 ChannelArgument = tuple[str, int | str]
 _INT32 = re.compile(r"\s*[+-]?[0-9]+\s*")

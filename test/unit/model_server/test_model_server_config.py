@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.flags import parse_flags
-from sagemaker_tfs.model_server.manager import list_versions
-from sagemaker_tfs.model_server.model_config import (
+from sagemaker_tfs.model_server.flags import ServerOptions, parse_command_line
+from sagemaker_tfs.model_server.model_server_config import (
     from_options,
     load_file,
     model_specs,
     parse_text,
 )
+from sagemaker_tfs.model_server.serving.manager import list_versions
 
 CONFIG = """
 model_config_list: {
@@ -31,6 +31,13 @@ model_config_list: {
 """
 
 
+def options_of(argv: list[str]) -> ServerOptions:
+    """The options of a command line the test means to be whole and right."""
+    parsed = parse_command_line(argv)
+    assert (parsed.errors, parsed.leftovers) == ([], [])
+    return parsed.options
+
+
 def test_policies_and_labels() -> None:
     specs = {spec.name: spec for spec in model_specs(parse_text(CONFIG))}
     available = [1, 123, 124, 200]
@@ -42,7 +49,7 @@ def test_policies_and_labels() -> None:
 
 
 def test_single_model_from_flags() -> None:
-    config = from_options(parse_flags(["--model_name=m", "--model_base_path=/p"]))
+    config = from_options(options_of(["--model_name=m", "--model_base_path=/p"]))
     [spec] = model_specs(config)
     assert (spec.name, spec.base_path, spec.policy.kind) == ("m", "/p", "latest")
 
@@ -123,7 +130,7 @@ def test_config_files_fail_with_tf_servings_statuses(tmp_path) -> None:
 def test_the_config_file_wins_over_the_single_model_flags(tmp_path) -> None:
     path = tmp_path / "models.config"
     path.write_text(CONFIG)
-    options = parse_flags([f"--model_config_file={path}", "--model_base_path=/ignored"])
+    options = options_of([f"--model_config_file={path}", "--model_base_path=/ignored"])
     assert [spec.name for spec in model_specs(from_options(options))][0] == "half_plus_three"
 
 

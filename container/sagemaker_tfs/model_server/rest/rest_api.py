@@ -18,19 +18,26 @@ from typing import TYPE_CHECKING, Any
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
-from sagemaker_tfs.model_server.examples_json import (
+from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.rest.examples_json import (
     format_classify_response,
     format_regress_response,
     parse_examples_request,
 )
-from sagemaker_tfs.model_server.json_reader import parse_json_object
-from sagemaker_tfs.model_server.json_writer import format_error, format_proto_document, proto_json
-from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.predict_json import format_predict_response, parse_predict_request
+from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.json_writer import (
+    format_error,
+    format_proto_document,
+    proto_json,
+)
+from sagemaker_tfs.model_server.rest.predict_json import (
+    format_predict_response,
+    parse_predict_request,
+)
 
 if TYPE_CHECKING:
-    from sagemaker_tfs.model_server.manager import ModelManager
-    from sagemaker_tfs.model_server.servable import Servable
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
 _PREDICTION_ROUTE = re.compile(
     r"/v1/models/([^/:]+)(?:/versions/(\d+))?(?:/labels/([^/:]+))?:(classify|regress|predict)",

@@ -14,9 +14,9 @@ import logging
 import threading
 import time
 
-from sagemaker_tfs.model_server import model_config
+from sagemaker_tfs.model_server import model_server_config
 from sagemaker_tfs.model_server.errors import ServingError
-from sagemaker_tfs.model_server.manager import ModelManager
+from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ConfigFilePoller:
 
     def poll_once(self) -> None:
         try:
-            config = model_config.load_file(self._path)
+            config = model_server_config.load_file(self._path)
         except ServingError as error:
             logger.error("Failed to read ModelServerConfig file: %s", error.message)
             return

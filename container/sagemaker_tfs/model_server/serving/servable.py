@@ -28,7 +28,9 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from sagemaker_tfs.model_server.classify_regress import (
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.serving.classify_regress import (
     CLASSIFY_METHOD,
     PREDICT_METHOD,
     REGRESS_METHOD,
@@ -40,10 +42,8 @@ from sagemaker_tfs.model_server.classify_regress import (
     regression_result,
     serialized_examples,
 )
-from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
-from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.rank_guard import rank_strict_inputs
-from sagemaker_tfs.model_server.signatures import (
+from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
+from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     datatype_of,
     find_signature,
@@ -56,14 +56,6 @@ from sagemaker_tfs.model_server.signatures import (
 MAX_CALLABLES = 64
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
-
-
-def session_config(intra_op_threads: int, inter_op_threads: int) -> tf.compat.v1.ConfigProto:
-    return tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
-        allow_soft_placement=True,
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, str]]] = {
 
 def _build_pool() -> descriptor_pool.DescriptorPool:
     file = descriptor_pb2.FileDescriptorProto(
-        name="sagemaker_tfs/model_server/config_protos.proto", package=_PACKAGE, syntax="proto3"
+        name="sagemaker_tfs/model_server/flag_file_protos.proto", package=_PACKAGE, syntax="proto3"
     )
     for message_name, fields in _MESSAGES.items():
         message = file.message_type.add(name=message_name)

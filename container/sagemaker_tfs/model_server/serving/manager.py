@@ -22,9 +22,9 @@ from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
-from sagemaker_tfs.model_server.garbage import COLLECTOR
-from sagemaker_tfs.model_server.model_config import ConfiguredModel, model_specs
-from sagemaker_tfs.model_server.servable import Servable
+from sagemaker_tfs.model_server.model_server_config import ConfiguredModel, model_specs
+from sagemaker_tfs.model_server.serving.garbage import COLLECTOR
+from sagemaker_tfs.model_server.serving.servable import Servable
 
 logger = logging.getLogger(__name__)
 
@@ -379,10 +379,6 @@ class ModelManager:
         """Whether a model of that name is in the config in effect (no lock: counted for each
         request, which must not wait behind a reload; a dict lookup is atomic)."""
         return name in self._models
-
-    def model_names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._models)
 
     def get_model_status(
         self, request: get_model_status_pb2.GetModelStatusRequest

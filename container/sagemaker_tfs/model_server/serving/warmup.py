@@ -11,18 +11,29 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from sagemaker_tfs.model_server.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
-from sagemaker_tfs.model_server.grpc_api import tensor_to_array
+from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.servable import Servable
+from sagemaker_tfs.model_server.serving.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
+from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.wire import tensors
 
 logger = logging.getLogger(__name__)
 
 WARMUP_FILE = Path("assets.extra") / "tf_serving_warmup_requests"
 MAX_WARMUP_RECORDS = 1000
+
+
+def tensor_to_array(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """A logged request's TensorProto by the wire's codec; a malformed one is INVALID_ARGUMENT."""
+    try:
+        return tensors.to_ndarray(proto)
+    except tensors.TensorConversionError as error:
+        raise invalid_argument(str(error)) from None
 
 
 def _replay(servable: Servable, log: prediction_log_pb2.PredictionLog) -> None:

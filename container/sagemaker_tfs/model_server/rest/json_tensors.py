@@ -14,9 +14,10 @@ import numpy as np
 from tensorflow.core.framework import types_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
-from sagemaker_tfs.model_server.json_reader import decode_b64, is_b64_object
-from sagemaker_tfs.model_server.json_writer import B64_KEY, debug_string
-from sagemaker_tfs.model_server.signatures import short_dtype_name
+from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
+from sagemaker_tfs.model_server.rest.json_writer import debug_string
+from sagemaker_tfs.model_server.serving.signatures import short_dtype_name
+from sagemaker_tfs.wire.tfs_json import B64_KEY
 
 try:  # ships with TensorFlow; bfloat16 tensors need it
     from ml_dtypes import bfloat16 as _BFLOAT16

@@ -2,8 +2,7 @@
 
 Pure functions, no I/O. Tensors and their layout (rapidjson's ``PrettyWriter`` as TF Serving
 uses it, TF Serving's float text) are ``wire/tfs_json.py``'s, shared with the service, which
-answers JSON and CSV bodies it sent over gRPC with the same bytes; they are imported here under
-the names the model server's modules use.
+answers JSON and CSV bodies it sent over gRPC with the same bytes.
 """
 
 from __future__ import annotations
@@ -18,17 +17,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
-from sagemaker_tfs.wire.tfs_json import (  # noqa: F401 - the model server's names for them
-    B64_KEY,
-    INDENT,
-    format_float,
-    format_floats,
-    quote,
-    render_array,
-    render_array_rows,
-    render_document,
-    render_object,
-)
+from sagemaker_tfs.wire.tfs_json import quote, render_document, render_object
 
 MAX_DEBUG_VALUE_BYTES = 256
 

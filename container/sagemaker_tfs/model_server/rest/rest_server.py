@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
-from sagemaker_tfs.model_server.json_writer import format_error
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.rest_api import RestApi
+from sagemaker_tfs.model_server.rest.json_writer import format_error
+from sagemaker_tfs.model_server.rest.rest_api import RestApi
 
 if TYPE_CHECKING:
-    from sagemaker_tfs.model_server.manager import ModelManager
+    from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
 JSON_CONTENT_TYPE = "application/json"

@@ -29,9 +29,9 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow.lite.python import schema_py_generated as schema
 
-from sagemaker_tfs.model_server.classify_regress import PREDICT_METHOD
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.signatures import DEFAULT_SIGNATURE
+from sagemaker_tfs.model_server.serving.classify_regress import PREDICT_METHOD
+from sagemaker_tfs.model_server.serving.signatures import DEFAULT_SIGNATURE
 
 logger = logging.getLogger(__name__)
 

@@ -15,14 +15,9 @@ from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
-from sagemaker_tfs.model_server.json_reader import decode_b64, is_b64_object
-from sagemaker_tfs.model_server.json_writer import (
-    B64_KEY,
-    format_floats,
-    json_value_error,
-    quote,
-    render_document,
-)
+from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
+from sagemaker_tfs.model_server.rest.json_writer import json_value_error
+from sagemaker_tfs.wire.tfs_json import B64_KEY, format_floats, quote, render_document
 
 
 def parse_examples_request(document: Mapping[str, Any]) -> input_pb2.Input:

@@ -1,0 +1,1 @@
+"""The gRPC API: TF Serving's PredictionService and ModelService, and their server."""
