@@ -230,11 +230,6 @@ def tensor_chunks(array: np.ndarray) -> list[bytes | memoryview]:
     return [header.SerializeToString(), tag, varint(len(payload)), payload]
 
 
-def tensor_bytes(array: np.ndarray) -> bytes:
-    """``tensor_chunks`` joined: one serialized TensorProto."""
-    return b"".join(tensor_chunks(array))
-
-
 def shape_of(proto: Message) -> tuple[int, ...]:
     """The shape of a TensorProto (``unknown_rank`` gives a scalar)."""
     return tuple(dim.size for dim in proto.tensor_shape.dim)

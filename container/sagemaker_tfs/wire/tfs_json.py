@@ -175,11 +175,6 @@ def _non_finite_text(value: float) -> str:
     return "Infinity" if value > 0 else "-Infinity"
 
 
-def format_float(value: float, is_double: bool = False) -> str:
-    """One float in TF Serving's layout (see :func:`format_floats`)."""
-    return format_floats(np.array([value], dtype=np.float64 if is_double else np.float32))[0]
-
-
 def element_texts(array: np.ndarray, as_b64: bool) -> list[str]:
     """Every element of ``array`` as JSON text (b64 objects are rendered later)."""
     kind = array.dtype.kind

@@ -12,6 +12,13 @@ from sagemaker_tfs.model_server.rest import json_writer as jw
 from sagemaker_tfs.wire import tfs_json
 
 
+def format_float(value: float, is_double: bool = False) -> str:
+    """One float as the REST API writes it (float32 unless ``is_double``)."""
+    return tfs_json.format_floats(np.array([value], dtype=np.float64 if is_double else np.float32))[
+        0
+    ]
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [
@@ -31,7 +38,7 @@ from sagemaker_tfs.wire import tfs_json
     ],
 )
 def test_float32_formatting(value: float, text: str) -> None:
-    assert tfs_json.format_float(value) == text
+    assert format_float(value) == text
 
 
 @pytest.mark.parametrize(
@@ -39,7 +46,7 @@ def test_float32_formatting(value: float, text: str) -> None:
     [(0.1, "0.1"), (1 / 3, "0.33333333333333331"), (1e100, "1e+100"), (2.0, "2.0")],
 )
 def test_float64_formatting(value: float, text: str) -> None:
-    assert tfs_json.format_float(value, is_double=True) == text
+    assert format_float(value, is_double=True) == text
 
 
 def test_float_formatting_round_trips_for_random_values() -> None:

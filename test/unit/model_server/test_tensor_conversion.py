@@ -10,12 +10,12 @@ tf = pytest.importorskip("tensorflow")
 
 from sagemaker_tfs.model_server.errors import ServingError  # noqa: E402
 from sagemaker_tfs.model_server.serving.warmup import tensor_to_array  # noqa: E402
-from sagemaker_tfs.wire.tensors import tensor_bytes  # noqa: E402
+from sagemaker_tfs.wire.tensors import tensor_chunks  # noqa: E402
 
 
 def array_to_tensor(array: np.ndarray):
     """A Predict output as the model server writes it, parsed by TensorFlow's own class."""
-    return tf.make_tensor_proto(0).FromString(tensor_bytes(array))
+    return tf.make_tensor_proto(0).FromString(b"".join(tensor_chunks(array)))
 
 
 ARRAYS = [

@@ -138,15 +138,15 @@ def test_bad_requests_raise() -> None:
 
 @pytest.mark.parametrize("dtype", NUMERIC + [np.bytes_], ids=lambda d: np.dtype(d).name)
 def test_response_is_the_message_tensorflow_serving_writes(dtype: type) -> None:
-    """The same fields as a PredictResponse built with tensor_bytes (TF Serving's layout)."""
+    """The same fields as a PredictResponse built from tensor_chunks (TF Serving's layout)."""
     array = sample(dtype) if dtype is not np.bytes_ else np.array([[b"a", b"bc"]])
     data = predict_messages.encode_predict_response(spec(), {"y": array, "s": np.float64(2.5)})
     response = predict_pb2.PredictResponse.FromString(data)
     expected = predict_pb2.PredictResponse()
     expected.model_spec.CopyFrom(predict_pb2.PredictResponse().model_spec.FromString(
         spec().SerializeToString()))  # fmt: skip
-    expected.outputs["y"].MergeFromString(tensors.tensor_bytes(array))
-    expected.outputs["s"].MergeFromString(tensors.tensor_bytes(np.float64(2.5)))
+    expected.outputs["y"].MergeFromString(b"".join(tensors.tensor_chunks(array)))
+    expected.outputs["s"].MergeFromString(b"".join(tensors.tensor_chunks(np.float64(2.5))))
     assert response == expected
     assert not response.outputs["y"].tensor_content
     decoded = predict_messages.decode_predict_response(data)

@@ -135,5 +135,7 @@ def test_float_answers_refer_to_the_array_instead_of_copying_it() -> None:
     array = np.arange(12, dtype=np.float32).reshape(3, 4)
     *_, values = tensors.tensor_chunks(array)
     assert np.shares_memory(np.frombuffer(values, np.uint8), array)
-    parsed = tf.make_ndarray(as_tf(protos.TensorProto.FromString(tensors.tensor_bytes(array))))
+    parsed = tf.make_ndarray(
+        as_tf(protos.TensorProto.FromString(b"".join(tensors.tensor_chunks(array))))
+    )
     np.testing.assert_array_equal(parsed, array)
