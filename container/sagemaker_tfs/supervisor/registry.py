@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,11 +37,29 @@ MAX_MODEL_NAME_CHARS = 128
 MIB = 1024 * 1024
 
 
+class Launcher(Protocol):
+    """What both back ends get at construction: the model server processes (the supervisor's
+    ``ModelServerLauncher``). Shared mode asks only for pids; it starts its servers with the
+    stack."""
+
+    def start_model_server(
+        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+    ) -> None: ...
+
+    def stop_model_server(self, key: str) -> None: ...
+
+    def model_server_running(self, key: str) -> bool: ...
+
+    def model_server_pid(self, key: str) -> int | None: ...
+
+
 class ModelServers(Protocol):
     """Where the registry's models run: shared model servers or one process per model."""
 
     # In how many processes a loaded model takes memory.
     copies: int
+    # Told (name, reason) when a loaded model cannot be served again; the registry sets it.
+    on_lost: Callable[[str, str], None]
 
     def place(self, name: str) -> tuple[Instance, ...]:
         """The model servers that will serve ``name``; HttpError 507 when there is no room."""
@@ -131,6 +149,7 @@ class ModelRegistry:
     ) -> None:
         self._config = config
         self._servers = servers
+        servers.on_lost = self.lost
         self._models: dict[str, LoadedModel] = {}
         self._lock = threading.Lock()
         self._memory_margin = memory_margin

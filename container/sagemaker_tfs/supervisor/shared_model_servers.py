@@ -36,6 +36,7 @@ from sagemaker_tfs.config import Instance, ModelSpec, StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError, render_model_config
 from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.registry import Launcher
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +67,11 @@ class SharedModelServers:
     def __init__(
         self,
         config: StackConfig,
-        pid_of: Callable[[str], int | None],
+        launcher: Launcher,
         client_factory: Callable[[str], ModelServiceClient] = ModelServiceClient,
     ) -> None:
         self._config = config
-        self._pid_of = pid_of
+        self._pid_of = launcher.model_server_pid
         self._timeout = float(config.wait_time_seconds)
         self.servers = [
             SharedModelServer(

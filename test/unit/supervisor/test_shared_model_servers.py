@@ -59,7 +59,7 @@ class Processes:
     def __init__(self) -> None:
         self.pids: dict[str, int | None] = {}
 
-    def __call__(self, key: str) -> int | None:
+    def model_server_pid(self, key: str) -> int | None:
         return self.pids.get(key, 4242)
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.supervisor import model_service, stack
-from sagemaker_tfs.supervisor.stack import Supervisor, child_environment, gunicorn_command
+from sagemaker_tfs.supervisor import model_service, stack_supervisor
+from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
+from sagemaker_tfs.supervisor.stack_supervisor import Supervisor, child_environment
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
 
 
@@ -58,9 +59,9 @@ def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
     """The supervisor forks while its gRPC channels to the shared model servers live."""
 
     assert os.environ["GRPC_ENABLE_FORK_SUPPORT"] == "false"
-    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", None)
+    monkeypatch.setattr(stack_supervisor, "USER_FORK_SUPPORT", None)
     assert "GRPC_ENABLE_FORK_SUPPORT" not in child_environment(stack_config())
-    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", "true")  # the user's own setting
+    monkeypatch.setattr(stack_supervisor, "USER_FORK_SUPPORT", "true")  # the user's own setting
     assert child_environment(stack_config())["GRPC_ENABLE_FORK_SUPPORT"] == "true"
     assert model_service.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
 

@@ -1,0 +1,239 @@
+"""The model server tier: the one way its processes are built (single model, shared and per
+model alike), their config files, the standby, and what the health monitor watches."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+
+from sagemaker_tfs.config import Instance, StackConfig
+from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping
+from sagemaker_tfs.supervisor.health import WatchedServer, status_target
+from sagemaker_tfs.supervisor.model_server_processes import (
+    ModelLoadError,
+    is_python_model_server,
+    model_server_args,
+    model_server_command,
+    models_available_check,
+    monitoring_config_path,
+    render_batching_config,
+    render_model_config,
+    render_monitoring_config,
+    wait_until_available,
+)
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
+from sagemaker_tfs.supervisor.polling import (
+    StartupError,
+    raise_if_stop_requested,
+    starting,
+    wait_while_starting,
+)
+from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
+from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.standby import StandbyModelServer
+from sagemaker_tfs.wire.errors import HttpError
+
+logger = logging.getLogger(__name__)
+
+TIER = "model servers"
+MODEL_SERVER_STOP_SECONDS = 10.0
+
+
+class ModelServerLauncher:
+    """Starts, stops and finds the model server processes; the ``registry.Launcher`` of
+    both multi-model back ends."""
+
+    def __init__(
+        self,
+        config: StackConfig,
+        env: dict[str, str],
+        children: ChildGroup,
+        stop_requested: threading.Event,
+        serving: Callable[[], bool],
+    ) -> None:
+        self.config = config
+        self.work_dir = Path(config.work_dir)
+        self.env = env
+        self.children = children
+        self.stop_requested = stop_requested
+        self.serving = serving
+        self.python_model_server = is_python_model_server()
+        self.model_config_file = str(self.work_dir / "models.config")
+        self.batching_file = (
+            str(self.work_dir / "batching.config") if config.batching is not None else None
+        )
+        self.standby = (
+            StandbyModelServer(env, self._settled)
+            if config.standby_model_server and self.python_model_server
+            else None
+        )
+
+    def _settled(self) -> bool:
+        """The stack serves and no model server is starting: a standby may start now."""
+        return self.serving() and all(c.ready for c in self.children.members(TIER))
+
+    def write_configs(self) -> None:
+        """The monitoring and batching files, and single-model the models' config."""
+        write_file(monitoring_config_path(self.config), render_monitoring_config())
+        if self.config.batching is not None:
+            text = render_batching_config(self.config.batching)
+            write_file(self.batching_file or "", text)
+            logger.info("batching config %s:\n%s", self.batching_file, text.rstrip())
+        if not self.config.multi_model:
+            text = render_model_config(self.config.models)
+            write_file(self.model_config_file, text)
+            logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
+
+    def _start(
+        self,
+        key: str,
+        instance: Instance,
+        config_file: Callable[[int], str],
+        ready_check: Callable[[], bool],
+    ) -> None:
+        """The one way a model server starts: ``config_file(failed_starts)`` is the model
+        config of each start; the standby, when there is one, becomes the process."""
+
+        def command(failed_starts: int) -> list[str]:
+            return model_server_command() + model_server_args(
+                instance, config_file(failed_starts), self.config, self.batching_file
+            )
+
+        def choose_command() -> None:
+            child.argv = command(child.failed_starts)
+
+        child = Child(
+            key,
+            command(0),
+            self.env,
+            stop_timeout=MODEL_SERVER_STOP_SECONDS,
+            ready_check=ready_check,
+            before_start=choose_command,
+            take_standby=self.standby.take if self.standby is not None else None,
+        )
+        self.children.start(TIER, child)
+
+    # --- the registry.Launcher protocol ---
+
+    def start_model_server(
+        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+    ) -> None:
+        ready = models_available_check(key, instance, model_names)
+        try:
+            self._start(key, instance, lambda _failed: model_config_file, ready)
+        except TierStopping:
+            raise HttpError(503, "the stack is shutting down") from None
+
+    def stop_model_server(self, key: str) -> None:
+        self.children.stop_child(key)
+
+    def model_server_running(self, key: str) -> bool:
+        child = self.children.get(key)
+        return child is not None and child.running()
+
+    def model_server_pid(self, key: str) -> int | None:
+        """The pid of model server ``key`` while it runs, else None."""
+        child = self.children.get(key)
+        return child.pid if child is not None and child.running() else None
+
+    # --- start-up ---
+
+    def start_single_model(self) -> None:
+        """Every instance serving every model; returns once all of them are AVAILABLE."""
+        names = [m.name for m in self.config.models]
+        keys = [f"model-server[{index}]" for index in range(len(self.config.instances))]
+        for key, instance in zip(keys, self.config.instances, strict=True):
+            self.start_model_server(key, instance, self.model_config_file, names)
+        for key, instance in zip(keys, self.config.instances, strict=True):
+            self._wait_for_models(key, instance, names)
+
+    def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
+        child = self._child(key)
+        try:
+            ready = wait_until_available(
+                instance.rest_port,
+                names,
+                self.config.wait_time_seconds,
+                starting(child, self.stop_requested),
+            )
+        except ModelLoadError as error:
+            raise StartupError(f"{key}: {error}") from None
+        raise_if_stop_requested(self.stop_requested)
+        if not ready:
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before models {', '.join(names)} became AVAILABLE "
+                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
+            )
+        child.mark_ready()
+        logger.info("%s: models %s AVAILABLE", key, ", ".join(names))
+
+    def start_shared(self, shared: SharedModelServers) -> None:
+        """The shared model servers: each starts with the models loaded so far (after a
+        failed start: with none) and is ready once it serves what the registry holds."""
+        for server in shared.servers:
+            ready = partial(shared.ready, server.key)
+            self._start(server.key, server.instance, shared.start_config_file, ready)
+        for server in shared.servers:
+            self._wait_until_in_line(shared, server.key)
+
+    def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
+        child = self._child(key)
+        timeout = self.config.wait_time_seconds
+        if not wait_while_starting(child, partial(shared.ready, key), timeout, self.stop_requested):
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before it answered (SAGEMAKER_TFS_WAIT_TIME_SECONDS={timeout})"
+            )
+        child.mark_ready()
+        logger.info("%s: serving multi-model (shared by every model)", key)
+
+    def _child(self, key: str) -> Child:
+        child = self.children.get(key)
+        assert child is not None
+        return child
+
+    # --- what the health monitor watches ---
+
+    def watched(
+        self, servers: ModelServers | None, registry: ModelRegistry | None
+    ) -> list[WatchedServer]:
+        """Single model: every model server, each serving every model. Multi-model shared:
+        every model server, answering and in line with the registry. One per model: the
+        model server of each model the registry holds as loaded (not those loading or
+        unloading), serving its model."""
+        shared = isinstance(servers, SharedModelServers)
+
+        def watch(key: str, instance: Instance, models: tuple[str, ...]) -> WatchedServer:
+            child = self.children.get(key)
+            running = child is not None and child.running()
+            pid = child.pid if child is not None and running else None
+            not_ready = "is being brought in line" if shared and child and not child.ready else None
+            where = status_target(self.config, instance, self.python_model_server)
+            return WatchedServer(key, where, models, pid, not_ready)
+
+        if not self.config.multi_model:
+            names = tuple(model.name for model in self.config.models)
+            return [
+                watch(f"model-server[{index}]", instance, names)
+                for index, instance in enumerate(self.config.instances)
+            ]
+        if isinstance(servers, SharedModelServers):
+            return [watch(s.key, s.instance, ()) for s in servers.servers]
+        loaded = registry.list() if registry is not None else []
+        return [
+            watch(
+                PerModelServers.key(m["model_name"]),
+                Instance(*m["instances"][0]),
+                (m["model_name"],),
+            )
+            for m in loaded
+            if m["state"] == "AVAILABLE"
+        ]
+
+
+def write_file(path: str, text: str) -> None:
+    Path(path).write_text(text, encoding="utf-8")

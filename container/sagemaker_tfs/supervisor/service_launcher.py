@@ -1,0 +1,152 @@
+"""The Python service tier: gunicorn on the socket the supervisor holds and, single-model, the
+stream server beside it; their command lines and the waits until they answer ``/ping``."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from functools import partial
+from pathlib import Path
+
+from sagemaker_tfs.config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, StackConfig
+from sagemaker_tfs.supervisor.children import Child, ChildGroup
+from sagemaker_tfs.supervisor.polling import StartupError, exit_of, wait_while_starting
+from sagemaker_tfs.supervisor.sockets import HeldSocket, service_answers_ping
+from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
+
+TIER = "Python service"
+STREAM_SERVER = "stream-server"
+# gunicorn's readiness check runs in the watch loop; with the held socket a ping waits in the
+# backlog until a worker takes it, so the check must give up quickly.
+READY_PING_TIMEOUT_SECONDS = 0.3
+# The stream server closes its connections (1001) and waits for their handlers to return.
+STREAM_SERVER_STOP_SECONDS = 10.0
+SERVICE_START_SECONDS = 60.0
+# gunicorn keeps an idle connection from nginx open this long; nginx closes its own after 30 s.
+GUNICORN_KEEP_ALIVE_SECONDS = 75
+
+
+class ServiceLauncher:
+    """Starts gunicorn (and the stream server) and holds the service's socket until the stop."""
+
+    def __init__(
+        self,
+        config: StackConfig,
+        env: dict[str, str],
+        children: ChildGroup,
+        stop_requested: threading.Event,
+    ) -> None:
+        self.config = config
+        self.env = {**env, STACK_CONFIG_ENV: config.stack_config_path}
+        self.children = children
+        self.stop_requested = stop_requested
+        self.service_socket = HeldSocket(config.service_socket)
+        self.budget = max(SERVICE_START_SECONDS, config.wait_time_seconds)
+
+    def start(self, with_stream_server: bool) -> None:
+        """gunicorn and the stream server start together (both import their modules and
+        ``inference.py`` at the same time); returns once both answer ``/ping``."""
+        stream = self._start_stream_server() if with_stream_server else None
+        self._start_gunicorn()
+        if stream is not None:
+            self._wait_for_stream_server(stream)
+
+    def _start_gunicorn(self) -> None:
+        fd = self.service_socket.ensure()
+        env = dict(self.env)
+        if self.config.metrics:
+            env[MULTIPROCESS_DIR_ENV] = self.config.metrics_dir
+        gunicorn = Child(
+            "gunicorn",
+            gunicorn_command(self.config, fd),
+            env,
+            stop_timeout=self.config.gunicorn_timeout + 5,
+            ready_check=lambda: self._gunicorn_serves(gunicorn),
+            before_start=self._before_gunicorn_starts,
+            pass_fds=(fd,),
+            leftovers_serve_until_replaced=True,
+        )
+        self.children.start(TIER, gunicorn)
+        self._wait_for_service(gunicorn)
+        gunicorn.mark_ready()
+
+    def _before_gunicorn_starts(self) -> None:
+        self.service_socket.ensure()
+        for marker in Path(self.config.work_dir).glob(SERVICE_READY_MARKER.format(pid="*")):
+            marker.unlink(missing_ok=True)
+
+    def _gunicorn_serves(self, gunicorn: Child) -> bool:
+        """A worker of this gunicorn loaded the app (its marker) and /ping answers on the
+        socket (a worker of a killed master may be answering there too: see gunicorn_hooks)."""
+        marker = Path(self.config.service_ready_marker(gunicorn.pid or 0))
+        return marker.exists() and service_answers_ping(
+            self.config.service_socket, READY_PING_TIMEOUT_SECONDS
+        )
+
+    def _wait_for_service(self, gunicorn: Child) -> None:
+        """Until a worker answers /ping on the socket (requirements are installed first)."""
+        answers = partial(self._gunicorn_serves, gunicorn)
+        if wait_while_starting(gunicorn, answers, self.budget, self.stop_requested):
+            return
+        if not gunicorn.running():
+            raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
+        raise StartupError(f"the Python service did not answer /ping within {self.budget}s")
+
+    def _start_stream_server(self) -> Child:
+        """The bidirectional stream's server (``service/stream_server.py``)."""
+        stream = Child(
+            STREAM_SERVER,
+            stream_server_command(),
+            self.env,
+            stop_timeout=STREAM_SERVER_STOP_SECONDS,
+            ready_check=self._stream_server_answers,
+        )
+        self.children.start(TIER, stream)
+        return stream
+
+    def _wait_for_stream_server(self, stream: Child) -> None:
+        """Until it answers ``/ping`` on its socket (it listens once ``inference.py`` loaded)."""
+        answers = self._stream_server_answers
+        if not wait_while_starting(stream, answers, self.budget, self.stop_requested):
+            if not stream.running():
+                raise StartupError(f"the stream server {exit_of(stream)} during start-up")
+            raise StartupError(f"the stream server did not answer /ping within {self.budget}s")
+        stream.mark_ready()
+
+    def _stream_server_answers(self) -> bool:
+        return service_answers_ping(
+            self.config.stream_socket, READY_PING_TIMEOUT_SECONDS, http_version="1.1"
+        )
+
+
+def stream_server_command() -> list[str]:
+    return [sys.executable, "-m", "sagemaker_tfs.service.stream_server"]
+
+
+def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
+    """gunicorn on the supervisor's socket ``fd`` (see HeldSocket), else binding the path."""
+    bind = f"fd://{fd}" if fd is not None else f"unix:{config.service_socket}"
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        f"--bind={bind}",
+        f"--workers={config.gunicorn_workers}",
+        f"--threads={config.gunicorn_threads}",
+        f"--worker-class={config.gunicorn_worker_class}",
+        f"--timeout={config.gunicorn_timeout}",
+        f"--graceful-timeout={config.gunicorn_timeout}",
+        f"--log-level={config.gunicorn_log_level}",
+        "--error-logfile=-",
+        # nginx bounds request lines and headers and answers JSON beyond; gunicorn's own
+        # (smaller) limits would answer nginx-accepted requests with a plain-text 400.
+        "--limit-request-line=0",
+        "--limit-request-fields=32768",
+        "--limit-request-field_size=0",
+        "--no-control-socket",
+        f"--worker-tmp-dir={config.work_dir}",  # heartbeat files: nothing outside the work dir
+        # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
+        f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
+        "--config=python:sagemaker_tfs.service.gunicorn_hooks",
+        "sagemaker_tfs.service.app:create_app()",
+    ]
