@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagemaker_tfs.config import Instance, StackConfig
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, StatusAnswer
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, StatusAnswer
 from sagemaker_tfs.supervisor.shared_model_servers import target
 
 logger = logging.getLogger(__name__)

@@ -12,17 +12,19 @@ from pathlib import Path
 from sagemaker_tfs.config import Instance, StackConfig
 from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping
 from sagemaker_tfs.supervisor.health import WatchedServer, status_target
-from sagemaker_tfs.supervisor.model_server_processes import (
+from sagemaker_tfs.supervisor.model_availability import (
     ModelLoadError,
+    models_available_check,
+    wait_until_available,
+)
+from sagemaker_tfs.supervisor.model_server_configs import (
     is_python_model_server,
     model_server_args,
     model_server_command,
-    models_available_check,
     monitoring_config_path,
     render_batching_config,
     render_model_config,
     render_monitoring_config,
-    wait_until_available,
 )
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.polling import (
@@ -33,7 +35,7 @@ from sagemaker_tfs.supervisor.polling import (
 )
 from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
-from sagemaker_tfs.supervisor.standby import StandbyModelServer
+from sagemaker_tfs.supervisor.standby_model_server import StandbyModelServer
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)

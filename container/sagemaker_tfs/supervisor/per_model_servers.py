@@ -16,11 +16,8 @@ from pathlib import Path
 from sagemaker_tfs.config import Instance, ModelSpec, PortRange, StackConfig
 from sagemaker_tfs.ports import port_is_free
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
-from sagemaker_tfs.supervisor.model_server_processes import (
-    ModelLoadError,
-    render_model_config,
-    wait_until_available,
-)
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError, wait_until_available
+from sagemaker_tfs.supervisor.model_server_configs import render_model_config
 from sagemaker_tfs.supervisor.registry import Launcher
 from sagemaker_tfs.wire.errors import HttpError
 

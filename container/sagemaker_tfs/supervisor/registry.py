@@ -25,7 +25,7 @@ from sagemaker_tfs.config import (
     version_dirs,
 )
 from sagemaker_tfs.supervisor.memory import ModelMemory, available_memory_bytes, files_bytes
-from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)

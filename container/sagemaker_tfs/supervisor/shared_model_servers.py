@@ -2,10 +2,10 @@
 
 The default multi-model mode. ``SAGEMAKER_TFS_INSTANCE_COUNT`` model servers (one by default)
 start with the stack on their fixed ports; a load or an unload changes what they serve with
-``HandleReloadConfigRequest`` (``model_service.py``), which the real ``tensorflow_model_server``
-and ours both implement: the whole new config goes over, the model server loads what is new
-and unloads what is gone. A model costs its graph and variables instead of a process, and a
-load is a reload instead of a process start.
+``HandleReloadConfigRequest`` (``model_service_client.py``), which the real
+``tensorflow_model_server`` and ours both implement: the whole new config goes over, the model
+server loads what is new and unloads what is gone. A model costs its graph and variables
+instead of a process, and a load is a reload instead of a process start.
 
 Two sets of models are kept: ``wanted`` (loaded and loading: what every reload sends) and
 ``served`` (AVAILABLE in every model server: what ``WORK_DIR/models.config`` lists, so a model
@@ -34,8 +34,9 @@ from pathlib import Path
 
 from sagemaker_tfs.config import Instance, ModelSpec, StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
-from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError, render_model_config
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError
+from sagemaker_tfs.supervisor.model_server_configs import render_model_config
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
 from sagemaker_tfs.supervisor.registry import Launcher
 
 logger = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_c
 from sagemaker_tfs.supervisor.control_api import ControlServer
 from sagemaker_tfs.supervisor.health import HealthMonitor
 from sagemaker_tfs.supervisor.metrics_endpoint import MetricsServer, start_metrics_endpoint
+from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH
 from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
-from sagemaker_tfs.supervisor.model_server_processes import MONITORING_PATH
-from sagemaker_tfs.supervisor.model_service import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
+from sagemaker_tfs.supervisor.model_service_client import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
 from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.polling import POLL_SECONDS, StartupError
@@ -226,7 +226,7 @@ def child_environment(config: StackConfig) -> dict[str, str]:
     """The environment of every child (each launcher adds its own variables)."""
     env = dict(os.environ)
     env.pop(MULTIPROCESS_DIR_ENV, None)
-    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service.py)
+    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service_client.py)
     if USER_FORK_SUPPORT is not None:
         env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
     env["OMP_NUM_THREADS"] = config.omp_num_threads

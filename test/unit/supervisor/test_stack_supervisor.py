@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.supervisor import model_service, stack_supervisor
+from sagemaker_tfs.supervisor import model_service_client, stack_supervisor
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor, child_environment
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
@@ -63,13 +63,13 @@ def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
     assert "GRPC_ENABLE_FORK_SUPPORT" not in child_environment(stack_config())
     monkeypatch.setattr(stack_supervisor, "USER_FORK_SUPPORT", "true")  # the user's own setting
     assert child_environment(stack_config())["GRPC_ENABLE_FORK_SUPPORT"] == "true"
-    assert model_service.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
+    assert model_service_client.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
 
 
 FORKS_WHILE_A_CALL_WAITS = """
 import signal, threading
 from sagemaker_tfs.supervisor.children import spawn
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
 
 client = ModelServiceClient("unix:{socket}")
 
