@@ -13,8 +13,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from sagemaker_tfs.supervisor.metrics.stack import ModelLoads
 from sagemaker_tfs.supervisor.registry import ModelRegistry
-from sagemaker_tfs.supervisor.stack_metrics import ModelLoads
 from sagemaker_tfs.supervisor.unix_http import UnixHttpServer
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
@@ -181,5 +181,5 @@ class ControlServer(UnixHttpServer):
         super().__init__(path, ControlHandler, "control-api")
 
     def timed(self, action: str) -> contextlib.AbstractContextManager[None]:
-        """Counts and times a load or unload (see ``stack_metrics.ModelLoads``)."""
+        """Counts and times a load or unload (see ``metrics.stack.ModelLoads``)."""
         return self.loads.timed(action) if self.loads is not None else contextlib.nullcontext()

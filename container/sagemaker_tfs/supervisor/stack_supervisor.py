@@ -28,7 +28,7 @@ from sagemaker_tfs.supervisor.children import ChildGroup, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
 from sagemaker_tfs.supervisor.control_api import ControlServer
 from sagemaker_tfs.supervisor.health import HealthMonitor
-from sagemaker_tfs.supervisor.metrics_endpoint import MetricsServer, start_metrics_endpoint
+from sagemaker_tfs.supervisor.metrics.endpoint import MetricsServer, start_metrics_endpoint
 from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH
 from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 from sagemaker_tfs.supervisor.model_service_client import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
