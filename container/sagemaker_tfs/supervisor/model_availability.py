@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 
 from sagemaker_tfs.config import Instance
-from sagemaker_tfs.supervisor.polling import poll_until
+from sagemaker_tfs.supervisor.startup import poll_until
 
 logger = logging.getLogger(__name__)
 

@@ -4,38 +4,25 @@ model alike), their config files, the standby, and what the health monitor watch
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import Instance, StackConfig
-from sagemaker_tfs.supervisor.children import Child, ChildGroup, TierStopping
+from sagemaker_tfs.config import Instance
+from sagemaker_tfs.supervisor import model_server_configs as configs
+from sagemaker_tfs.supervisor.children import Child, TierStopping
 from sagemaker_tfs.supervisor.health import WatchedServer, status_target
 from sagemaker_tfs.supervisor.model_availability import (
     ModelLoadError,
     models_available_check,
     wait_until_available,
 )
-from sagemaker_tfs.supervisor.model_server_configs import (
-    is_python_model_server,
-    model_server_args,
-    model_server_command,
-    monitoring_config_path,
-    render_batching_config,
-    render_model_config,
-    render_monitoring_config,
-)
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
-from sagemaker_tfs.supervisor.polling import (
-    StartupError,
-    raise_if_stop_requested,
-    starting,
-    wait_while_starting,
-)
 from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
 from sagemaker_tfs.supervisor.standby_model_server import StandbyModelServer
+from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
@@ -44,32 +31,22 @@ TIER = "model servers"
 MODEL_SERVER_STOP_SECONDS = 10.0
 
 
-class ModelServerLauncher:
-    """Starts, stops and finds the model server processes; the ``registry.Launcher`` of
-    both multi-model back ends."""
+@dataclass(eq=False)
+class ModelServerLauncher(TierLauncher):
+    """Starts, stops and finds the model server processes; what both multi-model back ends
+    are given at construction. ``serving()``: the stack serves (a standby may start)."""
 
-    def __init__(
-        self,
-        config: StackConfig,
-        env: dict[str, str],
-        children: ChildGroup,
-        stop_requested: threading.Event,
-        serving: Callable[[], bool],
-    ) -> None:
-        self.config = config
-        self.work_dir = Path(config.work_dir)
-        self.env = env
-        self.children = children
-        self.stop_requested = stop_requested
-        self.serving = serving
-        self.python_model_server = is_python_model_server()
-        self.model_config_file = str(self.work_dir / "models.config")
-        self.batching_file = (
-            str(self.work_dir / "batching.config") if config.batching is not None else None
-        )
+    serving: Callable[[], bool]
+
+    def __post_init__(self) -> None:
+        work_dir = Path(self.config.work_dir)
+        self.python_model_server = configs.is_python_model_server()
+        self.model_config_file = str(work_dir / "models.config")
+        batching = self.config.batching is not None
+        self.batching_file = str(work_dir / "batching.config") if batching else None
         self.standby = (
-            StandbyModelServer(env, self._settled)
-            if config.standby_model_server and self.python_model_server
+            StandbyModelServer(self.env, self._settled)
+            if self.config.standby_model_server and self.python_model_server
             else None
         )
 
@@ -79,13 +56,13 @@ class ModelServerLauncher:
 
     def write_configs(self) -> None:
         """The monitoring and batching files, and single-model the models' config."""
-        write_file(monitoring_config_path(self.config), render_monitoring_config())
+        write_file(configs.monitoring_config_path(self.config), configs.render_monitoring_config())
         if self.config.batching is not None:
-            text = render_batching_config(self.config.batching)
+            text = configs.render_batching_config(self.config.batching)
             write_file(self.batching_file or "", text)
             logger.info("batching config %s:\n%s", self.batching_file, text.rstrip())
         if not self.config.multi_model:
-            text = render_model_config(self.config.models)
+            text = configs.render_model_config(self.config.models)
             write_file(self.model_config_file, text)
             logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
 
@@ -100,7 +77,7 @@ class ModelServerLauncher:
         config of each start; the standby, when there is one, becomes the process."""
 
         def command(failed_starts: int) -> list[str]:
-            return model_server_command() + model_server_args(
+            return configs.model_server_command() + configs.model_server_args(
                 instance, config_file(failed_starts), self.config, self.batching_file
             )
 
@@ -118,14 +95,14 @@ class ModelServerLauncher:
         )
         self.children.start(TIER, child)
 
-    # --- the registry.Launcher protocol ---
+    # --- what the back ends ask ---
 
     def start_model_server(
         self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
     ) -> None:
         ready = models_available_check(key, instance, model_names)
         try:
-            self._start(key, instance, lambda _failed: model_config_file, ready)
+            self._start(key, instance, lambda _failed_starts: model_config_file, ready)
         except TierStopping:
             raise HttpError(503, "the stack is shutting down") from None
 
@@ -154,21 +131,17 @@ class ModelServerLauncher:
 
     def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
         child = self._child(key)
+        timeout = self.config.wait_time_seconds
         try:
-            ready = wait_until_available(
-                instance.rest_port,
-                names,
-                self.config.wait_time_seconds,
-                starting(child, self.stop_requested),
-            )
+            ready = wait_until_available(instance.rest_port, names, timeout, self.starting(child))
         except ModelLoadError as error:
             raise StartupError(f"{key}: {error}") from None
-        raise_if_stop_requested(self.stop_requested)
+        self.raise_if_stop_requested()
         if not ready:
             why = "exited" if not child.running() else "timed out"
             raise StartupError(
                 f"{key} {why} before models {', '.join(names)} became AVAILABLE "
-                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={self.config.wait_time_seconds})"
+                f"(SAGEMAKER_TFS_WAIT_TIME_SECONDS={timeout})"
             )
         child.mark_ready()
         logger.info("%s: models %s AVAILABLE", key, ", ".join(names))
@@ -185,7 +158,7 @@ class ModelServerLauncher:
     def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
         child = self._child(key)
         timeout = self.config.wait_time_seconds
-        if not wait_while_starting(child, partial(shared.ready, key), timeout, self.stop_requested):
+        if not self.wait_while_starting(child, partial(shared.ready, key), timeout):
             why = "exited" if not child.running() else "timed out"
             raise StartupError(
                 f"{key} {why} before it answered (SAGEMAKER_TFS_WAIT_TIME_SECONDS={timeout})"
@@ -226,12 +199,9 @@ class ModelServerLauncher:
         if isinstance(servers, SharedModelServers):
             return [watch(s.key, s.instance, ()) for s in servers.servers]
         loaded = registry.list() if registry is not None else []
+        key = PerModelServers.key
         return [
-            watch(
-                PerModelServers.key(m["model_name"]),
-                Instance(*m["instances"][0]),
-                (m["model_name"],),
-            )
+            watch(key(m["model_name"]), Instance(*m["instances"][0]), (m["model_name"],))
             for m in loaded
             if m["state"] == "AVAILABLE"
         ]

@@ -6,15 +6,13 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
-import threading
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.supervisor import nginx_config
-from sagemaker_tfs.supervisor.children import Child, ChildGroup
-from sagemaker_tfs.supervisor.polling import StartupError, exit_of, wait_while_starting
+from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.sockets import HeldPort, http_answers
+from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
 
 logger = logging.getLogger(__name__)
 
@@ -24,22 +22,12 @@ NGINX_START_SECONDS = 30.0
 NGINX_START_ATTEMPTS = 3
 
 
-class NginxLauncher:
+class NginxLauncher(TierLauncher):
     """Starts nginx on the public port, which it holds from the first start to the stop."""
 
-    def __init__(
-        self,
-        config: StackConfig,
-        env: dict[str, str],
-        children: ChildGroup,
-        stop_requested: threading.Event,
-    ) -> None:
-        self.config = config
-        self.work_dir = Path(config.work_dir)
-        self.env = env
-        self.children = children
-        self.stop_requested = stop_requested
-        self.public_port = HeldPort(config.port)
+    def __post_init__(self) -> None:
+        self.work_dir = Path(self.config.work_dir)
+        self.public_port = HeldPort(self.config.port)
 
     def start(self) -> None:
         try:
@@ -89,7 +77,7 @@ class NginxLauncher:
         """
         listens = partial(self._nginx_listens, nginx)
         for _ in range(NGINX_START_ATTEMPTS):
-            if wait_while_starting(nginx, listens, NGINX_START_SECONDS, self.stop_requested):
+            if self.wait_while_starting(nginx, listens, NGINX_START_SECONDS):
                 return
             if nginx.running() or not was_killed(nginx):
                 break

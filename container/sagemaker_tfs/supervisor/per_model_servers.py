@@ -12,14 +12,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sagemaker_tfs.config import Instance, ModelSpec, PortRange, StackConfig
 from sagemaker_tfs.ports import port_is_free
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError, wait_until_available
 from sagemaker_tfs.supervisor.model_server_configs import render_model_config
-from sagemaker_tfs.supervisor.registry import Launcher
 from sagemaker_tfs.wire.errors import HttpError
+
+if TYPE_CHECKING:  # the launcher imports this module
+    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 
@@ -55,7 +58,7 @@ class PerModelServers:
 
     copies = 1
 
-    def __init__(self, config: StackConfig, launcher: Launcher) -> None:
+    def __init__(self, config: StackConfig, launcher: ModelServerLauncher) -> None:
         self._config = config
         self._launcher = launcher
         self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,22 +35,6 @@ logger = logging.getLogger(__name__)
 MEMORY_MARGIN_BYTES = 256 * 1024 * 1024
 MAX_MODEL_NAME_CHARS = 128
 MIB = 1024 * 1024
-
-
-class Launcher(Protocol):
-    """What both back ends get at construction: the model server processes (the supervisor's
-    ``ModelServerLauncher``). Shared mode asks only for pids; it starts its servers with the
-    stack."""
-
-    def start_model_server(
-        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
-    ) -> None: ...
-
-    def stop_model_server(self, key: str) -> None: ...
-
-    def model_server_running(self, key: str) -> bool: ...
-
-    def model_server_pid(self, key: str) -> int | None: ...
 
 
 class ModelServers(Protocol):

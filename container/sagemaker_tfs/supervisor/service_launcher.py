@@ -4,14 +4,13 @@ stream server beside it; their command lines and the waits until they answer ``/
 from __future__ import annotations
 
 import sys
-import threading
 from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, StackConfig
-from sagemaker_tfs.supervisor.children import Child, ChildGroup
-from sagemaker_tfs.supervisor.polling import StartupError, exit_of, wait_while_starting
+from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.sockets import HeldSocket, service_answers_ping
+from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 TIER = "Python service"
@@ -26,22 +25,13 @@ SERVICE_START_SECONDS = 60.0
 GUNICORN_KEEP_ALIVE_SECONDS = 75
 
 
-class ServiceLauncher:
+class ServiceLauncher(TierLauncher):
     """Starts gunicorn (and the stream server) and holds the service's socket until the stop."""
 
-    def __init__(
-        self,
-        config: StackConfig,
-        env: dict[str, str],
-        children: ChildGroup,
-        stop_requested: threading.Event,
-    ) -> None:
-        self.config = config
-        self.env = {**env, STACK_CONFIG_ENV: config.stack_config_path}
-        self.children = children
-        self.stop_requested = stop_requested
-        self.service_socket = HeldSocket(config.service_socket)
-        self.budget = max(SERVICE_START_SECONDS, config.wait_time_seconds)
+    def __post_init__(self) -> None:
+        self.env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
+        self.service_socket = HeldSocket(self.config.service_socket)
+        self.budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
 
     def start(self, with_stream_server: bool) -> None:
         """gunicorn and the stream server start together (both import their modules and
@@ -86,7 +76,7 @@ class ServiceLauncher:
     def _wait_for_service(self, gunicorn: Child) -> None:
         """Until a worker answers /ping on the socket (requirements are installed first)."""
         answers = partial(self._gunicorn_serves, gunicorn)
-        if wait_while_starting(gunicorn, answers, self.budget, self.stop_requested):
+        if self.wait_while_starting(gunicorn, answers, self.budget):
             return
         if not gunicorn.running():
             raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
@@ -96,7 +86,7 @@ class ServiceLauncher:
         """The bidirectional stream's server (``service/stream_server.py``)."""
         stream = Child(
             STREAM_SERVER,
-            stream_server_command(),
+            [sys.executable, "-m", "sagemaker_tfs.service.stream_server"],
             self.env,
             stop_timeout=STREAM_SERVER_STOP_SECONDS,
             ready_check=self._stream_server_answers,
@@ -107,7 +97,7 @@ class ServiceLauncher:
     def _wait_for_stream_server(self, stream: Child) -> None:
         """Until it answers ``/ping`` on its socket (it listens once ``inference.py`` loaded)."""
         answers = self._stream_server_answers
-        if not wait_while_starting(stream, answers, self.budget, self.stop_requested):
+        if not self.wait_while_starting(stream, answers, self.budget):
             if not stream.running():
                 raise StartupError(f"the stream server {exit_of(stream)} during start-up")
             raise StartupError(f"the stream server did not answer /ping within {self.budget}s")
@@ -119,18 +109,13 @@ class ServiceLauncher:
         )
 
 
-def stream_server_command() -> list[str]:
-    return [sys.executable, "-m", "sagemaker_tfs.service.stream_server"]
-
-
-def gunicorn_command(config: StackConfig, fd: int | None = None) -> list[str]:
-    """gunicorn on the supervisor's socket ``fd`` (see HeldSocket), else binding the path."""
-    bind = f"fd://{fd}" if fd is not None else f"unix:{config.service_socket}"
+def gunicorn_command(config: StackConfig, fd: int) -> list[str]:
+    """gunicorn on the supervisor's socket ``fd`` (see HeldSocket)."""
     return [
         sys.executable,
         "-m",
         "gunicorn",
-        f"--bind={bind}",
+        f"--bind=fd://{fd}",
         f"--workers={config.gunicorn_workers}",
         f"--threads={config.gunicorn_threads}",
         f"--worker-class={config.gunicorn_worker_class}",

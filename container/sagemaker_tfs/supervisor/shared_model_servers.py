@@ -31,13 +31,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sagemaker_tfs.config import Instance, ModelSpec, StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.supervisor.model_server_configs import render_model_config
 from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
-from sagemaker_tfs.supervisor.registry import Launcher
+
+if TYPE_CHECKING:  # the launcher imports this module
+    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ class SharedModelServers:
     def __init__(
         self,
         config: StackConfig,
-        launcher: Launcher,
+        launcher: ModelServerLauncher,
         client_factory: Callable[[str], ModelServiceClient] = ModelServiceClient,
     ) -> None:
         self._config = config

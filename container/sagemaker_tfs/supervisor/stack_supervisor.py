@@ -34,24 +34,19 @@ from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 from sagemaker_tfs.supervisor.model_service_client import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
 from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
-from sagemaker_tfs.supervisor.polling import POLL_SECONDS, StartupError
 from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.service_launcher import STREAM_SERVER, ServiceLauncher
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.startup import POLL_SECONDS, StartupError
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
 # The children's tiers, in start order: they stop in reverse (nginx first).
-MODEL_SERVERS, SERVICE, FRONT = (
-    model_server_launcher.TIER,
-    service_launcher.TIER,
-    nginx_launcher.TIER,
-)
-TIERS = (MODEL_SERVERS, SERVICE, FRONT)
+TIERS = (model_server_launcher.TIER, service_launcher.TIER, nginx_launcher.TIER)
 # SageMaker sends SIGKILL 30 s after SIGTERM (scale-in): each tier is stopped by then (a request
 # still in flight at 22 s is cut, one warning line), so that serve exits 0 in time.
-STOP_DEADLINES = {FRONT: 22.0, SERVICE: 24.0, MODEL_SERVERS: 26.0}
+STOP_DEADLINES = dict(zip(TIERS, (26.0, 24.0, 22.0), strict=True))
 
 
 class Supervisor:
@@ -109,7 +104,7 @@ class Supervisor:
         self.metrics = start_metrics_endpoint(
             self.config,
             self.children.children,
-            partial(self.children.members, MODEL_SERVERS),
+            partial(self.children.members, model_server_launcher.TIER),
             lambda: self.serving,
             self._models_loaded if self.config.multi_model else None,
             MONITORING_PATH,
@@ -142,10 +137,10 @@ class Supervisor:
     def _start_health_monitor(self) -> None:
         """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
 
-        def watched() -> list:
-            return self.model_servers.watched(self.multi_model_servers, self.registry)
-
-        self.health = HealthMonitor(self.config.health_file, watched)
+        self.health = HealthMonitor(
+            self.config.health_file,
+            lambda: self.model_servers.watched(self.multi_model_servers, self.registry),
+        )
         self.health.start()
 
     def _start_control_api(self, servers: ModelServers) -> None:
