@@ -56,14 +56,16 @@ class ModelServerLauncher(TierLauncher):
 
     def write_configs(self) -> None:
         """The monitoring and batching files, and single-model the models' config."""
-        write_file(configs.monitoring_config_path(self.config), configs.render_monitoring_config())
+        Path(configs.monitoring_config_path(self.config)).write_text(
+            configs.render_monitoring_config(), encoding="utf-8"
+        )
         if self.config.batching is not None:
             text = configs.render_batching_config(self.config.batching)
-            write_file(self.batching_file or "", text)
+            Path(self.batching_file or "").write_text(text, encoding="utf-8")
             logger.info("batching config %s:\n%s", self.batching_file, text.rstrip())
         if not self.config.multi_model:
             text = configs.render_model_config(self.config.models)
-            write_file(self.model_config_file, text)
+            Path(self.model_config_file).write_text(text, encoding="utf-8")
             logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
 
     def _start(
@@ -110,8 +112,7 @@ class ModelServerLauncher(TierLauncher):
         self.children.stop_child(key)
 
     def model_server_running(self, key: str) -> bool:
-        child = self.children.get(key)
-        return child is not None and child.running()
+        return self.model_server_pid(key) is not None
 
     def model_server_pid(self, key: str) -> int | None:
         """The pid of model server ``key`` while it runs, else None."""
@@ -183,9 +184,7 @@ class ModelServerLauncher(TierLauncher):
         shared = isinstance(servers, SharedModelServers)
 
         def watch(key: str, instance: Instance, models: tuple[str, ...]) -> WatchedServer:
-            child = self.children.get(key)
-            running = child is not None and child.running()
-            pid = child.pid if child is not None and running else None
+            child, pid = self.children.get(key), self.model_server_pid(key)
             not_ready = "is being brought in line" if shared and child and not child.ready else None
             where = status_target(self.config, instance, self.python_model_server)
             return WatchedServer(key, where, models, pid, not_ready)
@@ -205,7 +204,3 @@ class ModelServerLauncher(TierLauncher):
             for m in loaded
             if m["state"] == "AVAILABLE"
         ]
-
-
-def write_file(path: str, text: str) -> None:
-    Path(path).write_text(text, encoding="utf-8")
