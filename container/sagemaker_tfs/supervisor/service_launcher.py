@@ -4,6 +4,7 @@ stream server beside it; their command lines and the waits until they answer ``/
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -38,8 +39,9 @@ class ServiceLauncher(TierLauncher):
         ``inference.py`` at the same time); returns once both answer ``/ping``."""
         stream = self._start_stream_server() if with_stream_server else None
         self._start_gunicorn()
-        if stream is not None:
-            self._wait_for_stream_server(stream)
+        if stream is not None:  # it listens once ``inference.py`` loaded
+            exited = "the stream server {} during start-up"
+            self._wait_for_ping(stream, self._stream_server_answers, exited, "the stream server")
 
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()
@@ -57,8 +59,10 @@ class ServiceLauncher(TierLauncher):
             leftovers_serve_until_replaced=True,
         )
         self.children.start(TIER, gunicorn)
-        self._wait_for_service(gunicorn)
-        gunicorn.mark_ready()
+        # Until a worker answers /ping on the socket (requirements are installed first).
+        answers = partial(self._gunicorn_serves, gunicorn)
+        exited = "gunicorn {} during start-up (see its log above)"
+        self._wait_for_ping(gunicorn, answers, exited, "the Python service")
 
     def _before_gunicorn_starts(self) -> None:
         self.service_socket.ensure()
@@ -73,14 +77,16 @@ class ServiceLauncher(TierLauncher):
             self.config.service_socket, READY_PING_TIMEOUT_SECONDS
         )
 
-    def _wait_for_service(self, gunicorn: Child) -> None:
-        """Until a worker answers /ping on the socket (requirements are installed first)."""
-        answers = partial(self._gunicorn_serves, gunicorn)
-        if self.wait_while_starting(gunicorn, answers, self.budget):
-            return
-        if not gunicorn.running():
-            raise StartupError(f"gunicorn {exit_of(gunicorn)} during start-up (see its log above)")
-        raise StartupError(f"the Python service did not answer /ping within {self.budget}s")
+    def _wait_for_ping(
+        self, child: Child, answers: Callable[[], bool], exited: str, what: str
+    ) -> None:
+        """Until ``child`` answers /ping; a start-up error (``exited``, or ``what`` did not
+        answer) when it exits or the budget runs out."""
+        if not self.wait_while_starting(child, answers, self.budget):
+            if not child.running():
+                raise StartupError(exited.format(exit_of(child)))
+            raise StartupError(f"{what} did not answer /ping within {self.budget}s")
+        child.mark_ready()
 
     def _start_stream_server(self) -> Child:
         """The bidirectional stream's server (``service/stream_server.py``)."""
@@ -93,15 +99,6 @@ class ServiceLauncher(TierLauncher):
         )
         self.children.start(TIER, stream)
         return stream
-
-    def _wait_for_stream_server(self, stream: Child) -> None:
-        """Until it answers ``/ping`` on its socket (it listens once ``inference.py`` loaded)."""
-        answers = self._stream_server_answers
-        if not self.wait_while_starting(stream, answers, self.budget):
-            if not stream.running():
-                raise StartupError(f"the stream server {exit_of(stream)} during start-up")
-            raise StartupError(f"the stream server did not answer /ping within {self.budget}s")
-        stream.mark_ready()
 
     def _stream_server_answers(self) -> bool:
         return service_answers_ping(
