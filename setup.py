@@ -28,7 +28,7 @@ setup(
         "orjson>=3.9",  # JSON answers written from NumPy buffers (answers.py)
         "zlib-ng>=0.5",  # the .npz answer's CRC-32, 4-5x zlib's speed (npz_writer.py)
         "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
-        "prometheus-client>=0.20",  # the metrics path (supervisor/metrics_endpoint.py)
+        "prometheus-client>=0.20",  # the metrics path (supervisor/metrics/endpoint.py)
         "websockets>=17",  # the bidirectional stream's server (service/stream_server.py)
     ],
     extras_require={

@@ -67,7 +67,7 @@ def test_stop_lets_the_request_in_flight_finish_and_exits_0(
     assert stop_seconds < 10, f"stop.sh took {stop_seconds:.1f}s"
     assert "received SIGTERM" in log_text
     assert "stopping the stack" in log_text
-    assert "sagemaker_tfs.supervisor.stack: stopped" in log_text
+    assert "sagemaker_tfs.supervisor.stack_supervisor: stopped" in log_text
     assert not podman_succeeds("container", "exists", image_under_test.container_name)
     print(f"stop.sh with a request in flight: {stop_seconds:.1f}s")
 
@@ -112,5 +112,5 @@ def test_a_request_longer_than_30_s_is_cut_and_serve_still_exits_0(
         r"nginx did not stop in 2[12]\.\ds: killing it, cutting what it still had in flight",
         log_text,
     ), log_text[-2000:]
-    assert "sagemaker_tfs.supervisor.stack: stopped" in log_text
+    assert "sagemaker_tfs.supervisor.stack_supervisor: stopped" in log_text
     print(f"stop.sh with a 120 s request in flight: {stop_seconds:.1f}s")

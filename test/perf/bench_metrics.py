@@ -44,12 +44,12 @@ from bench_fast_paths import (  # noqa: E402
     stack_for,
 )
 from sagemaker_tfs.config import StackConfig  # noqa: E402
-from sagemaker_tfs.supervisor.model_server_metrics import (  # noqa: E402
+from sagemaker_tfs.supervisor.metrics.model_servers import (  # noqa: E402
     Families,
     MonitoredServer,
     fetch,
 )
-from sagemaker_tfs.supervisor.model_server_processes import MONITORING_PATH  # noqa: E402
+from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH  # noqa: E402
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
 SMALL_JSON = b'{"instances": [1.0, 2.0, 5.0]}'

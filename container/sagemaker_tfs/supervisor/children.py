@@ -82,7 +82,7 @@ class Child:
         self.death_signal = death_signal
         self.before_start = before_start
         self.pass_fds = tuple(pass_fds)
-        # A process started ahead of time that becomes this child (see standby.py), or None.
+        # A process started ahead that becomes this child, or None (standby_model_server.py).
         self.take_standby = take_standby
         # gunicorn: the workers of a master that died serve on until its successor is ready.
         self.leftovers_serve_until_replaced = leftovers_serve_until_replaced

@@ -7,17 +7,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import socketserver
-import threading
 import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from sagemaker_tfs.supervisor.metrics.stack import ModelLoads
 from sagemaker_tfs.supervisor.registry import ModelRegistry
-from sagemaker_tfs.supervisor.stack_metrics import ModelLoads
+from sagemaker_tfs.supervisor.unix_http import UnixHttpServer
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
 logger = logging.getLogger(__name__)
@@ -174,24 +172,14 @@ class ControlHandler(BaseHTTPRequestHandler):
         logger.debug("control API: " + format, *args)
 
 
-class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """Threaded HTTP server on a unix socket: one thread per request."""
-
-    daemon_threads = True
+class ControlServer(UnixHttpServer):
+    """The control API on its unix socket: one thread per request."""
 
     def __init__(self, path: str, registry: ModelRegistry, loads: ModelLoads | None = None) -> None:
-        if os.path.exists(path):
-            os.unlink(path)
         self.registry = registry
         self.loads = loads
-        super().__init__(path, ControlHandler)
-        os.chmod(path, 0o600)
+        super().__init__(path, ControlHandler, "control-api")
 
     def timed(self, action: str) -> contextlib.AbstractContextManager[None]:
-        """Counts and times a load or unload (see ``stack_metrics.ModelLoads``)."""
+        """Counts and times a load or unload (see ``metrics.stack.ModelLoads``)."""
         return self.loads.timed(action) if self.loads is not None else contextlib.nullcontext()
-
-    def serve_in_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="control-api", daemon=True)
-        thread.start()
-        return thread

@@ -26,16 +26,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sagemaker_tfs.config import Instance, StackConfig
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, StatusAnswer
-from sagemaker_tfs.supervisor.shared_model_servers import target
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, StatusAnswer
+from sagemaker_tfs.supervisor.shared_model_servers import target, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +100,7 @@ def asked_names(server: WatchedServer) -> tuple[str, ...]:
 
 def write_verdict(path: str, verdict: Verdict, written_at: float | None = None) -> None:
     """Write the verdict whole, then rename it into place: nginx never reads half a file."""
-    partial = f"{path}.{os.getpid()}.tmp"
-    when = time.time() if written_at is None else written_at
-    Path(partial).write_text(verdict.to_json(when), encoding="utf-8")
-    os.replace(partial, path)
+    write_atomically(path, verdict.to_json(time.time() if written_at is None else written_at))
 
 
 class HealthMonitor:

@@ -10,19 +10,19 @@ load, and at most half the port range.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from sagemaker_tfs.config import Instance, ModelSpec, PortRange, StackConfig
 from sagemaker_tfs.ports import port_is_free
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
-from sagemaker_tfs.supervisor.model_server_processes import (
-    ModelLoadError,
-    render_model_config,
-    wait_until_available,
-)
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError, wait_until_available
+from sagemaker_tfs.supervisor.model_server_configs import render_model_config
 from sagemaker_tfs.wire.errors import HttpError
+
+if TYPE_CHECKING:  # the launcher imports this module
+    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 
@@ -53,30 +53,18 @@ class PortPool:
             self._in_use.discard(instance.rest_port)
 
 
-class Launcher(Protocol):
-    """What the per-model servers need from the supervisor: processes to start and stop."""
-
-    def start_model_server(
-        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
-    ) -> None: ...
-
-    def stop_model_server(self, key: str) -> None: ...
-
-    def model_server_running(self, key: str) -> bool: ...
-
-    def model_server_pid(self, key: str) -> int | None: ...
-
-
 class PerModelServers:
     """The registry's model servers in process-per-model mode (see ``registry.ModelServers``)."""
 
     copies = 1
 
-    def __init__(self, config: StackConfig, launcher: Launcher) -> None:
+    def __init__(self, config: StackConfig, launcher: ModelServerLauncher) -> None:
         self._config = config
         self._launcher = launcher
         self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])
         self._config_dir = Path(config.work_dir) / "models"
+        # Never called: a restarted process loads its one model from its own file again.
+        self.on_lost: Callable[[str, str], None] = lambda name, reason: None
 
     def place(self, name: str) -> tuple[Instance, ...]:
         instance = self._ports.take_pair()

@@ -25,7 +25,7 @@ from sagemaker_tfs.config import (
     version_dirs,
 )
 from sagemaker_tfs.supervisor.memory import ModelMemory, available_memory_bytes, files_bytes
-from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ class ModelServers(Protocol):
 
     # In how many processes a loaded model takes memory.
     copies: int
+    # Told (name, reason) when a loaded model cannot be served again; the registry sets it.
+    on_lost: Callable[[str, str], None]
 
     def place(self, name: str) -> tuple[Instance, ...]:
         """The model servers that will serve ``name``; HttpError 507 when there is no room."""
@@ -131,6 +133,7 @@ class ModelRegistry:
     ) -> None:
         self._config = config
         self._servers = servers
+        servers.on_lost = self.lost
         self._models: dict[str, LoadedModel] = {}
         self._lock = threading.Lock()
         self._memory_margin = memory_margin

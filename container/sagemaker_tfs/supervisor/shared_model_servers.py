@@ -2,10 +2,10 @@
 
 The default multi-model mode. ``SAGEMAKER_TFS_INSTANCE_COUNT`` model servers (one by default)
 start with the stack on their fixed ports; a load or an unload changes what they serve with
-``HandleReloadConfigRequest`` (``model_service.py``), which the real ``tensorflow_model_server``
-and ours both implement: the whole new config goes over, the model server loads what is new
-and unloads what is gone. A model costs its graph and variables instead of a process, and a
-load is a reload instead of a process start.
+``HandleReloadConfigRequest`` (``model_service_client.py``), which the real
+``tensorflow_model_server`` and ours both implement: the whole new config goes over, the model
+server loads what is new and unloads what is gone. A model costs its graph and variables
+instead of a process, and a load is a reload instead of a process start.
 
 Two sets of models are kept: ``wanted`` (loaded and loading: what every reload sends) and
 ``served`` (AVAILABLE in every model server: what ``WORK_DIR/models.config`` lists, so a model
@@ -31,11 +31,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sagemaker_tfs.config import Instance, ModelSpec, StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
-from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError, render_model_config
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError
+from sagemaker_tfs.supervisor.model_server_configs import render_model_config
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
+
+if TYPE_CHECKING:  # the launcher imports this module
+    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +71,11 @@ class SharedModelServers:
     def __init__(
         self,
         config: StackConfig,
-        pid_of: Callable[[str], int | None],
+        launcher: ModelServerLauncher,
         client_factory: Callable[[str], ModelServiceClient] = ModelServiceClient,
     ) -> None:
         self._config = config
-        self._pid_of = pid_of
+        self._pid_of = launcher.model_server_pid
         self._timeout = float(config.wait_time_seconds)
         self.servers = [
             SharedModelServer(

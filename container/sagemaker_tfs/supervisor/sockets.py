@@ -11,8 +11,21 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+BACKLOG = 2048
 
-class HeldSocket:
+
+class HeldListener:
+    """A listening socket the supervisor keeps open (its fd) for the children it hands it to."""
+
+    fd: int | None = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class HeldSocket(HeldListener):
     """The Python service's listening unix socket, made and kept open by the supervisor.
 
     gunicorn gets it as ``--bind=fd://N``. While gunicorn restarts, nginx's connections wait in
@@ -21,10 +34,8 @@ class HeldSocket:
     own unlinks it).
     """
 
-    def __init__(self, path: str, backlog: int = 2048) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.backlog = backlog
-        self.fd: int | None = None
 
     def ensure(self) -> int:
         if self.fd is not None and os.path.exists(self.path):
@@ -32,7 +43,7 @@ class HeldSocket:
         Path(self.path).unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(self.path)
-        sock.listen(self.backlog)
+        sock.listen(BACKLOG)
         if self.fd is None:
             self.fd = sock.detach()
         else:
@@ -41,13 +52,8 @@ class HeldSocket:
             logger.info("service socket %s made again", self.path)
         return self.fd
 
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
-
-class HeldPort:
+class HeldPort(HeldListener):
     """The public TCP port, bound and kept open by the supervisor and handed to nginx.
 
     nginx inherits it through the ``NGINX`` environment variable (``"FD;"``, the way its binary
@@ -56,10 +62,8 @@ class HeldPort:
     instead of being refused.
     """
 
-    def __init__(self, port: int, backlog: int = 2048) -> None:
+    def __init__(self, port: int) -> None:
         self.port = port
-        self.backlog = backlog
-        self.fd: int | None = None
 
     def ensure(self) -> int:
         """The socket's fd, bound on first use; OSError if the port is taken."""
@@ -68,7 +72,7 @@ class HeldPort:
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind(("0.0.0.0", self.port))
-                sock.listen(self.backlog)
+                sock.listen(BACKLOG)
             except OSError:
                 sock.close()
                 raise
@@ -78,11 +82,6 @@ class HeldPort:
     def inherit_env(self) -> dict[str, str]:
         """What nginx needs in its environment to use the socket."""
         return {"NGINX": f"{self.ensure()};"}
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 def service_answers_ping(socket_path: str, timeout: float = 2.0, http_version: str = "1.0") -> bool:

@@ -108,6 +108,6 @@ def test_a_request_longer_than_the_budget_is_cut_and_serve_exits_0_in_time(
         log = stack.log_text()
         assert "nginx did not stop in 2" in log
         assert "killing it, cutting what it still had in flight" in log
-        assert "sagemaker_tfs.supervisor.stack: stopped" in log
+        assert "sagemaker_tfs.supervisor.stack_supervisor: stopped" in log
     finally:
         stack.kill_session()

@@ -14,7 +14,8 @@ from sagemaker_tfs.service.multi_model import (
     ModelDirectory,
     ModelLocation,
 )
-from sagemaker_tfs.supervisor.stack import StartupError, Supervisor
+from sagemaker_tfs.supervisor.stack_supervisor import Supervisor
+from sagemaker_tfs.supervisor.startup import StartupError
 from stack_configs import StackConfigBuilder
 
 BOTH = {

@@ -1,4 +1,4 @@
-"""nginx's per-invocation lines counted into Prometheus families (edge_metrics.py)."""
+"""nginx's per-invocation lines counted into Prometheus families (metrics/edge_log.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from metrics_scrape import Scrape
 from process_checks import wait_until
 from prometheus_client import CollectorRegistry, generate_latest
-from sagemaker_tfs.supervisor.edge_metrics import EdgeCounts, EdgeLog, upstream_seconds
+from sagemaker_tfs.supervisor.metrics.edge_log import EdgeCounts, EdgeLog, upstream_seconds
 
 
 class Families:

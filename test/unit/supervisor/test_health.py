@@ -24,7 +24,7 @@ from sagemaker_tfs.supervisor.health import (
     WatchedServer,
     status_target,
 )
-from sagemaker_tfs.supervisor.model_service import StatusAnswer
+from sagemaker_tfs.supervisor.model_service_client import StatusAnswer
 from stack_configs import StackConfigBuilder
 
 AVAILABLE = StatusAnswer(True, True)

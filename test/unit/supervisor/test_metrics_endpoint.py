@@ -19,19 +19,19 @@ from metrics_scrape import Scrape
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import HistogramMetricFamily
 from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.metrics_endpoint import (
+from sagemaker_tfs.supervisor.metrics.endpoint import (
     MetricsServer,
     ServiceWorkers,
     StackMetrics,
     monitored,
 )
-from sagemaker_tfs.supervisor.model_server_metrics import (
+from sagemaker_tfs.supervisor.metrics.model_servers import (
     Families,
     MonitoredServer,
     exposition,
     with_label,
 )
-from sagemaker_tfs.supervisor.stack_metrics import ModelLoads, StackCollector
+from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, StackCollector
 from sagemaker_tfs.wire.errors import HttpError
 
 # A model server's exposition as TF Serving writes it (and our model server, with "# EOF").

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 from sagemaker_tfs.config import ModelSpec, StackConfig
-from sagemaker_tfs.supervisor.model_server_processes import ModelLoadError
-from sagemaker_tfs.supervisor.model_service import ModelServiceError, ModelState
+from sagemaker_tfs.supervisor.model_availability import ModelLoadError
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceError, ModelState
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
 from sagemaker_tfs.wire import protos
 from stack_configs import StackConfigBuilder
@@ -59,7 +59,7 @@ class Processes:
     def __init__(self) -> None:
         self.pids: dict[str, int | None] = {}
 
-    def __call__(self, key: str) -> int | None:
+    def model_server_pid(self, key: str) -> int | None:
         return self.pids.get(key, 4242)
 
 

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.supervisor import model_service, stack
-from sagemaker_tfs.supervisor.stack import Supervisor, child_environment, gunicorn_command
+from sagemaker_tfs.supervisor import model_service_client, stack_supervisor
+from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
+from sagemaker_tfs.supervisor.stack_supervisor import Supervisor, child_environment
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
 
 
-def test_gunicorn_command(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
+def test_gunicorn_command(stack_config: StackConfigBuilder) -> None:
     config = stack_config(EVERY_VARIABLE)
-    argv = gunicorn_command(config)
+    argv = gunicorn_command(config, 7)
     assert argv[:3] == [sys.executable, "-m", "gunicorn"]
-    assert f"--bind=unix:{tmp_path / 'work' / 'gunicorn.sock'}" in argv
-    assert "--bind=fd://7" in gunicorn_command(config, 7)  # the supervisor's held socket
+    assert "--bind=fd://7" in argv  # the supervisor's held socket
     for flag in (
         "--workers=3",
         "--threads=4",
@@ -58,17 +58,17 @@ def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
     """The supervisor forks while its gRPC channels to the shared model servers live."""
 
     assert os.environ["GRPC_ENABLE_FORK_SUPPORT"] == "false"
-    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", None)
+    monkeypatch.setattr(stack_supervisor, "USER_FORK_SUPPORT", None)
     assert "GRPC_ENABLE_FORK_SUPPORT" not in child_environment(stack_config())
-    monkeypatch.setattr(stack, "USER_FORK_SUPPORT", "true")  # the user's own setting
+    monkeypatch.setattr(stack_supervisor, "USER_FORK_SUPPORT", "true")  # the user's own setting
     assert child_environment(stack_config())["GRPC_ENABLE_FORK_SUPPORT"] == "true"
-    assert model_service.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
+    assert model_service_client.FORK_SUPPORT_VARIABLE == "GRPC_ENABLE_FORK_SUPPORT"
 
 
 FORKS_WHILE_A_CALL_WAITS = """
 import signal, threading
 from sagemaker_tfs.supervisor.children import spawn
-from sagemaker_tfs.supervisor.model_service import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
 
 client = ModelServiceClient("unix:{socket}")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, model_spec
-from sagemaker_tfs.supervisor.model_server_processes import (
+from sagemaker_tfs.supervisor.model_server_configs import (
     MONITORING_PATH,
     model_server_args,
     quote_text_proto,

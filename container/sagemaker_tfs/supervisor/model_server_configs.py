@@ -1,5 +1,5 @@
-"""Model server processes: their command lines and config files, and whether their models
-are AVAILABLE.
+"""The model servers' command lines and the config files they read (models, batching,
+monitoring); the processes are started by ``model_server_launcher``.
 
 The model server is the real ``tensorflow_model_server`` when it is on PATH, otherwise
 ``sagemaker-tfs model-server``, which takes the same flags.
@@ -7,19 +7,12 @@ The model server is the real ``tensorflow_model_server`` when it is on PATH, oth
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import shutil
 import sys
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, StackConfig
-from sagemaker_tfs.supervisor.polling import poll_until
-
-logger = logging.getLogger(__name__)
 
 TFS_BINARY = "tensorflow_model_server"
 # Every model server exports TF Serving's Prometheus metrics on its REST port at this path
@@ -28,9 +21,6 @@ MONITORING_CONFIG_FILE = "monitoring.config"
 MONITORING_PATH = "/monitoring/prometheus/metrics"
 # TF Serving's rule for --rest_api_num_threads (4 per CPU), applied to the container's CPUs.
 REST_THREADS_PER_CPU = 4
-
-
-# --- command lines and config files -------------------------------------------------------
 
 
 def model_server_command() -> list[str]:
@@ -140,76 +130,3 @@ def grpc_socket_args(instance: Instance, config: StackConfig) -> list[str]:
     """``--grpc_socket_path`` of one model server: the service calls it over that socket."""
     path = config.grpc_socket_path(instance.grpc_port)
     return [f"--grpc_socket_path={path}"] if path else []
-
-
-# --- readiness -------------------------------------------------------------------------------
-
-
-class ModelLoadError(Exception):
-    """The model server reports that a model failed to load (every version ended)."""
-
-
-def model_version_statuses(rest_port: int, name: str, timeout: float = 2.0) -> list[dict]:
-    """``model_version_status`` of TF Serving's REST status call; empty when unanswered."""
-    url = f"http://127.0.0.1:{rest_port}/v1/models/{urllib.parse.quote(name, safe='')}"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            status = json.load(response)
-    except (OSError, ValueError):
-        return []
-    versions = status.get("model_version_status", []) if isinstance(status, dict) else []
-    return [v for v in versions if isinstance(v, dict)]
-
-
-def model_is_available(rest_port: int, name: str) -> bool:
-    """True when a version of ``name`` is AVAILABLE; raises ModelLoadError if all failed."""
-    versions = model_version_statuses(rest_port, name)
-    if any(v.get("state") == "AVAILABLE" for v in versions):
-        return True
-    errors = [
-        str(v.get("status", {}).get("error_message") or v.get("status", {}).get("error_code"))
-        for v in versions
-        if v.get("state") == "END" and v.get("status", {}).get("error_code", "OK") != "OK"
-    ]
-    if versions and len(errors) == len(versions):
-        raise ModelLoadError(f"model {name} failed to load: {'; '.join(errors)}")
-    return False
-
-
-def wait_until_available(
-    rest_port: int,
-    names: Sequence[str],
-    timeout: float,
-    still_running: Callable[[], bool],
-    interval: float = 0.2,
-) -> bool:
-    """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit.
-
-    Raises ModelLoadError as soon as the model server reports a model as failed, rather
-    than waiting for the timeout.
-    """
-    pending = list(names)
-
-    def all_available() -> bool:
-        pending[:] = [name for name in pending if not model_is_available(rest_port, name)]
-        return not pending
-
-    return poll_until(all_available, timeout, interval, still_running)
-
-
-def models_available_check(
-    key: str, instance: Instance, names: Sequence[str]
-) -> Callable[[], bool]:
-    """A model server's readiness check: every model AVAILABLE (a failed load logged once)."""
-    reported: set[str] = set()
-
-    def check() -> bool:
-        try:
-            return all(model_is_available(instance.rest_port, name) for name in names)
-        except ModelLoadError as error:
-            if str(error) not in reported:
-                reported.add(str(error))
-                logger.error("%s: %s", key, error)
-            return False
-
-    return check

@@ -4,11 +4,11 @@ which nginx proxies the public metrics path (``templates/metrics.conf``).
 One scrape gathers, in the supervisor (no request of it reaches the Python service or a
 model server's prediction path):
 
-- invocations counted from nginx's log lines (``edge_metrics.EdgeLog``), every route;
+- invocations counted from nginx's log lines (``edge_log.EdgeLog``), every route;
 - the Python service's workers' metrics from their ``prometheus_client`` multiprocess
   files (``ServiceWorkers``; ``PROMETHEUS_MULTIPROC_DIR`` = ``StackConfig.metrics_dir``);
-- the supervisor's own (``stack_metrics``);
-- the model servers' own, passed through under TF Serving's names (``model_server_metrics``).
+- the supervisor's own (``stack``);
+- the model servers' own, passed through under TF Serving's names (``model_servers``).
 
 Families of the same name from several sources (the model server call time: nginx's for
 njs conversions, the service's for the rest) are joined into one. The text is
@@ -22,8 +22,6 @@ import glob
 import logging
 import os
 import shutil
-import socketserver
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -35,9 +33,10 @@ from prometheus_client.registry import Collector
 
 from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.edge_metrics import EdgeLog
-from sagemaker_tfs.supervisor.model_server_metrics import MonitoredServer, exposition
-from sagemaker_tfs.supervisor.stack_metrics import ModelLoads, StackCollector
+from sagemaker_tfs.supervisor.metrics.edge_log import EdgeLog
+from sagemaker_tfs.supervisor.metrics.model_servers import MonitoredServer, exposition
+from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, StackCollector
+from sagemaker_tfs.supervisor.unix_http import UnixHttpServer
 
 logger = logging.getLogger(__name__)
 
@@ -178,24 +177,14 @@ class MetricsHandler(BaseHTTPRequestHandler):
         logger.debug("metrics: " + format, *args)
 
 
-class MetricsServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+class MetricsServer(UnixHttpServer):
     """The metrics endpoint on a unix socket: one thread per scrape."""
 
-    daemon_threads = True
-
     def __init__(self, path: str, metrics: StackMetrics, edge_log: EdgeLog | None = None) -> None:
-        if os.path.exists(path):
-            os.unlink(path)
         self.metrics = metrics
         self.edge_log = edge_log
         self.loads: ModelLoads | None = None
-        super().__init__(path, MetricsHandler)
-        os.chmod(path, 0o600)
-
-    def serve_in_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="metrics", daemon=True)
-        thread.start()
-        return thread
+        super().__init__(path, MetricsHandler, "metrics")
 
     def close(self) -> None:
         self.shutdown()

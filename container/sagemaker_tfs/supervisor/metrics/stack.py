@@ -9,7 +9,6 @@ control API (``ModelLoads.timed``).
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -17,21 +16,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from sagemaker_tfs.supervisor.children import Child
+from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.metrics import PREFIX
 
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 # Seconds: a small model loads in a fraction of a second, a large one in minutes.
 LOAD_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-
-def resident_bytes(pid: int) -> int | None:
-    """The process's resident memory (``/proc/PID/statm``), None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/statm", encoding="ascii") as stream:
-            return int(stream.read().split()[1]) * PAGE_BYTES
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 class StackCollector:
@@ -87,8 +77,8 @@ class StackCollector:
             labels=("model_server",),
         )
         for child in self._model_servers():
-            size = resident_bytes(child.pid) if child.pid and child.running() else None
-            if size is not None:
+            size = process_rss_bytes(child.pid) if child.running() else 0
+            if size:  # 0: gone
                 memory.add_metric((child.name,), float(size))
         yield memory
         if self._models_loaded is not None:

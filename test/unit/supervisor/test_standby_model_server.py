@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from process_checks import alive, wait_until
 from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.standby import FIRST_BACKOFF_SECONDS, StandbyModelServer
+from sagemaker_tfs.supervisor.standby_model_server import FIRST_BACKOFF_SECONDS, StandbyModelServer
 
 ENV = {"PATH": "/usr/bin:/bin"}
 # Waits for one line, writes it to argv[1] with its pid, then serves (sleeps) as told.
@@ -118,7 +118,7 @@ def test_a_standby_that_dies_is_replaced_after_a_backoff(
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
 
-    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.standby"):
+    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.standby_model_server"):
         standby.check(now)
     assert standby.process is None  # not at once: a standby that cannot start must not spin
     assert f"standby model server (pid {first.pid}) was killed by SIGKILL" in caplog.text

@@ -1,0 +1,103 @@
+"""nginx, the front tier: its config written, the public port held, its process started, and
+the wait until it answers on that port."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+from functools import partial
+from pathlib import Path
+
+from sagemaker_tfs.supervisor import nginx_config
+from sagemaker_tfs.supervisor.children import Child
+from sagemaker_tfs.supervisor.sockets import HeldPort, http_answers
+from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
+
+logger = logging.getLogger(__name__)
+
+TIER = "nginx"
+NGINX_START_SECONDS = 30.0
+# Starts of an nginx killed during start-up (see _wait_for_public_port).
+NGINX_START_ATTEMPTS = 3
+
+
+class NginxLauncher(TierLauncher):
+    """Starts nginx on the public port, which it holds from the first start to the stop."""
+
+    def __post_init__(self) -> None:
+        self.work_dir = Path(self.config.work_dir)
+        self.public_port = HeldPort(self.config.port)
+
+    def start(self) -> None:
+        try:
+            text = nginx_config.render(self.config)
+        except nginx_config.NginxConfigError as error:
+            raise StartupError(f"cannot write the nginx config: {error}") from None
+        path = self.work_dir / "nginx.conf"
+        path.write_text(text, encoding="utf-8")
+        logger.info("nginx config %s:\n%s", path, text.rstrip())
+        try:
+            fd = self.public_port.ensure()
+        except OSError as error:
+            raise StartupError(f"cannot listen on port {self.config.port}: {error}") from None
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        argv = [binary, "-c", str(path), "-p", str(self.work_dir) + "/", "-e", "stderr"]
+        (self.work_dir / "nginx.pid").unlink(missing_ok=True)
+        nginx = Child(
+            "nginx",
+            argv,
+            {**self.env, **self.public_port.inherit_env()},
+            stop_signal=signal.SIGQUIT,
+            stop_timeout=self.config.nginx_proxy_read_timeout + 5,
+            ready_check=lambda: self._nginx_listens(nginx),
+            # SIGTERM, not SIGKILL: the master then stops its workers, which have no
+            # parent-death signal of their own, before it exits.
+            death_signal=signal.SIGTERM,
+            pass_fds=(fd,),
+        )
+        self.children.start(TIER, nginx)
+        self._wait_for_public_port(nginx)
+        nginx.mark_ready()
+
+    def _nginx_listens(self, nginx: Child) -> bool:
+        return read_pid(self.work_dir / "nginx.pid") == nginx.pid and http_answers(
+            self.config.port, "/execution-parameters"
+        )
+
+    def _wait_for_public_port(self, nginx: Child) -> None:
+        """nginx listens, or start-up fails (e.g. the port is taken).
+
+        nginx writes its pid file once it has its sockets, and a worker answering HTTP shows
+        that it accepts on the port the supervisor holds (a connection alone would be queued).
+
+        Clients reach nginx as soon as it answers, a moment before this check sees it: an nginx
+        killed by a signal meanwhile crashed while serving, and is started again. One that
+        exits with a code of its own (bad config, port taken) fails the start-up.
+        """
+        listens = partial(self._nginx_listens, nginx)
+        for _ in range(NGINX_START_ATTEMPTS):
+            if self.wait_while_starting(nginx, listens, NGINX_START_SECONDS):
+                return
+            if nginx.running() or not was_killed(nginx):
+                break
+            logger.warning(
+                "nginx (pid %d) %s during start-up; starting it again", nginx.pid, exit_of(nginx)
+            )
+            nginx.restart_after_crash()
+        if not nginx.running():
+            raise StartupError(f"nginx {exit_of(nginx)} during start-up (see its log above)")
+        raise StartupError(f"nginx did not listen on port {self.config.port} in time")
+
+
+def was_killed(child: Child) -> bool:
+    """The child's process ended by a signal (a crash or a kill), not by exiting itself."""
+    code = child.exit_code()
+    return code is not None and code < 0
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

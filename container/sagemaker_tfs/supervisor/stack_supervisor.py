@@ -1,0 +1,231 @@
+"""The ``Supervisor``: starts the stack's tiers in order, watches them, stops them.
+
+Start-up order: model servers (and wait until their models are AVAILABLE), the health
+monitor (``health.py``: the verdict ``/ping`` answers, kept from then on), the Python service
+under gunicorn (and, single-model, the stream server beside it), then nginx, so that ``/ping``
+cannot answer 200 before the models are ready. How each tier's processes are built is its
+launcher's business (``model_server_launcher``, ``service_launcher``, ``nginx_launcher``). A
+child that exits is logged and restarted (see ``children.Child``). Stopping (``/ping`` 503
+from its first moment) goes the other way: the stream server is told first (it closes its
+WebSockets with 1001, which nginx would otherwise wait for), nginx gracefully (SIGQUIT lets
+in-flight requests finish), then gunicorn and the stream server, then the model servers,
+within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.supervisor import model_server_launcher, nginx_launcher, service_launcher
+from sagemaker_tfs.supervisor.children import ChildGroup, reap_orphans
+from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
+from sagemaker_tfs.supervisor.control_api import ControlServer
+from sagemaker_tfs.supervisor.health import HealthMonitor
+from sagemaker_tfs.supervisor.metrics.endpoint import MetricsServer, start_metrics_endpoint
+from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH
+from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
+from sagemaker_tfs.supervisor.model_service_client import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
+from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
+from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
+from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
+from sagemaker_tfs.supervisor.service_launcher import STREAM_SERVER, ServiceLauncher
+from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.startup import POLL_SECONDS, StartupError
+from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
+
+logger = logging.getLogger(__name__)
+
+# The children's tiers, in start order: they stop in reverse (nginx first).
+TIERS = (model_server_launcher.TIER, service_launcher.TIER, nginx_launcher.TIER)
+# SageMaker sends SIGKILL 30 s after SIGTERM (scale-in): each tier is stopped by then (a request
+# still in flight at 22 s is cut, one warning line), so that serve exits 0 in time.
+STOP_DEADLINES = dict(zip(TIERS, (26.0, 24.0, 22.0), strict=True))
+
+
+class Supervisor:
+    """Owns the children of one stack, their launchers and the multi-model registry."""
+
+    def __init__(self, config: StackConfig) -> None:
+        self.config = config
+        self.children = ChildGroup(TIERS)
+        self.stop_requested = threading.Event()
+        self.serving = False
+        env = child_environment(config)
+        launched = (config, env, self.children, self.stop_requested)
+        self.model_servers = ModelServerLauncher(*launched, lambda: self.serving)
+        self.service = ServiceLauncher(*launched)
+        self.nginx = NginxLauncher(*launched)
+        self.registry: ModelRegistry | None = None
+        self.multi_model_servers: ModelServers | None = None
+        self.health: HealthMonitor | None = None
+        self.control: ControlServer | None = None
+        self.metrics: MetricsServer | None = None
+
+    def write_configs(self) -> None:
+        Path(self.config.work_dir).mkdir(parents=True, exist_ok=True)
+        Path(self.config.health_file).unlink(missing_ok=True)  # a verdict of an earlier run
+        Path(self.config.stack_config_path).write_text(self.config.to_json(), encoding="utf-8")
+        self.model_servers.write_configs()
+
+    def start(self) -> None:
+        self.write_configs()
+        if self.config.metrics:
+            self._start_metrics_endpoint()
+        if self.config.multi_model:
+            self._download_universal_code()
+            self._start_control_api(self._multi_model_servers())
+        else:
+            self.model_servers.start_single_model()
+        self._start_health_monitor()
+        self.service.start(with_stream_server=not self.config.multi_model)
+        self.nginx.start()
+        self.serving = True
+        logger.info("serving on port %d", self.config.port)
+
+    def _download_universal_code(self) -> None:
+        """Shared code from S3, before gunicorn (its hook installs the requirements)."""
+        target = self.config.universal_code_dir
+        if target is None:
+            return
+        assert self.config.universal_bucket and self.config.universal_prefix
+        try:
+            download_code(self.config.universal_bucket, self.config.universal_prefix, target)
+        except CodeDownloadError as error:
+            raise StartupError(str(error)) from None
+
+    def _start_metrics_endpoint(self) -> None:
+        self.metrics = start_metrics_endpoint(
+            self.config,
+            self.children.children,
+            partial(self.children.members, model_server_launcher.TIER),
+            lambda: self.serving,
+            self._models_loaded if self.config.multi_model else None,
+            MONITORING_PATH,
+            self._serves_model,
+        )
+        logger.info("metrics on %s (unix:%s)", self.config.metrics_path, self.config.metrics_socket)
+
+    def _serves_model(self, name: str) -> bool:
+        """Whether the stack serves a model of that name now (metrics count only those by
+        name: requests may name any)."""
+        if self.registry is not None:
+            return self.registry.serves(name)
+        return any(model.name == name for model in self.config.models)
+
+    def _models_loaded(self) -> int:
+        return len(self.registry.list()) if self.registry is not None else 0
+
+    def _multi_model_servers(self) -> ModelServers:
+        """One process per model, or the shared model servers, started now (see registry.py)."""
+        if self.config.model_server_per_model:
+            logger.info("multi-model: one model server process per loaded model")
+            return PerModelServers(self.config, self.model_servers)
+        logger.info(
+            "multi-model: %d model server(s) shared by every model", len(self.config.instances)
+        )
+        shared = SharedModelServers(self.config, self.model_servers)
+        self.model_servers.start_shared(shared)
+        return shared
+
+    def _start_health_monitor(self) -> None:
+        """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
+
+        self.health = HealthMonitor(
+            self.config.health_file,
+            lambda: self.model_servers.watched(self.multi_model_servers, self.registry),
+        )
+        self.health.start()
+
+    def _start_control_api(self, servers: ModelServers) -> None:
+        self.multi_model_servers = servers
+        self.registry = ModelRegistry(self.config, servers)
+        loads = self.metrics.loads if self.metrics is not None else None
+        self.control = ControlServer(self.config.control_socket, self.registry, loads)
+        self.control.serve_in_background()
+        logger.info("multi-model control API on unix:%s", self.config.control_socket)
+
+    # --- watching and stopping ---
+
+    def watch(self) -> None:
+        """Restart what exits until a stop is asked. An error in one round is logged and the
+        next round goes on: a watch loop that ended would leave the endpoint unsupervised."""
+        last_error = ""
+        while not self.stop_requested.wait(POLL_SECONDS):
+            try:
+                self._watch_once()
+            except Exception as error:  # noqa: BLE001 - logged; the next round tries again
+                if repr(error) != last_error:  # once, not ten times a second
+                    logger.exception("error while watching the children")
+                last_error = repr(error)
+            else:
+                last_error = ""
+
+    def _watch_once(self) -> None:
+        self.children.check(time.monotonic())
+        if self.model_servers.standby is not None:
+            self.model_servers.standby.check(time.monotonic())
+        reap_orphans()
+
+    def shutdown(self) -> None:
+        """nginx (in-flight requests finish), gunicorn, model servers: by ``STOP_DEADLINES``."""
+        started = time.monotonic()
+        logger.info("stopping the stack")
+        if self.health is not None:
+            self.health.stop("The endpoint is stopping")
+        if self.control is not None:
+            self.control.shutdown()
+            self.control.server_close()
+        # nginx keeps its own copy of the public port while it finishes in-flight requests;
+        # closed here first, no new connection waits in a backlog nobody will serve.
+        self.nginx.public_port.close()
+        if self.model_servers.standby is not None:
+            self.model_servers.standby.stop()
+        stream = self.children.get(STREAM_SERVER)
+        if stream is not None:
+            stream.request_stop()
+        self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
+        if self.metrics is not None:  # after nginx: its last log lines are still read
+            self.metrics.close()
+        if self.registry is not None:
+            self.registry.close()
+        self.service.service_socket.close()
+        for path in (
+            self.config.service_socket,
+            self.config.control_socket,
+            self.config.stream_socket,
+        ):
+            with contextlib.suppress(OSError):  # gone, or never made (no work directory)
+                Path(path).unlink()
+        logger.info("stopped")
+
+
+# glibc gives every allocation above 32 MB fresh pages from mmap and returns them on free, so
+# each tensor of tens of MB is page-faulted in anew on every request: joining 53 MB took
+# 110-160 ms that way and 11-25 ms in reused heap memory (docs/performance.md). Children keep
+# freed memory up to this size instead; the user's own MALLOC_* settings win.
+MALLOC_REUSE_BYTES = str(256 << 20)
+MALLOC_DEFAULTS = {
+    "MALLOC_MMAP_THRESHOLD_": MALLOC_REUSE_BYTES,
+    "MALLOC_TRIM_THRESHOLD_": MALLOC_REUSE_BYTES,
+}
+
+
+def child_environment(config: StackConfig) -> dict[str, str]:
+    """The environment of every child (each launcher adds its own variables)."""
+    env = dict(os.environ)
+    env.pop(MULTIPROCESS_DIR_ENV, None)
+    env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service_client.py)
+    if USER_FORK_SUPPORT is not None:
+        env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
+    env["OMP_NUM_THREADS"] = config.omp_num_threads
+    env["PYTHONUNBUFFERED"] = "1"
+    for name, value in MALLOC_DEFAULTS.items():
+        env.setdefault(name, value)
+    return env

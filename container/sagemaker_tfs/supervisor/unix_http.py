@@ -1,0 +1,27 @@
+"""The skeleton of the supervisor's two HTTP servers on unix sockets (the control API, the
+metrics endpoint): a socket only the supervisor's user may open, one thread per request."""
+
+from __future__ import annotations
+
+import os
+import socketserver
+import threading
+from http.server import BaseHTTPRequestHandler
+
+
+class UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """An HTTP server on the unix socket ``path`` (a stale one of an earlier run replaced)."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str, handler: type[BaseHTTPRequestHandler], thread_name: str) -> None:
+        if os.path.exists(path):
+            os.unlink(path)
+        self.thread_name = thread_name
+        super().__init__(path, handler)
+        os.chmod(path, 0o600)
+
+    def serve_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name=self.thread_name, daemon=True)
+        thread.start()
+        return thread
