@@ -65,8 +65,11 @@ SERVER = ModelServer(9000, 8501, None)
 CONTEXT = build_context(REQUEST, SERVER)
 
 
-def invoke(user_code: UserCode, body: bytes, request: ParsedRequest, servers: Candidates,
-           limits: Limits = Limits()) -> Reply:  # fmt: skip
+NO_LIMITS = Limits()
+
+
+def invoke(user_code: UserCode | None, body: bytes, request: ParsedRequest, servers: Candidates,
+           limits: Limits = NO_LIMITS) -> Reply:  # fmt: skip
     """One invocation by a worker's ``Invoker``, its record counting nothing."""
     invoker = Invoker(requests.Session(), ImageOptions(1.0, 0.0), limits)
     return invoker.invoke(
@@ -354,9 +357,6 @@ def test_a_failover_sends_the_body_converted_once(
     servers = Fixed(ModelServer(1, closed_port(), None), ModelServer(2, live, None))
     request = dataclasses.replace(REQUEST, content_type=MediaType("application/json"),
                                   accept=(), target=Route("m", None, "classify"))  # fmt: skip
-    invoker = Invoker(requests.Session(), ImageOptions(1.0, 0.0), Limits())
-    reply = invoker.invoke(
-        request, b"[1, 2]", None, servers, InvocationRecord(None, falcon.Response())
-    )
+    reply = invoke(None, b"[1, 2]", request, servers)
     assert (reply.status, json.loads(b"".join(reply.body))) == (200, {"predictions": [live]})
     assert converted == [b"[1, 2]"]
