@@ -53,9 +53,9 @@ class PreparedCall(NamedTuple):
     output_type: str
 
 
-def answer_type(request: ParsedRequest) -> str:
-    """The checks made before any work (predict only, an answer type that Accept allows, a
-    content type read here): the answer's type."""
+def check(request: ParsedRequest) -> None:
+    """The checks made before any work: predict only, an answer type that Accept allows
+    (``ParsedRequest.answer``), a content type read here."""
     kind = request.content_type.name
     if request.target.method != "predict":
         raise HttpError(
@@ -63,20 +63,21 @@ def answer_type(request: ParsedRequest) -> str:
             f"tfs-method={request.target.method} is not supported for {kind}; "
             "use application/json",
         )
-    output_type = content_types.choose_output_type(request.accept)
+    if request.answer.fast_path is None:
+        raise content_types.not_acceptable(request.accept)
     if kind not in content_types.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
-    return output_type
 
 
-def prepare(request: ParsedRequest, body: bytes, signature: Signature, options: ImageOptions,
-            output_type: str) -> PreparedCall:  # fmt: skip
+def prepare(
+    request: ParsedRequest, body: bytes, signature: Signature, options: ImageOptions
+) -> PreparedCall:
     """The body decoded against the signature, once (a failover reuses it)."""
     decoded = inputs.decode_request(body, request.content_type.name, signature.inputs, options)
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
-    return PreparedCall(decoded, names, stream, output_type)
+    return PreparedCall(decoded, names, stream, request.answer.fast_path or content_types.JSON)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 
 from sagemaker_tfs.service import conversion
 from sagemaker_tfs.service.content_types import (
+    CSV,
     DECODE_ERRORS,
     IMAGE_STREAM,
     INPUT_TYPES,
@@ -273,7 +274,7 @@ def _text_inputs(
     """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
     by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
     ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
-    if kind in conversion.CSV_TYPES:
+    if kind == CSV:
         spec = _single_input(inputs, kind)
         rows = conversion.read_values(kind, body)
         assert isinstance(rows, list)  # CSV reads as the list of its rows

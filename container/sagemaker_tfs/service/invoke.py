@@ -21,6 +21,7 @@ from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers import UserCode
@@ -32,7 +33,7 @@ from sagemaker_tfs.service.model_servers import (
     ModelServer,
     reached_no_model_server,
 )
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.streaming import HandlerStream, is_stream
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
 from sagemaker_tfs.wire.metrics import (
@@ -45,7 +46,6 @@ from sagemaker_tfs.wire.metrics import (
 
 logger = logging.getLogger(__name__)
 
-JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # Exceptions whose cause is the request rather than the handler or the server: what parsing
 # a bad body raises (too deep a nesting is a RecursionError; an integer of 4300+ digits is a
 # ValueError with this text).
@@ -144,8 +144,8 @@ def model_server_error(response: requests.Response) -> Reply:
     except ValueError:
         text = response.content.decode("utf-8", errors="replace").strip()
         return Reply(response.status_code, error_body(shorten(text or response.reason or "")),
-                     DEFAULT_MEDIA_TYPE)  # fmt: skip
-    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
+                     JSON)  # fmt: skip
+    return Reply(response.status_code, response.content, JSON)
 
 
 class Invoker:
@@ -170,11 +170,11 @@ class Invoker:
             record.route = ROUTE_INFERENCE_PY
             failover = Failover(candidates, lambda server: _context(request, server, state))
             return self.call_user_code(user_code, request, body, failover, record)
-        convertible = request.content_type.name in conversion.CONVERTIBLE_TYPES
+        convertible = request.content_type.name in CONVERTIBLE_TYPES
         if convertible and len(body) > self.limits.text_body_mb << 20:
             raise conversion.text_too_large(self.limits.text_body_mb)
         failover = Failover(candidates, partial(build_context, request))
-        if convertible and request.first_accept in JSON_ACCEPTS:
+        if convertible and request.answer.tfs_json:
             record.route = ROUTE_CONVERSION
             return self.predict_text(request, body, failover, record)
         record.route = ROUTE_FAST_PATH
@@ -227,7 +227,7 @@ class Invoker:
         try:
             with record.model_server_call():
                 response = self.session.post(
-                    uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
+                    uri, data=body, headers={"Content-Type": JSON}, timeout=None
                 )
         except requests.ConnectionError as error:
             raise ModelServerUnavailable(f"The model server is not available: {error}") from None
@@ -262,9 +262,9 @@ class Invoker:
                   record: InvocationRecord) -> Reply:  # fmt: skip
         """Any other body, no user code: checked, decoded against the model's signature, sent
         over gRPC, the answer encoded as Accept asks (``fast_path``)."""
-        output_type = fast_path.answer_type(request)
+        fast_path.check(request)
         signature = failover(fast_path.signature_of)
-        call = fast_path.prepare(request, body, signature, self.options, output_type)
+        call = fast_path.prepare(request, body, signature, self.options)
         timeout = self.limits.model_server_timeout
         chunks, content_type = failover(lambda context: fast_path.predict(context, call, record,
                                                                           timeout))  # fmt: skip

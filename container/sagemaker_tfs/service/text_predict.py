@@ -20,10 +20,11 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import conversion, fast_path, text_tensors
+from sagemaker_tfs.service import fast_path, text_tensors
+from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.streamed_predict import StreamError
@@ -49,9 +50,9 @@ class JsonAnswer(NamedTuple):
 def as_passed_on(status: int, pieces: Sequence[bytes], request: ParsedRequest) -> JsonAnswer:
     """A REST answer (``pieces``: its body) as the service passes it to the client: on one
     line, with the first listed JSON type, when Accept lists one (the reference's rule)."""
-    one_line_type = conversion.one_line_json_type(request.accept)
+    one_line_type = request.answer.one_line
     if one_line_type is None:
-        return JsonAnswer(status, list(pieces), DEFAULT_MEDIA_TYPE)
+        return JsonAnswer(status, list(pieces), JSON)
     return JsonAnswer(status, [piece.replace(b"\n", b"") for piece in pieces], one_line_type)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path, inputs
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import ModelServer
@@ -29,11 +30,9 @@ from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
 REQUEST = ParsedRequest(
-    method="POST",
-    path="/invocations",
     content_type=MediaType("application/x-npy"),
     accept=(),
-    accept_header="",
+    answer=answer_type((), ""),
     custom_attributes=CustomAttributes(),
     target=Route("m", None, "predict"),
     content_length=0,

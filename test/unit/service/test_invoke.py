@@ -18,6 +18,7 @@ import falcon
 import pytest
 import requests
 from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.errors import Overloaded
 from sagemaker_tfs.service.handlers import UserCode
@@ -32,11 +33,9 @@ from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
 REQUEST = ParsedRequest(
-    method="POST",
-    path="/invocations",
     content_type=MediaType("text/csv"),
     accept=accept_list("text/csv"),
-    accept_header="text/csv",
+    answer=answer_type(accept_list("text/csv"), "text/csv"),
     custom_attributes=CustomAttributes(),
     target=Route("m", None, "predict"),
     content_length=3,
@@ -355,8 +354,14 @@ def test_a_failover_sends_the_body_converted_once(
     monkeypatch.setattr(conversion, "convert", counted)
     live = http_server(200)
     servers = Fixed(ModelServer(1, closed_port(), None), ModelServer(2, live, None))
-    request = dataclasses.replace(REQUEST, content_type=MediaType("application/json"),
-                                  accept=(), target=Route("m", None, "classify"))  # fmt: skip
+    json_body = MediaType("application/json")
+    request = dataclasses.replace(
+        REQUEST,
+        content_type=json_body,
+        accept=(),
+        answer=answer_type((), ""),
+        target=Route("m", None, "classify"),
+    )
     reply = invoke(None, b"[1, 2]", request, servers)
     assert (reply.status, json.loads(b"".join(reply.body))) == (200, {"predictions": [live]})
     assert converted == [b"[1, 2]"]

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from sagemaker_tfs.service.app import serve_in_sessions
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.invoke import Reply, SessionState
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.routing import Route
@@ -115,7 +116,7 @@ def test_the_new_session_placeholder_names_no_session() -> None:
 
 def request(session_id: str | None = None) -> ParsedRequest:
     return ParsedRequest(
-        "POST", "/invocations", MediaType("application/json"), (), "", CustomAttributes(),
+        MediaType("application/json"), (), answer_type((), ""), CustomAttributes(),
         Route("m", None, "predict"), 0, session_id=session_id,
     )  # fmt: skip
 
