@@ -8,7 +8,7 @@ from typing import Any
 
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import rest_uri
+from sagemaker_tfs.service.targets import rest_uri
 
 _ContextFields = namedtuple(
     "_ContextFields",

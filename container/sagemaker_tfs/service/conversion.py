@@ -29,7 +29,7 @@ ECMASCRIPT_WHITESPACE = (
 )
 
 
-def trim(text: str) -> str:
+def strip_ecmascript_whitespace(text: str) -> str:
     """``text.trim()`` as the njs computes it."""
     return text.strip(ECMASCRIPT_WHITESPACE)
 
@@ -88,7 +88,7 @@ def _is_list_of_lists(value: object) -> bool:
 def read_json(text: str) -> JsonValue | list[JsonValue]:
     """A JSON body: its one value, or the values of JSON lines when it holds several values
     separated by whitespace."""
-    if not trim(text):
+    if not strip_ecmascript_whitespace(text):
         raise HttpError(400, "Empty request body")
     try:
         return JsonValue(text, json.loads(text))
@@ -113,7 +113,7 @@ def convert_json(text: str) -> str:
 
 
 def _csv_field(field: str) -> str:
-    value = trim(field)
+    value = strip_ecmascript_whitespace(field)
     if _STRICT_NUMBER.fullmatch(value):
         return value
     if _LOOSE_NUMBER.fullmatch(value):
@@ -124,7 +124,9 @@ def _csv_field(field: str) -> str:
 
 
 def convert_csv(text: str) -> str:
-    rows = [line.removesuffix("\r") for line in text.split("\n") if trim(line)]
+    rows = [
+        line.removesuffix("\r") for line in text.split("\n") if strip_ecmascript_whitespace(line)
+    ]
     if not rows:
         raise HttpError(400, "Empty request body")
     width = len(rows[0].split(","))

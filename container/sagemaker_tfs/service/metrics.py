@@ -21,7 +21,7 @@ from typing import Any
 
 import falcon
 
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.metrics import (
     LATENCY_BUCKETS,
     MODEL_HEADER,
@@ -95,7 +95,7 @@ class InvocationRecord:
         self._resp = resp
         self.route = ROUTE_SERVICE
 
-    def target(self, target: Route) -> None:
+    def target(self, target: ModelTarget) -> None:
         """The model (and version) the request is for, once it is known."""
         self._resp.set_header(MODEL_HEADER, target.model_name)
         if target.model_version:

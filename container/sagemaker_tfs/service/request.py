@@ -2,7 +2,7 @@
 headers, typed. Nothing after ``app.py`` reads the falcon request again.
 
 Each header is parsed by its one function in ``wire/http_headers.py``; the target model is
-resolved here too (``routing.route``), so a bad name, version or method is a 400 before any
+resolved here too (``targets.model_target``), so a bad name, version or method is a 400 before any
 work is done.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import falcon
 
 from sagemaker_tfs.service.content_types import JSON, AnswerType, answer_type
-from sagemaker_tfs.service.routing import Route, check_model_name, route
+from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (
     ARRIVAL_HEADER,
@@ -28,7 +28,7 @@ from sagemaker_tfs.wire.http_headers import (
     custom_attributes,
     media_type,
     session_id,
-    trim,
+    strip_optional_whitespace,
 )
 
 
@@ -44,7 +44,7 @@ class ParsedRequest:
     accept: tuple[MediaType, ...]
     answer: AnswerType
     custom_attributes: CustomAttributes
-    target: Route
+    target: ModelTarget
     content_length: int
     arrival: float | None = None
     session_id: str | None = None
@@ -55,7 +55,7 @@ def model_named_by(req: falcon.Request, path_name: str | None) -> str | None:
     if path_name is not None:
         return path_name
     header = req.get_header(TARGET_MODEL_HEADER)
-    return trim(header) if header else None
+    return strip_optional_whitespace(header) if header else None
 
 
 def parse_request(
@@ -64,27 +64,32 @@ def parse_request(
     """``default_model``: single-model mode's model for a request that names none;
     ``named_model``: multi-model mode's (``model_named_by``), which the request must give."""
 
-    def target_of(attributes: CustomAttributes) -> Route:
+    def target_of(attributes: CustomAttributes) -> ModelTarget:
         if named_model is not None:
-            return route(attributes, check_model_name(named_model))._replace(model_name=named_model)
+            return model_target(attributes, check_model_name(named_model))._replace(
+                model_name=named_model
+            )
         if default_model is None:
             raise HttpError(
                 400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
             )
-        return route(attributes, default_model)
+        return model_target(attributes, default_model)
 
     length = req.content_length if req.content_length is not None else body_length
     return parse_headers(req.get_header, length, target_of)
 
 
-def parse_headers(header: Callable[[str], str | None], content_length: int,
-                  target_of: Callable[[CustomAttributes], Route]) -> ParsedRequest:  # fmt: skip
+def parse_headers(
+    header: Callable[[str], str | None],
+    content_length: int,
+    target_of: Callable[[CustomAttributes], ModelTarget],
+) -> ParsedRequest:
     """Every header read once (``header``: its value by name), the target model resolved
     from the custom attributes by ``target_of``; an invocation's, or a stream's handshake's."""
     attributes = custom_attributes(header(CUSTOM_ATTRIBUTES_HEADER))
     target = target_of(attributes)
     content_type = media_type(header("Content-Type"))
-    accept_header = trim(header("Accept") or "")
+    accept_header = strip_optional_whitespace(header("Accept") or "")
     accept = accept_list(accept_header)
     return ParsedRequest(
         content_type=content_type if content_type.name else MediaType(JSON),

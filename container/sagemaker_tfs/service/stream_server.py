@@ -41,13 +41,13 @@ from sagemaker_tfs.service.handlers import UserCodeError, ensure_requirements, l
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.request import ParsedRequest, parse_headers
-from sagemaker_tfs.service.routing import route
 from sagemaker_tfs.service.stream_session import (
     StreamEnd,
     StreamHandler,
     close_reason,
     run_handler,
 )
+from sagemaker_tfs.service.targets import model_target
 from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def json_response(connection: ServerConnection, status: int, message: str) -> Re
 def parse_handshake(headers: Headers, default_model: str | None) -> ParsedRequest:
     """The handshake's headers read as an invocation's (custom attributes choose the model's
     version and method; a bad one is a 400 before the connection opens)."""
-    return parse_headers(headers.get, 0, lambda attributes: route(attributes, default_model))
+    return parse_headers(headers.get, 0, lambda attributes: model_target(attributes, default_model))
 
 
 class StreamService:

@@ -22,7 +22,7 @@ from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -34,7 +34,7 @@ REQUEST = ParsedRequest(
     accept=(),
     answer=answer_type((), ""),
     custom_attributes=CustomAttributes(),
-    target=Route("m", None, "predict"),
+    target=ModelTarget("m", None, "predict"),
     content_length=0,
 )
 

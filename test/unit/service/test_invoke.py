@@ -27,8 +27,8 @@ from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, model_server_er
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.service.streaming import HandlerStream
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
@@ -37,7 +37,7 @@ REQUEST = ParsedRequest(
     accept=accept_list("text/csv"),
     answer=answer_type(accept_list("text/csv"), "text/csv"),
     custom_attributes=CustomAttributes(),
-    target=Route("m", None, "predict"),
+    target=ModelTarget("m", None, "predict"),
     content_length=3,
 )
 
@@ -360,7 +360,7 @@ def test_a_failover_sends_the_body_converted_once(
         content_type=json_body,
         accept=(),
         answer=answer_type((), ""),
-        target=Route("m", None, "classify"),
+        target=ModelTarget("m", None, "classify"),
     )
     reply = invoke(None, b"[1, 2]", request, servers)
     assert (reply.status, json.loads(b"".join(reply.body))) == (200, {"predictions": [live]})

@@ -9,7 +9,7 @@ from sagemaker_tfs.service.content_types import AnswerType
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER
 
@@ -42,7 +42,7 @@ def test_every_header_read_once_into_one_value() -> None:
         handler="application/x-npy;q=0.5 , text/csv",
     )
     assert request.custom_attributes.output_filter == ("a", "b")
-    assert request.target == Route("m", "2", "predict")
+    assert request.target == ModelTarget("m", "2", "predict")
     assert request.content_length == 3
 
 
@@ -62,7 +62,7 @@ def test_multi_model_requests_name_their_model() -> None:
     assert model_named_by(req, None) == "m2"
     assert model_named_by(req, "from_path") == "from_path"
     request = parse_request(req, 0, None, model_named_by(req, None))
-    assert request.target == Route("m2", None, "regress")
+    assert request.target == ModelTarget("m2", None, "regress")
     with pytest.raises(HttpError) as unnamed:
         parse_request(falcon_request(), 0, None, None)
     assert unnamed.value.status == 400 and TARGET_MODEL_HEADER in unnamed.value.message
