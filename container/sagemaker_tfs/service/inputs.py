@@ -66,13 +66,6 @@ class DecodedInputs:
         return pixels.widened_bytes(self.arrays, self.casts)
 
 
-def decode_inputs(
-    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
-) -> dict[str, np.ndarray]:
-    """Decode a request body into arrays keyed by input alias, converted to the signature."""
-    return decode_request(body, kind, inputs, options).widened()
-
-
 def decode_request(
     body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
 ) -> DecodedInputs:

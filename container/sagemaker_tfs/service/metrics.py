@@ -128,11 +128,6 @@ class InvocationRecord:
             child.observe(time.perf_counter() - started)
 
 
-def unrecorded() -> InvocationRecord:
-    """A record that counts nothing (a call made outside an invocation, e.g. in a test)."""
-    return InvocationRecord(None, falcon.Response())
-
-
 @contextmanager
 def recorded(metrics: ServiceMetrics | None, resp: falcon.Response) -> Iterator[InvocationRecord]:
     """A record for one invocation: in flight while it runs, its route named at the end
