@@ -49,6 +49,7 @@ from sagemaker_tfs.service.stream_session import (
 )
 from sagemaker_tfs.service.targets import model_target
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_headers import ARRIVAL_HEADER, SESSION_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,11 @@ def json_response(connection: ServerConnection, status: int, message: str) -> Re
 def parse_handshake(headers: Headers, default_model: str | None) -> ParsedRequest:
     """The handshake's headers read as an invocation's (custom attributes choose the model's
     version and method; a bad one is a 400 before the connection opens)."""
-    return parse_headers(headers.get, 0, lambda attributes: model_target(attributes, default_model))
+
+    def header(name: str) -> str | None:  # nginx's arrival and a session mean nothing here
+        return None if name in (ARRIVAL_HEADER, SESSION_HEADER) else headers.get(name)
+
+    return parse_headers(header, 0, lambda attributes: model_target(attributes, default_model))
 
 
 class StreamService:

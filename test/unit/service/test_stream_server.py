@@ -48,3 +48,16 @@ def test_the_missing_handler_is_named(tmp_path: Path) -> None:
     assert missing_handler_reason(str(tmp_path)) == (
         "code/inference.py has no stream_handler(messages, context)"
     )
+
+
+def test_the_handshake_does_not_read_an_invocations_session_or_arrival() -> None:
+    """Headers that mean nothing to a stream are not read, even when given twice."""
+    headers = Headers(
+        [
+            ("X-Amzn-SageMaker-Session-Id", "0-ab"),
+            ("X-Amzn-SageMaker-Session-Id", "0-cd"),
+            ("X-SageMaker-TFS-Arrival", "1 2"),
+        ]
+    )
+    parsed = parse_handshake(headers, "m")
+    assert parsed.session_id is None and parsed.arrival is None
