@@ -32,10 +32,10 @@ from sagemaker_tfs.service.handlers import (
     load_user_code,
 )
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import Limits, Reply, SessionState, invoke
+from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, SessionState
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.metrics import (
-    RequestRecord,
+    InvocationRecord,
     ServiceMetrics,
     recorded,
     service_metrics,
@@ -188,11 +188,11 @@ class Service(ABC):
     def __init__(self, config: StackConfig, channels: Channels, session: requests.Session) -> None:
         self.config = config
         self.channels = channels
-        self.session = session
-        self.image_options = ImageOptions(config.image_scale, config.image_offset)
         self.metrics = service_metrics()
-        self.limits = Limits(
-            config.max_text_body_mb, config.model_server_timeout, config.invocation_timeout
+        self.invoker = Invoker(
+            session,
+            ImageOptions(config.image_scale, config.image_offset),
+            Limits(config.max_text_body_mb, config.model_server_timeout, config.invocation_timeout),
         )
         # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
         client.set_default_timeout(config.model_server_timeout)
@@ -202,7 +202,7 @@ class Service(ABC):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         """The request as this mode reads it; ``path_name``: the model named in the path."""
 
-    def answer(self, request: ParsedRequest, body: bytes, record: RequestRecord) -> Reply:
+    def answer(self, request: ParsedRequest, body: bytes, record: InvocationRecord) -> Reply:
         """Serve one invocation; with sessions on, open or close one, or serve in one."""
         if self.sessions is None:
             return self.invoke(request, body, record)
@@ -212,7 +212,7 @@ class Service(ABC):
         )
 
     @abstractmethod
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         """Serve one invocation (in the stateful session ``state``, if any)."""
 
@@ -268,11 +268,10 @@ class SingleModelService(Service):
         """The Target-Model header means nothing here and is not read."""
         return parse_request(req, body_length, self.config.default_model, None)
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         candidates = InstanceRotation(self.picker, self.channels)
-        return invoke(self.user_code, body, request, candidates, self.session,
-                      self.image_options, record, self.limits, state)  # fmt: skip
+        return self.invoker.invoke(request, body, self.user_code, candidates, record, state)
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -295,7 +294,7 @@ class MultiModelService(Service):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: RequestRecord,
+    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         """After a server-side failure, or a shared model server's 404 (it dropped the model),
         the registry's 404 if the model was unloaded meanwhile."""
@@ -305,8 +304,7 @@ class MultiModelService(Service):
         candidates = InstanceRotation(self.picker, self.channels) if self.picker else model
         user_code = self.directory.user_code(model.location)
         try:
-            reply = invoke(user_code, body, request, candidates, self.session, self.image_options,
-                           record, self.limits, state)  # fmt: skip
+            reply = self.invoker.invoke(request, body, user_code, candidates, record, state)
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(

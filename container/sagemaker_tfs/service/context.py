@@ -7,8 +7,8 @@ from collections import namedtuple
 from typing import Any
 
 from sagemaker_tfs.service.model_servers import ModelServer
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
-from sagemaker_tfs.service.routing import rest_uri
+from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.targets import rest_uri
 
 _ContextFields = namedtuple(
     "_ContextFields",
@@ -44,12 +44,8 @@ def build_context(
     session_id: str | None = None,
     session: dict[str, Any] | None = None,
 ) -> Context:
-    """The gRPC port is given as a string (as the reference container does) under both names;
-    an Accept of ``*/*`` or none at all says application/json."""
+    """The gRPC port is given as a string (as the reference container does) under both names."""
     port = str(server.grpc_port)
-    accept_header = request.accept_header
-    if accept_header in ("", "*/*"):
-        accept_header = DEFAULT_MEDIA_TYPE
     context = Context(
         model_name=request.target.model_name,
         model_version=request.target.model_version,
@@ -59,7 +55,7 @@ def build_context(
         channel=server.channel,
         custom_attributes=request.custom_attributes.header,
         request_content_type=request.content_type.name,
-        accept_header=accept_header,
+        accept_header=request.answer.handler,
         content_length=request.content_length,
         grpc_uri=port,
     )

@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from typing import NamedTuple
 
+from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.wire.errors import HttpError, describe
-from sagemaker_tfs.wire.http_headers import MediaType
 
-JSON_TYPES = ("application/json",)
-JSON_LINES_TYPES = ("application/jsonlines", "application/jsons", "application/x-jsonlines")
-CSV_TYPES = ("text/csv",)
-CONVERTIBLE_TYPES = JSON_TYPES + JSON_LINES_TYPES + CSV_TYPES
 TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 _STRICT_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _LOOSE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -34,7 +29,7 @@ ECMASCRIPT_WHITESPACE = (
 )
 
 
-def trim(text: str) -> str:
+def strip_ecmascript_whitespace(text: str) -> str:
     """``text.trim()`` as the njs computes it."""
     return text.strip(ECMASCRIPT_WHITESPACE)
 
@@ -93,7 +88,7 @@ def _is_list_of_lists(value: object) -> bool:
 def read_json(text: str) -> JsonValue | list[JsonValue]:
     """A JSON body: its one value, or the values of JSON lines when it holds several values
     separated by whitespace."""
-    if not trim(text):
+    if not strip_ecmascript_whitespace(text):
         raise HttpError(400, "Empty request body")
     try:
         return JsonValue(text, json.loads(text))
@@ -118,7 +113,7 @@ def convert_json(text: str) -> str:
 
 
 def _csv_field(field: str) -> str:
-    value = trim(field)
+    value = strip_ecmascript_whitespace(field)
     if _STRICT_NUMBER.fullmatch(value):
         return value
     if _LOOSE_NUMBER.fullmatch(value):
@@ -129,7 +124,9 @@ def _csv_field(field: str) -> str:
 
 
 def convert_csv(text: str) -> str:
-    rows = [line.removesuffix("\r") for line in text.split("\n") if trim(line)]
+    rows = [
+        line.removesuffix("\r") for line in text.split("\n") if strip_ecmascript_whitespace(line)
+    ]
     if not rows:
         raise HttpError(400, "Empty request body")
     width = len(rows[0].split(","))
@@ -143,20 +140,6 @@ def convert_csv(text: str) -> str:
         values = [_csv_field(field) for field in fields]
         instances.append(values[0] if width == 1 else "[" + ",".join(values) + "]")
     return _instances(instances)
-
-
-def one_line_json_type(accept: Sequence[MediaType]) -> str | None:
-    """The reference container's rule for the model server's JSON answer (as the njs's
-    ``oneLineJsonType``), given the Accept header's types (``http_headers.accept_list``): when
-    it lists application/json or a JSON lines type, the body is answered on one line
-    (newlines removed) with the first listed type as Content-Type (application/json when the
-    first is a wildcard). None: answer it as the model server wrote it (no Accept, or only
-    wildcards)."""
-    types = [entry.name for entry in accept]
-    json_types = [entry for entry in types if entry in JSON_TYPES or entry in JSON_LINES_TYPES]
-    if not json_types:
-        return None
-    return types[0] if types[0] in json_types else JSON_TYPES[0]
 
 
 def text_too_large(limit_mb: int) -> HttpError:
@@ -181,7 +164,7 @@ def _text(content_type: str, body: bytes) -> str:
 def convert(content_type: str, body: bytes) -> str:
     """The TF Serving REST request body for a convertible ``content_type``."""
     text = _text(content_type, body)
-    if content_type in JSON_TYPES:
+    if content_type == JSON:
         return convert_json(text)
     if content_type in JSON_LINES_TYPES:
         return _instances([line.text for line in split_json_lines(text)])
@@ -194,7 +177,7 @@ def read_values(content_type: str, body: bytes) -> object:
     when it holds several), JSON lines as the list of their values, CSV as the list of its
     rows (a one-field row: its value). The fast path reads these into input arrays."""
     text = _text(content_type, body)
-    if content_type in JSON_TYPES:
+    if content_type == JSON:
         document = read_json(text)
         return [line.value for line in document] if isinstance(document, list) else document.value
     if content_type in JSON_LINES_TYPES:

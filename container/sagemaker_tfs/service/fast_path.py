@@ -1,7 +1,8 @@
 """Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
 
 The request body is decoded by :mod:`sagemaker_tfs.service.inputs` into the inputs the model's
-signature wants (metadata fetched once per model/version and cached), sent with one gRPC
+signature wants (metadata fetched once per model/version and cached), once (``prepare``:
+a failover sends the same inputs to the next model server), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
 header asks. Requests or answers of ``STREAM_BYTES`` or more go over the project's streamed
 Predict instead, and there images for a float input travel as ``uint8`` pixels that the
@@ -16,7 +17,7 @@ nor sends the others, which matters when outputs are megabytes.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 import numpy as np
@@ -26,7 +27,7 @@ from sagemaker_tfs.service import answers, content_types, inputs
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.inputs import DecodedInputs
-from sagemaker_tfs.service.metrics import RequestRecord
+from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, http_status_of_grpc_code, is_batch_queue_full
@@ -42,16 +43,19 @@ logger = logging.getLogger(__name__)
 STREAM_BYTES = 4 << 20
 
 
-def invoke(
-    body: bytes,
-    request: ParsedRequest,
-    context: Any,
-    options: ImageOptions,
-    record: RequestRecord,
-    timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
-) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
-    """Serve one request with a binary content type over ``context``'s model server; returns
-    (body chunks, content type). ``timeout``: the Predict call's deadline, in seconds."""
+class PreparedCall(NamedTuple):
+    """A request made ready for Predict, once, whichever model server then takes it: its
+    decoded inputs, the outputs asked for, whether to stream, the answer's type."""
+
+    decoded: DecodedInputs
+    output_filter: list[str]
+    stream: bool
+    output_type: str
+
+
+def check(request: ParsedRequest) -> None:
+    """The checks made before any work: predict only, an answer type that Accept allows
+    (``ParsedRequest.answer``), a content type read here."""
     kind = request.content_type.name
     if request.target.method != "predict":
         raise HttpError(
@@ -59,15 +63,21 @@ def invoke(
             f"tfs-method={request.target.method} is not supported for {kind}; "
             "use application/json",
         )
-    output_type = content_types.choose_output_type(request.accept)
+    if request.answer.fast_path is None:
+        raise content_types.not_acceptable(request.accept)
     if kind not in content_types.INPUT_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
-    signature = signature_of(context)
-    decoded = inputs.decode_request(body, kind, signature.inputs, options)
+
+
+def prepare(
+    request: ParsedRequest, body: bytes, signature: Signature, options: ImageOptions
+) -> PreparedCall:
+    """The body decoded against the signature, once (a failover reuses it)."""
+    decoded = inputs.decode_request(body, request.content_type.name, signature.inputs, options)
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
-    return _predict(context, decoded, names, stream, output_type, record, timeout)
+    return PreparedCall(decoded, names, stream, request.answer.fast_path or content_types.JSON)
 
 
 def expected_answer_bytes(signature: Signature, inputs: dict[str, Any], names: list[str]) -> int:
@@ -99,28 +109,23 @@ def signature_of(context: Any) -> Signature:
         raise HttpError(400, str(error)) from None
 
 
-def _predict(
-    context: Any,
-    decoded: DecodedInputs,
-    names: list[str],
-    stream: bool,
-    output_type: str,
-    record: RequestRecord,
-    timeout: float = client.DEFAULT_TIMEOUT_SECONDS,
+def predict(
+    context: Any, call: PreparedCall, record: InvocationRecord, timeout: float
 ) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
-    """Predict, the answer encoded as ``output_type`` (an ``.npz`` while it arrives)."""
+    """Predict over ``context``'s model server, with the ``timeout`` deadline (seconds): the
+    answer's body chunks (an ``.npz`` while it arrives) and its content type."""
     try:
         with record.model_server_call():
             answer = client.predict_answer(
                 context,
-                decoded.arrays,
-                output_filter=names,
-                stream_answer=stream,
-                pixel_casts=decoded.casts,
+                call.decoded.arrays,
+                output_filter=call.output_filter,
+                stream_answer=call.stream,
+                pixel_casts=call.decoded.casts,
                 unavailable_retry_seconds=0,  # the service fails over to another model server
                 timeout=timeout,
             )
-        return answers.encode_answer(answer, output_type)
+        return answers.encode_answer(answer, call.output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context)

@@ -22,6 +22,7 @@ import numpy as np
 
 from sagemaker_tfs.service import conversion
 from sagemaker_tfs.service.content_types import (
+    CSV,
     DECODE_ERRORS,
     IMAGE_STREAM,
     INPUT_TYPES,
@@ -63,13 +64,6 @@ class DecodedInputs:
     def widened_bytes(self) -> int:
         """The size of the arrays as the signature wants them."""
         return pixels.widened_bytes(self.arrays, self.casts)
-
-
-def decode_inputs(
-    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
-) -> dict[str, np.ndarray]:
-    """Decode a request body into arrays keyed by input alias, converted to the signature."""
-    return decode_request(body, kind, inputs, options).widened()
 
 
 def decode_request(
@@ -273,7 +267,7 @@ def _text_inputs(
     """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
     by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
     ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
-    if kind in conversion.CSV_TYPES:
+    if kind == CSV:
         spec = _single_input(inputs, kind)
         rows = conversion.read_values(kind, body)
         assert isinstance(rows, list)  # CSV reads as the list of its rows

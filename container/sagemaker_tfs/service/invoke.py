@@ -1,6 +1,6 @@
 """One invocation: the user's handlers, else the JSON/CSV conversion, else the binary fast path.
 
-User code runs once per request, whatever happens: failover (``model_servers.with_failover``)
+User code runs once per request, whatever happens: failover (``model_servers.Failover``)
 wraps only the stack's own calls to a model server, never a handler.
 """
 
@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import requests
@@ -20,19 +21,19 @@ from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.metrics import RequestRecord
+from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import (
     Candidates,
+    Failover,
     ModelServer,
     reached_no_model_server,
-    with_failover,
 )
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
-from sagemaker_tfs.service.routing import rest_uri
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.streaming import HandlerStream, is_stream
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
 from sagemaker_tfs.wire.metrics import (
@@ -45,7 +46,6 @@ from sagemaker_tfs.wire.metrics import (
 
 logger = logging.getLogger(__name__)
 
-JSON_ACCEPTS = ("", "*/*", DEFAULT_MEDIA_TYPE) + conversion.JSON_LINES_TYPES
 # Exceptions whose cause is the request rather than the handler or the server: what parsing
 # a bad body raises (too deep a nesting is a RecursionError; an integer of 4300+ digits is a
 # ValueError with this text).
@@ -116,7 +116,7 @@ def _as_bytes(value: Any) -> bytes:
     return json.dumps(value).encode("utf-8")
 
 
-def _handler_result(result: Any, context: Context, origin: str, record: RequestRecord) -> Reply:
+def _handler_result(result: Any, context: Context, origin: str, record: InvocationRecord) -> Reply:
     """``(body, content_type)``; a bare body is answered with the Accept type. A body that is
     an iterator is streamed (``streaming.py``), started here: what it raises before its first
     chunk is the handler's error."""
@@ -136,26 +136,6 @@ def _handler_error(error: Exception) -> HttpError:
     return HttpError(400 if caused_by_request else 500, message)
 
 
-def post_to_model_server(
-    session: requests.Session, uri: str, body: bytes, record: RequestRecord
-) -> requests.Response:
-    """The stack's own REST call; a model server that cannot be reached, or says it is
-    unavailable (503), raises ``ModelServerUnavailable`` (failover)."""
-    try:
-        with record.model_server_call():
-            response = session.post(
-                uri, data=body, headers={"Content-Type": DEFAULT_MEDIA_TYPE}, timeout=None
-            )
-    except requests.ConnectionError as error:
-        raise ModelServerUnavailable(f"The model server is not available: {error}") from None
-    if response.status_code == 503:
-        text = response.content.decode("utf-8", errors="replace").strip()
-        if is_batch_queue_full(text):
-            raise queue_full(text)
-        raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
-    return response
-
-
 def model_server_error(response: requests.Response) -> Reply:
     """The model server's error answer, passed to the client as it is: its status and its
     JSON ``{"error": ...}`` body (a body that is not JSON becomes one, with its text)."""
@@ -164,63 +144,131 @@ def model_server_error(response: requests.Response) -> Reply:
     except ValueError:
         text = response.content.decode("utf-8", errors="replace").strip()
         return Reply(response.status_code, error_body(shorten(text or response.reason or "")),
-                     DEFAULT_MEDIA_TYPE)  # fmt: skip
-    return Reply(response.status_code, response.content, DEFAULT_MEDIA_TYPE)
+                     JSON)  # fmt: skip
+    return Reply(response.status_code, response.content, JSON)
 
 
-def call_user_code(
-    user_code: UserCode,
-    body: bytes,
-    request: ParsedRequest,
-    candidates: Candidates,
-    session: requests.Session,
-    record: RequestRecord,
-    limits: Limits = Limits(),
-    state: SessionState | None = None,
-) -> Reply:
-    """Run the user's handler(s), once; their exceptions become JSON errors with the same text.
+class Invoker:
+    """How a worker serves an invocation, made once per worker with what it keeps between
+    them: the REST session for its own posts, the image options, the limits. Data flows one
+    way: the parsed request -> its ``Context`` -> the handlers -> the model server -> the
+    ``Reply``; a body is converted or decoded once, outside the calls that failover repeats."""
 
-    With ``input_handler`` + ``output_handler``, the service posts what ``input_handler``
-    returned (with failover) and hands the model server's answer to ``output_handler`` only
-    when it is a success (2xx); an error answer goes to the client as the model server gave it
-    (as AWS's current container does), so that a client sees a bad request as a 4xx rather
-    than as a 200 carrying an error.
-    """
-    first = candidates.first()
-    context = _context(request, first, state)
-    try:
-        if user_code.handler is not None:
-            with record.handler("handler"):
-                result = user_code.handler(io.BytesIO(body), context)
-                return _handler_result(result, context, f"{user_code.path} handler", record)
-        assert user_code.input_handler and user_code.output_handler
-        with record.handler("input_handler"):
-            request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
-    except HttpError:
-        raise
-    except Exception as error:
-        if reached_no_model_server(error, first):  # not run again; the next requests avoid it
-            candidates.unreachable(first)
-        raise _user_error(user_code, error) from error
+    def __init__(self, session: requests.Session, options: ImageOptions, limits: Limits) -> None:
+        self.session = session
+        self.options = options
+        self.limits = limits
 
-    check_deadline(request, limits)
+    def invoke(self, request: ParsedRequest, body: bytes, user_code: UserCode | None,
+               candidates: Candidates, record: InvocationRecord,
+               state: SessionState | None = None) -> Reply:  # fmt: skip
+        """A request that waited past its deadline is shed here, before any work is done.
+        ``state``: the stateful session the request runs in, for the handlers' context
+        (without ``inference.py`` a session only routes the request)."""
+        check_deadline(request, self.limits)
+        if user_code is not None:
+            record.route = ROUTE_INFERENCE_PY
+            failover = Failover(candidates, lambda server: _context(request, server, state))
+            return self.call_user_code(user_code, request, body, failover, record)
+        convertible = request.content_type.name in CONVERTIBLE_TYPES
+        if convertible and len(body) > self.limits.text_body_mb << 20:
+            raise conversion.text_too_large(self.limits.text_body_mb)
+        failover = Failover(candidates, partial(build_context, request))
+        if convertible and request.answer.tfs_json:
+            record.route = ROUTE_CONVERSION
+            return self.predict_text(request, body, failover, record)
+        record.route = ROUTE_FAST_PATH
+        return self.fast_path(request, body, failover, record)
 
-    def post(server: ModelServer) -> tuple[requests.Response, ModelServer]:
-        uri = rest_uri(server.rest_port, request.target)
-        return post_to_model_server(session, uri, request_body, record), server
+    def call_user_code(self, user_code: UserCode, request: ParsedRequest, body: bytes,
+                       failover: Failover[Context], record: InvocationRecord) -> Reply:  # fmt: skip
+        """Run the user's handler(s), once; their exceptions become JSON errors with the same
+        text.
 
-    response, server = with_failover(candidates, post)
-    if not 200 <= response.status_code < 300:
-        return model_server_error(response)
-    context = _context(request, server, state)  # the model server that answered
-    try:
-        with record.handler("output_handler"):
-            result = user_code.output_handler(response, context)
-            return _handler_result(result, context, f"{user_code.path} output_handler", record)
-    except HttpError:
-        raise
-    except Exception as error:
-        raise _user_error(user_code, error) from error
+        With ``input_handler`` + ``output_handler``, the service posts what ``input_handler``
+        returned (with failover) and hands the model server's answer to ``output_handler``
+        only when it is a success (2xx); an error answer goes to the client as the model
+        server gave it (as AWS's current container does), so that a client sees a bad request
+        as a 4xx rather than as a 200 carrying an error.
+        """
+        context = failover.context
+        try:
+            if user_code.handler is not None:
+                with record.handler("handler"):
+                    result = user_code.handler(io.BytesIO(body), context)
+                    return _handler_result(result, context, f"{user_code.path} handler", record)
+            assert user_code.input_handler and user_code.output_handler
+            with record.handler("input_handler"):
+                request_body = _as_bytes(user_code.input_handler(io.BytesIO(body), context))
+        except HttpError:
+            raise
+        except Exception as error:
+            if reached_no_model_server(error, failover.server):  # the next requests avoid it
+                failover.candidates.unreachable(failover.server)
+            raise _user_error(user_code, error) from error
+        check_deadline(request, self.limits)
+        response = failover(lambda context: self.post(context.rest_uri, request_body, record))
+        if not 200 <= response.status_code < 300:
+            return model_server_error(response)
+        context = failover.context  # the model server that answered
+        try:
+            with record.handler("output_handler"):
+                result = user_code.output_handler(response, context)
+                return _handler_result(result, context, f"{user_code.path} output_handler",
+                                       record)  # fmt: skip
+        except HttpError:
+            raise
+        except Exception as error:
+            raise _user_error(user_code, error) from error
+
+    def post(self, uri: str, body: bytes, record: InvocationRecord) -> requests.Response:
+        """The stack's own REST call; a model server that cannot be reached, or says it is
+        unavailable (503), raises ``ModelServerUnavailable`` (failover)."""
+        try:
+            with record.model_server_call():
+                response = self.session.post(
+                    uri, data=body, headers={"Content-Type": JSON}, timeout=None
+                )
+        except requests.ConnectionError as error:
+            raise ModelServerUnavailable(f"The model server is not available: {error}") from None
+        if response.status_code == 503:
+            text = response.content.decode("utf-8", errors="replace").strip()
+            if is_batch_queue_full(text):
+                raise queue_full(text)
+            raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
+        return response
+
+    def predict_text(self, request: ParsedRequest, body: bytes, failover: Failover[Context],
+                     record: InvocationRecord) -> Reply:  # fmt: skip
+        """A JSON or CSV body with a JSON answer: read into the input's array and sent over
+        gRPC where ``text_predict`` can (the same answer, bytes and all), else converted to
+        TF Serving's JSON request and posted to the model server's REST API."""
+        timeout = self.limits.model_server_timeout
+        signature = failover(lambda context: text_predict.signature_for(request, context))
+        inputs = text_predict.read_inputs(request, body, signature) if signature else None
+        if inputs is None:
+            converted = conversion.convert(request.content_type.name, body).encode("utf-8")
+            check_deadline(request, self.limits)  # converting may have waited for the CPU
+            response = failover(lambda context: self.post(context.rest_uri, converted, record))
+            answer = text_predict.as_passed_on(response.status_code, [response.content], request)
+        else:
+            outputs = failover(lambda context: text_predict.predict(context, inputs, record,
+                                                                    timeout))  # fmt: skip
+            inputs.arrays.clear()  # the request's array is not needed while the answer is written
+            answer = text_predict.answer(outputs, inputs.columnar, request)
+        return Reply(answer.status, answer.pieces, answer.content_type)
+
+    def fast_path(self, request: ParsedRequest, body: bytes, failover: Failover[Context],
+                  record: InvocationRecord) -> Reply:  # fmt: skip
+        """Any other body, no user code: checked, decoded against the model's signature, sent
+        over gRPC, the answer encoded as Accept asks (``fast_path``)."""
+        fast_path.check(request)
+        signature = failover(fast_path.signature_of)
+        call = fast_path.prepare(request, body, signature, self.options)
+        timeout = self.limits.model_server_timeout
+        chunks, content_type = failover(lambda context: fast_path.predict(context, call, record,
+                                                                          timeout))  # fmt: skip
+        return Reply(200, chunks, content_type)
 
 
 def _context(request: ParsedRequest, server: ModelServer, state: SessionState | None) -> Context:
@@ -232,88 +280,3 @@ def _context(request: ParsedRequest, server: ModelServer, state: SessionState | 
 def _user_error(user_code: UserCode, error: Exception) -> HttpError:
     logger.warning("handler %s raised %s: %s", user_code.path, type(error).__name__, error)
     return _handler_error(error)
-
-
-def _convert_and_predict(
-    body: bytes,
-    request: ParsedRequest,
-    server: ModelServer,
-    session: requests.Session,
-    record: RequestRecord,
-    limits: Limits,
-) -> Reply:
-    """A JSON or CSV body with a JSON answer: read into the input's array and sent over gRPC
-    where ``text_predict`` can (the same answer, bytes and all), else converted to TF Serving's
-    JSON request and posted to the model server's REST API."""
-    context = build_context(request, server)
-    answer = text_predict.invoke(body, request, context, record, limits.model_server_timeout)
-    if answer is None:
-        answer = _post_converted(body, request, server, session, record, limits)
-    return Reply(answer.status, answer.pieces, answer.content_type)
-
-
-def _post_converted(
-    body: bytes,
-    request: ParsedRequest,
-    server: ModelServer,
-    session: requests.Session,
-    record: RequestRecord,
-    limits: Limits,
-) -> text_predict.JsonAnswer:
-    request_body = conversion.convert(request.content_type.name, body)
-    check_deadline(request, limits)  # converting a large body may have waited for the CPU
-    uri = rest_uri(server.rest_port, request.target)
-    response = post_to_model_server(session, uri, request_body.encode("utf-8"), record)
-    return text_predict.as_passed_on(response.status_code, [response.content], request)
-
-
-def default_handling(
-    body: bytes,
-    request: ParsedRequest,
-    candidates: Candidates,
-    session: requests.Session,
-    options: ImageOptions,
-    record: RequestRecord,
-    limits: Limits = Limits(),
-) -> Reply:
-    """No user code: convert JSON/CSV here, hand everything else to the fast path; either way
-    with failover, since no user code runs."""
-    convertible = request.content_type.name in conversion.CONVERTIBLE_TYPES
-    if convertible and len(body) > limits.text_body_mb << 20:
-        raise conversion.text_too_large(limits.text_body_mb)
-    if convertible and request.first_accept in JSON_ACCEPTS:
-        record.route = ROUTE_CONVERSION
-        return with_failover(
-            candidates,
-            lambda server: _convert_and_predict(body, request, server, session, record, limits),
-        )
-    record.route = ROUTE_FAST_PATH
-
-    def fast(server: ModelServer) -> Reply:
-        context = build_context(request, server)
-        chunks, content_type = fast_path.invoke(body, request, context, options, record,
-                                                limits.model_server_timeout)  # fmt: skip
-        return Reply(200, chunks, content_type)
-
-    return with_failover(candidates, fast)
-
-
-def invoke(
-    user_code: UserCode | None,
-    body: bytes,
-    request: ParsedRequest,
-    candidates: Candidates,
-    session: requests.Session,
-    options: ImageOptions,
-    record: RequestRecord,
-    limits: Limits = Limits(),
-    state: SessionState | None = None,
-) -> Reply:
-    """A request that waited past its deadline is shed here, before any work is done.
-    ``state``: the stateful session the request runs in, for the handlers' context (without
-    ``inference.py`` a session only routes the request)."""
-    check_deadline(request, limits)
-    if user_code is not None:
-        record.route = ROUTE_INFERENCE_PY
-        return call_user_code(user_code, body, request, candidates, session, record, limits, state)
-    return default_handling(body, request, candidates, session, options, record, limits)

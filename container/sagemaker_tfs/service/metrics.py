@@ -1,6 +1,6 @@
 """What the service counts of its invocations, and what it tells nginx about each.
 
-Each invocation gets a ``RequestRecord`` at the edge (``app._serve``): it counts the request
+Each invocation gets a ``InvocationRecord`` at the edge (``app._serve``): it counts the request
 in flight, times the stack's own calls to a model server and the user's handlers, and at
 the end names the route, model and version in response headers that nginx logs and hides
 (``wire/metrics.py``). nginx counts the requests themselves, so that the requests it
@@ -21,7 +21,7 @@ from typing import Any
 
 import falcon
 
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.metrics import (
     LATENCY_BUCKETS,
     MODEL_HEADER,
@@ -85,7 +85,7 @@ def service_metrics() -> ServiceMetrics | None:
     return ServiceMetrics() if os.environ.get(MULTIPROCESS_DIR_ENV) else None
 
 
-class RequestRecord:
+class InvocationRecord:
     """One invocation being served; ``route`` is set by whoever chooses it (``invoke``)."""
 
     __slots__ = ("_metrics", "_resp", "route")
@@ -95,7 +95,7 @@ class RequestRecord:
         self._resp = resp
         self.route = ROUTE_SERVICE
 
-    def target(self, target: Route) -> None:
+    def target(self, target: ModelTarget) -> None:
         """The model (and version) the request is for, once it is known."""
         self._resp.set_header(MODEL_HEADER, target.model_name)
         if target.model_version:
@@ -128,16 +128,11 @@ class RequestRecord:
             child.observe(time.perf_counter() - started)
 
 
-def unrecorded() -> RequestRecord:
-    """A record that counts nothing (a call made outside an invocation, e.g. in a test)."""
-    return RequestRecord(None, falcon.Response())
-
-
 @contextmanager
-def recorded(metrics: ServiceMetrics | None, resp: falcon.Response) -> Iterator[RequestRecord]:
+def recorded(metrics: ServiceMetrics | None, resp: falcon.Response) -> Iterator[InvocationRecord]:
     """A record for one invocation: in flight while it runs, its route named at the end
     (an error answer included)."""
-    record = RequestRecord(metrics, resp)
+    record = InvocationRecord(metrics, resp)
     if metrics is not None:
         metrics.in_flight.inc()
     try:

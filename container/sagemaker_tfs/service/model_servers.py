@@ -15,7 +15,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import grpc
 import requests
@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 FAILOVER_SECONDS = 10.0
 FAILOVER_PAUSE_SECONDS = 0.1
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 class ModelServer(NamedTuple):
@@ -82,27 +83,39 @@ def reached_no_model_server(error: BaseException, server: ModelServer) -> bool:
     return False
 
 
-def with_failover(candidates: Candidates, call: Callable[[ModelServer], T]) -> T:
-    """``call(server)`` on the first candidate; while it raises ``ModelServerUnavailable``,
-    on the next ones, round after round with a short pause, for up to ``FAILOVER_SECONDS``.
-    Predictions are idempotent, and ``call`` runs no user code."""
-    started = time.monotonic()
-    server = candidates.first()
-    tries = 0
-    while True:
-        try:
-            return call(server)
-        except ModelServerUnavailable as error:
-            tries += 1
-            elapsed = time.monotonic() - started
-            if elapsed >= FAILOVER_SECONDS:
-                logger.warning("no model server answered in %.1fs (%d attempts): %s",
-                               elapsed, tries, error.message)  # fmt: skip
-                raise
-            logger.debug("retrying (attempt %d): %s", tries + 1, error.message)
-            if tries % candidates.round_size == 0:
-                time.sleep(FAILOVER_PAUSE_SECONDS)
-            server = candidates.next_after(server, tries)
+class Failover(Generic[C]):
+    """One request's own calls to a model server, in turn: each on the model server that
+    answered the one before; while one raises ``ModelServerUnavailable``, on the next
+    candidates, round after round with a short pause, for up to ``FAILOVER_SECONDS`` from the
+    first call. Predictions are idempotent, and no call runs user code. A call gets the
+    ``context`` that ``context_of`` made for its model server."""
+
+    def __init__(self, candidates: Candidates, context_of: Callable[[ModelServer], C]) -> None:
+        self.candidates = candidates
+        self._context_of = context_of
+        self.server = candidates.first()
+        self.context = context_of(self.server)
+        self._started: float | None = None
+        self._tries = 0
+
+    def __call__(self, call: Callable[[C], T]) -> T:
+        if self._started is None:
+            self._started = time.monotonic()
+        while True:
+            try:
+                return call(self.context)
+            except ModelServerUnavailable as error:
+                self._tries += 1
+                elapsed = time.monotonic() - self._started
+                if elapsed >= FAILOVER_SECONDS:
+                    logger.warning("no model server answered in %.1fs (%d attempts): %s",
+                                   elapsed, self._tries, error.message)  # fmt: skip
+                    raise
+                logger.debug("retrying (attempt %d): %s", self._tries + 1, error.message)
+                if self._tries % self.candidates.round_size == 0:
+                    time.sleep(FAILOVER_PAUSE_SECONDS)
+                self.server = self.candidates.next_after(self.server, self._tries)
+                self.context = self._context_of(self.server)
 
 
 class InstancePicker:

@@ -218,10 +218,6 @@ class ModelDirectory:
         logger.info("loaded %s for model %s", path, model.name)
         return user_code
 
-    def namespaces(self) -> list[CodeNamespace]:
-        with self._lock:
-            return [namespace for namespace, _ in self._code.values()]
-
 
 class RegisteredModel(Candidates):
     """A multi-model request's candidate: the one model server of the model it names. Lookups

@@ -2,17 +2,19 @@
 headers, typed. Nothing after ``app.py`` reads the falcon request again.
 
 Each header is parsed by its one function in ``wire/http_headers.py``; the target model is
-resolved here too (``routing.route``), so a bad name, version or method is a 400 before any
+resolved here too (``targets.model_target``), so a bad name, version or method is a 400 before any
 work is done.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import falcon
 
-from sagemaker_tfs.service.routing import Route, check_model_name, route
+from sagemaker_tfs.service.content_types import JSON, AnswerType, answer_type
+from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (
     ARRIVAL_HEADER,
@@ -26,35 +28,26 @@ from sagemaker_tfs.wire.http_headers import (
     custom_attributes,
     media_type,
     session_id,
-    trim,
+    strip_optional_whitespace,
 )
-
-DEFAULT_MEDIA_TYPE = "application/json"
 
 
 @dataclass(frozen=True)
 class ParsedRequest:
     """``content_type``: application/json when the request names none. ``accept``: the types
-    listed, in order (empty: none, the answer's type is the service's choice);
-    ``accept_header``: the header as sent, trimmed, for the handler's ``Context``;
-    ``arrival``: when nginx received it (epoch seconds), None when nginx did not say;
-    ``session_id``: the ``X-Amzn-SageMaker-Session-Id`` header, None when absent."""
+    listed, in order (empty: none); ``answer``: the answer's media type they decide, for each
+    way of answering (``content_types.answer_type``); ``arrival``: when nginx received it
+    (epoch seconds), None when nginx did not say; ``session_id``: the
+    ``X-Amzn-SageMaker-Session-Id`` header, None when absent."""
 
-    method: str
-    path: str
     content_type: MediaType
     accept: tuple[MediaType, ...]
-    accept_header: str
+    answer: AnswerType
     custom_attributes: CustomAttributes
-    target: Route
+    target: ModelTarget
     content_length: int
     arrival: float | None = None
     session_id: str | None = None
-
-    @property
-    def first_accept(self) -> str:
-        """The first listed media type ('' when none is)."""
-        return self.accept[0].name if self.accept else ""
 
 
 def model_named_by(req: falcon.Request, path_name: str | None) -> str | None:
@@ -62,7 +55,7 @@ def model_named_by(req: falcon.Request, path_name: str | None) -> str | None:
     if path_name is not None:
         return path_name
     header = req.get_header(TARGET_MODEL_HEADER)
-    return trim(header) if header else None
+    return strip_optional_whitespace(header) if header else None
 
 
 def parse_request(
@@ -70,28 +63,41 @@ def parse_request(
 ) -> ParsedRequest:
     """``default_model``: single-model mode's model for a request that names none;
     ``named_model``: multi-model mode's (``model_named_by``), which the request must give."""
-    attributes = custom_attributes(req.get_header(CUSTOM_ATTRIBUTES_HEADER))
-    if named_model is not None:
-        target = route(attributes, check_model_name(named_model))._replace(model_name=named_model)
-    elif default_model is None:
-        raise HttpError(
-            400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
-        )
-    else:
-        target = route(attributes, default_model)
-    content_type = media_type(req.get_header("Content-Type"))
-    if not content_type.name:
-        content_type = MediaType(DEFAULT_MEDIA_TYPE)
-    accept_header = trim(req.get_header("Accept") or "")
+
+    def target_of(attributes: CustomAttributes) -> ModelTarget:
+        if named_model is not None:
+            return model_target(attributes, check_model_name(named_model))._replace(
+                model_name=named_model
+            )
+        if default_model is None:
+            raise HttpError(
+                400, f"Multi-model endpoint: set {TARGET_MODEL_HEADER} or use /models/NAME/invoke"
+            )
+        return model_target(attributes, default_model)
+
+    length = req.content_length if req.content_length is not None else body_length
+    return parse_headers(req.get_header, length, target_of)
+
+
+def parse_headers(
+    header: Callable[[str], str | None],
+    content_length: int,
+    target_of: Callable[[CustomAttributes], ModelTarget],
+) -> ParsedRequest:
+    """Every header read once (``header``: its value by name), the target model resolved
+    from the custom attributes by ``target_of``; an invocation's, or a stream's handshake's."""
+    attributes = custom_attributes(header(CUSTOM_ATTRIBUTES_HEADER))
+    target = target_of(attributes)
+    content_type = media_type(header("Content-Type"))
+    accept_header = strip_optional_whitespace(header("Accept") or "")
+    accept = accept_list(accept_header)
     return ParsedRequest(
-        method=req.method,
-        path=req.path,
-        content_type=content_type,
-        accept=accept_list(accept_header),
-        accept_header=accept_header,
+        content_type=content_type if content_type.name else MediaType(JSON),
+        accept=accept,
+        answer=answer_type(accept, accept_header),
         custom_attributes=attributes,
         target=target,
-        content_length=req.content_length if req.content_length is not None else body_length,
-        arrival=arrival_time(req.get_header(ARRIVAL_HEADER)),
-        session_id=session_id(req.get_header(SESSION_HEADER)),
+        content_length=content_length,
+        arrival=arrival_time(header(ARRIVAL_HEADER)),
+        session_id=session_id(header(SESSION_HEADER)),
     )

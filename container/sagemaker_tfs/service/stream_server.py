@@ -35,27 +35,21 @@ from websockets.sync.server import Server, ServerConnection, serve
 from sagemaker_tfs import client
 from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.connections import Channels
+from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.handlers import UserCodeError, ensure_requirements, load_any_handlers
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
-from sagemaker_tfs.service.routing import route
+from sagemaker_tfs.service.request import ParsedRequest, parse_headers
 from sagemaker_tfs.service.stream_session import (
     StreamEnd,
     StreamHandler,
     close_reason,
     run_handler,
 )
+from sagemaker_tfs.service.targets import model_target
 from sagemaker_tfs.wire.errors import HttpError
-from sagemaker_tfs.wire.http_headers import (
-    CUSTOM_ATTRIBUTES_HEADER,
-    MediaType,
-    accept_list,
-    custom_attributes,
-    media_type,
-    trim,
-)
+from sagemaker_tfs.wire.http_headers import ARRIVAL_HEADER, SESSION_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -74,26 +68,18 @@ def json_response(connection: ServerConnection, status: int, message: str) -> Re
     """An HTTP answer instead of the handshake, ``{"error": ...}`` like the stack's others."""
     response = connection.respond(status, json.dumps({"error": message}) if status >= 400 else "{}")
     del response.headers["Content-Type"]
-    response.headers["Content-Type"] = "application/json"
+    response.headers["Content-Type"] = JSON
     return response
 
 
-def parse_handshake(headers: Headers, path: str, default_model: str | None) -> ParsedRequest:
+def parse_handshake(headers: Headers, default_model: str | None) -> ParsedRequest:
     """The handshake's headers read as an invocation's (custom attributes choose the model's
     version and method; a bad one is a 400 before the connection opens)."""
-    attributes = custom_attributes(headers.get(CUSTOM_ATTRIBUTES_HEADER))
-    content_type = media_type(headers.get("Content-Type"))
-    accept_header = trim(headers.get("Accept") or "")
-    return ParsedRequest(
-        method="GET",
-        path=path,
-        content_type=content_type if content_type.name else MediaType(DEFAULT_MEDIA_TYPE),
-        accept=accept_list(accept_header),
-        accept_header=accept_header,
-        custom_attributes=attributes,
-        target=route(attributes, default_model),
-        content_length=0,
-    )
+
+    def header(name: str) -> str | None:  # nginx's arrival and a session mean nothing here
+        return None if name in (ARRIVAL_HEADER, SESSION_HEADER) else headers.get(name)
+
+    return parse_headers(header, 0, lambda attributes: model_target(attributes, default_model))
 
 
 class StreamService:
@@ -119,9 +105,7 @@ class StreamService:
         if path != STREAM_PATH:
             return json_response(connection, 404, f"Not Found: {path}")
         try:
-            self._parsed[connection] = parse_handshake(
-                request.headers, path, self.config.default_model
-            )
+            self._parsed[connection] = parse_handshake(request.headers, self.config.default_model)
         except HttpError as error:
             return json_response(connection, error.status, error.message)
         return None
@@ -130,9 +114,7 @@ class StreamService:
         self, connection: ServerConnection, request: Request, response: Response
     ) -> Response | None:
         """The library's own refusals (no Upgrade header, a bad key...) as JSON too."""
-        if response.status_code == 101 or response.headers.get("Content-Type") == (
-            "application/json"
-        ):
+        if response.status_code == 101 or response.headers.get("Content-Type") == JSON:
             return None
         text = bytes(response.body).decode("utf-8", errors="replace").strip()
         refused = json_response(connection, response.status_code, text or response.reason_phrase)

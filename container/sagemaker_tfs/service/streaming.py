@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from sagemaker_tfs.service.metrics import RequestRecord
+from sagemaker_tfs.service.metrics import InvocationRecord
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class HandlerStream:
     """A handler's iterator, started: its first chunk taken (``start``), the rest sent by
     ``chunks()``, which gunicorn iterates and closes."""
 
-    def __init__(self, source: Iterator[Any], origin: str, record: RequestRecord) -> None:
+    def __init__(self, source: Iterator[Any], origin: str, record: InvocationRecord) -> None:
         self._source = source
         self._origin = origin
         self._record = record

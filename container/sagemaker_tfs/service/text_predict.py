@@ -20,11 +20,13 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import conversion, fast_path, text_tensors
+from sagemaker_tfs.service import fast_path, text_tensors
+from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.errors import ModelServerUnavailable
-from sagemaker_tfs.service.metrics import RequestRecord
-from sagemaker_tfs.service.request import DEFAULT_MEDIA_TYPE, ParsedRequest
+from sagemaker_tfs.service.metrics import InvocationRecord
+from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.streamed_predict import StreamError
 from sagemaker_tfs.wire.tfs_json import (
     TensorJsonError,
@@ -48,9 +50,9 @@ class JsonAnswer(NamedTuple):
 def as_passed_on(status: int, pieces: Sequence[bytes], request: ParsedRequest) -> JsonAnswer:
     """A REST answer (``pieces``: its body) as the service passes it to the client: on one
     line, with the first listed JSON type, when Accept lists one (the reference's rule)."""
-    one_line_type = conversion.one_line_json_type(request.accept)
+    one_line_type = request.answer.one_line
     if one_line_type is None:
-        return JsonAnswer(status, list(pieces), DEFAULT_MEDIA_TYPE)
+        return JsonAnswer(status, list(pieces), JSON)
     return JsonAnswer(status, [piece.replace(b"\n", b"") for piece in pieces], one_line_type)
 
 
@@ -61,10 +63,17 @@ def tfs_error_body(message: str) -> bytes:
     return render_document("error", quote(text))
 
 
-def invoke(
-    body: bytes, request: ParsedRequest, context: Any, record: RequestRecord, timeout: float
-) -> JsonAnswer | None:
-    """The answer over gRPC, or None when the REST path must take the request."""
+class TextInputs(NamedTuple):
+    """A body read into the one input's array, once (a failover sends it again as it is)."""
+
+    arrays: dict[str, np.ndarray]
+    columnar: bool
+    stream: bool
+
+
+def signature_for(request: ParsedRequest, context: Any) -> Signature | None:
+    """The model's signature when the request may go over gRPC (predict, one input); None:
+    the REST path takes it. An unreachable model server raises ``ModelServerUnavailable``."""
     if request.target.method != "predict":
         return None
     try:
@@ -73,19 +82,24 @@ def invoke(
         raise
     except HttpError:  # e.g. no such model or version: the REST path words it as TF Serving
         return None
-    if len(signature.inputs) != 1:
-        return None
+    return signature if len(signature.inputs) == 1 else None
+
+
+def read_inputs(request: ParsedRequest, body: bytes, signature: Signature) -> TextInputs | None:
+    """The body as the one input's array; None when ``text_tensors`` does not read it."""
     (spec,) = signature.inputs.values()
     tensor = text_tensors.read_text_tensor(request.content_type.name, body, spec)
     if tensor is None:
         return None
-    columnar = tensor.columnar
-    inputs = {spec.name: tensor.array}
-    expected = fast_path.expected_answer_bytes(signature, inputs, [])
+    arrays = {spec.name: tensor.array}
+    expected = fast_path.expected_answer_bytes(signature, arrays, [])
     stream = max(tensor.array.nbytes, expected) >= fast_path.STREAM_BYTES
-    del tensor
-    outputs = _predict(context, inputs, stream, record, timeout)
-    del inputs  # the request's array is not needed while the answer is written
+    return TextInputs(arrays, tensor.columnar, stream)
+
+
+def answer(outputs: dict[str, np.ndarray] | JsonAnswer, columnar: bool,
+           request: ParsedRequest) -> JsonAnswer:  # fmt: skip
+    """The answer TF Serving's REST API would give, as the service passes it on."""
     if isinstance(outputs, JsonAnswer):
         return as_passed_on(outputs.status, outputs.pieces, request)
     try:
@@ -95,16 +109,16 @@ def invoke(
     return as_passed_on(200, pieces, request)
 
 
-def _predict(context: Any, inputs: dict[str, Any], stream: bool, record: RequestRecord,
-             timeout: float) -> dict[str, np.ndarray] | JsonAnswer:  # fmt: skip
+def predict(context: Any, inputs: TextInputs, record: InvocationRecord,
+            timeout: float) -> dict[str, np.ndarray] | JsonAnswer:  # fmt: skip
     """The outputs, or the model server's error as its REST API would answer it; an
     unreachable model server raises ``ModelServerUnavailable`` (failover)."""
     try:
         with record.model_server_call():
             answer = client.predict_answer(
                 context,
-                inputs,
-                stream_answer=stream,
+                inputs.arrays,
+                stream_answer=inputs.stream,
                 unavailable_retry_seconds=0,  # the service fails over to another model server
                 timeout=timeout,
             )

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
-from sagemaker_tfs.service.conversion import CSV_TYPES, JSON_TYPES
+from sagemaker_tfs.service.content_types import CSV, JSON
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import TensorSpec
 
@@ -76,10 +76,10 @@ def read_text_tensor(kind: str, body: bytes, spec: TensorSpec) -> TextTensor | N
     dtype = _READ_TYPES.get(spec.dtype)
     if dtype is None:
         return None
-    if kind in CSV_TYPES:
+    if kind == CSV:
         array = _csv_array(body, dtype)
         return None if array is None else TextTensor(array, False)
-    if kind in JSON_TYPES:
+    if kind == JSON:
         return _json_tensor(body, dtype)
     return None
 

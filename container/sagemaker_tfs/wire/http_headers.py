@@ -40,7 +40,7 @@ _ATTRIBUTES = (
 )
 
 
-def trim(text: str) -> str:
+def strip_optional_whitespace(text: str) -> str:
     """``text`` without the spaces and tabs around it."""
     return text.strip(OPTIONAL_WHITESPACE)
 
@@ -64,13 +64,13 @@ def media_type(header: str | None) -> MediaType:
     pairs = []
     for parameter in parameters:
         key, sep, value = parameter.partition("=")
-        key = trim(key).lower()
+        key = strip_optional_whitespace(key).lower()
         if sep and key:
-            value = trim(value)
+            value = strip_optional_whitespace(value)
             if len(value) >= 2 and value[0] == value[-1] == '"':
                 value = value[1:-1]
             pairs.append((key, value))
-    return MediaType(trim(name).lower(), tuple(pairs))
+    return MediaType(strip_optional_whitespace(name).lower(), tuple(pairs))
 
 
 def accept_list(header: str | None) -> tuple[MediaType, ...]:
@@ -106,16 +106,18 @@ def custom_attributes(header: str | None) -> CustomAttributes:
     found: dict[str, str] = {}
     for pair in (header or "").split(","):
         key, sep, value = pair.partition("=")
-        key = trim(key)
+        key = strip_optional_whitespace(key)
         if sep and key in _ATTRIBUTES:
-            found[key] = trim(value)
+            found[key] = strip_optional_whitespace(value)
     names = found.get(OUTPUT_FILTER_ATTRIBUTE, "").split(";")
     return CustomAttributes(
         header=header or "",
         model_name=found.get(MODEL_NAME_ATTRIBUTE),
         model_version=found.get(MODEL_VERSION_ATTRIBUTE),
         method=found.get(METHOD_ATTRIBUTE),
-        output_filter=tuple(trim(name) for name in names if trim(name)),
+        output_filter=tuple(
+            strip_optional_whitespace(name) for name in names if strip_optional_whitespace(name)
+        ),
     )
 
 
@@ -135,5 +137,5 @@ def arrival_time(value: str | None) -> float | None:
 
 def session_id(header: str | None) -> str | None:
     """The session a request names, trimmed; None when the header is absent or empty."""
-    value = trim(header or "")
+    value = strip_optional_whitespace(header or "")
     return value or None

@@ -25,8 +25,8 @@ import requests
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.config import StackConfig
-from sagemaker_tfs.service.conversion import convert, one_line_json_type
-from sagemaker_tfs.service.invoke import JSON_ACCEPTS
+from sagemaker_tfs.service.content_types import answer_type, one_line_json_type
+from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list
 from whole_stack import Stack, running_stack
@@ -152,8 +152,7 @@ def test_bad_bodies(multi_model: Stack, content_type: str, body: bytes, status: 
 
 def takes_the_json_path(accept: str | None) -> bool:
     """The Accept headers whose answer is the model server's JSON (else: the fast path's)."""
-    listed = accept_list(accept or "")
-    return (listed[0].name if listed else "") in JSON_ACCEPTS
+    return answer_type(accept_list(accept or ""), accept or "").tfs_json
 
 
 @pytest.mark.parametrize(

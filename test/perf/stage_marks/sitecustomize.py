@@ -26,7 +26,7 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
     "sagemaker_tfs.service.app": {
         "Invocations.on_post": ("handler_start", "answer_handed_to_gunicorn", "service"),
     },
-    "sagemaker_tfs.service.fast_path": {"invoke": ("fast_path_start", None, None)},
+    "sagemaker_tfs.service.fast_path": {"check": ("fast_path_start", None, None)},
     "sagemaker_tfs.service.inputs": {"decode_request": (None, "decoded", None)},
     "sagemaker_tfs.wire.predict_messages": {
         "encode_predict_request": (None, "request_encoded", None),

@@ -24,7 +24,7 @@ from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buff
 from sagemaker_tfs.service.connections import Channels, rest_session
 from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import TARGET_MODEL_HEADER
 
@@ -61,7 +61,7 @@ class FixedAnswer(app.Service):
         self.size = size
 
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> Any:
-        return types.SimpleNamespace(target=Route("m", None, "predict"))
+        return types.SimpleNamespace(target=ModelTarget("m", None, "predict"))
 
     def invoke(self, request: object, body: bytes, record: object, state: object = None) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")

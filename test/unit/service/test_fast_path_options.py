@@ -9,17 +9,20 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import falcon
 import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path, inputs
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
-from sagemaker_tfs.service.metrics import unrecorded
+from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -27,13 +30,11 @@ from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
 DT_FLOAT = protos.DataType.values_by_name["DT_FLOAT"].number
 REQUEST = ParsedRequest(
-    method="POST",
-    path="/invocations",
     content_type=MediaType("application/x-npy"),
     accept=(),
-    accept_header="",
+    answer=answer_type((), ""),
     custom_attributes=CustomAttributes(),
-    target=Route("m", None, "predict"),
+    target=ModelTarget("m", None, "predict"),
     content_length=0,
 )
 
@@ -150,8 +151,12 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
         assert server.received == [np.float32, np.float32]
 
 
-def as_decoded(x: np.ndarray) -> inputs.DecodedInputs:
-    return inputs.DecodedInputs({"x": x}, {})
+def prepared(x: np.ndarray, output_type: str) -> fast_path.PreparedCall:
+    return fast_path.PreparedCall(inputs.DecodedInputs({"x": x}, {}), [], True, output_type)
+
+
+def predict(context: Any, call: fast_path.PreparedCall) -> Any:
+    return fast_path.predict(context, call, InvocationRecord(None, falcon.Response()), 30.0)
 
 
 def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
@@ -164,15 +169,13 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
         with pytest.raises(streamed_predict.StreamError, match="ended after 19997 of the 20000"):
             client.predict(context, {"x": x}, stream_answer=True)
         with pytest.raises(fast_path.HttpError) as caught:
-            fast_path._predict(context, as_decoded(x), [], True, "application/json", unrecorded())
+            predict(context, prepared(x, "application/json"))
         assert caught.value.status == 502
         assert "ended after 19997 of the 20000 bytes" in str(caught.value)
         # an .npz or .npy is passed on as it arrives: sending it stops at the missing bytes
         # (app._send_streamed: a 502 for an answer small enough to gather, else cut short)
         for output_type in ("application/x-npz", "application/x-npy"):
-            body, _ = fast_path._predict(
-                context, as_decoded(x), [], True, output_type, unrecorded()
-            )
+            body, _ = predict(context, prepared(x, output_type))
             with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):
                 list(body.chunks)
     finally:

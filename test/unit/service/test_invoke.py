@@ -14,36 +14,30 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import falcon
 import pytest
 import requests
+from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.errors import Overloaded
 from sagemaker_tfs.service.handlers import UserCode
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import (
-    Limits,
-    Reply,
-    call_user_code,
-    invoke,
-    model_server_error,
-    queue_full,
-)
-from sagemaker_tfs.service.metrics import unrecorded
+from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, model_server_error, queue_full
+from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.service.streaming import HandlerStream
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 
 REQUEST = ParsedRequest(
-    method="POST",
-    path="/invocations",
     content_type=MediaType("text/csv"),
     accept=accept_list("text/csv"),
-    accept_header="text/csv",
+    answer=answer_type(accept_list("text/csv"), "text/csv"),
     custom_attributes=CustomAttributes(),
-    target=Route("m", None, "predict"),
+    target=ModelTarget("m", None, "predict"),
     content_length=3,
 )
 
@@ -70,6 +64,18 @@ SERVER = ModelServer(9000, 8501, None)
 CONTEXT = build_context(REQUEST, SERVER)
 
 
+NO_LIMITS = Limits()
+
+
+def invoke(user_code: UserCode | None, body: bytes, request: ParsedRequest, servers: Candidates,
+           limits: Limits = NO_LIMITS) -> Reply:  # fmt: skip
+    """One invocation by a worker's ``Invoker``, its record counting nothing."""
+    invoker = Invoker(requests.Session(), ImageOptions(1.0, 0.0), limits)
+    return invoker.invoke(
+        request, body, user_code, servers, InvocationRecord(None, falcon.Response())
+    )
+
+
 def run(result_or_error: Any) -> Reply:
     def handler(data, context):  # type: ignore[no-untyped-def]
         assert data.read() == b"abc" and context == CONTEXT
@@ -78,9 +84,7 @@ def run(result_or_error: Any) -> Reply:
         return result_or_error
 
     user_code = UserCode("x.py", handler=handler)
-    return call_user_code(
-        user_code, b"abc", REQUEST, Fixed(SERVER), requests.Session(), unrecorded()
-    )
+    return invoke(user_code, b"abc", REQUEST, Fixed(SERVER))
 
 
 @pytest.mark.parametrize(
@@ -217,8 +221,7 @@ def test_a_handler_whose_own_call_fails_runs_once_with_its_error() -> None:
     other = ModelServer(9002, 8503, None)
     servers = Fixed(SERVER, other)
     with pytest.raises(HttpError) as raised:
-        call_user_code(UserCode("x.py", handler=handler), b"abc", REQUEST, servers,
-                       requests.Session(), unrecorded())  # fmt: skip
+        invoke(UserCode("x.py", handler=handler), b"abc", REQUEST, servers)
     assert raised.value.status == 500
     assert f"port={port}" in raised.value.message and "Connection refused" in raised.value.message
     assert len(runs) == 1
@@ -237,8 +240,7 @@ def test_a_handler_that_finds_its_model_server_down_runs_once_and_it_goes_last()
     down = ModelServer(9000, closed_port(), None)
     servers = Fixed(down, SERVER)
     with pytest.raises(HttpError) as raised:
-        call_user_code(UserCode("x.py", handler=handler), b"[1]", REQUEST, servers,
-                       requests.Session(), unrecorded())  # fmt: skip
+        invoke(UserCode("x.py", handler=handler), b"[1]", REQUEST, servers)
     assert raised.value.status == 500 and "Connection refused" in raised.value.message
     assert len(runs) == 1 and servers.unreached == [down]
 
@@ -261,7 +263,7 @@ def test_the_pairs_model_server_call_fails_over_without_running_the_handlers_aga
 
     user_code = UserCode("x.py", input_handler=input_handler, output_handler=output_handler)
     servers = Fixed(ModelServer(1, down, None), ModelServer(2, live, None))
-    reply = call_user_code(user_code, b"[1]", REQUEST, servers, requests.Session(), unrecorded())
+    reply = invoke(user_code, b"[1]", REQUEST, servers)
     assert (reply.status, json.loads(reply.body)) == (200, {"predictions": [live]})
     assert runs == [
         f"input http://127.0.0.1:{down}/v1/models/m:predict",
@@ -283,15 +285,13 @@ def test_a_request_past_its_deadline_is_shed_before_the_handler_runs() -> None:
     now = time.time()
     late = dataclasses.replace(REQUEST, arrival=now - 61.0)
     with pytest.raises(Overloaded) as shed:
-        invoke(user_code, b"abc", late, Fixed(SERVER), requests.Session(),
-               ImageOptions(1.0, 0.0), unrecorded(), limits)  # fmt: skip
+        invoke(user_code, b"abc", late, Fixed(SERVER), limits)
     assert shed.value.status == 503 and shed.value.reason == "expired"
     assert "waited 61" in shed.value.message and "overloaded" in shed.value.message
     assert runs == []
     for arrival in (now - 1.0, None):
         request = dataclasses.replace(REQUEST, arrival=arrival)
-        reply = invoke(user_code, b"abc", request, Fixed(SERVER), requests.Session(),
-                       ImageOptions(1.0, 0.0), unrecorded(), limits)  # fmt: skip
+        reply = invoke(user_code, b"abc", request, Fixed(SERVER), limits)
         assert reply.body == b"ok"
     assert runs == ["ran", "ran"]
 
@@ -337,3 +337,31 @@ def test_the_session_is_beside_the_context_fields() -> None:
     assert context.session_id == "0-" + "a" * 32 and context.session is store
     assert CONTEXT.session_id is None and CONTEXT.session is None
     assert repr(context).startswith("Context(model_name='m'")
+
+
+def test_a_failover_sends_the_body_converted_once(
+    http_server: Callable[[int], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """JSON without inference.py (classify: the REST path): the first model server is down, the
+    second answers; the body was converted once, before the calls that failover repeats."""
+    converted: list[bytes] = []
+    convert = conversion.convert
+
+    def counted(content_type: str, body: bytes) -> str:
+        converted.append(body)
+        return convert(content_type, body)
+
+    monkeypatch.setattr(conversion, "convert", counted)
+    live = http_server(200)
+    servers = Fixed(ModelServer(1, closed_port(), None), ModelServer(2, live, None))
+    json_body = MediaType("application/json")
+    request = dataclasses.replace(
+        REQUEST,
+        content_type=json_body,
+        accept=(),
+        answer=answer_type((), ""),
+        target=ModelTarget("m", None, "classify"),
+    )
+    reply = invoke(None, b"[1, 2]", request, servers)
+    assert (reply.status, json.loads(b"".join(reply.body))) == (200, {"predictions": [live]})
+    assert converted == [b"[1, 2]"]

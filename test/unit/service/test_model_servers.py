@@ -15,10 +15,10 @@ from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.model_servers import (
     Candidates,
+    Failover,
     InstancePicker,
     InstanceRotation,
     ModelServer,
-    with_failover,
 )
 from sagemaker_tfs.wire.errors import HttpError
 
@@ -41,6 +41,10 @@ class Numbered(Candidates):
         self.failed.append(server.grpc_port)
 
 
+def same(server: ModelServer) -> ModelServer:
+    return server
+
+
 def test_the_next_candidate_answers() -> None:
     candidates = Numbered(2)
 
@@ -49,8 +53,29 @@ def test_the_next_candidate_answers() -> None:
             raise ModelServerUnavailable("connection refused")
         return f"answered by {server.grpc_port}"
 
-    assert with_failover(candidates, call) == "answered by 1"
+    assert Failover(candidates, same)(call) == "answered by 1"
     assert candidates.failed == [0]
+
+
+def test_a_later_call_of_the_request_goes_to_the_model_server_that_answered() -> None:
+    """A request's calls (the signature, then Predict) share one failover: the second starts
+    on the model server that answered the first, its context made once per model server."""
+    made: list[int] = []
+
+    def context_of(server: ModelServer) -> str:
+        made.append(server.grpc_port)
+        return f"context of {server.grpc_port}"
+
+    failover = Failover(Numbered(3), context_of)
+
+    def first_call(context: str) -> str:
+        if context == "context of 0":
+            raise ModelServerUnavailable("connection refused")
+        return context
+
+    assert failover(first_call) == "context of 1"
+    assert failover(lambda context: context) == "context of 1"
+    assert made == [0, 1] and failover.server.grpc_port == 1
 
 
 def test_other_errors_are_not_retried() -> None:
@@ -61,7 +86,7 @@ def test_other_errors_are_not_retried() -> None:
         raise HttpError(400, "bad input")
 
     with pytest.raises(HttpError):
-        with_failover(Numbered(2), call)
+        Failover(Numbered(2), same)(call)
     assert tried == [0]
 
 
@@ -75,7 +100,7 @@ def test_retries_stop_after_the_failover_time(monkeypatch: pytest.MonkeyPatch) -
         raise ModelServerUnavailable("connection refused")
 
     with pytest.raises(ModelServerUnavailable) as caught:
-        with_failover(Numbered(1), call)
+        Failover(Numbered(1), same)(call)
     assert caught.value.status == 503
     assert 3 <= len(tried) <= 10  # paused between rounds, did not spin
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import falcon
 import falcon.testing
 import pytest
+from sagemaker_tfs.service.content_types import AnswerType
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER
 
@@ -31,21 +32,25 @@ def test_every_header_read_once_into_one_value() -> None:
         b"abc",
     )
     request = parse_request(req, 3, "m", None)
-    assert request.method == "POST" and request.path == "/invocations"
     assert request.content_type.name == "image/png"
     assert request.content_type.parameter("q") == "1"
     assert [entry.name for entry in request.accept] == ["application/x-npy", "text/csv"]
-    assert request.first_accept == "application/x-npy"
-    assert request.accept_header == "application/x-npy;q=0.5 , text/csv"
+    assert request.answer == AnswerType(
+        tfs_json=False,
+        one_line=None,
+        fast_path="application/x-npy",
+        handler="application/x-npy;q=0.5 , text/csv",
+    )
     assert request.custom_attributes.output_filter == ("a", "b")
-    assert request.target == Route("m", "2", "predict")
+    assert request.target == ModelTarget("m", "2", "predict")
     assert request.content_length == 3
 
 
 def test_defaults() -> None:
     request = parse_request(falcon_request(), 7, "m", None)
     assert request.content_type.name == "application/json"
-    assert request.accept == () and request.first_accept == "" and request.accept_header == ""
+    assert request.accept == () and request.answer == AnswerType(True, None, "application/json",
+                                                                 "application/json")  # fmt: skip
     assert request.custom_attributes.header == ""
     assert request.content_length == 7  # no Content-Length header: the body's length
 
@@ -57,7 +62,7 @@ def test_multi_model_requests_name_their_model() -> None:
     assert model_named_by(req, None) == "m2"
     assert model_named_by(req, "from_path") == "from_path"
     request = parse_request(req, 0, None, model_named_by(req, None))
-    assert request.target == Route("m2", None, "regress")
+    assert request.target == ModelTarget("m2", None, "regress")
     with pytest.raises(HttpError) as unnamed:
         parse_request(falcon_request(), 0, None, None)
     assert unnamed.value.status == 400 and TARGET_MODEL_HEADER in unnamed.value.message
@@ -108,3 +113,26 @@ def test_context_keeps_given_types() -> None:
     assert build_context(parsed(Accept="text/csv, */*"), ModelServer(1, 2, None)).accept_header == (
         "text/csv, */*"
     )
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (
+            "*/*, application/jsonlines",
+            AnswerType(True, "application/json", "application/json", "*/*, application/jsonlines"),
+        ),
+        ("application/jsons", AnswerType(True, "application/jsons", None, "application/jsons")),
+        ("application/*", AnswerType(False, None, "application/json", "application/*")),
+        (
+            "text/csv, application/json",
+            AnswerType(False, "application/json", "text/csv", "text/csv, application/json"),
+        ),
+    ],
+)
+def test_the_answer_type_is_decided_once_for_every_way_of_answering(
+    accept: str, expected: AnswerType
+) -> None:
+    """The JSON answer (its one-line type), the fast path's type (None: 406) and the handler's
+    Accept, from one Accept header."""
+    assert parsed(Accept=accept).answer == expected

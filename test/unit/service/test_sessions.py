@@ -8,9 +8,9 @@ import re
 
 import pytest
 from sagemaker_tfs.service.app import serve_in_sessions
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.invoke import Reply, SessionState
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.routing import Route
 from sagemaker_tfs.service.sessions import (
     CLOSE,
     NEW_SESSION,
@@ -19,6 +19,7 @@ from sagemaker_tfs.service.sessions import (
     control_request,
     requested_session,
 )
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType
 
@@ -115,8 +116,8 @@ def test_the_new_session_placeholder_names_no_session() -> None:
 
 def request(session_id: str | None = None) -> ParsedRequest:
     return ParsedRequest(
-        "POST", "/invocations", MediaType("application/json"), (), "", CustomAttributes(),
-        Route("m", None, "predict"), 0, session_id=session_id,
+        MediaType("application/json"), (), answer_type((), ""), CustomAttributes(),
+        ModelTarget("m", None, "predict"), 0, session_id=session_id,
     )  # fmt: skip
 
 

@@ -19,16 +19,16 @@ def test_the_handshake_reads_as_an_invocation() -> None:
             ("Accept", "text/csv"),
         ]
     )
-    parsed = parse_handshake(headers, "/invocations-bidirectional-stream", "half_plus_three")
+    parsed = parse_handshake(headers, "half_plus_three")
     assert (parsed.target.model_name, parsed.target.model_version) == ("half_plus_three", "7")
     assert parsed.target.method == "regress"
     assert parsed.content_type.name == "application/json"
-    assert parsed.accept_header == "text/csv" and parsed.content_length == 0
+    assert parsed.answer.handler == "text/csv" and parsed.content_length == 0
     assert parsed.custom_attributes.header == "tfs-model-version=7, tfs-method=regress, a=b"
 
 
 def test_a_handshake_without_headers_takes_the_defaults() -> None:
-    parsed = parse_handshake(Headers(), "/invocations-bidirectional-stream", "m")
+    parsed = parse_handshake(Headers(), "m")
     assert parsed.content_type.name == "application/json" and parsed.accept == ()
     assert parsed.target.model_version is None and parsed.target.method == "predict"
 
@@ -36,7 +36,7 @@ def test_a_handshake_without_headers_takes_the_defaults() -> None:
 def test_a_bad_custom_attribute_is_a_400() -> None:
     headers = Headers([("X-Amzn-SageMaker-Custom-Attributes", "tfs-method=train")])
     with pytest.raises(HttpError) as refused:
-        parse_handshake(headers, "/invocations-bidirectional-stream", "m")
+        parse_handshake(headers, "m")
     assert refused.value.status == 400 and "Invalid method" in refused.value.message
 
 
@@ -48,3 +48,16 @@ def test_the_missing_handler_is_named(tmp_path: Path) -> None:
     assert missing_handler_reason(str(tmp_path)) == (
         "code/inference.py has no stream_handler(messages, context)"
     )
+
+
+def test_the_handshake_does_not_read_an_invocations_session_or_arrival() -> None:
+    """Headers that mean nothing to a stream are not read, even when given twice."""
+    headers = Headers(
+        [
+            ("X-Amzn-SageMaker-Session-Id", "0-ab"),
+            ("X-Amzn-SageMaker-Session-Id", "0-cd"),
+            ("X-SageMaker-TFS-Arrival", "1 2"),
+        ]
+    )
+    parsed = parse_handshake(headers, "m")
+    assert parsed.session_id is None and parsed.arrival is None

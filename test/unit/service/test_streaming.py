@@ -10,7 +10,7 @@ from typing import Any
 
 import falcon
 import pytest
-from sagemaker_tfs.service.metrics import RequestRecord
+from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.streaming import (
     CLOSED,
     COMPLETE,
@@ -22,7 +22,7 @@ from sagemaker_tfs.service.streaming import (
 )
 
 
-class Outcomes(RequestRecord):
+class Outcomes(InvocationRecord):
     """A record that keeps the streamed outcomes it is told of."""
 
     def __init__(self) -> None:

@@ -14,7 +14,9 @@ _VERSION = re.compile(r"[0-9]{1,19}")
 MAX_VERSION = 2**63 - 1
 
 
-class Route(NamedTuple):
+class ModelTarget(NamedTuple):
+    """The model a request is for: its name, version (None: the latest) and TF Serving method."""
+
     model_name: str
     model_version: str | None
     method: str
@@ -31,7 +33,7 @@ def check_model_name(name: str) -> str:
     return name
 
 
-def route(attributes: CustomAttributes, default_model: str | None) -> Route:
+def model_target(attributes: CustomAttributes, default_model: str | None) -> ModelTarget:
     """The TF Serving target of a request; 400 for names, versions or methods that are wrong."""
     name = attributes.model_name or default_model
     if not name:
@@ -44,9 +46,9 @@ def route(attributes: CustomAttributes, default_model: str | None) -> Route:
         raise HttpError(
             400, f"Invalid method: {excerpt(method)} (expected predict, classify or regress)"
         )
-    return Route(check_model_name(name), version, method)
+    return ModelTarget(check_model_name(name), version, method)
 
 
-def rest_uri(rest_port: int, target: Route) -> str:
+def rest_uri(rest_port: int, target: ModelTarget) -> str:
     version = f"/versions/{target.model_version}" if target.model_version else ""
     return f"http://127.0.0.1:{rest_port}/v1/models/{target.model_name}{version}:{target.method}"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import falcon
 import pytest
 from sagemaker_tfs.service.metrics import recorded
-from sagemaker_tfs.service.routing import Route
+from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 
 
 def test_the_route_model_and_version_are_named_even_for_an_error() -> None:
     resp = falcon.Response()
     with pytest.raises(HttpError), recorded(None, resp) as record:
-        record.target(Route("m", "7", "predict"))
+        record.target(ModelTarget("m", "7", "predict"))
         record.route = "fast_path"
         with record.model_server_call():
             raise HttpError(400, "bad")

@@ -5,20 +5,22 @@ from __future__ import annotations
 import pytest
 from sagemaker_tfs.config import Instance
 from sagemaker_tfs.service.model_servers import InstancePicker
-from sagemaker_tfs.service.routing import Route, check_model_name, rest_uri, route
+from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target, rest_uri
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import custom_attributes
 
 
 def test_defaults_to_the_default_model_and_predict() -> None:
-    assert route(custom_attributes(None), "half_plus_three") == Route(
+    assert model_target(custom_attributes(None), "half_plus_three") == ModelTarget(
         "half_plus_three", None, "predict"
     )
 
 
 def test_custom_attributes_pick_model_version_and_method() -> None:
     header = "foo=bar, tfs-model-name=other,tfs-model-version=00123 ,tfs-method=classify,junk"
-    assert route(custom_attributes(header), "default") == Route("other", "00123", "classify")
+    assert model_target(custom_attributes(header), "default") == ModelTarget(
+        "other", "00123", "classify"
+    )
 
 
 @pytest.mark.parametrize(
@@ -34,16 +36,16 @@ def test_custom_attributes_pick_model_version_and_method() -> None:
 )
 def test_bad_attributes_are_400(header: str | None, default: str | None, message: str) -> None:
     with pytest.raises(HttpError) as raised:
-        route(custom_attributes(header), default)
+        model_target(custom_attributes(header), default)
     assert raised.value.status == 400
     assert message in raised.value.message
 
 
 def test_rest_uri() -> None:
-    assert rest_uri(8501, Route("m", None, "predict")) == (
+    assert rest_uri(8501, ModelTarget("m", None, "predict")) == (
         "http://127.0.0.1:8501/v1/models/m:predict"
     )
-    assert rest_uri(8501, Route("m", "7", "regress")) == (
+    assert rest_uri(8501, ModelTarget("m", "7", "regress")) == (
         "http://127.0.0.1:8501/v1/models/m/versions/7:regress"
     )
 
@@ -65,7 +67,7 @@ def test_picker_round_robins() -> None:
 )
 def test_out_of_range_versions_and_bad_names_are_400(attributes: str) -> None:
     with pytest.raises(HttpError) as raised:
-        route(custom_attributes(attributes), "m")
+        model_target(custom_attributes(attributes), "m")
     assert raised.value.status == 400
 
 
@@ -78,6 +80,6 @@ def test_names_with_a_trailing_newline_are_refused(name: str) -> None:
 
 
 def test_the_largest_int64_version_is_accepted() -> None:
-    assert route(custom_attributes("tfs-model-version=9223372036854775807"), "m").model_version == (
-        "9223372036854775807"
-    )
+    assert model_target(
+        custom_attributes("tfs-model-version=9223372036854775807"), "m"
+    ).model_version == ("9223372036854775807")
