@@ -16,21 +16,9 @@ from typing import Any
 
 from sagemaker_tfs.container_limits import CpuCount, cpu_count
 from sagemaker_tfs.env_reader import ConfigError, EnvReader
-from sagemaker_tfs.model_discovery import (  # noqa: F401 (until every importer names it)
-    MODEL_NAME_PATTERN,
-    ModelSpec,
-    discover_models,
-    model_spec,
-    version_dirs,
-)
-from sagemaker_tfs.ports import (  # noqa: F401 (until every importer names it)
-    Instance,
-    PortRange,
-    allocate_instances,
-    parse_port,
-    parse_port_range,
-)
-from sagemaker_tfs.stack_config import (  # noqa: F401 (until every importer names it)
+from sagemaker_tfs.model_discovery import ModelSpec, discover_models
+from sagemaker_tfs.ports import Instance, allocate_instances, parse_port, parse_port_range
+from sagemaker_tfs.stack_config import (
     DEFAULT_MAX_BODY_MB,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TEXT_BODY_MB,
@@ -41,11 +29,8 @@ from sagemaker_tfs.stack_config import (  # noqa: F401 (until every importer nam
     DEFAULT_STREAM_MAX_MESSAGE_MB,
     MAX_UNIX_SOCKET_PATH_BYTES,
     MIN_MAX_CONCURRENT_INVOCATIONS,
-    SERVICE_READY_MARKER,
-    STACK_CONFIG_ENV,
     BatchingConfig,
     StackConfig,
-    status_socket_beside,
 )
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from doc_commands import REPO_ROOT, doc_blocks
-from sagemaker_tfs import config
+from sagemaker_tfs import stack_config
 
 README = REPO_ROOT / "README.md"
 EXAMPLES = REPO_ROOT / "examples" / "inference"
@@ -18,7 +18,7 @@ EXAMPLES_TEST = REPO_ROOT / "test" / "integration" / "stack" / "test_inference_e
 PACKAGE = REPO_ROOT / "container" / "sagemaker_tfs"
 VARIABLE = re.compile(r"SAGEMAKER_[A-Z0-9_]+|OMP_NUM_THREADS")
 # Set by the supervisor for its own children, not by users.
-INTERNAL_VARIABLES = {config.STACK_CONFIG_ENV}
+INTERNAL_VARIABLES = {stack_config.STACK_CONFIG_ENV}
 MAX_README_LINES = 300
 
 

@@ -43,7 +43,7 @@ from bench_fast_paths import (  # noqa: E402
     photo_like_jpeg,
     stack_for,
 )
-from sagemaker_tfs.config import StackConfig  # noqa: E402
+from sagemaker_tfs.stack_config import StackConfig  # noqa: E402
 from sagemaker_tfs.supervisor.metrics.model_servers import (  # noqa: E402
     Families,
     MonitoredServer,

@@ -32,7 +32,7 @@ def main() -> None:
         sys.path.insert(0, str(Path(args.container).resolve()))
     import falcon
     import falcon.testing
-    from sagemaker_tfs.config import Instance
+    from sagemaker_tfs.ports import Instance
 
     env = falcon.testing.create_environ("/invocations", method="POST", headers=HEADERS, body="[1]")
     req = falcon.Request(env)

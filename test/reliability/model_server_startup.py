@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from local_ports import free_port  # noqa: E402
-from sagemaker_tfs.config import ModelSpec  # noqa: E402
+from sagemaker_tfs.model_discovery import ModelSpec  # noqa: E402
 from sagemaker_tfs.supervisor.model_availability import model_is_available  # noqa: E402
 from sagemaker_tfs.supervisor.model_server_configs import (  # noqa: E402
     model_server_command,

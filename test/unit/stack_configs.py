@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tfs.config import StackConfig, load_config
+from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
+from sagemaker_tfs.stack_config import StackConfig
 
 # Every variable of the contract set to a value other than its default (test_config checks
 # each one); the command-line tests reuse it.

@@ -9,17 +9,12 @@ from pathlib import Path
 import pytest
 from cgroup_trees import hybrid, legacy, unified
 from sagemaker_tfs import config
-from sagemaker_tfs.config import (
-    BatchingConfig,
-    ConfigError,
-    Instance,
-    ModelSpec,
-    PortRange,
-    StackConfig,
-    discover_models,
-    load_config,
-)
+from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import cpu_count
+from sagemaker_tfs.env_reader import ConfigError
+from sagemaker_tfs.model_discovery import ModelSpec, discover_models
+from sagemaker_tfs.ports import Instance, PortRange
+from sagemaker_tfs.stack_config import BatchingConfig, StackConfig
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
 
 

@@ -21,7 +21,6 @@ import falcon
 import requests
 
 from sagemaker_tfs import client
-from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service import errors, native_threads, sessions
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
@@ -45,6 +44,7 @@ from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, Reg
 from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
 from sagemaker_tfs.service.sessions import Sessions
 from sagemaker_tfs.service.streaming import HandlerStream
+from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.wire.http_headers import (
     CLOSED_SESSION_HEADER,
     NEW_SESSION_HEADER,

@@ -34,10 +34,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.handlers import ensure_requirements
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.sessions import claim_worker_slot
+from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)

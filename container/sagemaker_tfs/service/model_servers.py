@@ -20,7 +20,7 @@ from typing import Generic, NamedTuple, TypeVar
 import grpc
 import requests
 
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 

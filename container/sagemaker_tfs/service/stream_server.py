@@ -33,7 +33,6 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
 from sagemaker_tfs import client
-from sagemaker_tfs.config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.context import Context, build_context
@@ -48,6 +47,7 @@ from sagemaker_tfs.service.stream_session import (
     run_handler,
 )
 from sagemaker_tfs.service.targets import model_target
+from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import ARRIVAL_HEADER, SESSION_HEADER
 

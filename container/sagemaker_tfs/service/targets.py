@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from sagemaker_tfs.config import MODEL_NAME_PATTERN
+from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.wire.errors import HttpError, excerpt
 from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, CustomAttributes
 

@@ -8,7 +8,7 @@ small JSON file in the work directory (written whole and renamed), which nginx r
 behind an invocation, however busy the model servers are.
 
 The channel: the Python model server answers GetModelStatus on a unix socket and thread pool
-of its own (``config.status_socket_beside``, ``grpc_server.serve_status``), so a status call
+of its own (``stack_config.status_socket_beside``, ``grpc_server.serve_status``), so a status call
 never queues behind Predict calls; ``tensorflow_model_server`` is asked on its gRPC socket.
 
 The bound (docs/reliability.md): a model server whose process exited turns ``/ping`` 503 at
@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sagemaker_tfs.config import Instance, StackConfig
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, StatusAnswer
 from sagemaker_tfs.supervisor.shared_model_servers import target, write_atomically
 

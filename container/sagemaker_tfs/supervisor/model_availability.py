@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.supervisor.startup import poll_until
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,9 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, StackConfig
+from sagemaker_tfs.model_discovery import ModelSpec
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import BatchingConfig, StackConfig
 
 TFS_BINARY = "tensorflow_model_server"
 # Every model server exports TF Serving's Prometheus metrics on its REST port at this path

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.supervisor import model_server_configs as configs
 from sagemaker_tfs.supervisor.children import Child, TierStopping
 from sagemaker_tfs.supervisor.health import WatchedServer, status_target

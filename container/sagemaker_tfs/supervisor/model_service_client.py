@@ -25,7 +25,7 @@ os.environ[FORK_SUPPORT_VARIABLE] = "false"
 import grpc  # noqa: E402
 from google.protobuf.message import Message  # noqa: E402
 
-from sagemaker_tfs.config import ModelSpec  # noqa: E402
+from sagemaker_tfs.model_discovery import ModelSpec  # noqa: E402
 from sagemaker_tfs.wire import protos  # noqa: E402
 
 AVAILABLE = (

@@ -36,7 +36,8 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from sagemaker_tfs.config import MODEL_NAME_PATTERN, StackConfig
+from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS
 
 NJS_MODULE_CANDIDATES = (

@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagemaker_tfs.config import Instance, ModelSpec, PortRange, StackConfig
-from sagemaker_tfs.ports import port_is_free
+from sagemaker_tfs.model_discovery import ModelSpec
+from sagemaker_tfs.ports import Instance, PortRange, port_is_free
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError, wait_until_available
 from sagemaker_tfs.supervisor.model_server_configs import render_model_config

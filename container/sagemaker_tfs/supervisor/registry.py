@@ -16,14 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sagemaker_tfs.config import (
-    MODEL_NAME_PATTERN,
-    Instance,
-    ModelSpec,
-    StackConfig,
-    model_spec,
-    version_dirs,
-)
+from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN, ModelSpec, model_spec, version_dirs
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.memory import ModelMemory, available_memory_bytes, files_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.wire.errors import HttpError

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, StackConfig
+from sagemaker_tfs.stack_config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.sockets import HeldSocket, service_answers_ping
 from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of

@@ -33,7 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sagemaker_tfs.config import Instance, ModelSpec, StackConfig
+from sagemaker_tfs.model_discovery import ModelSpec
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.supervisor.model_server_configs import render_model_config

@@ -22,7 +22,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor import model_server_launcher, nginx_launcher, service_launcher
 from sagemaker_tfs.supervisor.children import ChildGroup, reap_orphans
 from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code

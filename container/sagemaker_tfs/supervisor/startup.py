@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.children import Child, ChildGroup, describe_exit
 
 POLL_SECONDS = 0.1

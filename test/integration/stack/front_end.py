@@ -23,7 +23,9 @@ from pathlib import Path
 
 import requests
 from local_ports import free_port
-from sagemaker_tfs.config import Instance, StackConfig, load_config
+from sagemaker_tfs.config import load_config
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor import nginx_config
 from whole_stack import http_post
 

@@ -24,9 +24,9 @@ import pytest
 import requests
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
-from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.service.content_types import answer_type, one_line_json_type
 from sagemaker_tfs.service.conversion import convert
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list
 from whole_stack import Stack, running_stack

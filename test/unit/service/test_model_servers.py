@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.service import model_servers
 from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.errors import ModelServerUnavailable

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.service.code_namespaces import prefix_of
 from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.handlers import UserCodeError

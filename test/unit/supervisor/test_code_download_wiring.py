@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import StackConfig
 from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.multi_model import (
     UNIVERSAL_CODE_DIR,
@@ -14,6 +13,7 @@ from sagemaker_tfs.service.multi_model import (
     ModelDirectory,
     ModelLocation,
 )
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor
 from sagemaker_tfs.supervisor.startup import StartupError
 from stack_configs import StackConfigBuilder

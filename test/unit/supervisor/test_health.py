@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import Instance
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.supervisor.health import (
     MISSES_BEFORE_DOWN,
     PROBE_NAME,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import BatchingConfig, Instance, ModelSpec, model_spec
+from sagemaker_tfs.model_discovery import ModelSpec, model_spec
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.stack_config import BatchingConfig
 from sagemaker_tfs.supervisor.model_server_configs import (
     MONITORING_PATH,
     model_server_args,

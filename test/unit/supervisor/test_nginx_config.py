@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import Instance, ModelSpec
+from sagemaker_tfs.model_discovery import ModelSpec
+from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.supervisor import nginx_config
 from stack_configs import StackConfigBuilder
 

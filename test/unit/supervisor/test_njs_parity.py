@@ -18,7 +18,7 @@ from pathlib import Path
 from conversion_cases import ACCEPT_CASES, CASES
 from header_cases import ACCEPT_HEADERS, CONTENT_TYPES, CUSTOM_ATTRIBUTES
 from njs_functions import call_njs, needs_node
-from sagemaker_tfs.config import MODEL_NAME_PATTERN
+from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.service.content_types import one_line_json_type
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.targets import valid_version

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cgroup_trees import V1_NO_LIMIT, hybrid, legacy, unified
 from launchers import RecordingLauncher, StuckLauncher
-from sagemaker_tfs.config import Instance, PortRange
 from sagemaker_tfs.container_limits import CgroupView
+from sagemaker_tfs.ports import Instance, PortRange
 from sagemaker_tfs.supervisor.memory import (
     DEFAULT_OVERHEAD_BYTES,
     ModelMemory,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from sagemaker_tfs.config import ModelSpec, StackConfig
+from sagemaker_tfs.model_discovery import ModelSpec
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError
 from sagemaker_tfs.supervisor.model_service_client import ModelServiceError, ModelState
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers

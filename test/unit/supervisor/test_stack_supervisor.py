@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor import model_service_client, stack_supervisor
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor, child_environment

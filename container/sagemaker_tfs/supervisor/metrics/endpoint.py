@@ -31,7 +31,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
-from sagemaker_tfs.config import StackConfig
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.metrics.edge_log import EdgeLog
 from sagemaker_tfs.supervisor.metrics.model_servers import MonitoredServer, exposition
