@@ -18,24 +18,30 @@ from sagemaker_tfs.container_limits import CpuCount, cpu_count
 from sagemaker_tfs.env_reader import ConfigError, EnvReader
 from sagemaker_tfs.model_discovery import ModelSpec, discover_models
 from sagemaker_tfs.ports import Instance, allocate_instances, parse_port, parse_port_range
-from sagemaker_tfs.stack_config import (
-    DEFAULT_MAX_BODY_MB,
-    DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_TEXT_BODY_MB,
-    DEFAULT_METRICS_PATH,
-    DEFAULT_SESSION_TTL_SECONDS,
-    DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS,
-    DEFAULT_STREAM_MAX_CONNECTIONS,
-    DEFAULT_STREAM_MAX_MESSAGE_MB,
-    MAX_UNIX_SOCKET_PATH_BYTES,
-    MIN_MAX_CONCURRENT_INVOCATIONS,
-    BatchingConfig,
-    StackConfig,
-)
+from sagemaker_tfs.stack_config import MAX_UNIX_SOCKET_PATH_BYTES, BatchingConfig, StackConfig
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
 DEFAULT_WORK_DIR = "/tmp/sagemaker-tfs"
+# Any SageMaker mode's body (async inference: 1 GB); JSON/CSV converted here (Batch's 100 MB).
+DEFAULT_MAX_BODY_MB = 1024
+DEFAULT_MAX_TEXT_BODY_MB = 100
+# Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
+# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). Default: 32 per CPU, at least
+# 64 (docs/reliability.md): twice the 32 connections of small JSON that must never be shed,
+# and a queue that the compute-heavy test model (~2-3 calls a second on 2 cores) works off
+# in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
+MIN_MAX_CONCURRENT_INVOCATIONS = 64
+# The bidirectional stream (service/stream_server.py): the largest message either way, how
+# long a connection may pass no message before it is closed, how many connections at once.
+DEFAULT_STREAM_MAX_MESSAGE_MB = 16
+DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
+DEFAULT_STREAM_MAX_CONNECTIONS = 200
+# Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
+# how many a gunicorn worker holds at once.
+DEFAULT_SESSION_TTL_SECONDS = 1200
+DEFAULT_MAX_SESSIONS = 1000
+DEFAULT_METRICS_PATH = "/metrics"
 _WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 DEFAULT_PORT = 8080
 UNLIMITED_ENQUEUED_BATCHES = 100_000_000

@@ -15,26 +15,7 @@ from typing import Any
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance, PortRange
 
-# Any SageMaker mode's body (async inference: 1 GB); JSON/CSV converted here (Batch's 100 MB).
-DEFAULT_MAX_BODY_MB = 1024
-DEFAULT_MAX_TEXT_BODY_MB = 100
-# Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
-# once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). Default: 32 per CPU, at least
-# 64 (docs/reliability.md): twice the 32 connections of small JSON that must never be shed,
-# and a queue that the compute-heavy test model (~2-3 calls a second on 2 cores) works off
-# in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
-MIN_MAX_CONCURRENT_INVOCATIONS = 64
 MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
-# The bidirectional stream (service/stream_server.py): the largest message either way, how
-# long a connection may pass no message before it is closed, how many connections at once.
-DEFAULT_STREAM_MAX_MESSAGE_MB = 16
-DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
-DEFAULT_STREAM_MAX_CONNECTIONS = 200
-# Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
-# how many a gunicorn worker holds at once.
-DEFAULT_SESSION_TTL_SECONDS = 1200
-DEFAULT_MAX_SESSIONS = 1000
-DEFAULT_METRICS_PATH = "/metrics"
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
 # In the work dir: left by a worker of gunicorn master PID once its app is loaded.
@@ -87,38 +68,38 @@ class StackConfig:
     service_socket: str
     control_socket: str
     # Multi-model with both UNIVERSAL variables set: where the shared code is downloaded.
-    universal_code_dir: str | None = None
+    universal_code_dir: str | None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
-    standby_model_server: bool = False
+    standby_model_server: bool
     # Multi-model: one model server process per loaded model (isolation), instead of the
     # ``instances`` serving every loaded model (density; the default).
-    model_server_per_model: bool = False
+    model_server_per_model: bool
     # Decoded image pixels for a float input: pixel * image_scale + image_offset.
-    image_scale: float = 1.0
-    image_offset: float = 0.0
+    image_scale: float
+    image_offset: float
     # Prometheus metrics at metrics_path on the public port (and their counting), or neither.
-    metrics: bool = True
-    metrics_path: str = DEFAULT_METRICS_PATH
+    metrics: bool
+    metrics_path: str
     # nginx's per-request log line: "off", "text" or "json"; with access_log_all, /ping and
     # the metrics path are logged too.
-    access_log: str = "off"
-    access_log_all: bool = False
+    access_log: str
+    access_log_all: bool
     # Largest request body accepted (nginx's client_max_body_size), in MB (MiB).
-    max_body_mb: int = DEFAULT_MAX_BODY_MB
+    max_body_mb: int
     # Largest JSON / JSON lines / CSV body the container converts itself, in MB.
-    max_text_body_mb: int = DEFAULT_MAX_TEXT_BODY_MB
+    max_text_body_mb: int
     # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
     # service's gRPC deadline.
-    model_server_timeout: int = 60
+    model_server_timeout: int
     # The container's CPU count (container_limits.cpu_count): what "CPUs" means in README's
     # table, the model servers' TensorFlow pools and REST threads.
-    cpus: int = 1
+    cpus: int
     # The bidirectional stream (/invocations-bidirectional-stream, single-model endpoints).
-    stream_max_message_mb: int = DEFAULT_STREAM_MAX_MESSAGE_MB
-    stream_idle_timeout: int = DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
-    stream_max_connections: int = DEFAULT_STREAM_MAX_CONNECTIONS
+    stream_max_message_mb: int
+    stream_idle_timeout: int
+    stream_max_connections: int
     # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
-    max_concurrent_invocations: int = MIN_MAX_CONCURRENT_INVOCATIONS
+    max_concurrent_invocations: int
 
     @property
     def invocation_timeout(self) -> int:
@@ -129,9 +110,9 @@ class StackConfig:
 
     # Stateful sessions (SageMaker's sticky routing): NEW_SESSION / CLOSE requests, the
     # session header routed by nginx to the worker that holds the session.
-    sessions: bool = False
-    session_ttl_seconds: int = DEFAULT_SESSION_TTL_SECONDS
-    max_sessions: int = DEFAULT_MAX_SESSIONS
+    sessions: bool
+    session_ttl_seconds: int
+    max_sessions: int
 
     def session_socket(self, worker_slot: int) -> str:
         """The unix socket on which the gunicorn worker of ``worker_slot`` (0 to workers - 1)

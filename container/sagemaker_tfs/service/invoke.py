@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import requests
 
 from sagemaker_tfs import client
+from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
@@ -34,7 +35,6 @@ from sagemaker_tfs.service.model_servers import (
 )
 from sagemaker_tfs.service.request import ParsedRequest
 from sagemaker_tfs.service.streaming import HandlerStream, is_stream
-from sagemaker_tfs.stack_config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
 from sagemaker_tfs.wire.metrics import (
     ROUTE_CONVERSION,
