@@ -23,15 +23,21 @@ from sagemaker_tfs.stack_config import MAX_UNIX_SOCKET_PATH_BYTES, BatchingConfi
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
 DEFAULT_WORK_DIR = "/tmp/sagemaker-tfs"
+DEFAULT_PORT = 8080
+DEFAULT_METRICS_PATH = "/metrics"
 # Any SageMaker mode's body (async inference: 1 GB); JSON/CSV converted here (Batch's 100 MB).
 DEFAULT_MAX_BODY_MB = 1024
 DEFAULT_MAX_TEXT_BODY_MB = 100
+BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
+NGINX_TIMEOUT_MARGIN_SECONDS = 5
+UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 # Invocations in flight and waiting, for the whole stack, beyond which nginx answers 503 at
 # once (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS; 0: no bound). Default: 32 per CPU, at least
 # 64 (docs/reliability.md): twice the 32 connections of small JSON that must never be shed,
 # and a queue that the compute-heavy test model (~2-3 calls a second on 2 cores) works off
 # in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
 MIN_MAX_CONCURRENT_INVOCATIONS = 64
+CONCURRENT_INVOCATIONS_PER_CPU = 32
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once.
 DEFAULT_STREAM_MAX_MESSAGE_MB = 16
@@ -41,13 +47,6 @@ DEFAULT_STREAM_MAX_CONNECTIONS = 200
 # how many a gunicorn worker holds at once.
 DEFAULT_SESSION_TTL_SECONDS = 1200
 DEFAULT_MAX_SESSIONS = 1000
-DEFAULT_METRICS_PATH = "/metrics"
-_WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
-DEFAULT_PORT = 8080
-UNLIMITED_ENQUEUED_BATCHES = 100_000_000
-BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
-NGINX_TIMEOUT_MARGIN_SECONDS = 5
-CONCURRENT_INVOCATIONS_PER_CPU = 32
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -62,143 +61,11 @@ RESERVED_PATHS = (
     "/models",
 )
 _METRICS_PATH = re.compile(r"(/[A-Za-z0-9_~.\-]+)+")
-
-
-# --- parsing single values -------------------------------------------------------------
-
-
-def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) -> str | None:
-    if requested is None:
-        return models[0].name if models else None
-    if requested not in {m.name for m in models}:
-        names = ", ".join(m.name for m in models) or "none"
-        raise ConfigError(
-            f"SAGEMAKER_TFS_DEFAULT_MODEL_NAME={requested!r} is not one of the models found "
-            f"({names})"
-        )
-    return requested
+_WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 
 def gpu_present() -> bool:
     return Path("/proc/driver/nvidia/gpus").is_dir() or Path("/dev/nvidia0").exists()
-
-
-# --- the whole configuration ---------------------------------------------------------------
-
-
-def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfig | None:
-    if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
-        return None
-    default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpus
-    return BatchingConfig(
-        max_batch_size=env.required_integer("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8),
-        batch_timeout_micros=env.required_integer(
-            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000, minimum=0
-        ),
-        num_batch_threads=env.required_integer("SAGEMAKER_TFS_NUM_BATCH_THREADS", cpus),
-        max_enqueued_batches=env.required_integer(
-            "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", default_enqueued
-        ),
-    )
-
-
-def default_concurrent_invocations(cpus: int) -> int:
-    """``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS``'s default for a machine of ``cpus``."""
-    return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
-
-
-def _worker_class(env: EnvReader) -> str:
-    value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
-    if not _WORKER_CLASS.fullmatch(value):
-        raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
-    return value
-
-
-def _batch_strategy(env: EnvReader) -> str | None:
-    """``MULTI_RECORD``/``SINGLE_RECORD``; the API's spelling ``MultiRecord`` is accepted too."""
-    value = env.raw("SAGEMAKER_BATCH_STRATEGY")
-    if value is None:
-        return None
-    normalized = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
-    if normalized not in BATCH_STRATEGIES:
-        raise ConfigError(
-            f"SAGEMAKER_BATCH_STRATEGY must be one of {', '.join(BATCH_STRATEGIES)}, got {value!r}"
-        )
-    return normalized
-
-
-def _metrics_path(env: EnvReader) -> str:
-    name = "SAGEMAKER_TFS_METRICS_PATH"
-    path = env.string(name, DEFAULT_METRICS_PATH)
-    segments = path.split("/")[1:]
-    if not _METRICS_PATH.fullmatch(path) or "." in segments or ".." in segments:
-        raise ConfigError(
-            f"{name} must be a path like /metrics (letters, digits, -._~), got {path!r}"
-        )
-    if any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_PATHS):
-        raise ConfigError(f"{name} must not be one of the stack's own paths, got {path!r}")
-    return path
-
-
-def _timeouts(env: EnvReader, batch_transform: bool) -> tuple[int, int, int]:
-    """``(nginx, gunicorn, model server)`` seconds. ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (else
-    Batch Transform's 600 s under ``SAGEMAKER_BATCH``) sets all three, nginx a margin longer
-    so that the 504 of the layer that timed out reaches the client; nginx's or gunicorn's own
-    variable wins for it. Otherwise a model call may take as long as nginx waits."""
-    umbrella = env.integer("SAGEMAKER_MODEL_SERVER_TIMEOUT", None)
-    if umbrella is None and batch_transform:
-        umbrella = BATCH_TIMEOUT_SECONDS
-    gunicorn = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", umbrella or 30)
-    nginx_default = umbrella + NGINX_TIMEOUT_MARGIN_SECONDS if umbrella else 60
-    nginx = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", nginx_default)
-    nginx = max(nginx, gunicorn)
-    return nginx, gunicorn, umbrella or nginx
-
-
-def _body_limits(env: EnvReader) -> tuple[int, int]:
-    """``(max_body_mb, max_text_body_mb)``; the text limit never exceeds the body limit."""
-    body = env.required_integer("SAGEMAKER_TFS_MAX_BODY_MB", DEFAULT_MAX_BODY_MB)
-    text = env.required_integer("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", DEFAULT_MAX_TEXT_BODY_MB)
-    return body, min(text, body)
-
-
-def _parallelism(env: EnvReader, name: str, cpus: int) -> int:
-    """A TensorFlow pool's size: the variable, or the container's CPUs when it is unset or 0
-    (TensorFlow's own choice, 0, would count the machine's cores, not the container's)."""
-    return env.required_integer(name, 0, 0) or cpus
-
-
-def _sessions_on(env: EnvReader) -> bool:
-    """``SAGEMAKER_TFS_SESSIONS``, or the name AWS's container standards use; either true."""
-    ours = env.boolean("SAGEMAKER_TFS_SESSIONS", False)
-    return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
-
-
-def _check_session_sockets(work_dir: str, workers: int, sessions: bool) -> None:
-    """Each worker's session socket path must fit in a unix socket address."""
-    longest = os.path.join(work_dir, f"session-{workers - 1}.sock")
-    if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
-        raise ConfigError(
-            f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
-            f"a unix socket path may be ({MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
-        )
-
-
-def _code_dir(model_dir: str) -> str | None:
-    code = Path(model_dir) / "code"
-    return str(code) if code.is_dir() else None
-
-
-def _universal_code_dir(env: EnvReader, multi_model: bool, work_dir: str) -> str | None:
-    """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
-
-    Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
-    """
-    bucket = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
-    prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
-    if not multi_model or bucket is None or prefix is None:
-        return None
-    return os.path.join(work_dir, "universal_code")
 
 
 def load_config(
@@ -352,3 +219,130 @@ def _feature_settings(
             "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpus), 0
         ),
     }
+
+
+def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) -> str | None:
+    if requested is None:
+        return models[0].name if models else None
+    if requested not in {m.name for m in models}:
+        names = ", ".join(m.name for m in models) or "none"
+        raise ConfigError(
+            f"SAGEMAKER_TFS_DEFAULT_MODEL_NAME={requested!r} is not one of the models found "
+            f"({names})"
+        )
+    return requested
+
+
+def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfig | None:
+    if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
+        return None
+    default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpus
+    return BatchingConfig(
+        max_batch_size=env.required_integer("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8),
+        batch_timeout_micros=env.required_integer(
+            "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000, minimum=0
+        ),
+        num_batch_threads=env.required_integer("SAGEMAKER_TFS_NUM_BATCH_THREADS", cpus),
+        max_enqueued_batches=env.required_integer(
+            "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", default_enqueued
+        ),
+    )
+
+
+def default_concurrent_invocations(cpus: int) -> int:
+    """``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS``'s default for a machine of ``cpus``."""
+    return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
+
+
+def _worker_class(env: EnvReader) -> str:
+    value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
+    if not _WORKER_CLASS.fullmatch(value):
+        raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
+    return value
+
+
+def _batch_strategy(env: EnvReader) -> str | None:
+    """``MULTI_RECORD``/``SINGLE_RECORD``; the API's spelling ``MultiRecord`` is accepted too."""
+    value = env.raw("SAGEMAKER_BATCH_STRATEGY")
+    if value is None:
+        return None
+    normalized = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
+    if normalized not in BATCH_STRATEGIES:
+        raise ConfigError(
+            f"SAGEMAKER_BATCH_STRATEGY must be one of {', '.join(BATCH_STRATEGIES)}, got {value!r}"
+        )
+    return normalized
+
+
+def _metrics_path(env: EnvReader) -> str:
+    name = "SAGEMAKER_TFS_METRICS_PATH"
+    path = env.string(name, DEFAULT_METRICS_PATH)
+    segments = path.split("/")[1:]
+    if not _METRICS_PATH.fullmatch(path) or "." in segments or ".." in segments:
+        raise ConfigError(
+            f"{name} must be a path like /metrics (letters, digits, -._~), got {path!r}"
+        )
+    if any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_PATHS):
+        raise ConfigError(f"{name} must not be one of the stack's own paths, got {path!r}")
+    return path
+
+
+def _timeouts(env: EnvReader, batch_transform: bool) -> tuple[int, int, int]:
+    """``(nginx, gunicorn, model server)`` seconds. ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (else
+    Batch Transform's 600 s under ``SAGEMAKER_BATCH``) sets all three, nginx a margin longer
+    so that the 504 of the layer that timed out reaches the client; nginx's or gunicorn's own
+    variable wins for it. Otherwise a model call may take as long as nginx waits."""
+    umbrella = env.integer("SAGEMAKER_MODEL_SERVER_TIMEOUT", None)
+    if umbrella is None and batch_transform:
+        umbrella = BATCH_TIMEOUT_SECONDS
+    gunicorn = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", umbrella or 30)
+    nginx_default = umbrella + NGINX_TIMEOUT_MARGIN_SECONDS if umbrella else 60
+    nginx = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", nginx_default)
+    nginx = max(nginx, gunicorn)
+    return nginx, gunicorn, umbrella or nginx
+
+
+def _body_limits(env: EnvReader) -> tuple[int, int]:
+    """``(max_body_mb, max_text_body_mb)``; the text limit never exceeds the body limit."""
+    body = env.required_integer("SAGEMAKER_TFS_MAX_BODY_MB", DEFAULT_MAX_BODY_MB)
+    text = env.required_integer("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", DEFAULT_MAX_TEXT_BODY_MB)
+    return body, min(text, body)
+
+
+def _parallelism(env: EnvReader, name: str, cpus: int) -> int:
+    """A TensorFlow pool's size: the variable, or the container's CPUs when it is unset or 0
+    (TensorFlow's own choice, 0, would count the machine's cores, not the container's)."""
+    return env.required_integer(name, 0, 0) or cpus
+
+
+def _sessions_on(env: EnvReader) -> bool:
+    """``SAGEMAKER_TFS_SESSIONS``, or the name AWS's container standards use; either true."""
+    ours = env.boolean("SAGEMAKER_TFS_SESSIONS", False)
+    return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
+
+
+def _check_session_sockets(work_dir: str, workers: int, sessions: bool) -> None:
+    """Each worker's session socket path must fit in a unix socket address."""
+    longest = os.path.join(work_dir, f"session-{workers - 1}.sock")
+    if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
+        raise ConfigError(
+            f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
+            f"a unix socket path may be ({MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
+        )
+
+
+def _code_dir(model_dir: str) -> str | None:
+    code = Path(model_dir) / "code"
+    return str(code) if code.is_dir() else None
+
+
+def _universal_code_dir(env: EnvReader, multi_model: bool, work_dir: str) -> str | None:
+    """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
+
+    Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
+    """
+    bucket = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
+    prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
+    if not multi_model or bucket is None or prefix is None:
+        return None
+    return os.path.join(work_dir, "universal_code")
