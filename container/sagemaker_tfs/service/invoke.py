@@ -252,6 +252,7 @@ class Invoker:
             response = failover(lambda context: self.post(context.rest_uri, converted, record))
             answer = text_predict.as_passed_on(response.status_code, [response.content], request)
         else:
+            check_deadline(request, self.limits)  # so may reading the body
             outputs = failover(lambda context: text_predict.predict(context, inputs, record,
                                                                     timeout))  # fmt: skip
             inputs.arrays.clear()  # the request's array is not needed while the answer is written
@@ -265,6 +266,7 @@ class Invoker:
         fast_path.check(request)
         signature = failover(fast_path.signature_of)
         call = fast_path.prepare(request, body, signature, self.options)
+        check_deadline(request, self.limits)  # decoding may have waited for the CPU
         timeout = self.limits.model_server_timeout
         chunks, content_type = failover(lambda context: fast_path.predict(context, call, record,
                                                                           timeout))  # fmt: skip

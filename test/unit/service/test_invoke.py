@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import falcon
 import pytest
 import requests
-from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.errors import Overloaded
@@ -365,3 +366,32 @@ def test_a_failover_sends_the_body_converted_once(
     reply = invoke(None, b"[1, 2]", request, servers)
     assert (reply.status, json.loads(b"".join(reply.body))) == (200, {"predictions": [live]})
     assert converted == [b"[1, 2]"]
+
+
+@pytest.mark.parametrize("path", ["text", "binary"])
+def test_a_request_that_runs_out_of_time_while_its_body_is_read_is_not_sent(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within its time on arrival, past it once its body is read (JSON over gRPC) or decoded
+    (.npy, the fast path): shed as expired, and no Predict is sent."""
+    sent: list[str] = []
+
+    def slow_read(*args: Any) -> Any:
+        time.sleep(0.3)
+        return types.SimpleNamespace(arrays={}, columnar=False)
+
+    monkeypatch.setattr(text_predict, "signature_for", lambda request, context: object())
+    monkeypatch.setattr(text_predict, "read_inputs", slow_read)
+    monkeypatch.setattr(text_predict, "predict", lambda *args: sent.append("text"))
+    monkeypatch.setattr(fast_path, "check", lambda request: None)
+    monkeypatch.setattr(fast_path, "signature_of", lambda context: object())
+    monkeypatch.setattr(fast_path, "prepare", slow_read)
+    monkeypatch.setattr(fast_path, "predict", lambda *args: sent.append("binary"))
+    media = MediaType("application/json" if path == "text" else "application/x-npy")
+    request = dataclasses.replace(REQUEST, content_type=media, arrival=time.time() - 59.8)
+    if path == "text":
+        request = dataclasses.replace(request, accept=(), answer=answer_type((), ""))
+    with pytest.raises(Overloaded) as shed:
+        invoke(None, b"[1]", request, Fixed(SERVER), Limits(invocation_timeout=60.0))
+    assert shed.value.reason == "expired"
+    assert sent == []
