@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -413,23 +413,6 @@ def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[
     return preexec
 
 
-def _popen(
-    argv: Sequence[str],
-    env: dict[str, str],
-    death_signal: signal.Signals,
-    pass_fds: Sequence[int],
-    stdin: int | None,
-) -> Any:
-    return subprocess.Popen(
-        list(argv),
-        env=env,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-        stdin=stdin,
-        preexec_fn=die_with_parent(death_signal, os.getpid()),  # noqa: PLW1509
-    )
-
-
 def spawn(
     argv: Sequence[str],
     env: dict[str, str],
@@ -443,7 +426,17 @@ def spawn(
     process: children started from short-lived threads (control API requests) would be killed
     as soon as their request was answered.
     """
-    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds, stdin).result()
+    preexec = die_with_parent(death_signal, os.getpid())
+    return _SPAWNER.submit(
+        lambda: subprocess.Popen(
+            list(argv),
+            env=env,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            stdin=stdin,
+            preexec_fn=preexec,  # noqa: PLW1509
+        )
+    ).result()
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
@@ -455,13 +448,8 @@ def become_subreaper() -> bool:
     In the container ``serve`` is PID 1 and gets them anyway; on a host this gives the same
     behaviour. Linux only: elsewhere this logs at DEBUG and returns False.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno))
-    except (OSError, AttributeError, TypeError) as error:
-        logger.debug("cannot become a child subreaper: %s", error)
+    if _prctl is None or _prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
+        logger.debug("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
         return False
     return True
 

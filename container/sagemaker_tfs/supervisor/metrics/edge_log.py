@@ -82,12 +82,12 @@ class Series:
     def __init__(self, counts: EdgeCounts, route: str, model: str, status_class: str) -> None:
         self.key = (model, route, status_class)
         counts.requests.setdefault(self.key, 0)
-        self.seconds = _histogram(counts.seconds, (model, route), LATENCY_BUCKETS)
-        self.request_bytes = _histogram(counts.request_bytes, (route,), SIZE_BUCKETS)
-        self.response_bytes = _histogram(counts.response_bytes, (route,), SIZE_BUCKETS)
+        self.seconds = counts.seconds.setdefault((model, route), Histogram(LATENCY_BUCKETS))
+        self.request_bytes = counts.request_bytes.setdefault((route,), Histogram(SIZE_BUCKETS))
+        self.response_bytes = counts.response_bytes.setdefault((route,), Histogram(SIZE_BUCKETS))
         # nginx's model server time is only the njs conversions' (the service times its own).
         self.model_server_seconds = (
-            _histogram(counts.model_server_seconds, (route,), LATENCY_BUCKETS)
+            counts.model_server_seconds.setdefault((route,), Histogram(LATENCY_BUCKETS))
             if route == ROUTE_NJS
             else None
         )
@@ -211,15 +211,6 @@ def upstream_seconds(text: str) -> float | None:
             total += float(part)
             seen = True
     return total if seen else None
-
-
-def _histogram(
-    table: dict[tuple[str, ...], Histogram], key: tuple[str, ...], bounds: Sequence[float]
-) -> Histogram:
-    found = table.get(key)
-    if found is None:
-        found = table[key] = Histogram(bounds)
-    return found
 
 
 def _family(
