@@ -325,7 +325,6 @@ class ChildGroup:
             return [child for tier in reversed(self._tiers.values()) for child in tier.values()]
 
     def check(self, now: float) -> None:
-        """One round of ``Child.check``: exits noticed, restarts done, readiness noticed."""
         for child in self.children():
             child.check(now)
 
@@ -385,14 +384,10 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
+try:
+    _prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
 
 
 def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[], None] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import select
@@ -64,14 +65,8 @@ class Histogram:
 
     def buckets(self) -> list[tuple[str, float]]:
         """Cumulative, as Prometheus wants them, ``+Inf`` last."""
-        cumulative: list[tuple[str, float]] = []
-        running = 0.0
-        for bound, count in zip(
-            [*map(floatToGoString, self.bounds), "+Inf"], self.counts, strict=True
-        ):
-            running += count
-            cumulative.append((bound, running))
-        return cumulative
+        bounds = [*map(floatToGoString, self.bounds), "+Inf"]
+        return list(zip(bounds, itertools.accumulate(map(float, self.counts)), strict=True))
 
 
 class Series:

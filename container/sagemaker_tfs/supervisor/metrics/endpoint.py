@@ -54,18 +54,11 @@ class ServiceWorkers:
         self._collector = MultiProcessCollector(None, path=path)
 
     def collect(self) -> Iterator[Metric]:
-        for pid in self._pids_of_live_gauges():
-            if not _alive(pid):
-                mark_process_dead(pid, self.path)
-        yield from self._collector.collect()
-
-    def _pids_of_live_gauges(self) -> set[int]:
-        pids = set()
         for path in glob.glob(os.path.join(self.path, "gauge_live*_*.db")):
-            text = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
-            if text.isdigit():
-                pids.add(int(text))
-        return pids
+            pid = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                mark_process_dead(int(pid), self.path)
+        yield from self._collector.collect()
 
 
 def _alive(pid: int) -> bool:
@@ -172,8 +165,6 @@ class MetricsHandler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(UnixHttpServer):
-    """The metrics endpoint on a unix socket: one thread per scrape."""
-
     def __init__(self, path: str, metrics: StackMetrics, edge_log: EdgeLog | None = None) -> None:
         self.metrics = metrics
         self.edge_log = edge_log
