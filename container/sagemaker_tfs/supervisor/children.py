@@ -20,7 +20,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,6 @@ class ChildGroup:
             return [child for tier in reversed(self._tiers.values()) for child in tier.values()]
 
     def check(self, now: float) -> None:
-        """One round of ``Child.check``: exits noticed, restarts done, readiness noticed."""
         for child in self.children():
             child.check(now)
 
@@ -385,14 +384,10 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
+try:
+    _prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _prctl = None
 
 
 def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[], None] | None:
@@ -413,23 +408,6 @@ def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[
     return preexec
 
 
-def _popen(
-    argv: Sequence[str],
-    env: dict[str, str],
-    death_signal: signal.Signals,
-    pass_fds: Sequence[int],
-    stdin: int | None,
-) -> Any:
-    return subprocess.Popen(
-        list(argv),
-        env=env,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-        stdin=stdin,
-        preexec_fn=die_with_parent(death_signal, os.getpid()),  # noqa: PLW1509
-    )
-
-
 def spawn(
     argv: Sequence[str],
     env: dict[str, str],
@@ -443,7 +421,17 @@ def spawn(
     process: children started from short-lived threads (control API requests) would be killed
     as soon as their request was answered.
     """
-    return _SPAWNER.submit(_popen, argv, env, death_signal, pass_fds, stdin).result()
+    preexec = die_with_parent(death_signal, os.getpid())
+    return _SPAWNER.submit(
+        lambda: subprocess.Popen(
+            list(argv),
+            env=env,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            stdin=stdin,
+            preexec_fn=preexec,  # noqa: PLW1509
+        )
+    ).result()
 
 
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
@@ -455,13 +443,8 @@ def become_subreaper() -> bool:
     In the container ``serve`` is PID 1 and gets them anyway; on a host this gives the same
     behaviour. Linux only: elsewhere this logs at DEBUG and returns False.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, os.strerror(errno))
-    except (OSError, AttributeError, TypeError) as error:
-        logger.debug("cannot become a child subreaper: %s", error)
+    if _prctl is None or _prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
+        logger.debug("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
         return False
     return True
 

@@ -46,10 +46,6 @@ class DownloadResult:
     bytes: int
 
 
-def s3_uri(bucket: str, prefix: str) -> str:
-    return f"s3://{bucket}/{prefix}"
-
-
 def normalized_prefix(prefix: str) -> str:
     """``code`` / ``/code/`` -> ``code/``; an empty prefix means the whole bucket."""
     stripped = prefix.strip("/")
@@ -138,7 +134,7 @@ def download_code(
     Raises ``CodeDownloadError`` with a one-line message when listing or any download fails.
     """
     prefix = normalized_prefix(prefix)
-    uri = s3_uri(bucket, prefix)
+    uri = f"s3://{bucket}/{prefix}"
     target = Path(target_dir)
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)

@@ -173,8 +173,6 @@ class ControlHandler(BaseHTTPRequestHandler):
 
 
 class ControlServer(UnixHttpServer):
-    """The control API on its unix socket: one thread per request."""
-
     def __init__(self, path: str, registry: ModelRegistry, loads: ModelLoads | None = None) -> None:
         self.registry = registry
         self.loads = loads

@@ -72,21 +72,16 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         supervisor.start()
+        supervisor.watch()
     except StartupError as error:
         logger.error("start-up failed: %s", error)
-        supervisor.shutdown()
         return 1
     except OSError as error:  # e.g. a work directory on a read-only root: one line, no traceback
         logger.error("start-up failed: %s (the stack writes only to --work-dir, default %s)",
                      error, DEFAULT_WORK_DIR)  # fmt: skip
-        supervisor.shutdown()
         return 1
     except StopRequested:
-        supervisor.shutdown()
         return 0
-    except BaseException:
+    finally:
         supervisor.shutdown()
-        raise
-    supervisor.watch()
-    supervisor.shutdown()
     return 0

@@ -23,12 +23,13 @@ DEFAULT_OVERHEAD_BYTES = 16 * 1024 * 1024
 LEARNED_LOADS = 32
 
 
-def meminfo_available(meminfo: str = "/proc/meminfo") -> int | None:
-    """``MemAvailable`` from /proc/meminfo, or None where it cannot be read."""
+def proc_bytes(path: str, field: str) -> int | None:
+    """The ``field: N kB`` line of a /proc file (meminfo, a process's status) in bytes, or
+    None where it cannot be read."""
     try:
-        with open(meminfo, encoding="ascii") as stream:
+        with open(path, encoding="ascii") as stream:
             for line in stream:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
@@ -47,22 +48,14 @@ def available_memory_bytes(
     meminfo: str = "/proc/meminfo", cgroups: CgroupView | None = None
 ) -> int | None:
     """The memory a new load may use: the smaller of MemAvailable and the cgroup's headroom."""
-    known = [v for v in (meminfo_available(meminfo), cgroup_headroom(cgroups)) if v is not None]
+    free = (proc_bytes(meminfo, "MemAvailable"), cgroup_headroom(cgroups))
+    known = [v for v in free if v is not None]
     return min(known) if known else None
 
 
 def process_rss_bytes(pid: int | None) -> int:
     """The resident set of process ``pid`` (0 when it is gone or ``pid`` is None)."""
-    if pid is None:
-        return 0
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as stream:
-            for line in stream:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+    return 0 if pid is None else proc_bytes(f"/proc/{pid}/status", "VmRSS") or 0
 
 
 def files_bytes(base_path: str, versions: tuple[int, ...]) -> int:
@@ -89,15 +82,14 @@ def _version_entries(base_path: str) -> list[os.DirEntry[str]]:
 class ModelMemory:
     """What a model will take (estimated before its load) and the overhead learned after."""
 
-    def __init__(self, default_overhead: int = DEFAULT_OVERHEAD_BYTES) -> None:
-        self._default = default_overhead
+    def __init__(self) -> None:
         self._overheads: deque[int] = deque(maxlen=LEARNED_LOADS)
         self._lock = threading.Lock()
 
     def estimate(self, files: int, copies: int) -> int:
         """The model's files in each of ``copies`` processes, plus the overhead of a load."""
         with self._lock:
-            overhead = max(self._overheads, default=self._default * copies)
+            overhead = max(self._overheads, default=DEFAULT_OVERHEAD_BYTES * copies)
         return files * copies + overhead
 
     def learn(self, measured: int, files: int, copies: int) -> None:

@@ -111,11 +111,7 @@ class ModelServerLauncher(TierLauncher):
     def stop_model_server(self, key: str) -> None:
         self.children.stop_child(key)
 
-    def model_server_running(self, key: str) -> bool:
-        return self.model_server_pid(key) is not None
-
     def model_server_pid(self, key: str) -> int | None:
-        """The pid of model server ``key`` while it runs, else None."""
         child = self.children.get(key)
         return child.pid if child is not None and child.running() else None
 

@@ -84,7 +84,7 @@ class PerModelServers:
             instance.rest_port,
             [model.name],
             self._config.wait_time_seconds,
-            lambda: self._launcher.model_server_running(key),
+            lambda: self._launcher.model_server_pid(key) is not None,
         )
         if not available:
             raise ModelLoadError(

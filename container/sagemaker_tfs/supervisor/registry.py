@@ -252,7 +252,6 @@ class ModelRegistry:
         )
 
     def _forget(self, name: str) -> None:
-        """Stop serving the model and drop it from the registry."""
         with self._lock:
             model = self._models.get(name)
         if model is None:

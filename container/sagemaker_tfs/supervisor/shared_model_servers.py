@@ -78,7 +78,6 @@ class SharedModelServers:
     ) -> None:
         self._config = config
         self._pid_of = launcher.model_server_pid
-        self._timeout = float(config.wait_time_seconds)
         self.servers = [
             SharedModelServer(
                 f"model-server[{index}]", instance, client_factory(target(config, instance))
@@ -177,7 +176,7 @@ class SharedModelServers:
             with self._lock:
                 models = list(self._wanted.values())
                 server.sent_generation = self._generation
-            return server.client.reload(models, self._timeout)
+            return server.client.reload(models, self._config.wait_time_seconds)
 
     def _reload_quietly(self, server: SharedModelServer) -> None:
         """A reload after an unload or a failed load. A model server that is restarting is
@@ -194,17 +193,14 @@ class SharedModelServers:
             message = self._reload(server)
             state = server.client.state(name)
         except ModelServiceError as error:
-            raise ModelLoadError(self._failed_call(server, error)) from None
+            if error.code is not None and error.code.name == "DEADLINE_EXCEEDED":
+                limit = self._config.wait_time_seconds
+                why = f"it did not load within SAGEMAKER_TFS_WAIT_TIME_SECONDS={limit}"
+            else:
+                why = f"{server.key} exited while it loaded ({error})"
+            raise ModelLoadError(why) from None
         if not state.available:
             raise ModelLoadError(state.error or message or "it did not become AVAILABLE")
-
-    def _failed_call(self, server: SharedModelServer, error: ModelServiceError) -> str:
-        if error.code is not None and error.code.name == "DEADLINE_EXCEEDED":
-            return (
-                f"it did not load within SAGEMAKER_TFS_WAIT_TIME_SECONDS="
-                f"{self._config.wait_time_seconds}"
-            )
-        return f"{server.key} exited while it loaded ({error})"
 
     def _on_each(self, action: Callable[[SharedModelServer], None]) -> None:
         """``action`` on every model server (at the same time when there are several)."""

@@ -80,7 +80,6 @@ class HeldPort(HeldListener):
         return self.fd
 
     def inherit_env(self) -> dict[str, str]:
-        """What nginx needs in its environment to use the socket."""
         return {"NGINX": f"{self.ensure()};"}
 
 

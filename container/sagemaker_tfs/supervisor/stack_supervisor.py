@@ -136,7 +136,6 @@ class Supervisor:
 
     def _start_health_monitor(self) -> None:
         """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
-
         self.health = HealthMonitor(
             self.config.health_file,
             lambda: self.model_servers.watched(self.multi_model_servers, self.registry),

@@ -34,10 +34,6 @@ MAX_BACKOFF_SECONDS = 60.0
 STOP_SECONDS = 5.0
 
 
-def standby_command() -> list[str]:
-    return [sys.executable, "-m", "sagemaker_tfs.model_server.standby"]
-
-
 class StandbyModelServer:
     """At most one waiting process; ``take`` hands it over, ``check`` replaces it.
 
@@ -50,10 +46,10 @@ class StandbyModelServer:
         self,
         env: dict[str, str],
         start_when: Callable[[], bool],
-        command: Sequence[str] | None = None,
+        command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.standby"),
     ) -> None:
         self.env = env
-        self.command = list(command or standby_command())
+        self.command = list(command)
         self.start_when = start_when
         self.process: subprocess.Popen[bytes] | None = None
         self.restart_at = 0.0

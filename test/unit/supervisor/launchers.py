@@ -15,9 +15,6 @@ class RecordingLauncher:
     def stop_model_server(self, key: str) -> None:
         pass
 
-    def model_server_running(self, key: str) -> bool:
-        return False
-
     def model_server_pid(self, key: str) -> int | None:
         return None
 
@@ -32,5 +29,5 @@ class StuckLauncher(RecordingLauncher):
     def stop_model_server(self, key: str) -> None:
         self.stopped.append(key)
 
-    def model_server_running(self, key: str) -> bool:
-        return key in self.started and key not in self.stopped
+    def model_server_pid(self, key: str) -> int | None:
+        return 1 if key in self.started and key not in self.stopped else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import select
@@ -64,14 +65,8 @@ class Histogram:
 
     def buckets(self) -> list[tuple[str, float]]:
         """Cumulative, as Prometheus wants them, ``+Inf`` last."""
-        cumulative: list[tuple[str, float]] = []
-        running = 0.0
-        for bound, count in zip(
-            [*map(floatToGoString, self.bounds), "+Inf"], self.counts, strict=True
-        ):
-            running += count
-            cumulative.append((bound, running))
-        return cumulative
+        bounds = [*map(floatToGoString, self.bounds), "+Inf"]
+        return list(zip(bounds, itertools.accumulate(map(float, self.counts)), strict=True))
 
 
 class Series:
@@ -82,12 +77,12 @@ class Series:
     def __init__(self, counts: EdgeCounts, route: str, model: str, status_class: str) -> None:
         self.key = (model, route, status_class)
         counts.requests.setdefault(self.key, 0)
-        self.seconds = _histogram(counts.seconds, (model, route), LATENCY_BUCKETS)
-        self.request_bytes = _histogram(counts.request_bytes, (route,), SIZE_BUCKETS)
-        self.response_bytes = _histogram(counts.response_bytes, (route,), SIZE_BUCKETS)
+        self.seconds = counts.seconds.setdefault((model, route), Histogram(LATENCY_BUCKETS))
+        self.request_bytes = counts.request_bytes.setdefault((route,), Histogram(SIZE_BUCKETS))
+        self.response_bytes = counts.response_bytes.setdefault((route,), Histogram(SIZE_BUCKETS))
         # nginx's model server time is only the njs conversions' (the service times its own).
         self.model_server_seconds = (
-            _histogram(counts.model_server_seconds, (route,), LATENCY_BUCKETS)
+            counts.model_server_seconds.setdefault((route,), Histogram(LATENCY_BUCKETS))
             if route == ROUTE_NJS
             else None
         )
@@ -211,15 +206,6 @@ def upstream_seconds(text: str) -> float | None:
             total += float(part)
             seen = True
     return total if seen else None
-
-
-def _histogram(
-    table: dict[tuple[str, ...], Histogram], key: tuple[str, ...], bounds: Sequence[float]
-) -> Histogram:
-    found = table.get(key)
-    if found is None:
-        found = table[key] = Histogram(bounds)
-    return found
 
 
 def _family(

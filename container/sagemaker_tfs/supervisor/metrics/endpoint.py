@@ -44,12 +44,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SCRAPE_PATH = "/metrics"  # on the socket; nginx maps the public metrics path to it
 
 
-def fresh_directory(path: str) -> None:
-    """An empty ``path``: files of an earlier run would be counted again otherwise."""
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-
-
 class ServiceWorkers:
     """The gunicorn workers' multiprocess files. Counters and histograms of workers that
     exited stay (the totals must not go down); the in-flight gauges of workers that are gone
@@ -60,18 +54,11 @@ class ServiceWorkers:
         self._collector = MultiProcessCollector(None, path=path)
 
     def collect(self) -> Iterator[Metric]:
-        for pid in self._pids_of_live_gauges():
-            if not _alive(pid):
-                mark_process_dead(pid, self.path)
-        yield from self._collector.collect()
-
-    def _pids_of_live_gauges(self) -> set[int]:
-        pids = set()
         for path in glob.glob(os.path.join(self.path, "gauge_live*_*.db")):
-            text = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
-            if text.isdigit():
-                pids.add(int(text))
-        return pids
+            pid = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                mark_process_dead(int(pid), self.path)
+        yield from self._collector.collect()
 
 
 def _alive(pid: int) -> bool:
@@ -178,8 +165,6 @@ class MetricsHandler(BaseHTTPRequestHandler):
 
 
 class MetricsServer(UnixHttpServer):
-    """The metrics endpoint on a unix socket: one thread per scrape."""
-
     def __init__(self, path: str, metrics: StackMetrics, edge_log: EdgeLog | None = None) -> None:
         self.metrics = metrics
         self.edge_log = edge_log
@@ -220,7 +205,8 @@ def start_metrics_endpoint(
     socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
     starts). ``server.loads`` records the multi-model loads (None in single-model mode);
     ``served_models(name)``: whether a model name may be a label value."""
-    fresh_directory(config.metrics_dir)
+    shutil.rmtree(config.metrics_dir, ignore_errors=True)  # its files would count again
+    os.makedirs(config.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model else None
     edge_log = EdgeLog(config.edge_log_pipe, served_models)
