@@ -302,7 +302,7 @@ def test_child_stop_kills_the_whole_group(tmp_path: Path) -> None:
     child = Child("group", ["bash", "-c", script], {"PATH": "/usr/bin:/bin"}, stop_timeout=1)
     child.start()
     deadline = time.monotonic() + 5
-    while not marker.exists() and time.monotonic() < deadline:
+    while not _written(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     grandchild = int(marker.read_text())
     child.stop()
@@ -323,8 +323,13 @@ def _with_a_grandchild(tmp_path: Path, name: str) -> tuple[str, Path]:
     return f"sleep 60 & echo $! > {marker}; wait", marker
 
 
+def _written(marker: Path) -> bool:
+    """The shell's ``echo $! > marker`` is done: the file is made empty first, then written."""
+    return marker.exists() and marker.read_text().strip() != ""
+
+
 def _grandchild(marker: Path) -> int:
-    assert wait_until(marker.exists)
+    assert wait_until(lambda: _written(marker))
     pid = int(marker.read_text())
     marker.unlink()
     return pid
