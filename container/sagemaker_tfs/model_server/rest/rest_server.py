@@ -55,27 +55,6 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: RestServer
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._dispatch()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_PATCH(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_OPTIONS(self) -> None:  # noqa: N802
-        self._dispatch()
-
     def handle_expect_100(self) -> bool:
         """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
         accepted = super().handle_expect_100()
@@ -104,6 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, payload = self._run(path, body)
         self._reply(status, payload)
+
+    # http.server calls do_<METHOD>; every method goes the same way
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
 
     def _run(self, path: str, body: bytes) -> tuple[int, bytes]:
         """The answer within ``--rest_api_timeout_in_ms``: a request that waits that long for

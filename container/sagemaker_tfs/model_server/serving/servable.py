@@ -21,12 +21,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.saved_model.loader_impl import SavedModelLoader
-from tensorflow_serving.apis import (
-    classification_pb2,
-    get_model_metadata_pb2,
-    input_pb2,
-    regression_pb2,
-)
+from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
@@ -45,10 +40,9 @@ from sagemaker_tfs.model_server.serving.classify_regress import (
 from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
 from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
+    SignatureTable,
     datatype_of,
-    find_signature,
     short_dtype_name,
-    typed_signature,
 )
 
 # Session callables kept per version: one per (signature, inputs, outputs) that requests ask
@@ -67,7 +61,7 @@ class ServableOptions:
     method_name_check: bool = False
 
 
-class Servable:
+class Servable(SignatureTable):
     """A loaded model version: its session, signatures and predict/classify/regress."""
 
     def __init__(
@@ -82,10 +76,7 @@ class Servable:
         self.version = version
         self._session = session
         self._options = options
-        self._signature_defs = dict(meta_graph.signature_def)
-        self._signatures = {
-            key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
-        }
+        super().__init__(meta_graph.signature_def)
         # signature -> alias -> the op that needs the alias's recorded rank (rank_guard.py)
         self._rank_strict = rank_strict_inputs(
             session.graph,
@@ -161,18 +152,6 @@ class Servable:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.notify_all()
-
-    # ----- signatures -----
-
-    def signature(self, name: str) -> ServableSignature:
-        """The signature called ``name`` ("" means serving_default)."""
-        return find_signature(self._signatures, name)
-
-    def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
-        result = get_model_metadata_pb2.SignatureDefMap()
-        for key, proto in self._signature_defs.items():
-            result.signature_def[key].CopyFrom(proto)
-        return result
 
     # ----- running -----
 

@@ -9,11 +9,13 @@ GetModelMetadata describes it: ``sagemaker_tfs.wire.signatures.Signature``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.wire.signatures import shape_of
@@ -69,13 +71,28 @@ def typed_signature(name: str, proto: meta_graph_pb2.SignatureDef) -> ServableSi
     )
 
 
-def find_signature(signatures: dict[str, ServableSignature], name: str) -> ServableSignature:
-    """The signature called ``name`` ("" means serving_default), or TF Serving's error."""
-    key = name or DEFAULT_SIGNATURE
-    signature = signatures.get(key)
-    if signature is None:
-        raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
-    return signature
+class SignatureTable:
+    """A version's signatures: typed for running, as SignatureDefs for GetModelMetadata."""
+
+    def __init__(self, signature_defs: Mapping[str, meta_graph_pb2.SignatureDef]) -> None:
+        self._signature_defs = dict(signature_defs)
+        self._signatures = {
+            key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
+        }
+
+    def signature(self, name: str) -> ServableSignature:
+        """The signature called ``name`` ("" means serving_default), or TF Serving's error."""
+        key = name or DEFAULT_SIGNATURE
+        signature = self._signatures.get(key)
+        if signature is None:
+            raise invalid_argument(f'Serving signature name: "{key}" not found in signature def')
+        return signature
+
+    def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
+        result = get_model_metadata_pb2.SignatureDefMap()
+        for key, proto in self._signature_defs.items():
+            result.signature_def[key].CopyFrom(proto)
+        return result
 
 
 def signature_def_of(signature: ServableSignature) -> meta_graph_pb2.SignatureDef:

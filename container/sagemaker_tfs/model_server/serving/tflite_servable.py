@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import get_model_metadata_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
@@ -38,11 +37,7 @@ from sagemaker_tfs.model_server.serving.servable import (
     check_inputs,
     output_aliases,
 )
-from sagemaker_tfs.model_server.serving.signatures import (
-    ServableSignature,
-    find_signature,
-    typed_signature,
-)
+from sagemaker_tfs.model_server.serving.signatures import SignatureTable
 from sagemaker_tfs.model_server.serving.tflite_signatures import serving_signatures, tensor_map
 
 TFLITE_FILE = "model.tflite"
@@ -163,7 +158,7 @@ def _common_rows(values: Any) -> int | None:
     return rows.pop()
 
 
-class TfLiteServable:
+class TfLiteServable(SignatureTable):
     """A loaded ``model.tflite``: the same interface as ``servable.Servable``."""
 
     def __init__(
@@ -174,10 +169,7 @@ class TfLiteServable:
         first = _Interpreter(model)
         inputs = tensor_map(first.interpreter.get_input_details(), "Input")
         outputs = tensor_map(first.interpreter.get_output_details(), "Output")
-        self._signature_defs = serving_signatures(model, inputs, outputs)
-        self._signatures = {
-            key: typed_signature(key, proto) for key, proto in self._signature_defs.items()
-        }
+        super().__init__(serving_signatures(model, inputs, outputs))
         self._input_index = {tensor: index for tensor, (_, index) in inputs.items()}
         self._output_index = {tensor: index for tensor, (_, index) in outputs.items()}
         per_pool = max(1, interpreters_per_pool)
@@ -215,15 +207,6 @@ class TfLiteServable:
         """Nothing to do: interpreters hold no resources beyond memory, and the lanes' idle
         threads end when their executor is collected; the last reference frees both, so a
         call still in flight finishes on them."""
-
-    def signature(self, name: str) -> ServableSignature:
-        return find_signature(self._signatures, name)
-
-    def signature_def_map(self) -> get_model_metadata_pb2.SignatureDefMap:
-        result = get_model_metadata_pb2.SignatureDefMap()
-        for key, proto in self._signature_defs.items():
-            result.signature_def[key].CopyFrom(proto)
-        return result
 
     def predict(
         self,
