@@ -31,6 +31,9 @@ Usage: ``.venv/bin/python test/perf/bench_overload.py [--scenarios small_json,he
 [--env NAME=VALUE ...] [--compare NAME=VALUE ...]``: ``--compare`` starts a second stack
 with those variables too, stepped in turn with the first at the same offered rates (e.g.
 ``--compare SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``: no bound, as before issue 36).
+``--image IMAGE [--container-args "--cpus 1 --memory 2g"]`` runs each stack in a podman
+container of the image instead (``CONTAINERS_CONF=test/image/containers.conf``), its RSS the
+sum of the container's processes.
 """
 
 from __future__ import annotations
@@ -38,17 +41,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import requests
 
@@ -56,6 +64,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, conftest's model cache
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
+from local_ports import free_port  # noqa: E402
 from whole_stack import Stack, descendant_pids, running_stack  # noqa: E402
 
 MODELS = REPO_ROOT / "test" / "resources" / "models"
@@ -479,6 +488,43 @@ def model_dir_for(scenario: Scenario, root: Path) -> Path:
     return model_dir
 
 
+@contextlib.contextmanager
+def running_container(
+    image: str, model_dir: Path, env: dict[str, str], engine_args: str
+) -> Iterator[Any]:
+    """A container of ``image`` serving ``model_dir``, as the ``Stack`` the steps use (its
+    ``process.pid``: the container's first process, as this machine sees it)."""
+    port = free_port()
+    name = f"bench-overload-{port}"
+    model_dir.chmod(0o755)
+    env_args = [arg for key, value in env.items() for arg in ("--env", f"{key}={value}")]
+    subprocess.run(
+        ["podman", "run", "--detach", "--name", name, *shlex.split(engine_args), *env_args,
+         "--volume", f"{model_dir}:/opt/ml/model:ro", "--publish", f"{port}:8080", image,
+         "serve"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 180
+        while not _pings(url):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{image}: /ping not 200 within 180 s")
+            time.sleep(0.5)
+        inspect = ["podman", "inspect", "--format", "{{.State.Pid}}", name]
+        pid = int(subprocess.run(inspect, check=True, capture_output=True, text=True).stdout)
+        yield SimpleNamespace(url=url, port=port, process=SimpleNamespace(pid=pid))
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)
+
+
+def _pings(url: str) -> bool:
+    try:
+        return requests.get(url + "/ping", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def print_scenario(name: str, capacity: float, steps: list[Step]) -> bool:
     print(f"\n{name}: capacity {capacity:.1f}/s (closed loop)")
     print(
@@ -529,8 +575,11 @@ def run_scenario(
         for label, env in envs.items():
             root = Path(tmp) / label
             (root / "work").mkdir(parents=True)
+            model_dir = model_dir_for(scenario, root)
             stack = stacks.enter_context(
-                running_stack(model_dir_for(scenario, root), root / "work", env)
+                running_container(args.image, model_dir, env, args.container_args)
+                if args.image
+                else running_stack(model_dir, root / "work", env)
             )
             running[label] = stack, http_request(stack.port, request_body)
         for stack, request in running.values():  # warm-up
@@ -570,6 +619,8 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="also a second stack with these variables, stepped in turn with the first",
     )
+    parser.add_argument("--image", help="run the stacks in containers of this image")
+    parser.add_argument("--container-args", default="", help='e.g. "--cpus 1 --memory 2g"')
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
     envs = {"default": env}
