@@ -31,7 +31,7 @@ Usage: ``.venv/bin/python test/perf/bench_overload.py [--scenarios small_json,he
 [--env NAME=VALUE ...] [--compare NAME=VALUE ...]``: ``--compare`` starts a second stack
 with those variables too, stepped in turn with the first at the same offered rates (e.g.
 ``--compare SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``: no bound, as before issue 36).
-``--image IMAGE [--container-args "--cpus 1 --memory 2g"]`` runs each stack in a podman
+``--image IMAGE [--container-args="--cpus 1 --memory 2g"]`` runs each stack in a podman
 container of the image instead (``CONTAINERS_CONF=test/image/containers.conf``), its RSS the
 sum of the container's processes.
 """
