@@ -179,8 +179,7 @@ class Supervisor:
         if self.health is not None:
             self.health.stop("The endpoint is stopping")
         if self.control is not None:
-            self.control.shutdown()
-            self.control.server_close()
+            self.control.close()
         # nginx keeps its own copy of the public port while it finishes in-flight requests;
         # closed here first, no new connection waits in a backlog nobody will serve.
         self.nginx.public_port.close()
@@ -197,7 +196,6 @@ class Supervisor:
         self.service.service_socket.close()
         for path in (
             self.config.service_socket,
-            self.config.control_socket,
             self.config.stream_socket,
         ):
             with contextlib.suppress(OSError):  # gone, or never made (no work directory)

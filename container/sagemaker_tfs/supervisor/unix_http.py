@@ -25,3 +25,11 @@ class UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
         thread = threading.Thread(target=self.serve_forever, name=self.thread_name, daemon=True)
         thread.start()
         return thread
+
+    def close(self) -> None:
+        """Stop serving, close the socket and remove its path."""
+        self.shutdown()
+        self.server_close()
+        path = self.server_address
+        if isinstance(path, str) and os.path.exists(path):
+            os.unlink(path)

@@ -172,13 +172,9 @@ class MetricsServer(UnixHttpServer):
         super().__init__(path, MetricsHandler, "metrics")
 
     def close(self) -> None:
-        self.shutdown()
-        self.server_close()
+        super().close()
         if self.edge_log is not None:
             self.edge_log.close()
-        path = self.server_address
-        if isinstance(path, str) and os.path.exists(path):
-            os.unlink(path)
 
 
 def monitored(model_servers: Iterable[Child]) -> list[MonitoredServer]:
