@@ -76,8 +76,9 @@ def timed(
 
 
 def sized_for(name: str) -> dict[str, object]:
-    logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True).stderr
-    logs += subprocess.run(["podman", "logs", name], capture_output=True, text=True).stdout
+    logs = subprocess.run(
+        ["podman", "logs", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ).stdout
     line = next(line for line in logs.splitlines() if CONFIG_LINE in line)
     config = json.loads(line.split(CONFIG_LINE, 1)[1])
     return {key: config[key] for key in ("cpus", "container", "intra_op_parallelism")}
