@@ -38,6 +38,11 @@ UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 # in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
 MIN_MAX_CONCURRENT_INVOCATIONS = 64
 CONCURRENT_INVOCATIONS_PER_CPU = 32
+# The model servers' nice value (SAGEMAKER_TFS_MODEL_SERVER_NICE): with TensorFlow's threads
+# on every CPU, nginx at the same priority waited up to 300 ms to answer /ping; at 10 below
+# them, 30 ms, for the same throughput (docs/reliability.md).
+DEFAULT_MODEL_SERVER_NICE = 10
+MAX_NICE = 19
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once.
 DEFAULT_STREAM_MAX_MESSAGE_MB = 16
@@ -189,6 +194,7 @@ def _model_server_settings(env: EnvReader, batch_transform: bool, cpus: int) -> 
         "omp_num_threads": env.string("OMP_NUM_THREADS", "1"),
         "wait_time_seconds": env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
         "standby_model_server": env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        "model_server_nice": _nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
     }
 
 
@@ -307,6 +313,13 @@ def _body_limits(env: EnvReader) -> tuple[int, int]:
     body = env.required_integer("SAGEMAKER_TFS_MAX_BODY_MB", DEFAULT_MAX_BODY_MB)
     text = env.required_integer("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", DEFAULT_MAX_TEXT_BODY_MB)
     return body, min(text, body)
+
+
+def _nice(env: EnvReader, name: str) -> int:
+    value = env.required_integer(name, DEFAULT_MODEL_SERVER_NICE, minimum=0)
+    if value > MAX_NICE:
+        raise ConfigError(f"{name} must be an integer from 0 to {MAX_NICE}, got {value}")
+    return value
 
 
 def _parallelism(env: EnvReader, name: str, cpus: int) -> int:

@@ -71,6 +71,10 @@ class StackConfig:
     universal_code_dir: str | None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool
+    # How much lower the model servers' CPU priority is than the rest of the stack's (their
+    # nice value, 0-19): nginx and the supervisor, which answer /ping, stay responsive while
+    # TensorFlow's threads fill every CPU.
+    model_server_nice: int
     # Multi-model: one model server process per loaded model (isolation), instead of the
     # ``instances`` serving every loaded model (density; the default).
     model_server_per_model: bool

@@ -72,6 +72,7 @@ class Child:
         pass_fds: Sequence[int] = (),
         take_standby: Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None = None,
         leftovers_serve_until_replaced: bool = False,
+        nice: int = 0,
     ) -> None:
         self.name = name
         self.argv = list(argv)
@@ -87,6 +88,7 @@ class Child:
         # gunicorn: the workers of a master that died serve on until its successor is ready.
         self.leftovers_serve_until_replaced = leftovers_serve_until_replaced
         self.leftover_group: int | None = None
+        self.nice = nice
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.ready = False
@@ -111,7 +113,9 @@ class Child:
             self.before_start()
         with _spawn_lock:
             standby = self.take_standby(self.argv) if self.take_standby is not None else None
-            self.process = standby or spawn(self.argv, self.env, self.death_signal, self.pass_fds)
+            self.process = standby or spawn(
+                self.argv, self.env, self.death_signal, self.pass_fds, nice=self.nice
+            )
             _started_children.add(self)
         self.started_at = time.monotonic()
         self.ready = False
@@ -348,10 +352,11 @@ def spawn_for(
     env: dict[str, str],
     death_signal: signal.Signals = signal.SIGKILL,
     stdin: int | None = None,
+    nice: int = 0,
 ) -> subprocess.Popen[bytes]:
     """``spawn`` a process and record it as ``owner``'s, atomically for ``reap_orphans``."""
     with _spawn_lock:
-        owner.process = spawn(argv, env, death_signal, stdin=stdin)
+        owner.process = spawn(argv, env, death_signal, stdin=stdin, nice=nice)
         _started_children.add(owner)
         return owner.process
 
@@ -390,20 +395,27 @@ except (OSError, AttributeError):
     _prctl = None
 
 
-def die_with_parent(death_signal: signal.Signals, parent_pid: int) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get ``death_signal`` when its parent dies.
+def child_setup(
+    death_signal: signal.Signals, parent_pid: int, nice: int = 0
+) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get ``death_signal`` when its parent dies, and
+    lowers its CPU priority by ``nice``.
 
     PR_SET_PDEATHSIG survives exec, so a SIGKILLed supervisor leaves no child serving on its
-    ports. If the parent died between fork and prctl, the child signals itself.
+    ports. If the parent died between fork and prctl, the child signals itself. The nice
+    value also survives exec, and every thread the program starts inherits it.
     """
     prctl = _prctl
-    if prctl is None:
+    if prctl is None and not nice:
         return None
 
     def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(death_signal))
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), death_signal)
+        if nice:
+            os.nice(nice)
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(death_signal))
+            if os.getppid() != parent_pid:
+                os.kill(os.getpid(), death_signal)
 
     return preexec
 
@@ -414,6 +426,7 @@ def spawn(
     death_signal: signal.Signals,
     pass_fds: Sequence[int] = (),
     stdin: int | None = None,
+    nice: int = 0,
 ) -> subprocess.Popen[bytes]:
     """Start a child from the one long-lived spawner thread.
 
@@ -421,7 +434,7 @@ def spawn(
     process: children started from short-lived threads (control API requests) would be killed
     as soon as their request was answered.
     """
-    preexec = die_with_parent(death_signal, os.getpid())
+    preexec = child_setup(death_signal, os.getpid(), nice)
     return _SPAWNER.submit(
         lambda: subprocess.Popen(
             list(argv),

@@ -45,7 +45,7 @@ class ModelServerLauncher(TierLauncher):
         batching = self.config.batching is not None
         self.batching_file = str(work_dir / "batching.config") if batching else None
         self.standby = (
-            StandbyModelServer(self.env, self._settled)
+            StandbyModelServer(self.env, self._settled, self.config.model_server_nice)
             if self.config.standby_model_server and self.python_model_server
             else None
         )
@@ -94,6 +94,7 @@ class ModelServerLauncher(TierLauncher):
             ready_check=ready_check,
             before_start=choose_command,
             take_standby=self.standby.take if self.standby is not None else None,
+            nice=self.config.model_server_nice,
         )
         self.children.start(TIER, child)
 

@@ -46,9 +46,11 @@ class StandbyModelServer:
         self,
         env: dict[str, str],
         start_when: Callable[[], bool],
+        nice: int = 0,
         command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.standby"),
     ) -> None:
         self.env = env
+        self.nice = nice
         self.command = list(command)
         self.start_when = start_when
         self.process: subprocess.Popen[bytes] | None = None
@@ -103,7 +105,7 @@ class StandbyModelServer:
         self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _start(self) -> None:
-        process = spawn_for(self, self.command, self.env, stdin=subprocess.PIPE)
+        process = spawn_for(self, self.command, self.env, stdin=subprocess.PIPE, nice=self.nice)
         logger.info("started %s (pid %d)", NAME, process.pid)
 
     def stop(self) -> None:

@@ -162,3 +162,24 @@ def test_a_hung_model_server_turns_ping_503_until_it_answers(watched: WatchedSta
     assert back is not None, stack.log_tail()
     assert watched.model_server_pid() == pid  # the same process, answering again
     print(f"{watched.kind}: hung model server: 503 after {down:.2f}s, 200 {back:.2f}s after")
+
+
+def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) -> None:
+    """The model server, every one of its threads (also after the restarts above), runs 10
+    nice levels below the stack's other processes, so that nginx answers /ping while
+    TensorFlow fills every CPU (SAGEMAKER_TFS_MODEL_SERVER_NICE, docs/reliability.md)."""
+    stack = watched.stack
+    own = os.getpriority(os.PRIO_PROCESS, stack.process.pid)
+    model_server = watched.model_server_pid()
+    tasks = os.listdir(f"/proc/{model_server}/task")
+    assert len(tasks) > 1
+    assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {own + 10}
+    others = [pid for pid in stack.child_pids("") if pid != model_server]
+    assert {cmdline_name(pid) for pid in others} >= {"nginx", "gunicorn"}
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in others} == {own}
+
+
+def cmdline_name(pid: int) -> str:
+    """``nginx`` or ``gunicorn`` for those processes (their titles start with the name)."""
+    title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    return Path(title.split(":")[0].split()[0]).name

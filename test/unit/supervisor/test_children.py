@@ -282,6 +282,21 @@ def test_child_is_restarted_after_it_dies(tmp_path: Path) -> None:
     assert not child.running()
 
 
+def test_a_child_runs_at_its_nice_value_and_so_do_its_threads() -> None:
+    own = os.nice(0)
+    threads = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start()"
+    child = Child("niced", [sys.executable, "-c", threads], ENV, nice=7)
+    child.start()
+    try:
+        pid = child.pid
+        assert wait_until(lambda: len(os.listdir(f"/proc/{pid}/task")) == 2)
+        for task in os.listdir(f"/proc/{pid}/task"):
+            assert os.getpriority(os.PRIO_PROCESS, int(task)) == own + 7
+        assert os.nice(0) == own  # the supervisor's own priority is unchanged
+    finally:
+        child.stop()
+
+
 def test_child_backoff_grows() -> None:
     child = Child("false", ["false"], {"PATH": "/usr/bin:/bin"})
     child.start()

@@ -47,7 +47,10 @@ def handed_over(tmp_path: Path) -> Path:
 def standby(handed_over: Path):  # type: ignore[no-untyped-def]
     allowed = {"start": True}
     standby = StandbyModelServer(
-        ENV, lambda: allowed["start"], command=[sys.executable, "-c", STAND_IN, str(handed_over)]
+        ENV,
+        lambda: allowed["start"],
+        nice=3,
+        command=[sys.executable, "-c", STAND_IN, str(handed_over)],
     )
     standby.allowed = allowed  # type: ignore[attr-defined]
     yield standby
@@ -66,6 +69,7 @@ def test_starts_only_when_allowed_and_hands_over_the_command_line(
     standby.check(time.monotonic())
     waiting = standby.process
     assert waiting is not None and alive(waiting.pid)
+    assert os.getpriority(os.PRIO_PROCESS, waiting.pid) == os.nice(0) + 3
 
     argv = ["python", "-m", "sagemaker_tfs.cli", "model-server", "--port=1"]
     process = standby.take(argv)
