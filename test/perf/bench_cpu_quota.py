@@ -1,8 +1,9 @@
 """A CPU quota against a one-core affinity, in containers of the image (issue 36).
 
-Two containers of the same image serve ``half_plus_three`` side by side: one with a quota of
+Containers of the same image serve ``half_plus_three`` side by side: one with a quota of
 one CPU and a memory limit (``--cpus 1 --memory 2g``, as an inference component with one core
-gets), one with no quota and no memory limit on one core (``--cpuset-cpus 0``). Each logs the
+gets), one with no quota and no memory limit on one core (``--cpuset-cpus 0``), and one with
+both (the quota's accounting without its processes spread over two cores). Each logs the
 CPU count it sized itself for; then one client sends small JSON invocations over one kept-alive
 connection to each in turn, in rounds, so that both see the same machine load. Prints one line
 of JSON per container (p50/p99 of the invocations, /ping's p99) and the ratio of the p50s.
@@ -34,7 +35,11 @@ CONFIG_LINE = "configuration in effect: "
 VARIANTS = {
     "quota_1cpu_2g": ["--cpus", "1", "--memory", "2g"],
     "affinity_1core": ["--cpuset-cpus", "0"],
+    # Both: where the quota's cost comes from (its accounting, or its processes on two cores).
+    "quota_on_1core": ["--cpus", "1", "--memory", "2g", "--cpuset-cpus", "0"],
 }
+# The CFS bandwidth counters, where each cgroup layout keeps them inside the container.
+CPU_STAT_FILES = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpu/cpu.stat")
 
 
 def start(image: str, name: str, limits: list[str]) -> int:
@@ -84,6 +89,18 @@ def sized_for(name: str) -> dict[str, object]:
     return {key: config[key] for key in ("cpus", "container", "intra_op_parallelism")}
 
 
+def throttling(name: str) -> dict[str, int]:
+    """The container's periods with a quota, and those in which it was throttled."""
+    for path in CPU_STAT_FILES:
+        read = subprocess.run(["podman", "exec", name, "cat", path], capture_output=True, text=True)
+        if read.returncode == 0:
+            counters = dict(line.split() for line in read.stdout.splitlines() if " " in line)
+            return {
+                key: int(counters[key]) for key in ("nr_periods", "nr_throttled") if key in counters
+            }
+    return {}
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -123,9 +140,13 @@ def main() -> None:
                 "p99_ms": round(percentile(latencies[name], 0.99) * 1000, 3),
                 "ping_p99_ms": round(percentile(pings[name], 0.99) * 1000, 3),
                 "n": len(latencies[name]),
+                "cfs": throttling(f"bench-{name}"),
             }))  # fmt: skip
-        ratio = p50["quota_1cpu_2g"] / p50["affinity_1core"]
-        print(json.dumps({"quota_p50_over_affinity_p50": round(ratio, 3)}))
+        affinity = p50["affinity_1core"]
+        print(json.dumps({
+            "quota_p50_over_affinity_p50": round(p50["quota_1cpu_2g"] / affinity, 3),
+            "quota_on_1core_p50_over_affinity_p50": round(p50["quota_on_1core"] / affinity, 3),
+        }))  # fmt: skip
     finally:
         for name in VARIANTS:
             subprocess.run(["podman", "rm", "-f", f"bench-{name}"], capture_output=True)

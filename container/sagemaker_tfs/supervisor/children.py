@@ -395,6 +395,9 @@ except (OSError, AttributeError):
     _prctl = None
 
 
+AUTOGROUP_FILE = "/proc/self/autogroup"
+
+
 def child_setup(
     death_signal: signal.Signals, parent_pid: int, nice: int = 0
 ) -> Callable[[], None] | None:
@@ -403,7 +406,10 @@ def child_setup(
 
     PR_SET_PDEATHSIG survives exec, so a SIGKILLed supervisor leaves no child serving on its
     ports. If the parent died between fork and prctl, the child signals itself. The nice
-    value also survives exec, and every thread the program starts inherits it.
+    value also survives exec, and every thread the program starts inherits it. Where the
+    kernel groups processes by session for the CPU (autogroup: a machine's root cgroup, not a
+    container's), the child's new session gets the nice value too, or the tasks' own values
+    would only weigh against each other inside it.
     """
     prctl = _prctl
     if prctl is None and not nice:
@@ -412,6 +418,8 @@ def child_setup(
     def preexec() -> None:
         if nice:
             os.nice(nice)
+            with contextlib.suppress(OSError), open(AUTOGROUP_FILE, "w") as autogroup:
+                autogroup.write(str(nice))
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(death_signal))
             if os.getppid() != parent_pid:

@@ -174,6 +174,8 @@ def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) ->
     tasks = os.listdir(f"/proc/{model_server}/task")
     assert len(tasks) > 1
     assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {own + 10}
+    if autogroups_on():  # the kernel weighs sessions first: the model server's is niced too
+        assert Path(f"/proc/{model_server}/autogroup").read_text().split()[-1] == "10"
     others = [pid for pid in stack.child_pids("") if pid != model_server]
     assert {cmdline_name(pid) for pid in others} >= {"nginx", "gunicorn"}
     assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in others} == {own}
@@ -183,3 +185,8 @@ def cmdline_name(pid: int) -> str:
     """``nginx`` or ``gunicorn`` for those processes (their titles start with the name)."""
     title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
     return Path(title.split(":")[0].split()[0]).name
+
+
+def autogroups_on() -> bool:
+    enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    return enabled.exists() and enabled.read_text().strip() == "1"
