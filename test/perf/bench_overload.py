@@ -12,7 +12,8 @@ Starts ``sagemaker-tfs serve`` on this machine for each scenario (default settin
 - ``cpu_handler``: an ``inference.py`` whose handler computes ~20 ms in Python and calls it.
 
 Capacity: the answered (200) requests per second of a closed loop of 32 connections
-(8 for ``heavy``) over ``--capacity-seconds``. Then, for each factor of ``--factors``
+(8 for ``heavy``) that sends for ``--capacity-seconds``, counted as a step's throughput is: up
+to the last answer. Then, for each factor of ``--factors``
 (0.5 to 3), an open loop offers factor x capacity requests per second for ``--seconds``: each
 request leaves at its time on the fixed schedule, whatever the answers before it (client
 processes of asyncio, a connection per request in flight, kept alive). Per step: throughput
@@ -468,13 +469,17 @@ def measure_capacity(
     shares = [
         clients // processes + (1 if i < clients % processes else 0) for i in range(processes)
     ]
+    started = time.time()
     futures = [
         pool.submit(closed_loop_process, stack.port, request, share, seconds, INVOCATION_TIMEOUT)
         for share in shares
         if share
     ]
     answers = [answer for future in futures for answer in future.result()]
-    return sum(1 for answer in answers if answer[0] == 200) / seconds
+    ends = [answer[4] for answer in answers if answer[0] == 200]
+    # As a step's throughput: up to the last 200, since the requests still in flight when the
+    # loop stops sending (one per connection, seconds each for a heavy model) end after it.
+    return len(ends) / max(seconds, max(ends, default=started) - started)
 
 
 def model_dir_for(scenario: Scenario, root: Path) -> Path:
