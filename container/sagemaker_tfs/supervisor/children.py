@@ -401,15 +401,12 @@ AUTOGROUP_FILE = "/proc/self/autogroup"
 def child_setup(
     death_signal: signal.Signals, parent_pid: int, nice: int = 0
 ) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get ``death_signal`` when its parent dies, and
-    lowers its CPU priority by ``nice``.
+    """A ``preexec_fn``: ``death_signal`` when the parent dies, and ``nice`` levels lower.
 
     PR_SET_PDEATHSIG survives exec, so a SIGKILLed supervisor leaves no child serving on its
-    ports. If the parent died between fork and prctl, the child signals itself. The nice
-    value also survives exec, and every thread the program starts inherits it. Where the
-    kernel groups processes by session for the CPU (autogroup: a machine's root cgroup, not a
-    container's), the child's new session gets the nice value too, or the tasks' own values
-    would only weigh against each other inside it.
+    ports; if the parent died between fork and prctl, the child signals itself. The nice
+    value survives exec and every thread inherits it. Where the kernel shares the CPU between
+    sessions first (autogroup: a host's root cgroup), the child's new session is niced too.
     """
     prctl = _prctl
     if prctl is None and not nice:
