@@ -173,7 +173,7 @@ def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) ->
     model_server = watched.model_server_pid()
     tasks = os.listdir(f"/proc/{model_server}/task")
     assert len(tasks) > 1
-    assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {own + 10}
+    assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {min(own + 10, 19)}
     if autogroups_on():  # the kernel weighs sessions first: the model server's is niced too
         assert Path(f"/proc/{model_server}/autogroup").read_text().split()[-1] == "10"
     others = [pid for pid in stack.child_pids("") if pid != model_server]
