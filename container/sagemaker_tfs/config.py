@@ -39,8 +39,8 @@ UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 MIN_MAX_CONCURRENT_INVOCATIONS = 64
 CONCURRENT_INVOCATIONS_PER_CPU = 32
 # The model servers' nice value (SAGEMAKER_TFS_MODEL_SERVER_NICE): with TensorFlow's threads
-# on every CPU, nginx at the same priority waited up to 300 ms to answer /ping; at 10 below
-# them, 30 ms, for the same throughput (docs/reliability.md).
+# on every CPU, nginx at the same priority waited up to 520 ms to answer /ping; 10 below it,
+# /ping's p99 was 3-4 ms, for the same throughput (docs/reliability.md, "CPU priority").
 DEFAULT_MODEL_SERVER_NICE = 10
 MAX_NICE = 19
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
