@@ -150,7 +150,8 @@ def test_a_killed_model_server_comes_back_with_every_model(
     assert served_in_file(stack) == names
     (restarted,) = model_server_pids(stack)
     assert restarted != server and not pid_alive(server)
-    assert "serves the 30 loaded model(s)" in stack.log_text()
+    # The supervisor's check that brings it in line may end after the models answer.
+    assert wait_for(lambda: "serves the 30 loaded model(s)" in stack.log_text(), 60)
     assert load(stack, "m30", "m00")[0] == 200 and answers(stack, "m30")
 
 
