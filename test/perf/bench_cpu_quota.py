@@ -5,8 +5,9 @@ one CPU and a memory limit (``--cpus 1 --memory 2g``, as an inference component 
 gets), one with no quota and no memory limit on one core (``--cpuset-cpus 0``), and one with
 both (the quota's accounting without its processes spread over two cores). Each logs the
 CPU count it sized itself for; then one client sends small JSON invocations over one kept-alive
-connection to each in turn, in rounds, so that both see the same machine load. Prints one line
-of JSON per container (p50/p99 of the invocations, /ping's p99) and the ratio of the p50s.
+connection to each in turn, in rounds, so that all see the same machine load. Prints one line
+of JSON per container (p50/p99 of the invocations, /ping's p99, its CFS throttling counters)
+and the ratio of each quota's p50 to the affinity's.
 
 Usage (podman, with the image suite's settings, and a built image, e.g. the image suite's)::
 
