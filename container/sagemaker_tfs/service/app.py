@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import falcon
-import requests
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import errors, native_threads, sessions
 from sagemaker_tfs.service.answers import StreamedBody
-from sagemaker_tfs.service.connections import Channels, init_gevent_if_patched, rest_session
+from sagemaker_tfs.service.connections import Channels, RestClient, init_gevent_if_patched
 from sagemaker_tfs.service.handlers import (
     UserCode,
     add_installed_packages,
@@ -185,12 +184,12 @@ def _whole_bytes(view: memoryview) -> bytes | None:
 class Service(ABC):
     """Everything a worker keeps between requests (made once per worker, for one mode)."""
 
-    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session) -> None:
+    def __init__(self, config: StackConfig, channels: Channels, rest: RestClient) -> None:
         self.config = config
         self.channels = channels
         self.metrics = service_metrics()
         self.invoker = Invoker(
-            session,
+            rest,
             ImageOptions(config.image_scale, config.image_offset),
             Limits(config.max_text_body_mb, config.model_server_timeout, config.invocation_timeout),
         )
@@ -258,9 +257,9 @@ class SingleModelService(Service):
     """One model directory (one or several models), served by one or more model server
     instances in turn; the request names its model in the custom attributes, if at all."""
 
-    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
+    def __init__(self, config: StackConfig, channels: Channels, rest: RestClient,
                  user_code: UserCode | None, picker: InstancePicker) -> None:  # fmt: skip
-        super().__init__(config, channels, session)
+        super().__init__(config, channels, rest)
         self.user_code = user_code
         self.picker = picker
 
@@ -285,9 +284,9 @@ class MultiModelService(Service):
     model server of its own; the request names its model in the path or the Target-Model
     header."""
 
-    def __init__(self, config: StackConfig, channels: Channels, session: requests.Session,
+    def __init__(self, config: StackConfig, channels: Channels, rest: RestClient,
                  directory: ModelDirectory) -> None:  # fmt: skip
-        super().__init__(config, channels, session)
+        super().__init__(config, channels, rest)
         self.directory = directory
         self.picker = InstancePicker(config.instances) if config.instances else None
 
@@ -386,13 +385,13 @@ def make_service(config: StackConfig) -> Service:
             config.model_dir,
             config.universal_code_dir,
         )
-        return MultiModelService(config, channels, rest_session(), directory)
+        return MultiModelService(config, channels, RestClient(), directory)
     ensure_requirements(config.code_dir, config.work_dir)
     user_code = load_user_code(config.code_dir, config.work_dir)
     for instance in config.instances:  # channels are made once per worker, up front
         channels.get(instance.grpc_port)
     picker = InstancePicker(config.instances)
-    return SingleModelService(config, channels, rest_session(), user_code, picker)
+    return SingleModelService(config, channels, RestClient(), user_code, picker)
 
 
 def _describe_sessions(held: Sessions | None) -> str:

@@ -16,11 +16,13 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import requests
+import urllib3
 
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.connections import RestClient
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
@@ -150,12 +152,12 @@ def model_server_error(response: requests.Response) -> Reply:
 
 class Invoker:
     """How a worker serves an invocation, made once per worker with what it keeps between
-    them: the REST session for its own posts, the image options, the limits. Data flows one
+    them: the REST client for its own posts, the image options, the limits. Data flows one
     way: the parsed request -> its ``Context`` -> the handlers -> the model server -> the
     ``Reply``; a body is converted or decoded once, outside the calls that failover repeats."""
 
-    def __init__(self, session: requests.Session, options: ImageOptions, limits: Limits) -> None:
-        self.session = session
+    def __init__(self, rest: RestClient, options: ImageOptions, limits: Limits) -> None:
+        self.rest = rest
         self.options = options
         self.limits = limits
 
@@ -226,10 +228,8 @@ class Invoker:
         unavailable (503), raises ``ModelServerUnavailable`` (failover)."""
         try:
             with record.model_server_call():
-                response = self.session.post(
-                    uri, data=body, headers={"Content-Type": JSON}, timeout=None
-                )
-        except requests.ConnectionError as error:
+                response = self.rest.post(uri, body, JSON)
+        except urllib3.exceptions.HTTPError as error:
             raise ModelServerUnavailable(f"The model server is not available: {error}") from None
         if response.status_code == 503:
             text = response.content.decode("utf-8", errors="replace").strip()

@@ -21,7 +21,7 @@ from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service import app
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
-from sagemaker_tfs.service.connections import Channels, rest_session
+from sagemaker_tfs.service.connections import Channels, RestClient
 from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
 from sagemaker_tfs.service.targets import ModelTarget
@@ -114,7 +114,7 @@ def test_a_multi_model_endpoint_routes_by_model_name(tmp_path: Path) -> None:
     config = load_config(env, models_dir(tmp_path), str(tmp_path), 8080, ONE_CPU)
     channels = Channels()
     directory = ModelDirectory(NoModels(), channels, config.model_dir)  # type: ignore[arg-type]
-    service = app.MultiModelService(config, channels, rest_session(), directory)
+    service = app.MultiModelService(config, channels, RestClient(), directory)
     client = falcon.testing.TestClient(app.build_app(service))
     unnamed = client.simulate_post("/invocations", body="[1]")
     assert unnamed.status_code == 400 and TARGET_MODEL_HEADER in unnamed.json["error"]

@@ -19,6 +19,7 @@ import falcon
 import pytest
 import requests
 from sagemaker_tfs.service import conversion, fast_path, text_predict
+from sagemaker_tfs.service.connections import RestClient
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.errors import Overloaded
@@ -71,7 +72,7 @@ NO_LIMITS = Limits()
 def invoke(user_code: UserCode | None, body: bytes, request: ParsedRequest, servers: Candidates,
            limits: Limits = NO_LIMITS) -> Reply:  # fmt: skip
     """One invocation by a worker's ``Invoker``, its record counting nothing."""
-    invoker = Invoker(requests.Session(), ImageOptions(1.0, 0.0), limits)
+    invoker = Invoker(RestClient(), ImageOptions(1.0, 0.0), limits)
     return invoker.invoke(
         request, body, user_code, servers, InvocationRecord(None, falcon.Response())
     )
