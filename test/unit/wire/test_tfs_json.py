@@ -59,6 +59,17 @@ def test_float_text_follows_the_literal_rule(dtype: type, seed: int) -> None:
     assert tfs_json.format_floats(values) == expected
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_vector_joined_in_one_print_is_its_texts_joined(dtype: type) -> None:
+    values = np.concatenate([special_values(np.float64), random_values(np.float64, 4)])
+    with np.errstate(over="ignore"):
+        vector = values.astype(dtype)
+    expected = ", ".join(literal_text(value, dtype == np.float64) for value in vector.tolist())
+    assert tfs_json.joined_floats(vector) == expected
+    assert tfs_json.joined_floats(vector[:1]) == expected.split(", ")[0]
+    assert tfs_json.joined_floats(vector[:0]) == ""
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_short_format_is_decided_for_most_values_and_rightly(dtype: type) -> None:
     typical = np.random.default_rng(3).standard_normal(50_000).astype(dtype) * dtype(1000)
