@@ -89,6 +89,9 @@ def test_num_threads_bounds_concurrent_requests(manager: FaultyManager) -> None:
         }
         thread.join(10)
         assert holder["response"].status_code == 504
+        # answered by the server's deadline watcher while the run holds the connection's
+        # thread: the connection closes once the run is over, not reused by the client
+        assert holder["response"].headers["Connection"] == "close"
         assert json.loads(holder["response"].content) == {
             "error": "DEADLINE_EXCEEDED: no answer within 300 ms (--rest_api_timeout_in_ms)"
         }

@@ -15,7 +15,6 @@ headers (the metrics endpoint never does).
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import sys
 import threading
@@ -28,6 +27,7 @@ from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.rest.deadlines import DeadlineWatcher
 from sagemaker_tfs.model_server.rest.json_writer import format_error
 from sagemaker_tfs.model_server.rest.rest_api import RestApi
 
@@ -81,16 +81,18 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._reply(400, format_error(PREFLIGHT_ERROR))
             return
-        status, payload = self._run(path, body)
-        self._reply(status, payload)
+        answer = self._run(path, body)
+        if answer is not None:
+            self._reply(*answer)
 
     # http.server calls do_<METHOD>; every method goes the same way
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
 
-    def _run(self, path: str, body: bytes) -> tuple[int, bytes]:
+    def _run(self, path: str, body: bytes) -> tuple[int, bytes] | None:
         """The answer within ``--rest_api_timeout_in_ms``: a request that waits that long for
         a free slot gets 503; a prediction (POST) that runs longer, 504 (DEADLINE_EXCEEDED,
-        as TF Serving answers), while its run goes on to its end in its slot."""
+        as TF Serving answers) from the server's ``DeadlineWatcher`` at its deadline, while
+        its run goes on to its end here, in its slot; then None: answered already."""
         server = self.server
         started = time.monotonic()
         if not server.slots.acquire(timeout=server.timeout_seconds):
@@ -98,17 +100,24 @@ class _Handler(BaseHTTPRequestHandler):
             return 503, format_error(message)
         if server.timeout_seconds is None or self.command != "POST":
             return self._handle(path, body)
-        run = server.runs.submit(self._handle, path, body)
+        timeout = server.timeout_seconds
+        remaining = timeout - (time.monotonic() - started)
+        watch = server.deadlines.watch(remaining, lambda: self._answer_late(path, timeout))
+        answer = self._handle(path, body)
+        return answer if watch.finish() else None
+
+    def _answer_late(self, path: str, timeout: float) -> None:
+        """504 from the watcher's thread; the connection then closes once the run is over."""
+        logger.warning("REST %s %s: no answer within %.0f ms", self.command, path, timeout * 1000)
+        message = (
+            f"{Code.DEADLINE_EXCEEDED.name}: no answer within "
+            f"{timeout * 1000:.0f} ms (--rest_api_timeout_in_ms)"
+        )
         try:
-            return run.result(server.timeout_seconds - (time.monotonic() - started))
-        except concurrent.futures.TimeoutError:
-            logger.warning("REST %s %s: no answer within %.0f ms", self.command, path,
-                           server.timeout_seconds * 1000)  # fmt: skip
-            message = (
-                f"{Code.DEADLINE_EXCEEDED.name}: no answer within "
-                f"{server.timeout_seconds * 1000:.0f} ms (--rest_api_timeout_in_ms)"
-            )
-            return 504, format_error(message)
+            self._reply(504, format_error(message), close=True)
+            self.wfile.flush()
+        except OSError as error:  # the client went away meanwhile
+            logger.debug("504 not delivered: %s", error)
 
     def _handle(self, path: str, body: bytes) -> tuple[int, bytes]:
         """One request in its slot (released here, also after a 504 was sent)."""
@@ -153,10 +162,13 @@ class _Handler(BaseHTTPRequestHandler):
         payload: bytes,
         content_type: str | None = JSON_CONTENT_TYPE,
         cors: bool = True,
+        close: bool = False,
     ) -> None:
         self.send_response(status)
         if content_type:
             self.send_header("Content-Type", content_type)
+        if close:  # also ends the connection's loop (http.server reads this header)
+            self.send_header("Connection", "close")
         self.send_header("Content-Length", str(len(payload)))
         if cors and self.server.cors:
             for name, value in CORS_HEADERS:
@@ -202,8 +214,7 @@ class RestServer(ThreadingHTTPServer):
         self.metrics_path = metrics_path
         self.slots = threading.BoundedSemaphore(max(1, num_threads))
         self.timeout_seconds = timeout_ms / 1000.0 if timeout_ms > 0 else None
-        # Predictions run here, one per slot, so that a connection's thread can answer 504.
-        self.runs = concurrent.futures.ThreadPoolExecutor(max(1, num_threads), "rest-run")
+        self.deadlines = DeadlineWatcher("rest-deadlines")
         self._thread = threading.Thread(target=self.serve_forever, name="rest-api", daemon=True)
 
     def start(self) -> None:
@@ -221,7 +232,6 @@ class RestServer(ThreadingHTTPServer):
     def shutdown(self) -> None:
         super().shutdown()
         self.server_close()
-        self.runs.shutdown(wait=False, cancel_futures=True)
 
 
 def serve(
