@@ -28,11 +28,15 @@ and at every step no /ping miss and a /ping p99 within 100 ms (500 ms with ``--i
 The closed loop runs again after the steps, since the speed of a shared machine drifts: the
 capacity the goal uses is the mean of the two, and both are printed.
 
-The client runs on the same cores as the stack: figures on a shared machine are indicative.
+The client runs on the same cores as the stack, unless ``--stack-cpus`` and ``--client-cpus``
+give each its own (e.g. ``--stack-cpus 0 --client-cpus 1``: the stack's capacity is then one
+core's, and the client's own work no longer takes from it); figures on a shared machine are
+indicative.
 
 Usage: ``.venv/bin/python test/perf/bench_overload.py [--scenarios small_json,heavy,...]
 [--factors 0.5,1,1.5,2,3] [--seconds 10] [--capacity-seconds 8] [--processes 2]
-[--env NAME=VALUE ...] [--compare NAME=VALUE ...]``: ``--compare`` starts a second stack
+[--env NAME=VALUE ...] [--compare NAME=VALUE ...] [--stack-cpus 0 --client-cpus 1]``:
+``--compare`` starts a second stack
 with those variables too, stepped in turn with the first at the same offered rates (e.g.
 ``--compare SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS=0``: no bound, as before issue 36).
 ``--image IMAGE [--container-args="--cpus 1 --memory 2g"]`` runs each stack in a podman
@@ -598,7 +602,7 @@ def run_scenario(
             stack = stacks.enter_context(
                 running_container(args.image, model_dir, env, args.container_args)
                 if args.image
-                else running_stack(model_dir, root / "work", env)
+                else running_stack(model_dir, root / "work", env, affinity=args.stack_cpus)
             )
             running[label] = stack, http_request(stack.port, request_body)
         for stack, request in running.values():  # warm-up
@@ -627,6 +631,11 @@ def run_scenario(
         return met
 
 
+def cpu_set(text: str) -> set[int]:
+    """``0`` or ``0,1`` -> {0} or {0, 1}."""
+    return {int(cpu) for cpu in text.split(",")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -644,7 +653,11 @@ def main() -> None:
     )
     parser.add_argument("--image", help="run the stacks in containers of this image")
     parser.add_argument("--container-args", default="", help='e.g. "--cpus 1 --memory 2g"')
+    parser.add_argument("--stack-cpus", type=cpu_set, help="the host stack's CPUs, e.g. 0")
+    parser.add_argument("--client-cpus", type=cpu_set, help="the client's CPUs, e.g. 1")
     args = parser.parse_args()
+    if args.client_cpus:  # this process (the /ping probes) and the client processes
+        os.sched_setaffinity(0, args.client_cpus)
     env = dict(item.split("=", 1) for item in args.env)
     envs = {"default": env}
     if args.compare:

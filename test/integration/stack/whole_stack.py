@@ -236,10 +236,15 @@ def launch(
 
 @contextlib.contextmanager
 def running_stack(
-    model_dir: Path, work_dir: Path, env: dict[str, str] | None = None, multi_model: bool = False
+    model_dir: Path,
+    work_dir: Path,
+    env: dict[str, str] | None = None,
+    multi_model: bool = False,
+    affinity: set[int] | None = None,
 ) -> Iterator[Stack]:
-    """A stack that answers /ping for the duration of the ``with`` block."""
-    stack = launch(model_dir, work_dir, env, multi_model)
+    """A stack that answers /ping for the duration of the ``with`` block (its processes on
+    the CPUs of ``affinity``, when given)."""
+    stack = launch(model_dir, work_dir, env, multi_model, affinity=affinity)
     try:
         stack.wait_for_ping()
         yield stack
