@@ -604,6 +604,8 @@ def run_scenario(
                 if args.image
                 else running_stack(model_dir, root / "work", env, affinity=args.stack_cpus)
             )
+            if not args.image:  # TensorFlow's import by the standby would take from the steps
+                stack.wait_until_settled()
             running[label] = stack, http_request(stack.port, request_body)
         for stack, request in running.values():  # warm-up
             measure_capacity(pool, stack, request, scenario.clients, 2.0, args.processes)
