@@ -94,9 +94,6 @@ class RestClient:
         request.headers = requests.structures.CaseInsensitiveDict({"Content-Type": content_type})
         return _as_requests_response(raw, request)
 
-    def close(self) -> None:
-        self._pools.clear()
-
 
 def _as_requests_response(raw: urllib3.BaseHTTPResponse,
                           request: requests.PreparedRequest) -> requests.Response:  # fmt: skip

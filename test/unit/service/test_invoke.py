@@ -18,6 +18,7 @@ from typing import Any
 import falcon
 import pytest
 import requests
+import urllib3
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.connections import RestClient
 from sagemaker_tfs.service.content_types import answer_type
@@ -169,15 +170,20 @@ def test_a_model_server_error_that_is_not_json_becomes_json(
 
 
 class ModelServerStandIn(BaseHTTPRequestHandler):
-    """Answers every POST with ``status`` and a JSON body naming its port."""
+    """Answers every POST with ``status`` and a JSON body naming its port; headers echo what it
+    got (body, Content-Type) and the client's port. HTTP/1.1 keep-alive, as the model servers."""
 
+    protocol_version = "HTTP/1.1"
     status = 200
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        got = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         body = json.dumps({"predictions": [self.server.server_address[1]]}).encode()
         self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("X-Got-Body", got.decode())
+        self.send_header("X-Got-Type", self.headers["Content-Type"])
+        self.send_header("X-Client-Port", str(self.client_address[1]))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -396,3 +402,51 @@ def test_a_request_that_runs_out_of_time_while_its_body_is_read_is_not_sent(
         invoke(None, b"[1]", request, Fixed(SERVER), Limits(invocation_timeout=60.0))
     assert shed.value.reason == "expired"
     assert sent == []
+
+
+# --------------------------------------------------------------------------- RestClient
+# What output_handler is given must behave as the requests.Response of ``requests.post`` (the
+# reference container's handlers call .json(), .content, .text, .status_code, .headers).
+
+
+def test_the_rest_client_answers_with_a_requests_response(
+    http_server: Callable[[int], int],
+) -> None:
+    port = http_server(200)
+    uri = f"http://127.0.0.1:{port}/v1/models/m:predict"
+    response = RestClient().post(uri, b'{"instances": [1.0]}', "application/json")
+    assert isinstance(response, requests.Response)
+    assert (response.status_code, response.ok) == (200, True)
+    assert response.json() == {"predictions": [port]}
+    assert response.headers["X-Got-Body"] == '{"instances": [1.0]}'
+    assert response.headers["x-got-type"] == "application/json"
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+    assert response.encoding == "utf-8"
+    assert json.loads(response.text) == response.json()
+    assert response.content == response.text.encode()
+    assert response.url == uri
+    assert (response.request.method, response.request.body) == ("POST", b'{"instances": [1.0]}')
+    response.raise_for_status()
+
+
+def test_the_rest_client_gives_an_error_status_as_an_answer(
+    http_server: Callable[[int], int],
+) -> None:
+    uri = f"http://127.0.0.1:{http_server(400)}/v1/models/m:predict"
+    response = RestClient().post(uri, b"{}", "application/json")
+    assert (response.status_code, response.ok) == (400, False)
+    with pytest.raises(requests.HTTPError):
+        response.raise_for_status()
+
+
+def test_the_rest_client_keeps_connections_alive(http_server: Callable[[int], int]) -> None:
+    rest = RestClient()
+    uri = f"http://127.0.0.1:{http_server(200)}/v1/models/m:predict"
+    ports = {rest.post(uri, b"{}", "application/json").headers["X-Client-Port"] for _ in range(5)}
+    assert len(ports) == 1
+
+
+def test_the_rest_client_raises_at_once_for_a_server_it_cannot_reach() -> None:
+    uri = f"http://127.0.0.1:{closed_port()}/v1/models/m:predict"
+    with pytest.raises(urllib3.exceptions.HTTPError):  # Invoker.post: failover, no retry
+        RestClient().post(uri, b"{}", "application/json")
