@@ -15,7 +15,9 @@ headers (the metrics endpoint never does).
 
 from __future__ import annotations
 
+import io
 import logging
+import socket
 import sys
 import threading
 import time
@@ -107,17 +109,30 @@ class _Handler(BaseHTTPRequestHandler):
         return answer if watch.finish() else None
 
     def _answer_late(self, path: str, timeout: float) -> None:
-        """504 from the watcher's thread; the connection then closes once the run is over."""
+        """504 from the watcher's thread; the connection then closes once the run is over.
+
+        The answer is sent without waiting: one client that does not read its answers must not
+        hold up the watcher, and with it every other request's deadline. An answer that does
+        not fit in the socket's buffer at once is dropped; the connection closes all the same.
+        """
         logger.warning("REST %s %s: no answer within %.0f ms", self.command, path, timeout * 1000)
         message = (
             f"{Code.DEADLINE_EXCEEDED.name}: no answer within "
             f"{timeout * 1000:.0f} ms (--rest_api_timeout_in_ms)"
         )
+        writer, self.wfile = self.wfile, io.BytesIO()  # the run's thread writes nothing now
         try:
             self._reply(504, format_error(message), close=True)
-            self.wfile.flush()
-        except OSError as error:  # the client went away meanwhile
+            answer = self.wfile.getvalue()
+        finally:
+            self.wfile = writer
+        try:
+            sent = self.connection.send(answer, socket.MSG_DONTWAIT)
+        except OSError as error:  # gone away, or not reading (BlockingIOError)
             logger.debug("504 not delivered: %s", error)
+            return
+        if sent < len(answer):
+            logger.debug("504 not delivered whole: %d of %d bytes", sent, len(answer))
 
     def _handle(self, path: str, body: bytes) -> tuple[int, bytes]:
         """One request in its slot (released here, also after a 504 was sent)."""
