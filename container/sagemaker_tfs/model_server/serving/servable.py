@@ -7,11 +7,22 @@ every version is loaded into its own ``tf.Graph`` + ``tf.compat.v1.Session``.
 Sessions are thread-safe, so requests run concurrently with no lock around ``run``; the
 only lock guards the cache of fast callables (one per signature, input and output set).
 When batching is on, every run goes through the batch scheduler instead of the callable.
+
+A run with no other run of the version in flight executes its graph in the request's own
+thread (``RunOptions.inter_op_thread_pool = -1``) rather than in TensorFlow's inter-op pool:
+handing a small graph to the pool and waiting for it costs more CPU than the graph itself
+(~0.1 ms a run here, docs/performance.md). Runs that overlap go to the pool, which bounds how
+many ops execute at once: a compute-bound model run in every caller's thread at once thrashes
+the cores (20% fewer answers at 8 connections, measured); unless the graph's runs are short
+(``SessionRunner``), which then always run inline. Graphs over
+``INLINE_GRAPH_MAX_BYTES`` always use the pool, since each callable holds its own copy of the
+graph's constants and running inline needs a second one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -50,6 +61,41 @@ from sagemaker_tfs.model_server.serving.signatures import (
 MAX_CALLABLES = 64
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
 RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+# Graphs up to this size (their GraphDef, constants included) get a second callable per
+# signature that runs in the caller's thread.
+INLINE_GRAPH_MAX_BYTES = 16 << 20
+# Runs that cost less CPU than this go inline even beside other runs.
+SHORT_RUN_CPU_SECONDS = 0.001
+
+
+class SessionRunner:
+    """One signature's callables: ``pooled`` runs in TF's inter-op pool, ``inline`` (when
+    there is one) in the caller's thread.
+
+    A run alone goes inline and its CPU time (the caller thread's: what the pool would have
+    had to do) is noted; once a run costs less than ``SHORT_RUN_CPU_SECONDS``, overlapping
+    runs go inline too, since nothing that small can crowd the cores."""
+
+    def __init__(self, pooled: RunFunction, inline: RunFunction | None) -> None:
+        self.pooled = pooled
+        self.inline = inline
+        self.cpu_seconds = math.inf  # a lone inline run's, smoothed
+
+    def __call__(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self.pooled(values)
+
+    def run(self, values: Sequence[np.ndarray], alone: bool) -> list[np.ndarray]:
+        if self.inline is None:
+            return self.pooled(values)
+        if not alone:
+            short = self.cpu_seconds < SHORT_RUN_CPU_SECONDS
+            return self.inline(values) if short else self.pooled(values)
+        started = time.thread_time()
+        results = self.inline(values)
+        spent = time.thread_time() - started
+        previous = self.cpu_seconds
+        self.cpu_seconds = spent if previous == math.inf else previous + (spent - previous) / 8
+        return results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +131,8 @@ class Servable(SignatureTable):
                 for key, signature in self._signatures.items()
             },
         )
-        self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], RunFunction] = {}
+        self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], SessionRunner] = {}
+        self._inline_allowed = meta_graph.graph_def.ByteSize() <= INLINE_GRAPH_MAX_BYTES
         self._callables_lock = threading.Lock()
         self._batcher: BatchSubmitter | None = None
         self._in_flight = 0
@@ -138,7 +185,8 @@ class Servable(SignatureTable):
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=drain_timeout)
         self._session.close()
 
-    def _enter(self) -> None:
+    def _enter(self) -> bool:
+        """Count a run in; True when it is the only one in flight."""
         with self._idle:
             if self._closed:
                 raise ServingError(
@@ -146,6 +194,7 @@ class Servable(SignatureTable):
                     f"Servable {{name: {self.name} version: {self.version}}} is being unloaded",
                 )
             self._in_flight += 1
+            return self._in_flight == 1
 
     def _leave(self) -> None:
         with self._idle:
@@ -157,7 +206,7 @@ class Servable(SignatureTable):
 
     def _callable(
         self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
-    ) -> Callable[[Sequence[np.ndarray]], list[np.ndarray]]:
+    ) -> SessionRunner:
         key = (signature.name, inputs, outputs)
         runner = self._callables.get(key)
         if runner is not None:
@@ -169,16 +218,25 @@ class Servable(SignatureTable):
                     feed=[signature.inputs[alias].name for alias in inputs],
                     fetch=[signature.outputs[alias].name for alias in outputs],
                 )
-                # The C++ fast path: no per-call graph lookups or Python-side feed checks.
-                session_callable = self._session._make_callable_from_options(options)
-
-                def runner(values: Sequence[np.ndarray]) -> list[np.ndarray]:
-                    return list(session_callable(*values))
-
+                inline = None
+                if self._inline_allowed:
+                    options.run_options.inter_op_thread_pool = -1  # the caller's thread
+                    inline = self._session_callable(options)
+                    options.run_options.ClearField("inter_op_thread_pool")
+                runner = SessionRunner(self._session_callable(options), inline)
                 if len(self._callables) >= MAX_CALLABLES:  # the oldest; callers keep theirs
                     self._callables.pop(next(iter(self._callables)))
                 self._callables[key] = runner
         return runner
+
+    def _session_callable(self, options: config_pb2.CallableOptions) -> RunFunction:
+        # The C++ fast path: no per-call graph lookups or Python-side feed checks.
+        session_callable = self._session._make_callable_from_options(options)
+
+        def run(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+            return list(session_callable(*values))
+
+        return run
 
     def _run(
         self,
@@ -189,14 +247,14 @@ class Servable(SignatureTable):
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
-        self._enter()
+        alone = self._enter()
         try:
             runner = self._callable(signature, inputs, outputs)
             with METRICS.runtime(self.name, api):
                 if self._batcher is not None:
                     key = (self.name, self.version, signature.name, inputs, outputs)
                     return self._batcher.submit(key, values, runner)
-                return runner(values)
+                return runner.run(values, alone)
         except tf.errors.OpError as error:
             raise ServingError(Code(error.error_code), error.message) from None
         finally:
