@@ -519,7 +519,7 @@ def test_admission_bound_and_invocation_timeout(stack_config: StackConfigBuilder
 def test_model_server_nice(stack_config: StackConfigBuilder) -> None:
     """The model servers run 10 below the rest of the stack unless told otherwise; 0-19."""
     variable = "SAGEMAKER_TFS_MODEL_SERVER_NICE"
-    assert stack_config({}).model_server_nice == 10
+    assert stack_config({}).model_server_nice == 5
     assert stack_config({variable: "0"}).model_server_nice == 0
     assert stack_config({variable: "19"}).model_server_nice == 19
     for wrong in ("-1", "20", "low"):

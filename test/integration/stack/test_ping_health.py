@@ -165,7 +165,7 @@ def test_a_hung_model_server_turns_ping_503_until_it_answers(watched: WatchedSta
 
 
 def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) -> None:
-    """The model server, every one of its threads (also after the restarts above), runs 10
+    """The model server, every one of its threads (also after the restarts above), runs 5
     nice levels below the stack's other processes, so that nginx answers /ping while
     TensorFlow fills every CPU (SAGEMAKER_TFS_MODEL_SERVER_NICE, docs/reliability.md)."""
     stack = watched.stack
@@ -173,9 +173,9 @@ def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) ->
     model_server = watched.model_server_pid()
     tasks = os.listdir(f"/proc/{model_server}/task")
     assert len(tasks) > 1
-    assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {min(own + 10, 19)}
+    assert {os.getpriority(os.PRIO_PROCESS, int(task)) for task in tasks} == {min(own + 5, 19)}
     if autogroups_on():  # the kernel weighs sessions first: the model server's is niced too
-        assert Path(f"/proc/{model_server}/autogroup").read_text().split()[-1] == "10"
+        assert Path(f"/proc/{model_server}/autogroup").read_text().split()[-1] == "5"
     others = [pid for pid in stack.child_pids("") if pid != model_server]
     assert {cmdline_name(pid) for pid in others} >= {"nginx", "gunicorn"}
     assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in others} == {own}
