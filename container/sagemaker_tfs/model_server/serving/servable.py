@@ -82,6 +82,7 @@ class SessionRunner:
         self.cpu_seconds = math.inf  # a lone inline run's, smoothed
 
     def __call__(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """A batch of the batch scheduler's: merged batches always run in the pool."""
         return self.pooled(values)
 
     def run(self, values: Sequence[np.ndarray], alone: bool) -> list[np.ndarray]:
