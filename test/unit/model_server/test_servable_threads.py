@@ -90,7 +90,7 @@ def run_beside_a_held_one(servable: Servable, probe: ThreadProbe) -> int:
 def test_a_run_beside_another_executes_in_the_pool(
     probe: ThreadProbe, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(servable_module, "SHORT_RUN_CPU_SECONDS", 0.0)  # no run is short
+    monkeypatch.setattr(servable_module, "SHORT_RUN_SECONDS", 0.0)  # no run is short
     servable = probe_servable(probe)
     first_thread = run_beside_a_held_one(servable, probe)
     assert probe.seen[0] == first_thread  # alone when it started: inline

@@ -64,22 +64,24 @@ RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 # Graphs up to this size (their GraphDef, constants included) get a second callable per
 # signature that runs in the caller's thread.
 INLINE_GRAPH_MAX_BYTES = 16 << 20
-# Runs that cost less CPU than this go inline even beside other runs.
-SHORT_RUN_CPU_SECONDS = 0.001
+# Graphs whose lone runs take less than this go inline even beside other runs.
+SHORT_RUN_SECONDS = 0.001
 
 
 class SessionRunner:
     """One signature's callables: ``pooled`` runs in TF's inter-op pool, ``inline`` (when
     there is one) in the caller's thread.
 
-    A run alone goes inline and its CPU time (the caller thread's: what the pool would have
-    had to do) is noted; once a run costs less than ``SHORT_RUN_CPU_SECONDS``, overlapping
-    runs go inline too, since nothing that small can crowd the cores."""
+    A run alone goes inline and its time is noted; once lone runs take less than
+    ``SHORT_RUN_SECONDS``, overlapping runs go inline too, since nothing that small can crowd
+    the cores. Wall time, not the caller thread's CPU: an op TensorFlow spreads over its
+    intra-op threads costs the caller little CPU while it crowds the cores all the same, and
+    a lone run slowed by other work only sends the graph to the pool, the safe side."""
 
     def __init__(self, pooled: RunFunction, inline: RunFunction | None) -> None:
         self.pooled = pooled
         self.inline = inline
-        self.cpu_seconds = math.inf  # a lone inline run's, smoothed
+        self.seconds = math.inf  # a lone inline run's, smoothed
 
     def __call__(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         """A batch of the batch scheduler's: merged batches always run in the pool."""
@@ -89,13 +91,13 @@ class SessionRunner:
         if self.inline is None:
             return self.pooled(values)
         if not alone:
-            short = self.cpu_seconds < SHORT_RUN_CPU_SECONDS
+            short = self.seconds < SHORT_RUN_SECONDS
             return self.inline(values) if short else self.pooled(values)
-        started = time.thread_time()
+        started = time.perf_counter()
         results = self.inline(values)
-        spent = time.thread_time() - started
-        previous = self.cpu_seconds
-        self.cpu_seconds = spent if previous == math.inf else previous + (spent - previous) / 8
+        spent = time.perf_counter() - started
+        previous = self.seconds
+        self.seconds = spent if previous == math.inf else previous + (spent - previous) / 8
         return results
 
 
