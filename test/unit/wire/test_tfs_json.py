@@ -60,6 +60,19 @@ def test_float_text_follows_the_literal_rule(dtype: type, seed: int) -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_few_values_printed_one_by_one_follow_the_same_rule(dtype: type) -> None:
+    with np.errstate(over="ignore"):
+        values = np.concatenate([special_values(np.float64), random_values(np.float64, 5)[:4000]])
+        values = values.astype(dtype)
+    is_double = dtype == np.float64
+    for start in range(0, values.size, tfs_json.FEW_FLOATS):
+        few = values[start : start + tfs_json.FEW_FLOATS]
+        expected = [literal_text(value, is_double) for value in few.tolist()]
+        assert tfs_json.format_floats(few) == expected
+        assert tfs_json.joined_floats(few) == ", ".join(expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_a_vector_joined_in_one_print_is_its_texts_joined(dtype: type) -> None:
     values = np.concatenate([special_values(np.float64), random_values(np.float64, 4)])
     with np.errstate(over="ignore"):
