@@ -233,3 +233,62 @@ def late_answer_handler(connection: socket.socket) -> rest_server._Handler:
     handler.close_connection = False
     handler.server = type("Server", (), {"cors": False})()  # type: ignore[assignment]
     return handler
+
+
+def exchange(server: rest_server.RestServer, request: bytes) -> tuple[bytes, bytes]:
+    """Send ``request`` on a fresh connection and read until the server closes it: (head,
+    body) of everything answered."""
+    with socket.create_connection(server.server_address[:2], timeout=10) as sock:
+        sock.sendall(request)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return head, body
+
+
+@pytest.mark.parametrize(
+    "request_bytes, status, message",
+    [
+        (b"GET /v1/models/m HTTP/x.y\r\n\r\n", 400, "Bad request version ('HTTP/x.y')"),
+        (b"GET /v1/models/m HTTP/2.0\r\n\r\n", 505, "Invalid HTTP version (2.0)"),
+        (b"GET /v1/models/m extra HTTP/1.1\r\n\r\n", 400, "Bad request syntax"),
+        (b"POST /v1/models/m\r\n\r\n", 400, "Bad HTTP/0.9 request type ('POST')"),
+        (b"GET /v1/models/m HTTP/1.1\r\nno colon\r\n\r\n", 400, "Bad header line"),
+        (b"GET /v1/models/m HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431, "Line too long"),
+        (b"GET /v1/models/m HTTP/1.1\r\n" + b"X: v\r\n" * 101 + b"\r\n", 431, "Too many headers"),
+    ],
+)
+def test_a_bad_request_head_is_a_json_error_and_the_connection_closes(
+    manager: FaultyManager, request_bytes: bytes, status: int, message: str
+) -> None:
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    try:
+        head, body = exchange(server, request_bytes)
+    finally:
+        server.shutdown()
+    assert head.startswith(b"HTTP/1.1 %d " % status)
+    assert json.loads(body)["error"].startswith(message)
+
+
+def test_header_names_are_read_in_any_case_and_keep_alive_follows_connection(
+    manager: FaultyManager,
+) -> None:
+    """Two requests on one connection (the first's lower-case ``content-length`` read, or its
+    body would be taken for the second's request line), then ``Connection: close`` ends it."""
+    server = start(manager, num_threads=2, timeout_ms=5000)
+    body = b'{"instances": [1.0]}'
+    first = b"POST /v1/models/a:predict HTTP/1.1\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+    second = b"POST /v1/models/b:predict HTTP/1.1\r\nCONTENT-LENGTH: %d\r\nConnection: close"
+    second = second % len(body) + b"\r\n\r\n" + body
+    try:
+        head, answers = exchange(server, first + second)
+    finally:
+        server.shutdown()
+    assert head.startswith(b"HTTP/1.1 404 ")
+    assert b"Latest(a)" in answers
+    assert b"HTTP/1.1 404 " in answers
+    assert answers.endswith(b'"Servable not found for request: Latest(b)"\n}')

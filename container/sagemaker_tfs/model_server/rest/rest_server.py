@@ -31,6 +31,7 @@ from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTEN
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.rest.deadlines import DeadlineWatcher
 from sagemaker_tfs.model_server.rest.json_writer import format_error
+from sagemaker_tfs.model_server.rest.request_head import HeadError, http_version, read_header_fields
 from sagemaker_tfs.model_server.rest.rest_api import RestApi
 
 if TYPE_CHECKING:
@@ -56,6 +57,56 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 1 << 16
     disable_nagle_algorithm = True
     server: RestServer
+    raw_requestline: bytes  # set by http.server before parse_request
+    header_fields: dict[str, str]
+
+    def parse_request(self) -> bool:
+        """``http.server``'s checks of the request line and head, its answers kept (400 for a
+        bad line or version, 505 from HTTP/2 on, 431 for a head too large), with the header
+        fields read by ``request_head`` into ``header_fields``; False: answered already."""
+        self.command = None  # type: ignore[assignment]  # as http.server: no method yet
+        self.request_version = self.default_request_version
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        if not words:
+            return False
+        if len(words) >= 3:
+            version = http_version(words[-1])
+            if version is None:
+                self.send_error(400, f"Bad request version ({words[-1]!r})")
+                return False
+            if version >= (2, 0):
+                self.send_error(505, f"Invalid HTTP version ({words[-1][5:]})")
+                return False
+            self.close_connection = version < (1, 1)
+            self.request_version = words[-1]
+        if not 2 <= len(words) <= 3:
+            self.send_error(400, f"Bad request syntax ({self.requestline!r})")
+            return False
+        self.command, self.path = words[0], words[1]
+        if len(words) == 2:
+            self.close_connection = True
+            if self.command != "GET":
+                self.send_error(400, f"Bad HTTP/0.9 request type ({self.command!r})")
+                return False
+        return self._read_head()
+
+    def _read_head(self) -> bool:
+        try:
+            self.header_fields = read_header_fields(self.rfile)
+        except HeadError as error:
+            self.send_error(error.status, str(error))
+            return False
+        connection = self.header_fields.get("connection", "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive":
+            self.close_connection = False
+        expect = self.header_fields.get("expect", "").lower()
+        if expect == "100-continue" and self.request_version >= "HTTP/1.1":
+            return self.handle_expect_100()
+        return True
 
     def handle_expect_100(self) -> bool:
         """Send ``100 Continue`` at once (the write buffer would otherwise hold it back)."""
@@ -78,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, format_error(f"Not found: {self.command} {path}"))
             return
         if self.command == "OPTIONS":
-            if self.server.api.preflight(path, self.headers.get("Origin")) == 200:
+            if self.server.api.preflight(path, self.header_fields.get("origin")) == 200:
                 self._reply(200, b"", None)
             else:
                 self._reply(400, format_error(PREFLIGHT_ERROR))
@@ -145,9 +196,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.slots.release()
 
     def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        if "chunked" in self.header_fields.get("transfer-encoding", "").lower():
             return self._read_chunked()
-        length_text = self.headers.get("Content-Length", "0") or "0"
+        length_text = self.header_fields.get("content-length", "0") or "0"
         try:
             length = int(length_text)
         except ValueError:
