@@ -15,6 +15,8 @@ headers (the metrics endpoint never does).
 
 from __future__ import annotations
 
+import email.utils
+import functools
 import io
 import logging
 import socket
@@ -46,6 +48,11 @@ CORS_HEADERS = (
     ("Access-Control-Allow-Methods", "POST, GET"),
     ("Access-Control-Allow-Headers", "Content-Type"),
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _http_date(second: int) -> str:
+    return email.utils.formatdate(second, usegmt=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -253,6 +260,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             phrase = message or "Error"
         self._reply(code, format_error(phrase))
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header's text, made once a second (``email.utils`` takes ~5 us)."""
+        return _http_date(int(time.time() if timestamp is None else timestamp))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
         logger.debug("%s " + format, self.address_string(), *args)
