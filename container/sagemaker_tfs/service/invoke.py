@@ -16,13 +16,12 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import requests
-import urllib3
 
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
 from sagemaker_tfs.service.answers import StreamedBody
-from sagemaker_tfs.service.connections import RestClient
+from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
@@ -229,7 +228,7 @@ class Invoker:
         try:
             with record.model_server_call():
                 response = self.rest.post(uri, body, JSON)
-        except urllib3.exceptions.HTTPError as error:
+        except RestConnectionError as error:
             raise ModelServerUnavailable(f"The model server is not available: {error}") from None
         if response.status_code == 503:
             text = response.content.decode("utf-8", errors="replace").strip()

@@ -18,9 +18,8 @@ from typing import Any
 import falcon
 import pytest
 import requests
-import urllib3
 from sagemaker_tfs.service import conversion, fast_path, text_predict
-from sagemaker_tfs.service.connections import RestClient
+from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.errors import Overloaded
@@ -448,5 +447,5 @@ def test_the_rest_client_keeps_connections_alive(http_server: Callable[[int], in
 
 def test_the_rest_client_raises_at_once_for_a_server_it_cannot_reach() -> None:
     uri = f"http://127.0.0.1:{closed_port()}/v1/models/m:predict"
-    with pytest.raises(urllib3.exceptions.HTTPError):  # Invoker.post: failover, no retry
+    with pytest.raises(RestConnectionError):  # Invoker.post: failover, no retry
         RestClient().post(uri, b"{}", "application/json")

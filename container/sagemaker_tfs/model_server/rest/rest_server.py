@@ -33,8 +33,14 @@ from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTEN
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.rest.deadlines import DeadlineWatcher
 from sagemaker_tfs.model_server.rest.json_writer import format_error
-from sagemaker_tfs.model_server.rest.request_head import HeadError, http_version, read_header_fields
 from sagemaker_tfs.model_server.rest.rest_api import RestApi
+from sagemaker_tfs.wire.http_messages import (
+    HeadError,
+    http_version,
+    is_chunked,
+    read_chunked_body,
+    read_header_fields,
+)
 
 if TYPE_CHECKING:
     from sagemaker_tfs.model_server.serving.manager import ModelManager
@@ -70,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         """``http.server``'s checks of the request line and head, its answers kept (400 for a
         bad line or version, 505 from HTTP/2 on, 431 for a head too large), with the header
-        fields read by ``request_head`` into ``header_fields``; False: answered already."""
+        fields read by ``wire.http_messages`` into ``header_fields``; False: answered already."""
         self.command = None  # type: ignore[assignment]  # as http.server: no method yet
         self.request_version = self.default_request_version
         self.close_connection = True
@@ -203,8 +209,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.slots.release()
 
     def _read_body(self) -> bytes:
-        if "chunked" in self.header_fields.get("transfer-encoding", "").lower():
-            return self._read_chunked()
+        if is_chunked(self.header_fields):
+            return read_chunked_body(self.rfile)
         length_text = self.header_fields.get("content-length", "0") or "0"
         try:
             length = int(length_text)
@@ -213,21 +219,6 @@ class _Handler(BaseHTTPRequestHandler):
         if length < 0 or length > MAX_BODY_BYTES:
             raise ValueError(f"Invalid Content-Length: {length_text}")
         return self.rfile.read(length) if length else b""
-
-    def _read_chunked(self) -> bytes:
-        chunks: list[bytes] = []
-        while True:
-            size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
-                raise ValueError("Invalid chunked encoding") from None
-            if size == 0:
-                while self.rfile.readline(1024).strip():
-                    pass
-                return b"".join(chunks)
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline(1024)
 
     def _reply(
         self,

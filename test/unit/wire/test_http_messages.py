@@ -1,16 +1,18 @@
-"""rest/request_head: the REST server's request head, read without the ``email`` package, with
-``http.server``'s limits (64 KiB a line, 100 fields) and the field values it gave by name."""
+"""wire/http_messages: HTTP/1.1 heads read without the ``email`` package, with ``http.server``'s
+limits (64 KiB a line, 100 fields) and the field values it gave by name; chunked bodies."""
 
 from __future__ import annotations
 
 import io
 
 import pytest
-from sagemaker_tfs.model_server.rest.request_head import (
+from sagemaker_tfs.wire.http_messages import (
     MAX_FIELDS,
     MAX_LINE_BYTES,
     HeadError,
     http_version,
+    is_chunked,
+    read_chunked_body,
     read_header_fields,
 )
 
@@ -74,3 +76,18 @@ def test_a_line_that_is_not_a_field_is_a_bad_request(line: bytes) -> None:
 )
 def test_http_version(text: str, version: tuple[int, int] | None) -> None:
     assert http_version(text) == version
+
+
+def test_a_chunked_body_is_read_whole_with_extensions_and_trailers_dropped() -> None:
+    stream = io.BytesIO(b"4;ext=1\r\nWiki\r\n6\r\npedia \r\n0\r\nTrailer: x\r\n\r\nnext")
+    assert read_chunked_body(stream) == b"Wikipedia "
+    assert stream.read() == b"next"
+    assert is_chunked({"transfer-encoding": "gzip, Chunked"})
+    assert not is_chunked({"content-length": "3"})
+
+
+@pytest.mark.parametrize("body", [b"zz\r\nab\r\n0\r\n\r\n", b"10\r\nshort"])
+def test_a_broken_chunked_body_is_a_bad_request(body: bytes) -> None:
+    with pytest.raises(HeadError) as error:
+        read_chunked_body(io.BytesIO(body))
+    assert error.value.status == 400

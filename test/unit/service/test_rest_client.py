@@ -1,0 +1,155 @@
+"""service/connections.RestClient: the service's own posts to a model server's REST port, over
+real sockets to a small scripted HTTP server (each test says what it answers), and the
+``requests.Response`` that ``output_handler`` gets from them."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from sagemaker_tfs.service.connections import RestClient, RestConnectionError
+from sagemaker_tfs.wire.http_messages import read_header_fields
+
+# (connection number, request number on it, body) -> raw answer, or None to close at once
+Script = Callable[[int, int, bytes], bytes | None]
+
+
+class ScriptedServer:
+    """Accepts connections on localhost and answers each request by ``script``; counts the
+    connections and keeps every request's head and body."""
+
+    def __init__(self, script: Script, close_after_answer: bool = False) -> None:
+        self.script = script
+        self.close_after_answer = close_after_answer
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            number = self.connections
+            threading.Thread(target=self._serve, args=(sock, number), daemon=True).start()
+
+    def _serve(self, sock: socket.socket, number: int) -> None:
+        reader = sock.makefile("rb")
+        with sock, reader:
+            for index in range(1_000):
+                if not reader.readline():
+                    return
+                fields = read_header_fields(reader)
+                body = reader.read(int(fields.get("content-length", "0")))
+                self.requests.append((fields, body))
+                answer = self.script(number, index, body)
+                if answer is None:
+                    return
+                sock.sendall(answer)
+                if self.close_after_answer:
+                    return
+
+    def uri(self, path: str = "/v1/models/m:predict") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def answer(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
+    return head.encode() + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Script], ScriptedServer]]:
+    servers: list[ScriptedServer] = []
+
+    def start(script: Script, close_after_answer: bool = False) -> ScriptedServer:
+        servers.append(ScriptedServer(script, close_after_answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def test_posts_reuse_one_connection_and_answer_as_requests_would(serve) -> None:
+    server = serve(lambda _c, index, body: answer(b'{"n": %d, "got": %s}' % (index, body)))
+    client = RestClient()
+    responses = [client.post(server.uri(), b"[%d]" % i, "application/json") for i in range(3)]
+    assert [r.json() for r in responses] == [{"n": i, "got": [i]} for i in range(3)]
+    assert server.connections == 1
+    fields, body = server.requests[0]
+    assert (fields["content-type"], fields["content-length"], body) == (
+        "application/json",
+        "3",
+        b"[0]",
+    )
+    assert fields["host"] == f"127.0.0.1:{server.port}"
+    response = responses[0]
+    assert (response.status_code, response.reason, response.ok) == (200, "OK", True)
+    assert response.headers["CONTENT-TYPE"] == "application/json"
+    assert response.url == server.uri()
+    assert (response.request.method, response.request.body) == ("POST", b"[0]")
+    assert response.text == '{"n": 0, "got": [0]}'
+
+
+def test_a_connection_closed_while_idle_is_replaced_without_an_error(serve) -> None:
+    """The model server closes each connection after one answer without saying so (as one
+    that restarted leaves its old connections): the next post must still be answered."""
+    server = serve(lambda _c, index, _b: answer(b"{}") if index == 0 else None)
+    client = RestClient()
+    for _ in range(3):
+        assert client.post(server.uri(), b"{}", "application/json").status_code == 200
+    assert server.connections == 3
+
+
+def test_a_chunked_answer_and_connection_close_are_honoured(serve) -> None:
+    chunked = (
+        b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"a\r\n5\r\n": 1}\r\n0\r\n\r\n'
+    )
+    server = serve(
+        lambda _c, index, _b: (
+            chunked if index == 0 else answer(b"{}", extra="Connection: close\r\n")
+        )
+    )
+    client = RestClient()
+    assert client.post(server.uri(), b"{}", "application/json").json() == {"a": 1}
+    assert client.post(server.uri(), b"{}", "application/json").json() == {}
+    assert client.post(server.uri(), b"{}", "application/json").json() == {"a": 1}
+    assert server.connections == 2  # the second answer closed the first connection
+
+
+def test_a_large_body_is_sent_whole(serve) -> None:
+    server = serve(lambda _c, _i, body: answer(b'{"length": %d}' % len(body)))
+    body = b"x" * (3 << 20)
+    assert RestClient().post(server.uri(), body, "application/json").json() == {"length": len(body)}
+    assert server.requests[0][1] == body
+
+
+def test_no_model_server_listening_is_a_connection_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # closed on leaving: nothing listens there after
+    with pytest.raises(RestConnectionError, match=f"127.0.0.1:{port}"):
+        RestClient().post(f"http://127.0.0.1:{port}/v1/models/m:predict", b"{}", "application/json")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,  # closed before answering, on a new connection
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",  # the answer cut short
+        b"garbage\r\n\r\n",
+    ],
+)
+def test_a_broken_answer_is_a_connection_error(serve, raw: bytes | None) -> None:
+    server = serve(lambda *_: raw, close_after_answer=True)
+    with pytest.raises(RestConnectionError):
+        RestClient().post(server.uri(), b"{}", "application/json")
