@@ -19,6 +19,7 @@ import requests.utils
 from sagemaker_tfs.client import ModelServerChannel
 from sagemaker_tfs.wire.http_messages import (
     MAX_LINE_BYTES,
+    content_length,
     http_version,
     is_chunked,
     read_chunked_body,
@@ -214,10 +215,9 @@ class _Connection:
         """The body, and whether the connection is still at a message's end after it."""
         if is_chunked(fields):
             return read_chunked_body(self._reader), True
-        length_text = fields.get("content-length")
-        if length_text is None:
+        length = content_length(fields)
+        if length is None:
             return self._reader.read(), False  # to the connection's close
-        length = int(length_text)
         content = self._reader.read(length)
         if len(content) < length:
             raise ConnectionError(f"the answer ended after {len(content)} of {length} bytes")

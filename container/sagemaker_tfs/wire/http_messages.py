@@ -10,11 +10,13 @@ limits: a line over 64 KiB or more than 100 fields is an error (431 for a reques
 
 from __future__ import annotations
 
+import re
 from io import BufferedIOBase
 
 MAX_LINE_BYTES = 65536
 MAX_FIELDS = 100
 _CHUNK_SIZE_LINE_BYTES = 1024
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 
 class HeadError(ValueError):
@@ -50,6 +52,8 @@ def read_header_fields(stream: BufferedIOBase) -> dict[str, str]:
         if line in (b"\r\n", b"\n", b""):
             return fields
         text = line.decode("iso-8859-1").rstrip("\r\n")
+        if not text:  # stray carriage returns: no field, and not the blank line either
+            raise HeadError(400, f"Bad header line ({line[:100]!r})")
         if text[0] in " \t":
             if last_name is not None:
                 fields[last_name] += " " + text.strip()
@@ -67,15 +71,25 @@ def is_chunked(fields: dict[str, str]) -> bool:
     return "chunked" in fields.get("transfer-encoding", "").lower()
 
 
+def content_length(fields: dict[str, str]) -> int | None:
+    """The ``Content-Length`` field's number, None without one; a value that is not a plain
+    decimal number (``int()`` alone would take ``+5``, ``-1`` or ``1_000``) raises HeadError."""
+    text = fields.get("content-length")
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise HeadError(400, f"Invalid Content-Length: {text[:100]}")
+    return int(text)
+
+
 def read_chunked_body(stream: BufferedIOBase) -> bytes:
     """A ``Transfer-Encoding: chunked`` body, whole (its trailer fields read and dropped)."""
     chunks: list[bytes] = []
     while True:
         size_line = stream.readline(_CHUNK_SIZE_LINE_BYTES).split(b";", 1)[0].strip()
-        try:
-            size = int(size_line, 16)
-        except ValueError:
-            raise HeadError(400, "Invalid chunked encoding") from None
+        if not _CHUNK_SIZE.fullmatch(size_line):  # int() alone would take -1, 0x10, 1_0
+            raise HeadError(400, "Invalid chunked encoding")
+        size = int(size_line, 16)
         if size == 0:
             while stream.readline(_CHUNK_SIZE_LINE_BYTES).strip():
                 pass

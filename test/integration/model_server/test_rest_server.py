@@ -257,6 +257,21 @@ def exchange(server: rest_server.RestServer, request: bytes) -> tuple[bytes, byt
         (b"GET /v1/models/m HTTP/1.1\r\nno colon\r\n\r\n", 400, "Bad header line"),
         (b"GET /v1/models/m HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431, "Line too long"),
         (b"GET /v1/models/m HTTP/1.1\r\n" + b"X: v\r\n" * 101 + b"\r\n", 431, "Too many headers"),
+        (
+            b"POST /v1/models/m:predict HTTP/1.1\r\nContent-Length: 1_0\r\n\r\n",
+            400,
+            "Invalid Content-Length",
+        ),
+        (
+            b"POST /v1/models/m:predict HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+            400,
+            "Invalid Content-Length",
+        ),
+        (
+            b"POST /v1/models/m:predict HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n",
+            400,
+            "Invalid chunked encoding",
+        ),
     ],
 )
 def test_a_bad_request_head_is_a_json_error_and_the_connection_closes(

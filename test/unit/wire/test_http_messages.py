@@ -10,6 +10,7 @@ from sagemaker_tfs.wire.http_messages import (
     MAX_FIELDS,
     MAX_LINE_BYTES,
     HeadError,
+    content_length,
     http_version,
     is_chunked,
     read_chunked_body,
@@ -52,7 +53,7 @@ def test_limits_of_http_server_are_kept() -> None:
     assert (too_long.value.status, str(too_long.value)) == (431, "Line too long")
 
 
-@pytest.mark.parametrize("line", [b"no colon here\r\n", b": no name\r\n"])
+@pytest.mark.parametrize("line", [b"no colon here\r\n", b": no name\r\n", b"\r\r\n", b"\r"])
 def test_a_line_that_is_not_a_field_is_a_bad_request(line: bytes) -> None:
     with pytest.raises(HeadError) as error:
         fields_of(b"Host: x\r\n" + line + b"\r\n")
@@ -86,8 +87,27 @@ def test_a_chunked_body_is_read_whole_with_extensions_and_trailers_dropped() -> 
     assert not is_chunked({"content-length": "3"})
 
 
-@pytest.mark.parametrize("body", [b"zz\r\nab\r\n0\r\n\r\n", b"10\r\nshort"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"zz\r\nab\r\n0\r\n\r\n",
+        b"10\r\nshort",
+        b"-1\r\nab\r\n0\r\n\r\n",  # int() would read to the end of the stream
+        b"0x2\r\nab\r\n0\r\n\r\n",
+        b"1_0\r\n0123456789abcdef\r\n0\r\n\r\n",
+        b"\r\nab\r\n",
+    ],
+)
 def test_a_broken_chunked_body_is_a_bad_request(body: bytes) -> None:
     with pytest.raises(HeadError) as error:
         read_chunked_body(io.BytesIO(body))
     assert error.value.status == 400
+
+
+def test_content_length_is_a_plain_decimal_number() -> None:
+    assert content_length({"content-length": "42"}) == 42
+    assert content_length({}) is None
+    for text in ["+5", "-1", "1_000", " ", "", "\u00b2", "0x10"]:
+        with pytest.raises(HeadError) as error:
+            content_length({"content-length": text})
+        assert error.value.status == 400

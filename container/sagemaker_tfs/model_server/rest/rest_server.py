@@ -36,6 +36,7 @@ from sagemaker_tfs.model_server.rest.json_writer import format_error
 from sagemaker_tfs.model_server.rest.rest_api import RestApi
 from sagemaker_tfs.wire.http_messages import (
     HeadError,
+    content_length,
     http_version,
     is_chunked,
     read_chunked_body,
@@ -211,13 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         if is_chunked(self.header_fields):
             return read_chunked_body(self.rfile)
-        length_text = self.header_fields.get("content-length", "0") or "0"
-        try:
-            length = int(length_text)
-        except ValueError:
-            raise ValueError(f"Invalid Content-Length: {length_text}") from None
-        if length < 0 or length > MAX_BODY_BYTES:
-            raise ValueError(f"Invalid Content-Length: {length_text}")
+        length = content_length(self.header_fields) or 0
+        if length > MAX_BODY_BYTES:
+            raise ValueError(f"Invalid Content-Length: {length}")
         return self.rfile.read(length) if length else b""
 
     def _reply(
