@@ -127,7 +127,9 @@ class RestClient:
         return _as_requests_response(answer, request)
 
     def _exchange(self, address: tuple[str, int], head: bytes, body: bytes) -> _Answer:
-        idle = self._idle.setdefault(address, collections.deque())
+        idle = self._idle.get(address)
+        if idle is None:
+            idle = self._idle[address] = collections.deque()
         while True:
             try:
                 connection, reused = idle.pop(), True
@@ -226,6 +228,7 @@ class _Connection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._reader.close()
+        with contextlib.suppress(OSError):
             self._socket.close()
 
 
