@@ -74,7 +74,7 @@ _SURROGATE_ESCAPES = re.compile(
 )
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
+def parse_json_object(body: bytes | bytearray) -> dict[str, Any]:
     """Parse a request body the way TF Serving's rapidjson does; the root must be an object.
 
     NaN/Infinity/-Infinity are accepted and bytes after the root value are ignored.
@@ -87,7 +87,7 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     return document
 
 
-def _strict_fast_parse(body: bytes) -> Any | None:
+def _strict_fast_parse(body: bytes | bytearray) -> Any | None:
     """orjson for plain JSON; None when it refuses (NaN, trailing bytes, errors...)."""
     if orjson is None:
         return None
@@ -97,7 +97,7 @@ def _strict_fast_parse(body: bytes) -> Any | None:
         return None
 
 
-def _lenient_parse(body: bytes) -> Any:
+def _lenient_parse(body: bytes | bytearray) -> Any:
     """The standard parser: NaN/Infinity, trailing bytes ignored, rapidjson's error words."""
     text = body.decode("utf-8", errors="surrogateescape")
     first = _NOT_WHITESPACE.search(text)

@@ -103,7 +103,7 @@ class RestApi:
     def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
-    def handle(self, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+    def handle(self, method: str, path: str, body: bytes | bytearray) -> tuple[int, bytes]:
         """Every ``/v1/`` request is counted (``request_count``), and timed when it succeeds
         (``request_latency``, API = the verb of the URL, "" for status and metadata)."""
         with METRICS.request("REST", "") as record:
@@ -120,6 +120,17 @@ class RestApi:
                 record.status = error.code.name
                 return error.http_status, format_error(error.message)
 
+    def runs_batched(self, method: str, path: str) -> bool:
+        """Whether requests to this path go through the model's batcher (which gathers
+        requests from several connections, so they must not run one at a time)."""
+        try:
+            target = route(method, path)
+            if target.action not in ("predict", "classify", "regress"):
+                return False
+            return self._servable(target).batched
+        except ServingError:
+            return False
+
     def preflight(self, path: str, origin: str | None) -> int:
         """A CORS preflight (OPTIONS) on a ``/v1/`` path, as TF Serving answers it whatever
         ``--rest_api_enable_cors_support`` says: 200 when ``Origin`` names an http(s) origin,
@@ -135,7 +146,7 @@ class RestApi:
     def _servable(self, target: Target) -> Servable:
         return self._manager.get_servable(target.model, target.version, target.label)
 
-    def _inference(self, target: Target, body: bytes) -> bytes:
+    def _inference(self, target: Target, body: bytes | bytearray) -> bytes:
         """Predict looks the model up before reading inputs (it needs the signature's types);
         classify and regress read the whole request first, as TF Serving does."""
         with _cyclic_gc_paused():

@@ -177,6 +177,10 @@ class Servable(SignatureTable):
         METRICS.record_load(path, True, stages)
         return servable
 
+    @property
+    def batched(self) -> bool:
+        return self._batcher is not None
+
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
         """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
         self._batcher = batcher

@@ -200,6 +200,10 @@ class TfLiteServable(SignatureTable):
         METRICS.record_load(str(path.parent), True, {"restore_graph": seconds})
         return servable
 
+    @property
+    def batched(self) -> bool:
+        return self._batcher is not None
+
     def set_batcher(self, batcher: BatchSubmitter | None) -> None:
         self._batcher = batcher
 
