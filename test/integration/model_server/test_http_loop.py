@@ -8,7 +8,11 @@ in the pool never stops the loop; inline runs happen on the loop's thread, in or
 
 from __future__ import annotations
 
+import os
+import pathlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -160,3 +164,58 @@ def test_an_answer_too_large_for_the_socket_leaves_whole(app: ScriptedApp) -> No
             assert session.get(url + "/inline-next", timeout=10).content == b"/inline-next"
     finally:
         loop.shutdown()
+
+
+OUT_OF_FILES_SERVER = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+sys.path[:0] = sys.argv[2:]
+import logging
+logging.basicConfig(level=logging.WARNING)
+from test_http_loop import ScriptedApp
+from sagemaker_tfs.model_server.rest.http_loop import HttpLoop
+loop = HttpLoop(int(sys.argv[1]), ScriptedApp(), 2, None)
+loop.start()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_out_of_file_descriptors_pauses_accepting_and_serves_again() -> None:
+    """A server at its file limit (RLIMIT_NOFILE 64 here, 100 clients) logs it, stops
+    accepting for a moment instead of spinning on the listener, and serves once clients go."""
+    port = free_port()
+    here = pathlib.Path(__file__).parent
+    paths = [str(here), str(here.parents[1]), str(here.parents[2] / "container")]
+    server = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_FILES_SERVER, str(port), *paths],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+    )
+    clients: list[socket.socket] = []
+    try:
+        assert server.stdout is not None and server.stdout.readline() == b"ready\n"
+        for _ in range(100):
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(1)
+        cpu_before = _cpu_seconds(server.pid)
+        time.sleep(1)
+        assert _cpu_seconds(server.pid) - cpu_before < 0.5, "the loop spun on its listener"
+        for client in clients:
+            client.close()
+        clients.clear()
+        answer = requests.get(f"http://127.0.0.1:{port}/inline-after", timeout=5)
+        assert answer.content == b"/inline-after"
+    finally:
+        for client in clients:
+            client.close()
+        server.kill()
+        _, errors = server.communicate(timeout=10)
+    assert b"cannot accept a connection" in errors
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc (Linux)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
