@@ -118,14 +118,21 @@ class ModelServerLauncher(TierLauncher):
 
     # --- start-up ---
 
-    def start_single_model(self) -> None:
-        """Every instance serving every model; returns once all of them are AVAILABLE."""
+    def launch_single_model(self) -> None:
+        """Every instance started, to serve every model (``wait_for_single_model`` waits)."""
         names = [m.name for m in self.config.models]
-        keys = [f"model-server[{index}]" for index in range(len(self.config.instances))]
-        for key, instance in zip(keys, self.config.instances, strict=True):
+        for key, instance in self._single_model_instances():
             self.start_model_server(key, instance, self.model_config_file, names)
-        for key, instance in zip(keys, self.config.instances, strict=True):
+
+    def wait_for_single_model(self) -> None:
+        """Returns once every instance serves every model (AVAILABLE)."""
+        names = [m.name for m in self.config.models]
+        for key, instance in self._single_model_instances():
             self._wait_for_models(key, instance, names)
+
+    def _single_model_instances(self) -> list[tuple[str, Instance]]:
+        keys = [f"model-server[{index}]" for index in range(len(self.config.instances))]
+        return list(zip(keys, self.config.instances, strict=True))
 
     def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
         child = self._child(key)
