@@ -86,10 +86,7 @@ def read_chunked_body(stream: BufferedIOBase) -> bytes:
     """A ``Transfer-Encoding: chunked`` body, whole (its trailer fields read and dropped)."""
     chunks: list[bytes] = []
     while True:
-        size_line = stream.readline(_CHUNK_SIZE_LINE_BYTES).split(b";", 1)[0].strip()
-        if not _CHUNK_SIZE.fullmatch(size_line):  # int() alone would take -1, 0x10, 1_0
-            raise HeadError(400, "Invalid chunked encoding")
-        size = int(size_line, 16)
+        size = chunk_size(stream.readline(_CHUNK_SIZE_LINE_BYTES))
         if size == 0:
             while stream.readline(_CHUNK_SIZE_LINE_BYTES).strip():
                 pass
@@ -99,3 +96,11 @@ def read_chunked_body(stream: BufferedIOBase) -> bytes:
             raise HeadError(400, "Invalid chunked encoding: the body ends inside a chunk")
         chunks.append(chunk)
         stream.readline(_CHUNK_SIZE_LINE_BYTES)
+
+
+def chunk_size(line: bytes) -> int:
+    """A chunk's size line (extensions after ``;`` ignored); HeadError 400 if it is not hex."""
+    text = line.split(b";", 1)[0].strip()
+    if not _CHUNK_SIZE.fullmatch(text):  # int() alone would take -1, 0x10, 1_0
+        raise HeadError(400, "Invalid chunked encoding")
+    return int(text, 16)

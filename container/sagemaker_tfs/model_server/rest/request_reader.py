@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import re
 
 from sagemaker_tfs.wire.http_messages import (
     MAX_FIELDS,
     MAX_LINE_BYTES,
     HeadError,
+    chunk_size,
     content_length,
     http_version,
     is_chunked,
@@ -29,7 +29,6 @@ from sagemaker_tfs.wire.http_messages import (
 
 MAX_BODY_BYTES = 2**31 - 1
 _CHUNK_LINE_BYTES = 1024
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
 _BAD_CHUNKS = "Invalid chunked encoding"
 
 
@@ -168,7 +167,7 @@ class RequestReader:
             elif self._chunk_left == -2:
                 self._chunk_left = -1
             else:
-                self._chunk_left = _chunk_size(line)
+                self._chunk_left = chunk_size(line)
                 if len(self._body) + self._chunk_left > MAX_BODY_BYTES:
                     raise HeadError(413, "Request body too large")
                 self._in_trailer = self._chunk_left == 0
@@ -202,13 +201,6 @@ def parse_request_line(line: str) -> _Head:
     if len(words) == 2 and words[0] != "GET":
         raise HeadError(400, f"Bad HTTP/0.9 request type ({words[0]!r})")
     return _Head(words[0], words[1], version, keep_alive)
-
-
-def _chunk_size(line: bytes) -> int:
-    text = line.split(b";", 1)[0].strip()
-    if not _CHUNK_SIZE.fullmatch(text):  # int() alone would take -1, 0x10, 1_0
-        raise HeadError(400, _BAD_CHUNKS)
-    return int(text, 16)
 
 
 def _blank_line_after(buffer: bytearray, line_end: int) -> int:
