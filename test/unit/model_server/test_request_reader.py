@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from sagemaker_tfs.model_server.rest.request_reader import (
     Request,
@@ -133,3 +135,22 @@ def test_a_blank_request_line_closes_without_an_answer() -> None:
     reader.feed(b"\r\n")
     with pytest.raises(SilentClose):
         reader.next_request()
+
+
+def test_a_large_head_sent_in_small_pieces_is_searched_once() -> None:
+    """100 fields of 60 KB (within the limits) sent 1 KB at a time: searching the whole
+    buffer again for each piece took 33 s of the loop, all other connections waiting; each
+    byte searched once takes ~0.03 s. The bound is 100x that, so only the quadratic search
+    can fail it."""
+    head = b"GET / HTTP/1.1\r\n" + b"".join(
+        b"X-%03d: %s\r\n" % (n, b"a" * 60_000) for n in range(100)
+    )
+    reader = RequestReader()
+    started = time.perf_counter()
+    for start in range(0, len(head), 1024):
+        reader.feed(head[start : start + 1024])
+        assert reader.next_request() is None
+    reader.feed(b"\r\n")
+    request = reader.next_request()
+    assert time.perf_counter() - started < 3
+    assert request is not None and len(request.fields) == 100
