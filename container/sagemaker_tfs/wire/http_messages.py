@@ -15,7 +15,7 @@ from io import BufferedIOBase
 
 MAX_LINE_BYTES = 65536
 MAX_FIELDS = 100
-_CHUNK_SIZE_LINE_BYTES = 1024
+CHUNK_SIZE_LINE_BYTES = 1024
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
 
 
@@ -86,16 +86,16 @@ def read_chunked_body(stream: BufferedIOBase) -> bytes:
     """A ``Transfer-Encoding: chunked`` body, whole (its trailer fields read and dropped)."""
     chunks: list[bytes] = []
     while True:
-        size = chunk_size(stream.readline(_CHUNK_SIZE_LINE_BYTES))
+        size = chunk_size(stream.readline(CHUNK_SIZE_LINE_BYTES))
         if size == 0:
-            while stream.readline(_CHUNK_SIZE_LINE_BYTES).strip():
+            while stream.readline(CHUNK_SIZE_LINE_BYTES).strip():
                 pass
             return b"".join(chunks)
         chunk = stream.read(size)
         if len(chunk) < size:
             raise HeadError(400, "Invalid chunked encoding: the body ends inside a chunk")
         chunks.append(chunk)
-        stream.readline(_CHUNK_SIZE_LINE_BYTES)
+        stream.readline(CHUNK_SIZE_LINE_BYTES)
 
 
 def chunk_size(line: bytes) -> int:

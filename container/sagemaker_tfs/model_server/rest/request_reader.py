@@ -17,6 +17,7 @@ import dataclasses
 import io
 
 from sagemaker_tfs.wire.http_messages import (
+    CHUNK_SIZE_LINE_BYTES,
     MAX_FIELDS,
     MAX_LINE_BYTES,
     HeadError,
@@ -28,8 +29,6 @@ from sagemaker_tfs.wire.http_messages import (
 )
 
 MAX_BODY_BYTES = 2**31 - 1
-_CHUNK_LINE_BYTES = 1024
-_BAD_CHUNKS = "Invalid chunked encoding"
 
 
 class SilentClose(Exception):
@@ -189,10 +188,10 @@ class RequestReader:
                 self._in_trailer = self._chunk_left == 0
 
     def _take_line(self) -> bytes | None:
-        end = self._buffer.find(b"\n", 0, _CHUNK_LINE_BYTES)
+        end = self._buffer.find(b"\n", 0, CHUNK_SIZE_LINE_BYTES)
         if end < 0:
-            if len(self._buffer) >= _CHUNK_LINE_BYTES:
-                raise HeadError(400, _BAD_CHUNKS)
+            if len(self._buffer) >= CHUNK_SIZE_LINE_BYTES:
+                raise HeadError(400, "Invalid chunked encoding: a size line over 1 KiB")
             return None
         line = bytes(self._buffer[: end + 1])
         del self._buffer[: end + 1]
