@@ -21,11 +21,16 @@ def serves_m(name: str) -> bool:
     return name == "m"
 
 
-def exposed(collector: object) -> Scrape:
-    """What ``collector`` (anything with ``collect()``) shows, parsed."""
+def exposition(collector: object) -> str:
+    """What ``collector`` (anything with ``collect()``) shows, as a scrape reads it."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)  # type: ignore[arg-type]
-    return Scrape(generate_latest(registry).decode())
+    return generate_latest(registry).decode()
+
+
+def exposed(collector: object) -> Scrape:
+    """What ``collector`` shows, parsed."""
+    return Scrape(exposition(collector))
 
 
 def test_lines_become_counters_and_histograms() -> None:
@@ -51,6 +56,31 @@ def test_lines_become_counters_and_histograms() -> None:
     assert found.value(f"{sizes}_bucket", route="nginx", le="4.194304e+06") == 0
     assert found.value(f"{sizes}_bucket", route="nginx", le="1.6777216e+07") == 1
     assert found.value("sagemaker_tfs_response_size_bytes_sum", route="njs") == 180
+
+
+def test_a_drained_batch_counts_each_line_as_often_as_it_came() -> None:
+    """The pipe's lines are counted per distinct line: every family must read the same as
+    for the lines added one by one (counts, shed reasons, histogram buckets and sums)."""
+    lines = [
+        b"njs\tm\t503\t0.000\t\t250\t330\toverloaded",
+        b"njs\tm\t200\t0.004\t0.003\t250\t90\t",
+        b"njs\tm\t503\t0.000\t\t250\t330\toverloaded",
+        b"python\tzz\t200\t0.300\t\t2000000\t90\t",
+        b"",
+        b"njs\tm\t200\t0.004\t0.003\t250\t90\t",
+        b"njs\tm\t503\t0.000\t\t250\t330\toverloaded",
+    ]
+    one_by_one, batched = EdgeCounts(serves_m), EdgeCounts(serves_m)
+    for line in filter(None, lines):
+        one_by_one.add(line)
+    batched.add_lines(lines)
+    assert exposition(Families(batched)) == exposition(Families(one_by_one))
+    found = exposed(Families(batched))
+    assert found.value("sagemaker_tfs_requests_shed_total", reason="overloaded") == 3
+    assert found.value("sagemaker_tfs_request_duration_seconds_sum", route="njs") == (
+        pytest.approx(0.008)
+    )
+    assert found.value("sagemaker_tfs_model_server_call_seconds_count") == 2
 
 
 @pytest.mark.parametrize(
