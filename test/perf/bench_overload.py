@@ -13,18 +13,18 @@ Starts ``sagemaker-tfs serve`` on this machine for each scenario (default settin
 
 Capacity: the answered (200) requests per second of a closed loop of 32 connections
 (8 for ``heavy``) that sends for ``--capacity-seconds``, counted as a step's throughput is: up
-to the last answer. Then, for each factor of ``--factors``
-(0.5 to 3), an open loop offers factor x capacity requests per second for ``--seconds``: each
-request leaves at its time on the fixed schedule, whatever the answers before it (client
-processes of asyncio, a connection per request in flight, kept alive). Per step: throughput
-(200s per second from the step's start to its last 200), p50/p99 of the 200s, the share shed
-(503 "overloaded"), the requests cut (504, or no answer within the invocation timeout + 10 s),
-connections that failed, requests the client could not send (over 1,024 of its own
-waiting), answers that are not JSON, /ping's p99 and misses (a probe every
-0.25 s; a miss: over 2 s or not 200) and the peak RSS of the stack's processes. Goals at the
-highest factor, printed pass/fail: throughput >= 95% of
-capacity, p99 of the answered within the invocation timeout, nothing cut, every answer JSON,
-and at every step no /ping miss and a /ping p99 within 100 ms (500 ms with ``--image``).
+to the last answer. Then, for each factor of ``--factors`` (0.5 to 3), an open loop offers
+factor x capacity requests per second for ``--seconds``: each request leaves at its time on
+the fixed schedule, whatever the answers before it (client processes of
+``http_load.LoadClient``, a connection per request in flight, kept alive). Per step:
+throughput (200s per second from the step's start to its last 200), p50/p99 of the 200s, the
+share shed (503 "overloaded"), the requests cut (504, or no answer within the invocation
+timeout + 10 s), connections that failed, requests the client could not send (over 1,024 of
+its own waiting), answers that are not JSON, /ping's p99 and misses (a probe every 0.25 s; a
+miss: over 2 s or not 200) and the peak RSS of the stack's processes. Goals at the highest
+factor, printed pass/fail: throughput >= 95% of capacity, p99 of the answered within the
+invocation timeout, nothing cut, every answer JSON, and at every step no /ping miss and a
+/ping p99 within 100 ms (500 ms with ``--image``).
 The closed loop runs again after the steps, since the speed of a shared machine drifts: the
 capacity the goal uses is the mean of the two, and both are printed.
 
@@ -47,7 +47,6 @@ sum of the container's processes.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import concurrent.futures
 import contextlib
 import json
@@ -72,6 +71,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, conftest's model cache
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
 sys.path.insert(0, str(REPO_ROOT / "test" / "models"))
+sys.path.insert(0, str(REPO_ROOT / "test" / "perf"))
+from http_load import LoadClient, Result, http_request  # noqa: E402
 from local_ports import free_port  # noqa: E402
 from whole_stack import Stack, descendant_pids, running_stack  # noqa: E402
 
@@ -147,154 +148,6 @@ SCENARIOS = {
 }
 
 
-# ----- the client: raw HTTP/1.1 over asyncio, so that one process offers thousands a second
-
-
-def http_request(port: int, body: bytes) -> bytes:
-    head = (
-        f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
-
-
-Result = tuple[int, float, bool, bool, float]  # an Answer's fields, sent between processes
-
-
-class Answer:
-    """status (0: none in time, -1: connection failed), seconds, JSON or not, shed (503
-    overloaded), when it ended (epoch seconds)."""
-
-    __slots__ = ("status", "seconds", "json", "shed", "done")
-
-    def __init__(self, status: int, seconds: float, is_json: bool, shed: bool) -> None:
-        self.status, self.seconds, self.json, self.shed = status, seconds, is_json, shed
-        self.done = time.time()
-
-
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    if "content-length" in headers:
-        body = await reader.readexactly(int(headers["content-length"]))
-    elif headers.get("transfer-encoding") == "chunked":
-        pieces = []
-        while True:
-            size = int((await reader.readuntil(b"\r\n")).strip(), 16)
-            pieces.append(await reader.readexactly(size + 2))
-            if size == 0:
-                break
-        body = b"".join(piece[:-2] for piece in pieces)
-    else:
-        body = await reader.read()
-    return status, headers, body
-
-
-def _is_json(headers: dict[str, str], body: bytes, status: int) -> bool:
-    if not headers.get("content-type", "").startswith("application/json"):
-        return False
-    if status == 200:
-        return body[:1] in (b"{", b"[")
-    try:
-        return isinstance(json.loads(body), dict)
-    except ValueError:
-        return False
-
-
-# A client process keeps at most this many requests in flight (each on its connection) and
-# this many idle connections: past them a request is counted as not sent (status -2), so that a
-# client that cannot keep up with its schedule does not take every local port of the machine.
-MAX_IN_FLIGHT = 1024
-MAX_IDLE = 256
-
-
-class Client:
-    """Kept-alive connections, one per request in flight (as many as the schedule needs)."""
-
-    def __init__(self, port: int, request: bytes, timeout: float) -> None:
-        self.port, self.request, self.timeout = port, request, timeout
-        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-        self.in_flight = 0
-
-    async def send(self) -> Answer:
-        started = time.monotonic()
-        if self.in_flight >= MAX_IN_FLIGHT:
-            return Answer(-2, 0.0, False, False)
-        self.in_flight += 1
-        try:
-            return await asyncio.wait_for(self._exchange(started), self.timeout)
-        except (TimeoutError, asyncio.TimeoutError):
-            return Answer(0, time.monotonic() - started, False, False)
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            return Answer(-1, time.monotonic() - started, False, False)
-        finally:
-            self.in_flight -= 1
-
-    def close(self) -> None:
-        for _, writer in self.idle:
-            writer.close()
-        self.idle.clear()
-
-    async def _exchange(self, started: float) -> Answer:
-        if self.idle:
-            reader, writer = self.idle.pop()
-        else:
-            reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        try:
-            writer.write(self.request)
-            await writer.drain()
-            status, headers, body = await _read_answer(reader)
-        except BaseException:
-            writer.close()
-            raise
-        seconds = time.monotonic() - started
-        if headers.get("connection", "").lower() == "close" or len(self.idle) >= MAX_IDLE:
-            writer.close()
-        else:
-            self.idle.append((reader, writer))
-        shed = status == 503 and b"overloaded" in body
-        return Answer(status, seconds, _is_json(headers, body, status), shed)
-
-
-async def _open_loop(
-    client: Client, rate: float, seconds: float, start_at: float, offset: float
-) -> list[Answer]:
-    count = int(rate * seconds)
-    tasks = []
-    loop_start = time.monotonic() + max(0.0, start_at - time.time())
-    for index in range(count):
-        due = loop_start + offset + index / rate
-        delay = due - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(client.send()))
-    answers = list(await asyncio.gather(*tasks))
-    client.close()
-    return answers
-
-
-async def _closed_loop(client: Client, clients: int, seconds: float) -> list[Answer]:
-    ends = time.monotonic() + seconds
-    answers: list[Answer] = []
-
-    async def one_client() -> None:
-        while time.monotonic() < ends:
-            answers.append(await client.send())
-
-    await asyncio.gather(*(one_client() for _ in range(clients)))
-    client.close()
-    return answers
-
-
-def _as_tuples(answers: list[Answer]) -> list[Result]:
-    return [(a.status, a.seconds, a.json, a.shed, a.done) for a in answers]
-
-
 def open_loop_process(
     port: int,
     request: bytes,
@@ -305,15 +158,13 @@ def open_loop_process(
     timeout: float,
 ) -> list[Result]:
     """One client process's share of the schedule (run in a ProcessPoolExecutor)."""
-    client = Client(port, request, timeout)
-    return _as_tuples(asyncio.run(_open_loop(client, rate, seconds, start_at, offset)))
+    return LoadClient(port, request, timeout).open_loop(rate, seconds, start_at, offset)
 
 
 def closed_loop_process(
     port: int, request: bytes, clients: int, seconds: float, timeout: float
 ) -> list[Result]:
-    client = Client(port, request, timeout)
-    return _as_tuples(asyncio.run(_closed_loop(client, clients, seconds)))
+    return LoadClient(port, request, timeout).closed_loop(clients, seconds)
 
 
 # ----- what is watched meanwhile
@@ -418,7 +269,7 @@ class Step:
 
     @property
     def unsent(self) -> int:
-        """Not sent: the client process had MAX_IN_FLIGHT requests waiting already."""
+        """Not sent: the client process had http_load.MAX_IN_FLIGHT requests waiting already."""
         return sum(1 for status, _, _, _, _ in self.answers if status == -2)
 
     @property
