@@ -43,10 +43,10 @@ class Request:
     fields: dict[str, str]  # by lower-case name
     body: bytes | bytearray
     keep_alive: bool
+    path: str = dataclasses.field(init=False)  # the target without its query
 
-    @property
-    def path(self) -> str:
-        return self.target.split("?", 1)[0]
+    def __post_init__(self) -> None:
+        self.path = self.target.split("?", 1)[0]
 
 
 @dataclasses.dataclass
