@@ -21,7 +21,8 @@ throughput (200s per second from the step's start to its last 200), p50/p99 of t
 share shed (503 "overloaded"), the requests cut (504, or no answer within the invocation
 timeout + 10 s), connections that failed, requests the client could not send (over 1,024 of
 its own waiting), answers that are not JSON, /ping's p99 and misses (a probe every 0.25 s; a
-miss: over 2 s or not 200) and the peak RSS of the stack's processes. Goals at the highest
+miss: over 2 s or not 200), the peak RSS of the stack's processes and the CPU they used
+(in cores: a container's cgroup, or the host stack's processes). Goals at the highest
 factor, printed pass/fail: throughput >= 95% of capacity, p99 of the answered within the
 invocation timeout, nothing cut, every answer JSON, and at every step no /ping miss and a
 /ping p99 within 100 ms (500 ms with ``--image``).
@@ -172,12 +173,14 @@ def closed_loop_process(
 
 @dataclass
 class Watch:
-    """/ping probes and the stack's RSS, sampled on threads while a step runs."""
+    """/ping probes and the stack's RSS, sampled on threads while a step runs, and the CPU the
+    stack used meanwhile (``cpus``: in cores, e.g. 0.94)."""
 
     stack: Stack
     pings: list[float] = field(default_factory=list)
     ping_misses: int = 0
     peak_rss: int = 0
+    cpus: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def _probe(self) -> None:
@@ -198,6 +201,7 @@ class Watch:
             self.peak_rss = max(self.peak_rss, stack_rss(self.stack))
 
     def __enter__(self) -> Watch:
+        self._cpu_started = (time.monotonic(), cpu_seconds(self.stack))
         self._threads = [
             threading.Thread(target=t, daemon=True) for t in (self._probe, self._memory)
         ]
@@ -209,6 +213,49 @@ class Watch:
         self._stop.set()
         for thread in self._threads:
             thread.join()
+        started, used = self._cpu_started
+        self.cpus = (cpu_seconds(self.stack) - used) / (time.monotonic() - started)
+
+
+def cpu_seconds(stack: Any) -> float:
+    """CPU time the stack has used: its container's cgroup (every process it ever ran), or
+    on the host the sum over its live processes (one that exited takes its time with it)."""
+    usage_file = getattr(stack, "cpu_usage_file", None)
+    if usage_file is not None:
+        text = Path(usage_file).read_text()
+        if usage_file.endswith("cpuacct.usage"):
+            return int(text) / 1e9
+        fields = dict(line.split() for line in text.splitlines())
+        return int(fields["usage_usec"]) / 1e6
+    total = 0.0
+    for pid in [stack.process.pid, *descendant_pids(stack.process.pid)]:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def cgroup_cpu_usage_file(pid: int) -> str:
+    """The file with the CPU time of ``pid``'s cgroup: cgroup v1's ``cpuacct.usage``, else v2's
+    ``cpu.stat`` (mounted at /sys/fs/cgroup, or at /sys/fs/cgroup/unified in the mixed
+    layout)."""
+    candidates = []
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(","):
+            candidates += [f"/sys/fs/cgroup/{name}{path}/cpuacct.usage"
+                           for name in ("cpuacct", "cpu,cpuacct")]  # fmt: skip
+        elif not controllers:
+            candidates += [
+                f"/sys/fs/cgroup{path}/cpu.stat",
+                f"/sys/fs/cgroup/unified{path}/cpu.stat",
+            ]
+    found = [path for path in candidates if os.path.exists(path)]
+    if not found:
+        raise SystemExit(f"no cgroup CPU usage found for pid {pid} among {candidates}")
+    return found[0]
 
 
 def stack_rss(stack: Stack) -> int:
@@ -377,7 +424,12 @@ def running_container(
             time.sleep(0.5)
         inspect = ["podman", "inspect", "--format", "{{.State.Pid}}", name]
         pid = int(subprocess.run(inspect, check=True, capture_output=True, text=True).stdout)
-        yield SimpleNamespace(url=url, port=port, process=SimpleNamespace(pid=pid))
+        yield SimpleNamespace(
+            url=url,
+            port=port,
+            process=SimpleNamespace(pid=pid),
+            cpu_usage_file=cgroup_cpu_usage_file(pid),
+        )
     finally:
         subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)
 
@@ -400,7 +452,7 @@ def print_scenario(
     print(
         f"{'x':>4} {'offered/s':>9} {'tput/s':>8} {'p50 s':>7} {'p99 s':>7} {'shed':>6} "
         f"{'cut':>4} {'conn':>5} {'unsent':>6} {'other':>5} {'!json':>5} {'ping p99':>8} "
-        f"{'misses':>6} {'RSS MB':>7}"
+        f"{'misses':>6} {'RSS MB':>7} {'CPUs':>5}"
     )
     for step in steps:
         ok = step.ok
@@ -410,7 +462,7 @@ def print_scenario(
             f"{step.cut:>4d} {step.failed:>5d} {step.unsent:>6d} {step.other:>5d} "
             f"{step.not_json:>5d} "
             f"{percentile(step.watch.pings, 0.99) * 1000:>6.0f}ms {step.watch.ping_misses:>6d} "
-            f"{step.watch.peak_rss / 2**20:>7.0f}"
+            f"{step.watch.peak_rss / 2**20:>7.0f} {step.watch.cpus:>5.2f}"
         )
     top = steps[-1]
     at_capacity = [step for step in steps if step.factor == 1]
