@@ -285,7 +285,11 @@ def test_metrics_and_access_log_render_valid_nginx(
     text = nginx_config.render(config)
     block = location_block(text, "= /stack/metrics")
     assert f"proxy_pass http://unix:{config.metrics_socket}:/metrics;" in block
-    assert f"access_log {config.edge_log_pipe} tfs_edge if=$tfs_invocation;" in text
+    # Batches no larger than PIPE_BUF: several workers' writes to the pipe never mix.
+    assert (
+        f"access_log {config.edge_log_pipe} tfs_edge buffer=4k flush=100ms if=$tfs_invocation;"
+        in text
+    )
     assert "access_log /dev/stdout tfs_access_json if=$tfs_access_logged;" in text
     assert "        /stack/metrics 0;" in text  # not in the access log
     assert nginx_test(tmp_path / "work", text).returncode == 0
