@@ -1,7 +1,9 @@
 """The stack's metrics path as the tests read it: with ``prometheus_client``'s own parser.
 
-Invocations are counted by the supervisor from nginx's log lines, which nginx writes once the
-answer is sent: ``wait_for_samples`` polls until a scrape shows what a test expects.
+Invocations are counted by the supervisor from nginx's log lines, which nginx writes within
+``EDGE_FLUSH_SECONDS`` of the answer (templates/metrics.conf): ``wait_for_samples`` polls until
+a scrape shows what a test expects, and ``settled_scrape`` is a baseline that counts every
+invocation answered before it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ class Scrape:
     def value(self, name: str, **labels: str) -> float:
         """The sum of those samples (0 when there is none)."""
         return sum(sample.value for sample in self.samples(name, **labels))
+
+
+EDGE_FLUSH_SECONDS = 0.1  # nginx's flush=100ms on the edge log
+
+
+def settled_scrape(url: str) -> Scrape:
+    """A scrape once nginx has written every line of the invocations answered so far."""
+    time.sleep(EDGE_FLUSH_SECONDS * 2)
+    return scrape(url)
 
 
 def scrape(url: str) -> Scrape:

@@ -14,7 +14,7 @@ import pytest
 import requests
 from image_scripts import Container, Image, start_container
 from local_ports import free_port
-from metrics_scrape import Scrape, scrape, wait_for_samples
+from metrics_scrape import Scrape, settled_scrape, wait_for_samples
 
 pytestmark = pytest.mark.slow
 MODEL = "half_plus_three"
@@ -44,7 +44,7 @@ def post(container: Container, body: bytes | str, content_type: str) -> int:
 
 def test_the_families_move_with_requests(container: Container) -> None:
     url = container.url("/metrics")
-    before = scrape(url)
+    before = settled_scrape(url)
     statuses = [post(container, '{"instances": [1.0, 2.0]}', "application/json") for _ in range(3)]
     statuses += [post(container, npy([1.0, 2.0]), "application/x-npy") for _ in range(2)]
     statuses.append(post(container, "1,2\nx", "text/csv"))  # 400 from the njs conversion

@@ -233,6 +233,11 @@ def test_made_up_model_names_leave_the_metrics_as_they_were(default_stack: Stack
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         assert set(pool.map(made_up, range(20))) == {404}
+        # nginx writes its edge lines within 100 ms: the baseline must count the first 20.
+        wait_for_samples(
+            stack.url + "/metrics",
+            lambda s: s.value("sagemaker_tfs_requests_total", model="unknown") >= 20,
+        )
         before = metrics_text(stack)
         assert set(pool.map(made_up, range(3000))) == {404}
     after = wait_for_samples(

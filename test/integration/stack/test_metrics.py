@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import requests
 from local_ports import free_port
-from metrics_scrape import Scrape, scrape, wait_for_samples
+from metrics_scrape import Scrape, scrape, settled_scrape, wait_for_samples
 from whole_stack import Stack, StartStack, running_stack, stack_with_code, wait_for
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def plain_stack(resources_dir: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -> None:
     stack = plain_stack
-    before = scrape(f"{stack.url}/metrics")
+    before = settled_scrape(f"{stack.url}/metrics")
     bodies = [stack.post('{"instances": [1.0, 2.0]}') for _ in range(3)]
     bodies += [stack.post(npy([1.0, 5.0]), "application/x-npy") for _ in range(2)]
     bodies.append(stack.post(b"not npy", "application/x-npy"))  # 400 from the fast path
@@ -96,7 +96,7 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
 
 def test_no_invocation_is_lost_under_concurrent_load(plain_stack: Stack) -> None:
     """nginx's lines reach the supervisor through a pipe: none is dropped under a burst."""
-    before = scrape(f"{plain_stack.url}/metrics").value(REQUESTS)
+    before = settled_scrape(f"{plain_stack.url}/metrics").value(REQUESTS)
     session = requests.Session()
     adapter = requests.adapters.HTTPAdapter(pool_maxsize=32)
     session.mount("http://", adapter)
