@@ -70,36 +70,35 @@ def dechunked(data: bytes | bytearray, start: int) -> tuple[bytes, int] | None:
 class Exchange:
     """One request on one connection: what is left to send, what was read so far."""
 
-    __slots__ = ("sock", "out", "data", "started", "head_end", "length")
+    __slots__ = ("sock", "out", "data", "started", "head", "length")
 
     def __init__(self, sock: socket.socket, request: bytes, started: float) -> None:
         self.sock, self.out, self.started = sock, memoryview(request), started
         self.data = bytearray()
-        self.head_end = -1
+        self.head: bytes | None = None  # the answer's head, once it is in
         self.length: int | None = None  # of the body; None: chunked
 
     def answer(self) -> tuple[int, bytes, bytes] | None:
         """(status, head, body) once the whole answer is in, else None."""
         data = self.data
-        if self.head_end < 0:
+        if self.head is None:
             found = data.find(b"\r\n\r\n")
             if found < 0:
                 return None
-            self.head_end = found + 4
-            head = bytes(data[: self.head_end]).lower()
-            marker = head.find(b"\r\ncontent-length:")
+            self.head = bytes(data[: found + 4])
+            lower = self.head.lower()
+            marker = lower.find(b"\r\ncontent-length:")
             if marker >= 0:
-                self.length = int(head[marker + 17 : head.find(b"\r\n", marker + 2)])
-            elif b"\r\ntransfer-encoding: chunked" not in head:
+                self.length = int(lower[marker + 17 : lower.find(b"\r\n", marker + 2)])
+            elif b"\r\ntransfer-encoding: chunked" not in lower:
                 raise ValueError("an answer without a length")
-        head = bytes(data[: self.head_end])
-        status = int(head[9:12])
+        head, body_at = self.head, len(self.head)
         if self.length is not None:
-            if len(data) < self.head_end + self.length:
+            if len(data) < body_at + self.length:
                 return None
-            return status, head, bytes(data[self.head_end : self.head_end + self.length])
-        chunked = dechunked(data, self.head_end)
-        return None if chunked is None else (status, head, chunked[0])
+            return int(head[9:12]), head, bytes(data[body_at : body_at + self.length])
+        chunked = dechunked(data, body_at)
+        return None if chunked is None else (int(head[9:12]), head, chunked[0])
 
 
 class LoadClient:
