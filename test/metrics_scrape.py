@@ -14,6 +14,7 @@ from collections.abc import Callable
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from sagemaker_tfs.supervisor.nginx_config import EDGE_LOG_FLUSH_MS
 
 
 class Scrape:
@@ -40,7 +41,7 @@ class Scrape:
         return sum(sample.value for sample in self.samples(name, **labels))
 
 
-EDGE_FLUSH_SECONDS = 0.1  # nginx's flush=100ms on the edge log
+EDGE_FLUSH_SECONDS = EDGE_LOG_FLUSH_MS / 1000
 
 
 def settled_scrape(url: str) -> Scrape:

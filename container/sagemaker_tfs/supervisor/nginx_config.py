@@ -59,6 +59,9 @@ BODY_BUFFER_MB = 16
 # njs, docs/performance.md).
 NJS_TEXT_LIMIT_BYTES = 256 << 10
 RESPONSE_LIMIT_MB = 100
+# nginx writes the edge log's lines in batches at most this old (templates/metrics.conf): a
+# scrape may see an invocation this much later.
+EDGE_LOG_FLUSH_MS = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # nginx waits this much longer than the stream server's idle timeout before it gives up on an
@@ -260,6 +263,7 @@ def render(
         "METRICS_PATH": config.metrics_path,
         "METRICS_SOCKET": config.metrics_socket,
         "EDGE_LOG_PIPE": config.edge_log_pipe,
+        "EDGE_LOG_FLUSH_MS": str(EDGE_LOG_FLUSH_MS),
         "ACCESS_LOG_FORMAT": config.access_log,
         "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
         "MAX_CONCURRENT_INVOCATIONS": str(config.max_concurrent_invocations),

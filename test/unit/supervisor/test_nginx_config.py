@@ -286,8 +286,9 @@ def test_metrics_and_access_log_render_valid_nginx(
     block = location_block(text, "= /stack/metrics")
     assert f"proxy_pass http://unix:{config.metrics_socket}:/metrics;" in block
     # Batches no larger than PIPE_BUF: several workers' writes to the pipe never mix.
+    flush = nginx_config.EDGE_LOG_FLUSH_MS
     assert (
-        f"access_log {config.edge_log_pipe} tfs_edge buffer=4k flush=100ms if=$tfs_invocation;"
+        f"access_log {config.edge_log_pipe} tfs_edge buffer=4k flush={flush}ms if=$tfs_invocation;"
         in text
     )
     assert "access_log /dev/stdout tfs_access_json if=$tfs_access_logged;" in text
