@@ -42,12 +42,31 @@ def _configure_logging() -> None:
     )
 
 
+# Python packages TensorFlow's ``__init__`` imports eagerly that a model server never uses.
+# TensorFlow imports Keras's optimizers so that they are registered for SavedModels that
+# carry a training state; serving runs signatures only (TF Serving, in C++, has no Keras),
+# and a SavedModel's objects whose class is not registered load as generic ones.
+UNUSED_PACKAGES = ("keras", "tf_keras")
+
+
+def leave_out_unused_packages() -> None:
+    """Mark the packages of ``UNUSED_PACKAGES`` absent, unless this process already imported
+    them: their imports fail, and TensorFlow skips the eager Keras import it guards with
+    ``except ImportError``. Keras's import was ~0.1-0.4 s and ~34 MB of TensorFlow's ~2.1-2.5
+    s and ~550 MB, and ~0.8 s more where matplotlib is installed (Keras imports it too);
+    docs/performance.md."""
+    for name in UNUSED_PACKAGES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
 def import_tensorflow_quietly() -> None:
-    """Import TensorFlow with file descriptor 2 muted.
+    """Import TensorFlow, without the packages it does not need here, with file descriptor 2
+    muted.
 
     Its C++ start-up lines (oneDNN, CUDA probing) are written before TF_CPP_MIN_LOG_LEVEL
     takes effect; an import failure still raises a Python exception, reported normally.
     """
+    leave_out_unused_packages()
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
