@@ -63,9 +63,10 @@ def test_only_tmp_is_writable_and_memory_is_limited(container: Container) -> Non
 
 
 def test_everything_written_at_start_up_is_under_the_work_dir(container: Container) -> None:
-    """``.keras``: the Keras of the stand-in model server's TensorFlow (conftest.py), which
-    falls back to /tmp for its settings; TF Serving's binary in a real image writes none."""
-    assert container.exec("ls", "-A", "/tmp").split() == [".keras", "sagemaker-tfs"]
+    """The stand-in model server's TensorFlow (conftest.py) comes with Keras, which would
+    write its settings to /tmp/.keras: the model server imports TensorFlow without it
+    (``model_server.main.leave_out_unused_packages``), as TF Serving's binary has none."""
+    assert container.exec("ls", "-A", "/tmp").split() == ["sagemaker-tfs"]
     made = set(container.exec("ls", "-A", WORK_DIR).split())
     assert {"nginx.conf", "nginx.pid", "stack.json", "models.config", "gunicorn.sock"} <= made
     assert "nginx_client_body" in made
