@@ -163,10 +163,10 @@ class Servable(SignatureTable):
             with graph.as_default():
                 saver, _ = loader.load_graph(graph, list(options.tags))
                 stages["restore_graph"] = time.perf_counter() - started
-                loader.restore_variables(session, saver)
-                _run_init_op(loader, session, list(options.tags))
-                stages["init_graph"] = time.perf_counter() - started - stages["restore_graph"]
                 meta_graph = loader.get_meta_graph_def_from_tags(list(options.tags))
+                loader.restore_variables(session, saver)
+                _run_init_op(loader, session, meta_graph, list(options.tags))
+                stages["init_graph"] = time.perf_counter() - started - stages["restore_graph"]
                 _check_variables_restored(session, graph, meta_graph, saver)
             graph.finalize()
             servable = cls(name, version, session, meta_graph, options)
@@ -321,11 +321,16 @@ def _variables_feeding(graph: tf.Graph, tensor_names: list[str]) -> list[tf.Tens
     return handles
 
 
-def _run_init_op(loader: SavedModelLoader, session: tf.compat.v1.Session, tags: list[str]) -> None:
+def _run_init_op(
+    loader: SavedModelLoader,
+    session: tf.compat.v1.Session,
+    meta_graph: meta_graph_pb2.MetaGraphDef,
+    tags: list[str],
+) -> None:
     """The loader's ``run_init_ops``, except for an init op that is a lone NoOp (what TF2
     exports have): running it does nothing, yet makes TensorFlow optimize the whole graph for
     it (~0.12 s of MobileNetV2's load, docs/performance.md)."""
-    init_op = get_init_op(loader.get_meta_graph_def_from_tags(tags))
+    init_op = get_init_op(meta_graph)
     if init_op is None:
         return
     if init_op.type == "NoOp" and not init_op.inputs and not init_op.control_inputs:

@@ -230,12 +230,13 @@ class EdgeLog:
     """The pipe nginx logs invocations to, and the thread that counts its lines.
 
     A named pipe (FIFO) in the work directory: each nginx worker writes whole lines in batches
-    of at most ``PIPE_BUF`` bytes, within 100 ms (``templates/metrics.conf``), so lines of
-    several workers never mix; nothing is lost but a killed worker's last 100 ms, and nothing
-    goes over a network port. The supervisor holds both ends open, so nginx's open never waits
-    and the reader never sees an end of file while nginx restarts. The thread drains the pipe
-    at most every ``DRAIN_SECONDS`` (a scrape drains it too): no wake-up per request, and at
-    1 MiB the pipe holds tens of thousands of lines meanwhile.
+    of at most ``PIPE_BUF`` bytes, within ``nginx_config.EDGE_LOG_FLUSH_MS``
+    (``templates/metrics.conf``), so lines of several workers never mix; nothing is lost but
+    a killed worker's last batch, and nothing goes over a network port. The supervisor holds
+    both ends open, so nginx's open never waits and the reader never sees an end of file while
+    nginx restarts. The thread drains the pipe at most every ``DRAIN_SECONDS`` (a scrape
+    drains it too): no wake-up per request, and at 1 MiB the pipe holds tens of thousands of
+    lines meanwhile.
     """
 
     def __init__(self, path: str, served_models: Callable[[str], bool]) -> None:
