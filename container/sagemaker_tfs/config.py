@@ -38,6 +38,11 @@ UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 # in 20-30 s, well within the 60 s timeout; capacity grows with the CPUs, and so does it.
 MIN_MAX_CONCURRENT_INVOCATIONS = 64
 CONCURRENT_INVOCATIONS_PER_CPU = 32
+# MB of large request bodies (1 MB or more) the service works on at once
+# (SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT; 0: no bound; service/body_budget.py). Default: 64 per
+# CPU: with 100 MB bodies on 2 cores, one at a time answered more a second than eight at once
+# (docs/performance.md), and each body in flight costs several times its size.
+BODY_MB_IN_FLIGHT_PER_CPU = 64
 # The model servers' nice value (SAGEMAKER_TFS_MODEL_SERVER_NICE): with TensorFlow's threads
 # on every CPU, nginx at the same priority waited up to 520 ms to answer /ping; 5 or 10 below
 # it, /ping's p99 was 4-9 ms. 10 left the model server a tenth of a busy core beside nginx's
@@ -225,6 +230,9 @@ def _feature_settings(
         ),
         "max_concurrent_invocations": env.required_integer(
             "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpus), 0
+        ),
+        "max_body_mb_in_flight": env.required_integer(
+            "SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT", BODY_MB_IN_FLIGHT_PER_CPU * cpus, 0
         ),
     }
 

@@ -104,6 +104,9 @@ class StackConfig:
     stream_max_connections: int
     # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
     max_concurrent_invocations: int
+    # MB of request bodies of 1 MB or more that the service works on at once, shared among
+    # its workers; more wait their turn (service/body_budget.py), 0 for no bound.
+    max_body_mb_in_flight: int
 
     @property
     def invocation_timeout(self) -> int:

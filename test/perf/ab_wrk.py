@@ -5,7 +5,8 @@ code, or settings, under the same load of the machine.
 Each ``--variant LABEL=DIR[:NAME=VALUE...]`` starts ``sagemaker-tfs serve`` on ``--model-dir``
 with its processes importing ``sagemaker_tfs`` from DIR (a ``container/`` directory, e.g. from
 ``git archive`` of another commit) and the given variables set. Per variant and connection
-count: the median of the rounds' requests/s, p50 and p99, and every round's requests/s.
+count: the median of the rounds' requests/s, p50 and p99, and every round's requests/s; with
+``--memory``, also the median of each round's peak PSS of the whole stack (sampled every 0.5 s).
 
 Usage::
 
@@ -25,12 +26,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(HERE.parent / "integration" / "stack"))
 
+from bench_peers import pss_mb  # noqa: E402
 from whole_stack import Stack, launch  # noqa: E402
 
 UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -45,14 +48,34 @@ def parse_variant(spec: str) -> tuple[str, str, dict[str, str]]:
     return label, str(Path(directory).resolve()), dict(s.split("=", 1) for s in settings)
 
 
-def wrk_lua(body: Path, content_type: str, directory: Path) -> Path:
+def wrk_lua(body: Path, content_type: str, accept: str | None, directory: Path) -> Path:
     script = directory / "post.lua"
+    accept_line = f'wrk.headers["Accept"] = "{accept}"\n' if accept else ""
     script.write_text(
         'wrk.method = "POST"\n'
         f'local f = io.open("{body}", "rb"); wrk.body = f:read("*a"); f:close()\n'
-        f'wrk.headers["Content-Type"] = "{content_type}"\n'
+        f'wrk.headers["Content-Type"] = "{content_type}"\n' + accept_line
     )
     return script
+
+
+def run_wrk_watching_memory(stack: Stack, url: str, script: Path, connections: int,
+                            seconds: int) -> dict[str, float]:  # fmt: skip
+    """``run_wrk``, plus the stack's peak PSS meanwhile (``peak_mb``)."""
+    peak, done = [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            peak[0] = max(peak[0], pss_mb(stack.process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        figures = run_wrk(url, script, connections, seconds)
+    finally:
+        done.set()
+        sampler.join()
+    return {**figures, "peak_mb": peak[0]}
 
 
 def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
@@ -94,6 +117,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--body", type=Path, required=True, help="the file posted")
     parser.add_argument("--content-type", default="application/json")
+    parser.add_argument("--accept", default=None, help="the Accept header, if any")
+    parser.add_argument("--memory", action="store_true", help="also each run's peak PSS")
     parser.add_argument("--path", default="/invocations")
     parser.add_argument("--variant", action="append", required=True, type=parse_variant)
     parser.add_argument("--connections", default="1,8")
@@ -106,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     connections = [int(count) for count in args.connections.split(",")]
     temp = Path(tempfile.mkdtemp(prefix="ab-wrk-"))
-    script = wrk_lua(args.body.resolve(), args.content_type, temp)
+    script = wrk_lua(args.body.resolve(), args.content_type, args.accept, temp)
     stacks: dict[str, Stack] = {}
     results: dict[tuple[int, str], list[dict[str, float]]] = {}
     load_at_start = os.getloadavg()
@@ -118,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
                 run_wrk(stack.url + args.path, script, count, 2)
             for _ in range(args.rounds):
                 for label in random.sample(list(stacks), len(stacks)):
-                    figures = run_wrk(stacks[label].url + args.path, script, count, args.seconds)
+                    stack, url = stacks[label], stacks[label].url + args.path
+                    figures = (
+                        run_wrk_watching_memory(stack, url, script, count, args.seconds)
+                        if args.memory
+                        else run_wrk(url, script, count, args.seconds)
+                    )
                     results.setdefault((count, label), []).append(figures)
         for count in connections:
             for label in stacks:
@@ -127,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"c={count:<3d} {label:10s} {median['req_per_s']:8.1f} req/s  "
                       f"p50 {median['p50_ms']:7.2f} ms  p99 {median['p99_ms']:7.2f} ms  "
                       f"non-2xx {sum(r['non_2xx'] for r in rounds)}  "
+                      + (f"peak PSS {median['peak_mb']:.0f} MB  " if args.memory else "") +
                       f"rounds {[round(r['req_per_s'], 1) for r in rounds]}")  # fmt: skip
         print(f"load average: start {load_at_start[0]:.2f}, end {os.getloadavg()[0]:.2f}")
     finally:

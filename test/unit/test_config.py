@@ -516,6 +516,17 @@ def test_admission_bound_and_invocation_timeout(stack_config: StackConfigBuilder
     assert stack_config({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "7"}).invocation_timeout == 7
 
 
+def test_body_budget(stack_config: StackConfigBuilder) -> None:
+    """64 MB of large bodies in flight per CPU; 0 turns the bound off; a negative is refused."""
+    budgets = [stack_config({}, cpu_count=cpus).max_body_mb_in_flight for cpus in (1, 2, 8)]
+    assert budgets == [64, 128, 512]
+    variable = "SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT"
+    assert stack_config({variable: "0"}).max_body_mb_in_flight == 0
+    assert stack_config({variable: "1024"}).max_body_mb_in_flight == 1024
+    with pytest.raises(ConfigError, match=variable):
+        stack_config({variable: "-1"})
+
+
 def test_model_server_nice(stack_config: StackConfigBuilder) -> None:
     """The model servers run 10 below the rest of the stack unless told otherwise; 0-19."""
     variable = "SAGEMAKER_TFS_MODEL_SERVER_NICE"

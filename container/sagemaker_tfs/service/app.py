@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import socket
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -22,6 +23,7 @@ import falcon
 from sagemaker_tfs import client
 from sagemaker_tfs.service import errors, native_threads, sessions
 from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.body_budget import BodyBudget, GivenBackWhenClosed
 from sagemaker_tfs.service.connections import Channels, RestClient, init_gevent_if_patched
 from sagemaker_tfs.service.handlers import (
     UserCode,
@@ -45,11 +47,13 @@ from sagemaker_tfs.service.sessions import Sessions
 from sagemaker_tfs.service.streaming import HandlerStream
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.wire.http_headers import (
+    ARRIVAL_HEADER,
     CLOSED_SESSION_HEADER,
     NEW_SESSION_HEADER,
     SESSION_HEADER,
+    arrival_time,
 )
-from sagemaker_tfs.wire.metrics import ROUTE_SESSION
+from sagemaker_tfs.wire.metrics import ROUTE_SESSION, SHED_EXPIRED
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +200,9 @@ class Service(ABC):
         # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
         client.set_default_timeout(config.model_server_timeout)
         self.sessions = worker_sessions(config, self.metrics)
+        self.body_budget = BodyBudget(
+            (config.max_body_mb_in_flight << 20) // config.gunicorn_workers
+        )
 
     @abstractmethod
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
@@ -333,11 +340,41 @@ class Ping:
 def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
            path_name: str | None) -> None:  # fmt: skip
     """The edge: the request read once (body, then line and headers), served, answered."""
-    with recorded(service.metrics, resp) as record:
+    with recorded(service.metrics, resp) as record, _body_share(service, req, resp):
         body = read_body(req)
         request = service.parse(req, path_name, len(body))
         record.target(request.target)
         _answer(req, resp, service.answer(request, body, record))
+
+
+@contextlib.contextmanager
+def _body_share(service: Service, req: falcon.Request, resp: falcon.Response) -> Iterator[None]:
+    """A large body's share of the worker's budget (``body_budget.py``), taken before the
+    body is read (waiting, if need be, until the request's deadline) and given back once the
+    answer is sent: at the end of the block, or when the server closes a streamed answer."""
+    budget, size = service.body_budget, req.content_length or 0
+    if not budget.counts(size):
+        yield
+        return
+    timeout = service.config.invocation_timeout
+    arrival = arrival_time(req.get_header(ARRIVAL_HEADER))
+    waited = 0.0 if arrival is None else time.time() - arrival
+    if not budget.take(size, timeout - waited):
+        raise errors.Overloaded(
+            SHED_EXPIRED,
+            f"The endpoint is overloaded: the request waited past the invocation timeout "
+            f"({timeout:g} s) behind other large bodies (SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT); "
+            "retry later",
+        )
+    handed_over = False
+    try:
+        yield
+        if resp.stream is not None:
+            resp.stream = GivenBackWhenClosed(resp.stream, lambda: budget.give_back(size))
+            handed_over = True
+    finally:
+        if not handed_over:
+            budget.give_back(size)
 
 
 class Invocations:

@@ -129,6 +129,40 @@ def test_a_request_that_waited_past_its_timeout_is_not_sent(tmp_path: Path, test
         assert model_server_requests(stack) - before == 2
 
 
+def large_sleep_npy(seconds: float, size: int = 3 << 19) -> bytes:
+    """A 1.5 MB .npy for the sleeper: a large body (1 MB or more) that sleeps ``seconds``."""
+    values = np.zeros(size // 4, np.float32)
+    values[0] = seconds
+    buffer = io.BytesIO()
+    np.save(buffer, values)
+    return buffer.getvalue()
+
+
+def test_large_bodies_are_served_in_turn(tmp_path: Path, test_models) -> None:
+    """SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT=2 and a 3 s timeout: of three 1.5 MB bodies of 1.8
+    s sent together, one is served at a time (the second answered after ~3.6 s, not ~1.8 s as
+    when the model server sleeps them side by side), and the third, still waiting when its 3 s
+    have passed, is answered 503 without reaching the model server. A small body meanwhile
+    does not wait."""
+    env = {"SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT": "2", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3"}
+    with sleeper_stack(tmp_path, test_models, env) as stack:
+        before = model_server_requests(stack)
+        npy = "application/x-npy"
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            calls = [pool.submit(post, stack, large_sleep_npy(1.8), npy, Accept=npy)
+                     for _ in range(3)]  # fmt: skip
+            time.sleep(0.5)
+            small, small_seconds = post(stack, sleep_npy(0.0), npy)
+            answers = sorted((f.result() for f in calls), key=lambda a: a[0].status_code)
+        assert small.status_code == 200 and small_seconds < 1.0, small.text
+        assert [response.status_code for response, _ in answers] == [200, 200, 503]
+        assert max(seconds for _, seconds in answers[:2]) >= 3.4
+        assert_shed(answers[2][0], "behind other large bodies")
+        found = wait_for_samples(stack.url + "/metrics", lambda s: s.value(SHED) >= 1)
+        assert found.value(SHED, reason="expired", route="service") == 1
+        assert model_server_requests(stack) - before == 3  # the two large ones and the small
+
+
 def test_njs_does_not_send_a_request_past_its_timeout(tmp_path: Path, test_models) -> None:
     """A JSON body that took longer than the invocation timeout (3 s) to arrive is answered
     503 by the njs without a call to the model server."""

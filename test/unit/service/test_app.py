@@ -21,6 +21,7 @@ from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service import app
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
+from sagemaker_tfs.service.body_budget import BodyBudget
 from sagemaker_tfs.service.connections import Channels, RestClient
 from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
@@ -56,6 +57,7 @@ class FixedAnswer(app.Service):
 
     metrics = None  # not counted
     sessions = None  # off
+    body_budget = BodyBudget(0)  # no bound
 
     def __init__(self, size: int) -> None:
         self.size = size
