@@ -16,7 +16,7 @@ import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import falcon
 
@@ -369,8 +369,9 @@ def _body_share(service: Service, req: falcon.Request, resp: falcon.Response) ->
     handed_over = False
     try:
         yield
-        if resp.stream is not None:
-            resp.stream = GivenBackWhenClosed(resp.stream, lambda: budget.give_back(size))
+        if resp.stream is not None:  # always an iterator of bytes here (``_send``)
+            chunks = cast(Iterable[bytes], resp.stream)
+            resp.stream = GivenBackWhenClosed(chunks, lambda: budget.give_back(size))
             handed_over = True
     finally:
         if not handed_over:
