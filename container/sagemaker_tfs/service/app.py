@@ -201,7 +201,8 @@ class Service(ABC):
         client.set_default_timeout(config.model_server_timeout)
         self.sessions = worker_sessions(config, self.metrics)
         self.body_budget = BodyBudget(
-            (config.max_body_mb_in_flight << 20) // config.gunicorn_workers
+            (config.max_body_mb_in_flight << 20) // config.gunicorn_workers,
+            self.metrics.large_bodies_waiting.set if self.metrics is not None else None,
         )
 
     @abstractmethod

@@ -28,11 +28,13 @@ LARGE_BODY_BYTES = 1 << 20
 class BodyBudget:
     """Bytes of large bodies being served at once by this worker, at most ``limit_bytes``
     (0: no bound). Waiting is first come, first served. Under gunicorn's gevent worker,
-    ``threading`` is patched to be cooperative, so waiting requests wait as greenlets."""
+    ``threading`` is patched to be cooperative, so waiting requests wait as greenlets.
+    ``on_waiting``: told how many wait each time that changes (the metrics' gauge)."""
 
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, on_waiting: Callable[[int], None] | None = None) -> None:
         self.limit_bytes = limit_bytes
         self.in_use = 0
+        self._on_waiting = on_waiting
         self._line: deque[object] = deque()
         self._changed = threading.Condition()
 
@@ -46,7 +48,11 @@ class BodyBudget:
         ticket = object()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._changed:
+            if not self._line and self._fits(size):
+                self.in_use += size
+                return True
             self._line.append(ticket)
+            self._report_waiting()
             try:
                 while self._line[0] is not ticket or not self._fits(size):
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -57,6 +63,7 @@ class BodyBudget:
                 return True
             finally:
                 self._line.remove(ticket)
+                self._report_waiting()
                 self._changed.notify_all()
 
     def give_back(self, size: int) -> None:
@@ -67,6 +74,10 @@ class BodyBudget:
     def waiting(self) -> int:
         with self._changed:
             return len(self._line)
+
+    def _report_waiting(self) -> None:
+        if self._on_waiting is not None:
+            self._on_waiting(len(self._line))
 
     def _fits(self, size: int) -> bool:
         return self.in_use == 0 or self.in_use + size <= self.limit_bytes

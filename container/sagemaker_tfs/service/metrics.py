@@ -64,6 +64,12 @@ class ServiceMetrics:
             "(the handler raised mid-stream; the body was cut short) or closed (the client left)",
             ("outcome",),
         )
+        self.large_bodies_waiting = Gauge(
+            f"{PREFIX}_service_large_bodies_waiting",
+            "Request bodies of 1 MB or more waiting for their turn in the Python service "
+            "(SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT)",
+            multiprocess_mode="livesum",
+        )
         self.sessions_open = Gauge(
             f"{PREFIX}_sessions_open",
             "Stateful sessions open (SAGEMAKER_TFS_SESSIONS)",

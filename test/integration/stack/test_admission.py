@@ -29,6 +29,7 @@ from whole_stack import Stack, running_stack
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SHED = "sagemaker_tfs_requests_shed_total"
+LARGE_BODIES_WAITING = "sagemaker_tfs_service_large_bodies_waiting"
 MODEL_SERVER_REQUESTS = ":tensorflow:serving:request_count_total"  # as the parser names it
 ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -142,8 +143,8 @@ def test_large_bodies_are_served_in_turn(tmp_path: Path, test_models) -> None:
     """SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT=2 and a 3 s timeout: of three 1.5 MB bodies of 1.8
     s sent together, one is served at a time (the second answered after ~3.6 s, not ~1.8 s as
     when the model server sleeps them side by side), and the third, still waiting when its 3 s
-    have passed, is answered 503 without reaching the model server. A small body meanwhile
-    does not wait."""
+    have passed, is answered 503 without reaching the model server; /metrics counts the two in
+    line meanwhile. A small body does not wait."""
     env = {"SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT": "2", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3"}
     with sleeper_stack(tmp_path, test_models, env) as stack:
         before = model_server_requests(stack)
@@ -152,9 +153,12 @@ def test_large_bodies_are_served_in_turn(tmp_path: Path, test_models) -> None:
             calls = [pool.submit(post, stack, large_sleep_npy(1.8), npy, Accept=npy)
                      for _ in range(3)]  # fmt: skip
             time.sleep(0.5)
+            waiting = scrape(stack.url + "/metrics").value(LARGE_BODIES_WAITING)
             small, small_seconds = post(stack, sleep_npy(0.0), npy)
             answers = sorted((f.result() for f in calls), key=lambda a: a[0].status_code)
         assert small.status_code == 200 and small_seconds < 1.0, small.text
+        assert waiting == 2  # one served, two in line
+        assert scrape(stack.url + "/metrics").value(LARGE_BODIES_WAITING) == 0
         assert [response.status_code for response, _ in answers] == [200, 200, 503]
         assert max(seconds for _, seconds in answers[:2]) >= 3.4
         assert_shed(answers[2][0], "behind other large bodies")

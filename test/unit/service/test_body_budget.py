@@ -62,8 +62,10 @@ def test_a_body_larger_than_the_budget_is_served_alone() -> None:
 
 
 def test_waiting_is_first_come_first_served() -> None:
-    """A small body that would fit does not pass a large one that came before it."""
-    budget = BodyBudget(4 * MB)
+    """A small body that would fit does not pass a large one that came before it; the count
+    of those waiting is reported at each change (the metrics' gauge)."""
+    reported: list[int] = []
+    budget = BodyBudget(4 * MB, reported.append)
     assert budget.take(4 * MB, timeout=0)
     order: list[str] = []
     first = taker(budget, 3 * MB, order, "first (3 MB)")
@@ -78,6 +80,7 @@ def test_waiting_is_first_come_first_served() -> None:
     second.join(5)
     assert order == ["first (3 MB)", "second (1 MB)"]
     assert budget.in_use == 4 * MB and budget.waiting() == 0
+    assert reported == [1, 2, 1, 0]
 
 
 def test_one_that_gives_up_lets_the_next_one_in() -> None:
