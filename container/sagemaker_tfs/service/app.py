@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import socket
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
@@ -32,7 +31,7 @@ from sagemaker_tfs.service.handlers import (
     load_user_code,
 )
 from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, SessionState
+from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, SessionState, seconds_left
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.metrics import (
     InvocationRecord,
@@ -358,9 +357,7 @@ def _body_share(service: Service, req: falcon.Request, resp: falcon.Response) ->
         yield
         return
     timeout = service.config.invocation_timeout
-    arrival = arrival_time(req.get_header(ARRIVAL_HEADER))
-    waited = 0.0 if arrival is None else time.time() - arrival
-    if not budget.take(size, timeout - waited):
+    if not budget.take(size, seconds_left(arrival_time(req.get_header(ARRIVAL_HEADER)), timeout)):
         raise errors.Overloaded(
             SHED_EXPIRED,
             f"The endpoint is overloaded: the request waited past the invocation timeout "

@@ -64,6 +64,14 @@ class Limits:
     invocation_timeout: float | None = None
 
 
+def seconds_left(
+    arrival: float | None, timeout: float, now: Callable[[], float] = time.time
+) -> float:
+    """Seconds until the invocation timeout, counted from the request's arrival in nginx
+    (``ParsedRequest.arrival``, epoch seconds), or from now when nginx did not say."""
+    return timeout if arrival is None else timeout - (now() - arrival)
+
+
 def check_deadline(
     request: ParsedRequest, limits: Limits, now: Callable[[], float] = time.time
 ) -> None:
@@ -73,8 +81,9 @@ def check_deadline(
     timeout = limits.invocation_timeout
     if timeout is None or request.arrival is None:
         return
-    waited = now() - request.arrival
-    if waited >= timeout:
+    left = seconds_left(request.arrival, timeout, now)
+    if left <= 0:
+        waited = timeout - left
         raise Overloaded(
             SHED_EXPIRED,
             f"The endpoint is overloaded: the request waited {waited:.1f} s, past the "
