@@ -75,6 +75,9 @@ class StackConfig:
     # nice value, 0-19): nginx and the supervisor, which answer /ping, stay responsive while
     # TensorFlow's threads fill every CPU.
     model_server_nice: int
+    # Linux's scheduling policy for every process of the stack: "batch" (SCHED_BATCH: a process
+    # that wakes does not preempt the one running) or "normal" (SCHED_OTHER).
+    sched_policy: str
     # Multi-model: one model server process per loaded model (isolation), instead of the
     # ``instances`` serving every loaded model (density; the default).
     model_server_per_model: bool

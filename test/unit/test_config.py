@@ -527,6 +527,17 @@ def test_body_budget(stack_config: StackConfigBuilder) -> None:
         stack_config({variable: "-1"})
 
 
+def test_sched_policy(stack_config: StackConfigBuilder) -> None:
+    """SCHED_BATCH for the stack unless told "normal"; nothing else is taken."""
+    variable = "SAGEMAKER_TFS_SCHED_POLICY"
+    assert stack_config({}).sched_policy == "batch"
+    assert stack_config({variable: "normal"}).sched_policy == "normal"
+    assert stack_config({variable: "batch"}).sched_policy == "batch"
+    for wrong in ("idle", "fifo", "BATCH"):
+        with pytest.raises(ConfigError, match=f"{variable} must be one of batch, normal"):
+            stack_config({variable: wrong})
+
+
 def test_model_server_nice(stack_config: StackConfigBuilder) -> None:
     """The model servers run 10 below the rest of the stack unless told otherwise; 0-19."""
     variable = "SAGEMAKER_TFS_MODEL_SERVER_NICE"

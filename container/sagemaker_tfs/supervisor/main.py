@@ -16,7 +16,7 @@ from sagemaker_tfs.config import DEFAULT_WORK_DIR, load_config
 from sagemaker_tfs.container_limits import cpu_count, describe_memory, memory_limit
 from sagemaker_tfs.env_reader import ConfigError
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.children import become_subreaper
+from sagemaker_tfs.supervisor.children import become_subreaper, use_sched_policy
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor
 from sagemaker_tfs.supervisor.startup import StartupError, StopRequested
 
@@ -62,6 +62,7 @@ def main(argv: Sequence[str]) -> int:
         logger.error("invalid configuration: %s", error)
         return 2
     log_config(config, f"{cpus.describe()}; {describe_memory(memory_limit())}")
+    use_sched_policy(config.sched_policy)
     supervisor = Supervisor(config)
 
     def request_stop(signum: int, _frame: object) -> None:

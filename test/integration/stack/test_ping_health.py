@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 from control_socket import load
-from whole_stack import Stack, running_stack
+from whole_stack import Stack, descendant_pids, running_stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -179,6 +179,19 @@ def test_model_servers_run_below_the_rest_of_the_stack(watched: WatchedStack) ->
     others = [pid for pid in stack.child_pids("") if pid != model_server]
     assert {cmdline_name(pid) for pid in others} >= {"nginx", "gunicorn"}
     assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in others} == {own}
+
+
+def test_every_process_of_the_stack_runs_under_sched_batch(watched: WatchedStack) -> None:
+    """Every thread of every process (the supervisor, nginx's workers, gunicorn's, the model
+    server and TensorFlow's threads) is SCHED_BATCH: none preempts another when it wakes
+    (SAGEMAKER_TFS_SCHED_POLICY, docs/performance.md)."""
+    stack = watched.stack
+    pids = [stack.process.pid, *descendant_pids(stack.process.pid)]
+    assert {cmdline_name(pid) for pid in pids} >= {"nginx", "gunicorn"}
+    policies = {
+        os.sched_getscheduler(int(task)) for pid in pids for task in os.listdir(f"/proc/{pid}/task")
+    }
+    assert policies == {os.SCHED_BATCH}
 
 
 def cmdline_name(pid: int) -> str:
