@@ -7,6 +7,7 @@ with its processes importing ``sagemaker_tfs`` from DIR (a ``container/`` direct
 ``git archive`` of another commit) and the given variables set. Per variant and connection
 count: the median of the rounds' requests/s, p50 and p99, and every round's requests/s; with
 ``--memory``, also the median of each round's peak PSS of the whole stack (sampled every 0.5 s).
+``--stack-cpus 0 --client-cpus 1`` gives the stacks one core and ``wrk`` the other.
 
 Usage::
 
@@ -78,9 +79,14 @@ def run_wrk_watching_memory(stack: Stack, url: str, script: Path, connections: i
     return {**figures, "peak_mb": peak[0]}
 
 
+# --client-cpus: wrk runs under taskset on these CPUs (the stacks on --stack-cpus).
+CLIENT_PREFIX: list[str] = []
+
+
 def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
-    command = ["wrk", f"-t{min(connections, 2)}", f"-c{connections}", f"-d{seconds}s",
-               "-s", str(script), "--latency", "--timeout", "120s", url]  # fmt: skip
+    command = [*CLIENT_PREFIX, "wrk", f"-t{min(connections, 2)}", f"-c{connections}",
+               f"-d{seconds}s", "-s", str(script), "--latency", "--timeout", "120s",
+               url]  # fmt: skip
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
     def latency(percent: str) -> float:
@@ -96,12 +102,14 @@ def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str,
     }
 
 
-def start_variant(model_dir: Path, work: Path, directory: str, env: dict[str, str]) -> Stack:
+def start_variant(
+    model_dir: Path, work: Path, directory: str, env: dict[str, str], cpus: set[int] | None
+) -> Stack:
     work.mkdir(parents=True)
     previous = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = directory  # the stack's processes import this code
     try:
-        stack = launch(model_dir, work, env=env)
+        stack = launch(model_dir, work, env=env, affinity=cpus)
     finally:
         if previous is None:
             os.environ.pop("PYTHONPATH")
@@ -122,13 +130,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--path", default="/invocations")
     parser.add_argument("--variant", action="append", required=True, type=parse_variant)
     parser.add_argument("--connections", default="1,8")
+    parser.add_argument("--stack-cpus", type=cpus, help="the stacks' CPUs, e.g. 0")
+    parser.add_argument("--client-cpus", type=cpus, help="wrk's CPUs, e.g. 1")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=6)
     return parser.parse_args(argv)
 
 
+def cpus(text: str) -> set[int]:
+    return {int(cpu) for cpu in text.split(",")}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.client_cpus:
+        CLIENT_PREFIX[:] = ["taskset", "-c", ",".join(str(cpu) for cpu in sorted(args.client_cpus))]
     connections = [int(count) for count in args.connections.split(",")]
     temp = Path(tempfile.mkdtemp(prefix="ab-wrk-"))
     script = wrk_lua(args.body.resolve(), args.content_type, args.accept, temp)
@@ -137,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     load_at_start = os.getloadavg()
     try:
         for label, directory, env in args.variant:
-            stacks[label] = start_variant(args.model_dir, temp / label, directory, env)
+            stacks[label] = start_variant(
+                args.model_dir, temp / label, directory, env, args.stack_cpus
+            )
         for count in connections:
             for stack in stacks.values():  # warm-up, not counted
                 run_wrk(stack.url + args.path, script, count, 2)
