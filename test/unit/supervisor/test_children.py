@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-import sagemaker_tfs
 from process_checks import alive, wait_until
 from sagemaker_tfs.supervisor import children
 from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
@@ -299,37 +298,6 @@ def test_a_child_runs_at_its_nice_value_and_so_do_its_threads() -> None:
         assert os.nice(0) == own  # the supervisor's own priority is unchanged
     finally:
         child.stop()
-
-
-PACKAGE_ROOT = str(Path(sagemaker_tfs.__file__).resolve().parents[1])
-POLICY_PROBE = """
-import os, subprocess, sys, threading
-from sagemaker_tfs.supervisor.children import use_sched_policy
-use_sched_policy(sys.argv[1])
-seen = []
-thread = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))
-thread.start()
-thread.join()
-child = subprocess.run(
-    [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
-    capture_output=True, text=True, check=True,
-)
-print(os.sched_getscheduler(0), seen[0], child.stdout.strip())
-"""
-
-
-@pytest.mark.parametrize(
-    "policy, expected", [("batch", os.SCHED_BATCH), ("normal", os.SCHED_OTHER)]
-)
-def test_the_sched_policy_holds_for_later_threads_and_children(policy: str, expected: int) -> None:
-    """The supervisor sets it once; threads it starts and the processes it runs inherit it."""
-    probe = subprocess.run(
-        ["chrt", "--batch", "0", sys.executable, "-c", POLICY_PROBE, policy]
-        if policy == "normal"  # started under SCHED_BATCH, so that "normal" has to undo it
-        else [sys.executable, "-c", POLICY_PROBE, policy],
-        capture_output=True, text=True, check=True, env={**ENV, "PYTHONPATH": PACKAGE_ROOT},
-    )  # fmt: skip
-    assert probe.stdout.split() == [str(expected)] * 3
 
 
 def test_child_backoff_grows() -> None:
