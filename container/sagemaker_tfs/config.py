@@ -52,8 +52,8 @@ DEFAULT_MODEL_SERVER_NICE = 5
 MAX_NICE = 19
 # The stack's Linux scheduling policy (SAGEMAKER_TFS_SCHED_POLICY): "batch" (SCHED_BATCH) lets
 # no process of the stack preempt another when it wakes, so each runs through the work that is
-# ready before the CPU changes hands; on one busy core, small JSON answered 52-66% more a
-# second than with "normal" (SCHED_OTHER), /ping's p99 the same (docs/performance.md).
+# ready before the CPU changes hands; on one busy core, small JSON answered 1.35-1.48x as many
+# a second as with "normal" (SCHED_OTHER), /ping's p99 in milliseconds (docs/performance.md).
 SCHED_POLICIES = ("batch", "normal")
 DEFAULT_SCHED_POLICY = "batch"
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
