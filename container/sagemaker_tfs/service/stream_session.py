@@ -15,7 +15,8 @@ How a stream ends (``StreamEnd``), in the order they are checked:
 - the client closed, or broke the protocol (the library has already closed the connection:
   1009 for a message over the limit, 1007 for text that is not UTF-8, 1002 for a bad frame):
   nothing more is sent; the generator is closed (``GeneratorExit`` at its ``yield``);
-- no message passed either way for the idle timeout while the handler waited for one:
+- no message passed either way for the idle timeout while the handler waited for one (a
+  message that arrived while the handler was busy is never idle time):
   1001 with a reason naming ``SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS``;
 - the handler returned: 1000.
 """
@@ -98,14 +99,12 @@ class IncomingMessages(Iterator[Message]):
 
     def __next__(self) -> Message:
         while not (self.closed or self.idle):
-            remaining = self._activity.remaining()
-            if remaining <= 0:
-                self.idle = True
-                break
-            try:
-                message = self._connection.recv(timeout=remaining)
+            try:  # a message already waiting is taken even past the deadline
+                message = self._connection.recv(timeout=max(0.0, self._activity.remaining()))
             except TimeoutError:
-                continue  # a message sent meanwhile may have pushed the deadline back
+                # a message sent meanwhile may have pushed the deadline back
+                self.idle = self._activity.remaining() <= 0
+                continue
             except ConnectionClosed:
                 self.closed = True
                 break
