@@ -20,20 +20,30 @@ STREAM_PATH = "/invocations-bidirectional-stream"
 MAX_CLIENT_MESSAGE_BYTES = 64 << 20
 
 
-def stream_url(base_url: str) -> str:
-    """``ws://host:port/invocations-bidirectional-stream`` for a stack's ``http://`` URL."""
-    return "ws" + base_url.removeprefix("http") + STREAM_PATH
+def stream_url(base_url: str, path: str = STREAM_PATH, query: str = "") -> str:
+    """``ws://host:port/invocations-bidirectional-stream`` (or ``path``, with ``?query``) for a
+    stack's ``http://`` URL."""
+    return "ws" + base_url.removeprefix("http") + path + (f"?{query}" if query else "")
 
 
-def open_stream(base_url: str, **headers: str) -> ClientConnection:
-    """A connection to the stream path (headers as keyword arguments, ``_`` for ``-``)."""
+def open_stream(
+    base_url: str,
+    path: str = STREAM_PATH,
+    query: str = "",
+    keepalive: float | None = 20,
+    **headers: str,
+) -> ClientConnection:
+    """A connection to the stream path (headers as keyword arguments, ``_`` for ``-``); the
+    client pings every ``keepalive`` seconds and gives up after as long without a pong."""
     extra = {name.replace("_", "-"): value for name, value in headers.items()}
     return connect(
-        stream_url(base_url),
+        stream_url(base_url, path, query),
         additional_headers=extra,
         max_size=MAX_CLIENT_MESSAGE_BYTES,
         open_timeout=30,
         compression=None,
+        ping_interval=keepalive,
+        ping_timeout=keepalive,
     )
 
 
@@ -72,14 +82,15 @@ def close_of(connection: ClientConnection, timeout: float = 30) -> tuple[int | N
         return (frame.code, frame.reason) if frame is not None else (None, "")
 
 
-def raw_handshake(base_url: str, timeout: float = 30) -> socket.socket:
+def raw_handshake(base_url: str, timeout: float = 30, query: str = "") -> socket.socket:
     """A socket on which the opening handshake is done, for frames written by hand."""
     parts = urlsplit(base_url)
     sock = socket.create_connection((parts.hostname, parts.port), timeout=timeout)
     key = base64.b64encode(os.urandom(16)).decode()
+    target = STREAM_PATH + (f"?{query}" if query else "")
     sock.sendall(
         (
-            f"GET {STREAM_PATH} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+            f"GET {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         ).encode()
     )

@@ -30,12 +30,17 @@ _ContextFields = namedtuple(
 
 class Context(_ContextFields):
     """The eleven fields, in the contract's order (handlers may unpack them by position), and
-    two attributes beside them, so that unpacking stays as it was: ``session_id``, the id of
+    attributes beside them, so that unpacking stays as it was: ``session_id``, the id of
     the stateful session the request belongs to, and ``session``, that session's own dict,
-    kept between its requests (both None outside a session)."""
+    kept between its requests (both None outside a session); for a bidirectional stream,
+    ``invocation_path``, the path it was opened on as SageMaker's ModelInvocationPath names it
+    (``invocations-bidirectional-stream`` by default), and ``query_string``, the URL's query
+    string as sent (SageMaker's ModelQueryString, '' without one); both None elsewhere."""
 
     session_id: str | None = None
     session: dict[str, Any] | None = None
+    invocation_path: str | None = None
+    query_string: str | None = None
 
 
 def build_context(

@@ -1,16 +1,18 @@
 """The bidirectional stream's server: ``python -m sagemaker_tfs.service.stream_server``.
 
-SageMaker opens a WebSocket at ``/invocations-bidirectional-stream`` on the serving port;
-nginx passes it here, on the unix socket ``StackConfig.stream_socket``. This process is the
-supervisor's child beside gunicorn (single-model endpoints): it loads ``code/inference.py``
-for its ``stream_handler`` and serves each connection in a thread of its own with the
-``websockets`` library's threaded server (docs/DESIGN.md says why this server). The
-``/invocations`` workers are not involved.
+SageMaker opens a WebSocket at ``/invocations-bidirectional-stream`` on the serving port, or at
+the path its ``X-Amzn-SageMaker-Model-Invocation-Path`` header names, with the caller's
+``ModelQueryString`` as the URL's query string; nginx passes it here, on the unix socket
+``StackConfig.stream_socket``. This process is the supervisor's child beside gunicorn
+(single-model endpoints): it loads ``code/inference.py`` for its ``stream_handler`` and serves
+each connection in a thread of its own with the ``websockets`` library's threaded server
+(docs/DESIGN.md says why this server). The ``/invocations`` workers are not involved.
 
-The library does the protocol: it answers pings (and pings an idle client every 20 s, which
-also keeps nginx's read timeout from firing), closes with 1009 a message over
+The library does the protocol: it answers pings, closes with 1009 a message over
 ``SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB``, with 1007 a text message that is not UTF-8, with 1002
-a bad frame; each only on the connection concerned. ``stream_session`` runs the handler.
+a bad frame; each only on the connection concerned. ``stream_pump`` reads each connection's
+messages whatever its handler does and pings the client every 20 s (which also keeps nginx's
+read timeout from firing); ``stream_session`` runs the handler.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import FrameType
+from typing import NamedTuple
+from urllib.parse import unquote
 
 from websockets.datastructures import Headers
 from websockets.frames import CloseCode
@@ -40,6 +44,7 @@ from sagemaker_tfs.service.handlers import UserCodeError, ensure_requirements, l
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.request import ParsedRequest, parse_headers
+from sagemaker_tfs.service.stream_pump import MessagePump
 from sagemaker_tfs.service.stream_session import (
     StreamEnd,
     StreamHandler,
@@ -55,11 +60,12 @@ logger = logging.getLogger(__name__)
 
 STREAM_PATH = "/invocations-bidirectional-stream"
 PING_PATH = "/ping"
-# The library's keepalive: a ping to the client after this long without one, and the time the
-# client has to answer it. nginx's read timeout for the path is longer than both.
-KEEPALIVE_PING_SECONDS = 20.0
-KEEPALIVE_TIMEOUT_SECONDS = 20.0
-# Messages of one connection the library reads ahead of the handler, before TCP pushes back.
+# SageMaker's header naming another path for the stream (its ModelInvocationPath, no leading /).
+INVOCATION_PATH_HEADER = "X-Amzn-SageMaker-Model-Invocation-Path"
+# The keepalive (stream_pump): a ping to the client every this many seconds, and the time the
+# client has to answer it. nginx's read timeout for the path is longer.
+KEEPALIVE_SECONDS = 20.0
+# Messages of one connection the library holds before the pump takes them.
 INCOMING_QUEUE_MESSAGES = 16
 SHUTDOWN_REASON = "the endpoint is stopping"
 
@@ -72,6 +78,22 @@ def json_response(connection: ServerConnection, status: int, message: str) -> Re
     return response
 
 
+def invocation_path(request: Request) -> str | None:
+    """The path the stream is opened on, as SageMaker's ModelInvocationPath names it (no
+    leading ``/``): the default path, or the one the header names; None for any other."""
+    path = unquote(request.path.split("?", 1)[0])
+    named = (request.headers.get(INVOCATION_PATH_HEADER) or "").strip()
+    if path == STREAM_PATH or (named and path == "/" + named.removeprefix("/")):
+        return path.removeprefix("/")
+    return None
+
+
+def query_string(request: Request) -> str:
+    """The URL's query string as the client sent it (SageMaker's ModelQueryString); the stack
+    reads no key of it."""
+    return request.path.partition("?")[2]
+
+
 def parse_handshake(headers: Headers, default_model: str | None) -> ParsedRequest:
     """The handshake's headers read as an invocation's (custom attributes choose the model's
     version and method; a bad one is a 400 before the connection opens)."""
@@ -80,6 +102,14 @@ def parse_handshake(headers: Headers, default_model: str | None) -> ParsedReques
         return None if name in (ARRIVAL_HEADER, SESSION_HEADER) else headers.get(name)
 
     return parse_headers(header, 0, lambda attributes: model_target(attributes, default_model))
+
+
+class Handshake(NamedTuple):
+    """What a connection's opening handshake gives its handler's ``Context``."""
+
+    parsed: ParsedRequest
+    invocation_path: str
+    query_string: str
 
 
 class StreamService:
@@ -93,7 +123,7 @@ class StreamService:
         self.picker = InstancePicker(config.instances)
         self._open = 0
         self._lock = threading.Lock()
-        self._parsed: weakref.WeakKeyDictionary[ServerConnection, ParsedRequest] = (
+        self._parsed: weakref.WeakKeyDictionary[ServerConnection, Handshake] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -102,12 +132,14 @@ class StreamService:
         path = request.path.split("?", 1)[0]
         if path == PING_PATH and "Upgrade" not in request.headers:
             return json_response(connection, 200, "")
-        if path != STREAM_PATH:
+        stream_path = invocation_path(request)
+        if stream_path is None:
             return json_response(connection, 404, f"Not Found: {path}")
         try:
-            self._parsed[connection] = parse_handshake(request.headers, self.config.default_model)
+            parsed = parse_handshake(request.headers, self.config.default_model)
         except HttpError as error:
             return json_response(connection, error.status, error.message)
+        self._parsed[connection] = Handshake(parsed, stream_path, query_string(request))
         return None
 
     def process_response(
@@ -129,17 +161,20 @@ class StreamService:
         if end is not None:
             connection.close(end.code, end.reason)
 
-    def _run(self, connection: ServerConnection, parsed: ParsedRequest) -> StreamEnd | None:
+    def _run(self, connection: ServerConnection, handshake: Handshake) -> StreamEnd | None:
         if self.handler is None:
             return StreamEnd(CloseCode.POLICY_VIOLATION, close_reason(self.missing))
         if not self._admit():
             reason = (f"{self.config.stream_max_connections} streams are open "
                       "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
             return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
+        budget = self.config.stream_max_message_bytes
+        pump = MessagePump(connection, budget, KEEPALIVE_SECONDS).start()
         try:
-            context = self.context(parsed)
-            return run_handler(connection, self.handler, context, self.config.stream_idle_timeout)
+            context = self.context(handshake)
+            return run_handler(pump, self.handler, context, self.config.stream_idle_timeout)
         finally:
+            pump.stop()
             with self._lock:
                 self._open -= 1
 
@@ -151,10 +186,14 @@ class StreamService:
             self._open += 1
             return True
 
-    def context(self, parsed: ParsedRequest) -> Context:
-        """The handler's ``Context``, naming the model server this connection uses."""
+    def context(self, handshake: Handshake) -> Context:
+        """The handler's ``Context``, naming the model server this connection uses, the path
+        and the query string."""
         server = InstanceRotation(self.picker, self.channels).first()
-        return build_context(parsed, server)
+        context = build_context(handshake.parsed, server)
+        context.invocation_path = handshake.invocation_path
+        context.query_string = handshake.query_string
+        return context
 
 
 def missing_handler_reason(code_dir: str | None) -> str:
@@ -186,8 +225,7 @@ def start_server(service: StreamService, sock: socket.socket) -> Server:
         compression=None,
         max_size=config.stream_max_message_bytes,
         max_queue=INCOMING_QUEUE_MESSAGES,
-        ping_interval=KEEPALIVE_PING_SECONDS,
-        ping_timeout=KEEPALIVE_TIMEOUT_SECONDS,
+        ping_interval=None,  # the pump's keepalive instead: it knows when reading has stopped
     )
 
 

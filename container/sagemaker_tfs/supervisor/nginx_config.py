@@ -12,7 +12,8 @@ to the supervisor's control API (unix socket), ``/models/NAME/invoke`` and ``/in
 the Python service.
 
 Single-model mode also passes the bidirectional stream's WebSocket to the stream server
-(``stream_location.conf``). With stateful sessions on (``session_routing.conf``),
+(``stream_location.conf``; on the path ``X-Amzn-SageMaker-Model-Invocation-Path`` names,
+``stream_routing.conf`` and ``stream_elsewhere.conf``: paths with routes of their own keep them). With stateful sessions on (``session_routing.conf``),
 ``/invocations`` goes to the Python service in every mode, and nginx sends a request naming a
 session to the socket of the gunicorn worker that holds it (the worker's slot begins the
 session id), and one that opens a session (``X-Amzn-SageMaker-Session-Id: NEW_SESSION``) to the
@@ -190,6 +191,9 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
         "STREAM": None if config.multi_model else "stream_location.conf",
+        "STREAM_ROUTING": None if config.multi_model else "stream_routing.conf",
+        "STREAM_ELSEWHERE": None if config.multi_model else "stream_elsewhere.conf",
+        "STREAM_PROXY": "stream_proxy.conf",
         "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
         "PROXY_TO_SERVICE": "proxy_to_service.conf",
         "PING": "ping.conf",
@@ -199,6 +203,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "ADMISSION_ZONE": "admission_zone.conf" if bounded else None,
         "ADMISSION": "admission.conf" if bounded else None,
         "SESSION_ROUTING": "session_routing.conf" if config.sessions else None,
+        "SESSIONS_OFF": None if config.sessions else "sessions_off.conf",
     }
 
 

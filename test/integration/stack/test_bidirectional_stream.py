@@ -46,15 +46,21 @@ LIMITS = {
 }
 # The custom attributes' ``mode`` picks what the handler does; ``echo`` by default.
 STREAM_CODE = '''
+import json
 import os
 import time
+from urllib.parse import parse_qs
 
 
 def stream_handler(messages, context):
     attributes = dict(p.split("=", 1) for p in context.custom_attributes.split(",") if "=" in p)
+    if not attributes:  # SageMaker's bidirectional API: the caller's choices in the query string
+        attributes = {k: v[0] for k, v in parse_qs(context.query_string).items()}
     mode = attributes.get("mode", "echo")
     if mode == "returns-none":
         return None
+    if mode == "context":
+        return described(messages, attributes, context)
     return MODES[mode](messages, attributes)
 
 
@@ -100,7 +106,27 @@ def flood(messages, attributes):
             os.replace(attributes["marker"] + ".new", attributes["marker"])
 
 
-MODES = {"echo": echo, "upper": upper, "wrong-yield": wrong_yield, "ticks": ticks, "flood": flood}
+def described(messages, attributes, context):
+    """What the handler learns of its connection, then an echo."""
+    names = ("query_string", "invocation_path", "model_name", "model_version", "method",
+             "custom_attributes", "session_id")
+    yield json.dumps({name: getattr(context, name) for name in names})
+    yield from messages
+
+
+def busy(messages, attributes):
+    """Reads nothing for a while (a long model call), then counts what arrived meanwhile."""
+    time.sleep(float(attributes["seconds"]))
+    count = 0
+    for message in messages:
+        if message == "done":
+            break
+        count += 1
+    yield f"read {count}"
+
+
+MODES = {"echo": echo, "upper": upper, "wrong-yield": wrong_yield, "ticks": ticks, "flood": flood,
+         "busy": busy}
 '''
 
 

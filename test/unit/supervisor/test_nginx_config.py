@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.service import sessions
 from sagemaker_tfs.supervisor import nginx_config
 from stack_configs import StackConfigBuilder
 
@@ -390,3 +391,30 @@ def test_without_sessions_nothing_routes_by_session(stack_config: StackConfigBui
     text = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
     assert "proxy_pass http://python_service;" in location_block(text, "= /invocations")
     assert "tfs_service_upstream" not in text and "session_worker" not in text
+
+
+@pytest.mark.parametrize("multi_model", ["false", "true"])
+@pytest.mark.parametrize("code", [True, False])
+def test_without_sessions_a_session_header_is_refused_as_the_service_words_it(
+    stack_config: StackConfigBuilder, multi_model: str, code: bool
+) -> None:
+    env = {"SAGEMAKER_MULTI_MODEL": multi_model}
+    text = nginx_config.render(stack_config(env) if code else stack_config(env, code_dir=None))
+    refusal = f'return 400 \'{{"error": "{sessions.SESSIONS_OFF}"}}\';'
+    assert refusal in location_block(text, "= /invocations")
+    on = nginx_config.render(stack_config({**env, "SAGEMAKER_TFS_SESSIONS": "true"}))
+    assert sessions.SESSIONS_OFF not in on
+
+
+def test_a_stream_on_the_path_the_header_names_goes_to_the_stream_server(
+    stack_config: StackConfigBuilder,
+) -> None:
+    config = stack_config()
+    text = nginx_config.render(config)
+    block = location_block(text, "/")
+    assert f"proxy_pass http://unix:{config.stream_socket}:;" in block
+    assert "if ($tfs_stream_elsewhere = upgrade) {\n                break;" in block
+    assert block.rstrip().endswith("""return 404 '{"error": "Not Found"}';""")
+    assert 'map "$http_upgrade|$uri|$http_x_amzn_sagemaker_model_invocation_path"' in text
+    multi = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
+    assert "tfs_stream_elsewhere" not in multi and "unix:" + config.stream_socket not in multi
