@@ -211,6 +211,8 @@ class Service(ABC):
     def answer(self, request: ParsedRequest, body: bytes, record: InvocationRecord) -> Reply:
         """Serve one invocation; with sessions on, open or close one, or serve in one."""
         if self.sessions is None:
+            if request.session_id is not None:
+                raise errors.HttpError(400, sessions.SESSIONS_OFF)
             return self.invoke(request, body, record)
         record.route = ROUTE_SESSION  # until a handler or the default handling takes it
         return serve_in_sessions(

@@ -35,6 +35,12 @@ from sagemaker_tfs.wire.errors import HttpError, excerpt
 logger = logging.getLogger(__name__)
 
 NEW_SESSION = "NEW_SESSION"
+# The refusal of a request that names a session while sessions are off (nginx's is the same,
+# templates/sessions_off.conf).
+SESSIONS_OFF = (
+    "Bad Request: X-Amzn-SageMaker-Session-Id names a session, but stateful sessions are off "
+    "on this endpoint (SAGEMAKER_ENABLE_STATEFUL_SESSIONS)"
+)
 CLOSE = "CLOSE"
 # {"requestType": "NEW_SESSION"} is 30 bytes; a larger body is never read as one.
 CONTROL_BODY_MAX_BYTES = 256

@@ -152,3 +152,48 @@ def test_an_output_handler_streams_on_a_multi_model_endpoint(
     # a model server error: passed on as it is, output_handler not called
     refused = multi_model_stack.post(b'{"instances": ["a"]}', path="/models/pair/invoke")
     assert refused.status_code == 400 and "error" in refused.json()
+
+
+SESSION_HEADER = "X-Amzn-SageMaker-Session-Id"
+
+
+@pytest.fixture(scope="module")
+def sessions_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    root = tmp_path_factory.mktemp("streaming-sessions")
+    env = {"SAGEMAKER_ENABLE_STATEFUL_SESSIONS": "true"}
+    with stack_with_code(root, MODEL, CODE / "streaming_probe", env) as running:
+        yield running
+
+
+def test_a_streamed_answer_inside_a_session_keeps_its_state(sessions_stack: RunningStack) -> None:
+    opened = sessions_stack.post(
+        '{"requestType": "NEW_SESSION"}', **{SESSION_HEADER: "NEW_SESSION"}
+    )
+    session_id = opened.json()["session_id"]
+    url, headers = f"{sessions_stack.url}/invocations", {SESSION_HEADER: session_id}
+    for count in (1, 2):
+        response = requests.post(url, json={"mode": "session"}, headers=headers, timeout=30)
+        assert response.headers["Transfer-Encoding"] == "chunked"
+        assert response.json() == {"session_id": session_id, "count": count}
+    paced = {"mode": "paced", "n": 3, "interval": 0}
+    streamed = requests.post(url, json=paced, headers=headers, timeout=30)
+    assert [json.loads(line)["i"] for line in streamed.text.splitlines()] == [0, 1, 2]
+    closed = sessions_stack.post('{"requestType": "CLOSE"}', **{SESSION_HEADER: session_id})
+    assert closed.json() == {"session_id": session_id, "closed": True}
+
+
+def test_a_new_session_header_with_another_body_is_served_outside_any_session(
+    sessions_stack: RunningStack,
+) -> None:
+    body = '{"mode": "paced", "n": 1, "interval": 0}'
+    response = sessions_stack.post(body, **{SESSION_HEADER: "NEW_SESSION"})
+    assert response.status_code == 200
+    assert "X-Amzn-SageMaker-New-Session-Id" not in response.headers
+    assert json.loads(response.text)["i"] == 0
+
+
+@pytest.mark.parametrize("session_id", ["NEW_SESSION", "0-" + "a" * 32])
+def test_without_sessions_a_session_header_is_a_400(stack: RunningStack, session_id: str) -> None:
+    response = stack.post('{"mode": "session"}', **{SESSION_HEADER: session_id})
+    assert response.status_code == 400
+    assert "stateful sessions are off" in response.json()["error"]

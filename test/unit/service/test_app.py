@@ -19,7 +19,7 @@ from gunicorn.http.body import Body, LengthReader
 from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
-from sagemaker_tfs.service import app
+from sagemaker_tfs.service import app, sessions
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.body_budget import BodyBudget
 from sagemaker_tfs.service.connections import Channels, RestClient
@@ -27,7 +27,7 @@ from sagemaker_tfs.service.invoke import Reply
 from sagemaker_tfs.service.multi_model import ModelDirectory
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
-from sagemaker_tfs.wire.http_headers import TARGET_MODEL_HEADER
+from sagemaker_tfs.wire.http_headers import SESSION_HEADER, TARGET_MODEL_HEADER
 
 
 def test_small_chunk_lists_are_sent_whole() -> None:
@@ -63,7 +63,10 @@ class FixedAnswer(app.Service):
         self.size = size
 
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> Any:
-        return types.SimpleNamespace(target=ModelTarget("m", None, "predict"))
+        session_id = req.get_header(SESSION_HEADER)
+        return types.SimpleNamespace(
+            target=ModelTarget("m", None, "predict"), session_id=session_id
+        )
 
     def invoke(self, request: object, body: bytes, record: object, state: object = None) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")
@@ -83,6 +86,15 @@ def test_a_large_answer_leaves_through_a_larger_send_buffer(size: int, enlarged:
         result = client.simulate_post("/invocations", extras={"gunicorn.socket": gunicorn_side})
         assert result.status_code == 200 and len(result.content) == size
         assert (send_buffer(gunicorn_side) > before) is enlarged
+
+
+@pytest.mark.parametrize("session_id", ["NEW_SESSION", "0-" + "a" * 32])
+def test_without_sessions_a_request_naming_one_is_a_400(session_id: str) -> None:
+    client = falcon.testing.TestClient(app.build_app(FixedAnswer(10)))
+    result = client.simulate_post("/invocations", headers={SESSION_HEADER: session_id})
+    assert result.status_code == 400
+    assert result.json == {"error": sessions.SESSIONS_OFF}
+    assert client.simulate_post("/invocations").status_code == 200
 
 
 def test_enlarging_the_send_buffer_is_best_effort() -> None:

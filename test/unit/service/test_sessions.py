@@ -153,3 +153,13 @@ def test_close_needs_the_session_header() -> None:
     with pytest.raises(HttpError) as raised:
         served(held()[0], b'{"requestType": "CLOSE"}')
     assert raised.value.status == 400 and "X-Amzn-SageMaker-Session-Id" in raised.value.message
+
+
+def test_new_session_with_another_body_is_served_outside_any_session() -> None:
+    """SageMaker's placeholder opens a session only with the control body; any other body is
+    the handler's, in no session, and opens none."""
+    sessions, _, _ = held()
+    answer = served(sessions, b'{"instances": [1.0]}', "NEW_SESSION")
+    assert (answer.body, answer.headers) == (b"no session", ())
+    assert served(sessions, b'{"requestType": "new_session"}', "NEW_SESSION").body == b"no session"
+    assert len(sessions) == 0
