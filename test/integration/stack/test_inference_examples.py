@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
-from stream_clients import exchange, open_stream
+from stream_clients import close_of, exchange, open_stream
 from test_fast_path import jpeg
 from whole_stack import stack_with_code
 
@@ -163,8 +163,10 @@ def test_stream_handler_predicts_10000_messages_over_one_websocket(tmp_path: Pat
     text = [json.dumps({"instances": x[i : i + 4].tolist(), "id": i}) for i in range(36)]
     binary = [x[i : i + 4].astype("<f4").tobytes() for i in range(36)]
     messages = [m for pair in zip(text, binary, strict=True) for m in pair] * 140
-    with served_by(tmp_path, "stream") as stack, open_stream(stack.url) as connection:
-        answers = exchange(connection, messages)
+    with served_by(tmp_path, "stream") as stack:
+        with open_stream(stack.url) as connection:
+            answers = exchange(connection, messages)
+        binary_json_and_fragments(stack.url, x[:4].tolist(), y[:4])
     assert len(answers) == len(messages) == 10_080
     for index, answer in enumerate(answers[:72]):
         i = index // 2
@@ -173,6 +175,25 @@ def test_stream_handler_predicts_10000_messages_over_one_websocket(tmp_path: Pat
         else:
             assert np.frombuffer(answer, "<f4").tolist() == y[i : i + 4]
     assert answers[72:] == answers[:72] * 139
+
+
+def binary_json_and_fragments(url: str, x: list[float], y: list[float]) -> None:
+    """A client that sets no DataType (every message binary) opens the stream with the query
+    string ``binary=json``; a message sent in fragments arrives whole; a binary message that
+    is not float32 values ends the stream with the handler's error."""
+    request = json.dumps({"instances": x, "id": "b"})
+    with open_stream(url, query="binary=json") as connection:
+        connection.send(request.encode())
+        assert json.loads(connection.recv(timeout=30)) == {"predictions": y, "id": "b"}
+        connection.send([request[:5].encode(), request[5:].encode()])  # continuation frames
+        answer = connection.recv(timeout=30)
+        assert isinstance(answer, bytes) and json.loads(answer)["id"] == "b"
+    with open_stream(url) as connection:
+        connection.send([request[:7], request[7:]])
+        assert json.loads(connection.recv(timeout=30)) == {"predictions": y, "id": "b"}
+        connection.send(b"\x00" * 6)
+        code, reason = close_of(connection)
+    assert code == 1011 and "6 bytes is not a multiple of 4" in reason
 
 
 def test_streaming_handler_as_events_and_json_lines(
