@@ -8,10 +8,14 @@ the stream path's own).
    messages/s over all, and the slowest connection's time.
 3. Memory: the stream server's RSS with no stream open and with ``--connections`` open
    (the cost of one open stream).
+4. The opening handshake (SageMaker's contract: the WebSocket accepted within 250 ms) while
+   ``--busy-streams`` streams are open and exchanging messages: ``--handshakes`` connections
+   opened one after another, each timed from the TCP connect to the 101 (p50/p95/max).
 
 Prints a table, then one line of JSON with every figure.
 
-Usage: ``.venv/bin/python test/perf/bench_stream.py [--messages 20000] [--connections 100]``
+Usage: ``.venv/bin/python test/perf/bench_stream.py [--messages 20000] [--connections 100]
+[--handshakes 200] [--busy-streams 8]``
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # stream_clients, local_ports
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "stack"))
 from stream_clients import exchange, open_stream  # noqa: E402
+from websockets.sync.client import ClientConnection  # noqa: E402
 from whole_stack import Stack, stack_with_code  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +126,38 @@ def memory(stack: Stack, connections: int) -> dict[str, float]:
     }
 
 
+def handshakes(stack: Stack, count: int, busy_streams: int, size: int) -> dict[str, float]:
+    """Time to open a stream while ``busy_streams`` others keep exchanging messages."""
+    stop = threading.Event()
+    with contextlib.ExitStack() as opened:
+        links = [opened.enter_context(open_stream(stack.url)) for _ in range(busy_streams)]
+
+        def keep_busy(link: ClientConnection) -> None:
+            while not stop.is_set():
+                exchange(link, [b"b" * size] * 20)
+
+        threads = [threading.Thread(target=keep_busy, args=(link,)) for link in links]
+        for thread in threads:
+            thread.start()
+        times = []
+        try:
+            for _ in range(count):
+                started = time.perf_counter()
+                with open_stream(stack.url) as connection:
+                    times.append((time.perf_counter() - started) * 1000)
+                    assert exchange(connection, ["hello"]) == ["hello"]
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    times.sort()
+    return {
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(times[int(len(times) * 0.95) - 1], 2),
+        "max_ms": round(times[-1], 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000, help="pipelined on one stream")
@@ -128,6 +165,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256, help="bytes per message")
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--per-connection", type=int, default=200)
+    parser.add_argument("--handshakes", type=int, default=200, help="streams opened, timed")
+    parser.add_argument("--busy-streams", type=int, default=8, help="open while they are")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench_stream"))
     code = root / "code-source"
@@ -141,6 +180,7 @@ def main() -> None:
                 "pipelined_messages_per_s": round(pipelined(stack, args.messages, args.size)),
                 "concurrent": concurrent(stack, args.connections, args.per_connection, args.size),
                 "memory": memory(stack, args.connections),
+                "handshake": handshakes(stack, args.handshakes, args.busy_streams, args.size),
             }
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -153,6 +193,9 @@ def main() -> None:
     print(f"stream server RSS:            {figures['memory']['idle_mb']} MB idle, "
           f"{figures['memory']['open_mb']} MB with {args.connections} streams open "
           f"({figures['memory']['per_stream_kb']} KB per stream)")  # fmt: skip
+    print(f"opening handshake, {args.busy_streams} busy streams open: "
+          f"p50 {figures['handshake']['p50_ms']} ms, p95 {figures['handshake']['p95_ms']} ms, "
+          f"max {figures['handshake']['max_ms']} ms")  # fmt: skip
     print(json.dumps({"args": vars(args), **figures}))
 
 
