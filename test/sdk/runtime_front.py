@@ -1,6 +1,7 @@
 """A stand-in for SageMaker's runtime front (``InvokeEndpoint`` and
 ``InvokeEndpointWithResponseStream``), so that the boto3 ``sagemaker-runtime`` client, the
-one the SDK uses on SageMaker, can call the host stack.
+one the SDK uses on SageMaker, can call the host stack. ``InvokeEndpointWithBidirectionalStream``
+lives in another API (HTTP/2, not in botocore): its stand-in is ``bidi_front.py``.
 
 It cannot exist here (it is an AWS API; moto has no runtime, and no response streaming), so
 it is played by a few lines, as SageMaker documents it:
