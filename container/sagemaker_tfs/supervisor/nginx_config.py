@@ -13,11 +13,12 @@ the Python service.
 
 Single-model mode also passes the bidirectional stream's WebSocket to the stream server
 (``stream_location.conf``; on the path ``X-Amzn-SageMaker-Model-Invocation-Path`` names,
-``stream_routing.conf`` and ``stream_elsewhere.conf``: paths with routes of their own keep them). With stateful sessions on (``session_routing.conf``),
-``/invocations`` goes to the Python service in every mode, and nginx sends a request naming a
-session to the socket of the gunicorn worker that holds it (the worker's slot begins the
-session id), and one that opens a session (``X-Amzn-SageMaker-Session-Id: NEW_SESSION``) to the
-workers' sockets in turn.
+``stream_routing.conf`` and ``stream_elsewhere.conf``: paths with routes of their own keep
+them). With stateful sessions on (``session_routing.conf``), ``/invocations`` goes to the
+Python service in every mode, and nginx sends a request naming a session to the socket of the
+gunicorn worker that holds it (the worker's slot begins the session id), and one that opens a
+session (``X-Amzn-SageMaker-Session-Id: NEW_SESSION``) to the workers' sockets in turn; with
+them off, a request naming one is refused (``sessions_off.conf``).
 
 Every mode: the metrics path (``metrics.conf``, unless ``SAGEMAKER_TFS_METRICS=false``) is
 proxied to the supervisor's metrics socket, and each invocation writes the supervisor one
