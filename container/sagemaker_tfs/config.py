@@ -57,10 +57,13 @@ MAX_NICE = 19
 SCHED_POLICIES = ("batch", "normal")
 DEFAULT_SCHED_POLICY = "batch"
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
-# long a connection may pass no message before it is closed, how many connections at once.
+# long a connection may pass no message before it is closed, how many connections at once,
+# how often the stream server pings the client (and how long the client has to answer; 0: no
+# pings, SageMaker pings every 60 s itself).
 DEFAULT_STREAM_MAX_MESSAGE_MB = 16
 DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
 DEFAULT_STREAM_MAX_CONNECTIONS = 200
+DEFAULT_STREAM_KEEPALIVE_SECONDS = 20
 # Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
 # how many a gunicorn worker holds at once.
 DEFAULT_SESSION_TTL_SECONDS = 1200
@@ -236,6 +239,9 @@ def _feature_settings(
         ),
         "stream_max_connections": env.required_integer(
             "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
+        ),
+        "stream_keepalive": env.required_integer(
+            "SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS", DEFAULT_STREAM_KEEPALIVE_SECONDS, 0
         ),
         "max_concurrent_invocations": env.required_integer(
             "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpus), 0

@@ -105,6 +105,8 @@ class StackConfig:
     stream_max_message_mb: int
     stream_idle_timeout: int
     stream_max_connections: int
+    # Seconds between the stream server's pings, and the client's time to answer (0: none).
+    stream_keepalive: int
     # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
     max_concurrent_invocations: int
     # MB of request bodies of 1 MB or more that the service works on at once, shared among

@@ -124,6 +124,7 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
     assert (cfg.stream_max_message_mb, cfg.stream_max_message_bytes) == (2, 2 << 20)
     assert (cfg.stream_idle_timeout, cfg.stream_max_connections) == (30, 7)
+    assert cfg.stream_keepalive == 0  # no pings from the stream server
     assert (cfg.sessions, cfg.session_ttl_seconds, cfg.max_sessions) == (True, 30, 7)
     assert cfg.session_socket(2) == os.path.join(cfg.work_dir, "session-2.sock")
 
@@ -131,7 +132,7 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
 def test_stream_defaults_and_socket(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config()
     assert (cfg.stream_max_message_mb, cfg.stream_idle_timeout) == (16, 300)
-    assert cfg.stream_max_connections == 200
+    assert (cfg.stream_max_connections, cfg.stream_keepalive) == (200, 20)
     assert cfg.stream_socket == str(Path(cfg.work_dir) / "stream.sock")
     assert StackConfig.from_dict(json.loads(cfg.to_json())) == cfg
 
@@ -150,6 +151,14 @@ def test_stream_limits_must_be_positive_integers(
     for value in ("0", "ten"):
         with pytest.raises(ConfigError, match=name):
             stack_config({name: value})
+
+
+def test_the_stream_keepalive_is_a_whole_number_of_seconds(
+    stack_config: StackConfigBuilder,
+) -> None:
+    for value in ("-1", "ten", "1.5"):
+        with pytest.raises(ConfigError, match="SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS"):
+            stack_config({"SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS": value})
 
 
 @pytest.mark.parametrize(

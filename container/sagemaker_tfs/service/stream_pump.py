@@ -10,8 +10,9 @@ largest message the stream takes): control frames are read for as long as less t
 waits. Only beyond it does reading stop, so that memory stays bounded, and the keepalive
 stops counting (a missed pong there says nothing about the client).
 
-The keepalive: a ping every ``keepalive_seconds``; a client that has not answered within as
-long, while reading went on, is closed with 1011 ``keepalive ping timeout``.
+The keepalive: a ping every ``keepalive_seconds`` (``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS``,
+None for none); a client that has not answered within as long, while reading went on, is
+closed with 1011 ``keepalive ping timeout``.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ each connection in a thread of its own with the ``websockets`` library's threade
 The library does the protocol: it answers pings, closes with 1009 a message over
 ``SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB``, with 1007 a text message that is not UTF-8, with 1002
 a bad frame; each only on the connection concerned. ``stream_pump`` reads each connection's
-messages whatever its handler does and pings the client every 20 s (which also keeps nginx's
-read timeout from firing); ``stream_session`` runs the handler.
+messages whatever its handler does and pings the client every
+``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS`` (20; which also keeps nginx's read timeout from
+firing); ``stream_session`` runs the handler.
 """
 
 from __future__ import annotations
@@ -62,9 +63,6 @@ STREAM_PATH = "/invocations-bidirectional-stream"
 PING_PATH = "/ping"
 # SageMaker's header naming another path for the stream (its ModelInvocationPath, no leading /).
 INVOCATION_PATH_HEADER = "X-Amzn-SageMaker-Model-Invocation-Path"
-# The keepalive (stream_pump): a ping to the client every this many seconds, and the time the
-# client has to answer it. nginx's read timeout for the path is longer.
-KEEPALIVE_SECONDS = 20.0
 # Messages of one connection the library holds before the pump takes them.
 INCOMING_QUEUE_MESSAGES = 16
 SHUTDOWN_REASON = "the endpoint is stopping"
@@ -169,7 +167,8 @@ class StreamService:
                       "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
             return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
         budget = self.config.stream_max_message_bytes
-        pump = MessagePump(connection, budget, KEEPALIVE_SECONDS).start()
+        keepalive = self.config.stream_keepalive or None
+        pump = MessagePump(connection, budget, keepalive).start()
         try:
             context = self.context(handshake)
             return run_handler(pump, self.handler, context, self.config.stream_idle_timeout)
@@ -265,12 +264,13 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     thread.start()
     logger.info(
         "stream server on unix:%s: stream_handler=%s max_message_mb=%d idle_timeout=%ds "
-        "max_connections=%d",
+        "max_connections=%d keepalive=%ds",
         config.stream_socket,
         "yes" if service.handler is not None else "no",
         config.stream_max_message_mb,
         config.stream_idle_timeout,
         config.stream_max_connections,
+        config.stream_keepalive,
     )
     wait_for_stop_signal()
     server.shutdown(code=CloseCode.GOING_AWAY, reason=SHUTDOWN_REASON)

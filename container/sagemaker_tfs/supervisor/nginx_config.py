@@ -67,7 +67,7 @@ EDGE_LOG_FLUSH_MS = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
 CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # nginx waits this much longer than the stream server's idle timeout before it gives up on an
-# upgraded connection (the stream server's keepalive pings every 20 s count as traffic).
+# upgraded connection (the stream server's keepalive pings and its pongs count as traffic).
 STREAM_TIMEOUT_MARGIN_SECONDS = 30
 # Retry-After (seconds) of an answer that sheds an invocation: overload is measured in
 # seconds of queued work, so a client that comes back a second later finds room again.

@@ -5,7 +5,7 @@ no custom attributes, content type or session (the API has none of them), the ca
 messages, pings from both sides, and a handler that is busy while audio keeps arriving.
 
 The stack serves ``test_bidirectional_stream.STREAM_CODE`` (its mode chosen by the query
-string here) with the same small limits.
+string here) with the same small limits, and pings its clients every 2 s.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from whole_stack import Stack, stack_with_code
 pytestmark = pytest.mark.slow
 
 PATH_HEADER = "X_Amzn_SageMaker_Model_Invocation_Path"
+KEEPALIVE_SECONDS = 2
 # What a voice agent passes as ModelQueryString.
 VOICE_QUERY = "voice=alto&sample_rate=16000"
 
@@ -36,7 +37,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     code = root / "code-source"
     code.mkdir()
     (code / "inference.py").write_text(STREAM_CODE)
-    with stack_with_code(root, MODEL, code, env=LIMITS) as running:
+    env = {**LIMITS, "SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS)}
+    with stack_with_code(root, MODEL, code, env=env) as running:
         yield running
 
 
@@ -131,7 +133,7 @@ def test_a_handler_busy_for_90_s_keeps_its_stream_while_the_client_sends_and_pin
     stack: Stack,
 ) -> None:
     """A long model call while audio keeps arriving: the client sends a message a second and
-    pings every 5 s (giving up after 5 s without a pong); the stream server pings too."""
+    pings every 5 s (giving up after 5 s without a pong); the stream server pings every 2 s."""
     seconds = 90
     with open_stream(stack.url, query=f"mode=busy&seconds={seconds}", keepalive=5) as connection:
         started = time.monotonic()
@@ -148,13 +150,14 @@ def test_a_handler_busy_for_90_s_keeps_its_stream_while_the_client_sends_and_pin
 
 def test_a_client_that_stops_answering_pings_is_closed(stack: Stack) -> None:
     """A client that is gone (here: one that reads but never answers a ping) is closed with 1011
-    after a ping interval and the time it had to answer (20 s + 20 s)."""
-    sock = raw_handshake(stack.url, timeout=60, query="mode=busy&seconds=120")
+    after a ping interval and the time it had to answer (SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS
+    each), while its handler is busy and does not read."""
+    sock = raw_handshake(stack.url, timeout=60, query="mode=busy&seconds=30")
     with sock:
         started = time.monotonic()
         assert read_close_code(sock) == 1011
         waited = time.monotonic() - started
-    assert 35 < waited < 50, waited
+    assert 2 * KEEPALIVE_SECONDS - 0.5 < waited < 2 * KEEPALIVE_SECONDS + 5, waited
 
 
 def test_the_stack_reads_no_key_of_the_query_string(stack: Stack) -> None:
