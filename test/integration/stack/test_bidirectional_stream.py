@@ -2,8 +2,8 @@
 Python model server, with the ``websockets`` client SageMaker's side would be.
 
 One stack serves a test handler (``STREAM_CODE``, its behaviour chosen by the connection's
-custom attributes, else by its query string) with small limits: 1 MB messages, a 3 s idle timeout, 110 connections.
-The README's example (``examples/inference/stream``) is served by
+custom attributes, else by its query string) with small limits: 1 MB messages, a 3 s idle
+timeout, 110 connections. The README's example (``examples/inference/stream``) is served by
 ``test_inference_examples.py``.
 """
 
