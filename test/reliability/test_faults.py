@@ -22,6 +22,7 @@ from traffic import (
     PLAIN_PATHS,
     SCRIPT_PATHS,
     SCRIPT_REST,
+    PingSampler,
     RequestStream,
     every_model_server_available,
     kill,
@@ -218,6 +219,35 @@ def test_requests_survive_when_one_of_two_model_servers_dies(
     assert set(result.lost_on) <= {SCRIPT_REST.name}, result.failures
     assert all(" 500 " in failure for failure in result.failures), result.failures
     assert result.lost <= 20 * kills, (dict(result.lost_on), result.failures)
+
+
+def test_ping_stays_200_while_one_of_two_model_servers_restarts_and_503_when_none_serves(
+    stacks: Stacks, plain_models
+) -> None:
+    """``/ping`` says whether the instance can serve (health.py): one model server of two
+    restarting leaves it 200 while the other serves every request; both down turn it 503. The
+    standby is off, so that a restart is a TensorFlow import of seconds, not a 50 ms poll."""
+    env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2", "SAGEMAKER_TFS_STANDBY_MODEL_SERVER": "false"}
+    stack = stacks.start(plain_models, env=env)
+    with PingSampler(stack) as pings, RequestStream(stack, PLAIN_PATHS, clients=4) as stream:
+        time.sleep(0.5)
+        killed = kill(model_server_pids(stack)[0])
+        assert wait_for(lambda: len(model_server_pids(stack)) == 2, 60)
+        assert wait_for(lambda: every_model_server_available(stack), 120), stack.log_tail()
+        restarted = time.time() - killed
+        time.sleep(0.5)
+    result = stream.result
+    report(
+        f"faults: 1 of 2 model servers killed (standby off, back in {restarted:.1f} s): "
+        f"/ping {dict(pings.statuses())}; {result.requests} requests, lost {result.lost}"
+    )
+    assert pings.samples and not pings.not_200(), (pings.not_200()[:5], stack.log_tail())
+    assert result.lost == 0, (dict(result.statuses), result.failures)
+    assert result.requests > 20
+    for pid in model_server_pids(stack):
+        kill(pid)
+    assert wait_for(lambda: stack.ping() == 503, 3.0, interval=0.02), stack.log_tail()
+    assert wait_for(lambda: stack.ping() == 200, 120), stack.log_tail()
 
 
 def test_sigkill_of_the_supervisor_leaves_no_process_and_frees_the_port(

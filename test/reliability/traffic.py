@@ -237,3 +237,50 @@ class RequestStream:
                 self.result.lost_on[path.name] += 1
                 if len(self.result.failures) < 20:
                     self.result.failures.append(detail)
+
+
+# --- /ping ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PingSample:
+    at: float  # time.monotonic() when it was sent
+    status: int | None  # None: no answer (the error's name is in ``detail``)
+    detail: str
+
+
+class PingSampler:
+    """Asks ``/ping`` every ``interval`` seconds from a thread of its own until stopped."""
+
+    def __init__(self, stack: Stack, interval: float = 0.05) -> None:
+        self._url = f"{stack.url}/ping"
+        self._interval = interval
+        self._stop = threading.Event()
+        self.samples: list[PingSample] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PingSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def statuses(self) -> Counter[int | None]:
+        return Counter(sample.status for sample in self.samples)
+
+    def not_200(self) -> list[PingSample]:
+        return [sample for sample in self.samples if sample.status != 200]
+
+    def _run(self) -> None:
+        with requests.Session() as session:
+            while not self._stop.is_set():
+                at = time.monotonic()
+                try:
+                    response = session.get(self._url, timeout=2)
+                    sample = PingSample(at, response.status_code, response.text[:200])
+                except requests.RequestException as error:
+                    sample = PingSample(at, None, type(error).__name__)
+                self.samples.append(sample)
+                self._stop.wait(self._interval)
