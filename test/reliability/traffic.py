@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import requests
-from whole_stack import Stack, cmdline, descendant_pids
+from whole_stack import Stack, cmdline, descendant_pids, wait_for
 
 MODEL_SERVER_MARKER = "--rest_api_port"
 # half_plus_three: y = x / 2 + 3
@@ -237,6 +237,63 @@ class RequestStream:
                 self.result.lost_on[path.name] += 1
                 if len(self.result.failures) < 20:
                     self.result.failures.append(detail)
+
+
+# --- kills under a stream ---------------------------------------------------------------------
+
+
+@dataclass
+class KillRun:
+    """What ``kills`` kills of one kind of process cost a stream of requests."""
+
+    kind: str
+    clients: int
+    result: StreamResult
+    recoveries: list[float] = field(default_factory=list)  # kill -> replaced and serving
+
+    def summary(self) -> str:
+        result, worst = self.result, max(self.recoveries, default=0.0)
+        return (
+            f"{self.kind}: {len(self.recoveries)} kills under {self.clients} clients: "
+            f"{result.requests} requests, lost {result.lost} {dict(result.lost_on)}, "
+            f"refused {result.refused}, recovery max {worst:.2f} s"
+        )
+
+
+def kills_under_a_stream(
+    stack: Stack,
+    kind: str,
+    kills: int,
+    clients: int = 8,
+    paths: tuple[PredictPath, ...] = PLAIN_PATHS,
+    before_each: Callable[[], None] | None = None,
+) -> KillRun:
+    """SIGKILL the process ``KINDS[kind]`` finds, ``kills`` times, while ``clients`` threads
+    send predictions over ``paths`` on kept-alive connections (no retries); each kill waits
+    until the stack serves, then 0.5 s. Recovery: from the kill until the process is replaced
+    and every path answers correctly again."""
+    find = KINDS[kind]
+    recoveries = []
+    with RequestStream(stack, paths, clients) as stream:
+        for _ in range(kills):
+            time.sleep(0.5)
+            if before_each is not None:
+                before_each()
+            pid = find(stack)
+            kill(pid)
+            started = time.monotonic()
+            assert wait_for(lambda p=pid: _replaced(find, stack, p), 60, interval=0.005), kind
+            assert wait_until_serving(stack, paths, 120) is not None, stack.log_tail()
+            recoveries.append(time.monotonic() - started)
+        time.sleep(0.5)
+    return KillRun(kind, clients, stream.result, recoveries)
+
+
+def _replaced(find: Callable[[Stack], int], stack: Stack, pid: int) -> bool:
+    try:
+        return find(stack) != pid
+    except (ValueError, IndexError):  # none running right now
+        return False
 
 
 # --- /ping ------------------------------------------------------------------------------------
