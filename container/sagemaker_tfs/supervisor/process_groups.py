@@ -58,7 +58,8 @@ class DrainingGroups:
 
     A group is forgotten as soon as its last process is gone (checked each watch round, after
     the orphans are reaped), so that its number, which a later child's session may take, is
-    never signalled again."""
+    never signalled again. The watch thread checks, a stopping thread waits and kills: neither
+    assumes the other left a group in place."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -74,9 +75,9 @@ class DrainingGroups:
         """Forget the groups that are gone; kill those past their deadline."""
         for pgid, deadline in list(self._deadlines.items()):
             if not group_exists(pgid):
-                del self._deadlines[pgid]
+                self._deadlines.pop(pgid, None)
             elif now >= deadline:
-                del self._deadlines[pgid]
+                self._deadlines.pop(pgid, None)
                 if signal_group(pgid, signal.SIGKILL):
                     logger.warning("%s: the leftovers of pid %d did not finish in time: killed",
                                    self.name, pgid)  # fmt: skip
@@ -85,7 +86,7 @@ class DrainingGroups:
         """Until every group is gone or the monotonic ``until`` (then kill_all's turn)."""
         for pgid in list(self._deadlines):
             if wait_group_gone(pgid, max(0.0, until - time.monotonic())):
-                del self._deadlines[pgid]
+                self._deadlines.pop(pgid, None)
 
     def kill_all(self) -> None:
         for pgid in list(self._deadlines):
