@@ -50,12 +50,14 @@ BODY_MB_IN_FLIGHT_PER_CPU = 64
 # (docs/reliability.md, "CPU priority").
 DEFAULT_MODEL_SERVER_NICE = 5
 MAX_NICE = 19
-# The stack's Linux scheduling policy (SAGEMAKER_TFS_SCHED_POLICY): "batch" (SCHED_BATCH) lets
-# no process of the stack preempt another when it wakes, so each runs through the work that is
-# ready before the CPU changes hands; on one busy core, small JSON answered 1.35-1.48x as many
-# a second as with "normal" (SCHED_OTHER), /ping's p99 in milliseconds (docs/performance.md).
+# The stack's Linux scheduling policy (SAGEMAKER_TFS_SCHED_POLICY): "normal" (SCHED_OTHER), or
+# "batch" (SCHED_BATCH: no process of the stack preempts another when it wakes). On two shared
+# cores beside a busy neighbour, batch answered small JSON 0.99-1.55x as many a second (with an
+# inference.py 1.03-1.36x), but a CPU-bound handler's p99 at capacity was 4x longer and /ping's
+# p99 under it 13-20 ms against 8-10: "normal" unless a user measures batch on their own load
+# (docs/performance.md, "The scheduling policy on a shared instance").
 SCHED_POLICIES = ("batch", "normal")
-DEFAULT_SCHED_POLICY = "batch"
+DEFAULT_SCHED_POLICY = "normal"
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once,
 # how often the stream server pings the client (and how long the client has to answer; 0: no

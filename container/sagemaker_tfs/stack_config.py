@@ -75,8 +75,8 @@ class StackConfig:
     # nice value, 0-19): nginx and the supervisor, which answer /ping, stay responsive while
     # TensorFlow's threads fill every CPU.
     model_server_nice: int
-    # Linux's scheduling policy for every process of the stack: "batch" (SCHED_BATCH: a process
-    # that wakes does not preempt the one running) or "normal" (SCHED_OTHER).
+    # Linux's scheduling policy for every process of the stack: "normal" (SCHED_OTHER, the
+    # default) or "batch" (SCHED_BATCH: a process that wakes does not preempt the one running).
     sched_policy: str
     # Multi-model: one model server process per loaded model (isolation), instead of the
     # ``instances`` serving every loaded model (density; the default).

@@ -22,9 +22,11 @@ from traffic import (
     PLAIN_PATHS,
     SCRIPT_PATHS,
     SCRIPT_REST,
+    PingSampler,
     RequestStream,
     every_model_server_available,
     kill,
+    kills_under_a_stream,
     model_server_pids,
     wait_until_serving,
 )
@@ -39,6 +41,16 @@ pytestmark = pytest.mark.slow
 GOAL_SECONDS = 2.0
 LIMIT_SECONDS = GOAL_SECONDS if LONG else 15.0
 RECOVERY_TIMEOUT_SECONDS = 120.0
+# Kinds whose kill under the stream loses at most this many requests a kill (at least
+# LOSSLESS_KILLS_AT_LEAST kills, so that the code before fails it), and their bound
+# on recovery (seconds). nginx's master: its workers finish what they hold (a graceful quit)
+# while a new master serves on the held port; what the quit can still cut is a request sent on
+# a kept-alive connection at the instant the old worker closes it as idle (docs/reliability.md).
+# Before: about 7 a kill with 8 clients. A gunicorn worker: nginx sends the requests it held
+# again (no inference.py here), which its successor serves; what is left is an answer whose
+# first bytes had left when the worker died. Before: about 4 a kill, each a 503.
+LOSSLESS_KILLS = {"nginx master": (2, GOAL_SECONDS), "gunicorn worker": (1, LIMIT_SECONDS)}
+LOSSLESS_KILLS_AT_LEAST = 5
 _LOG_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor\.\w+: (.*)$"
 )
@@ -158,31 +170,29 @@ def test_model_server_recovers_every_time(plain_stack: Stack) -> None:
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_kills_under_a_request_stream(plain_stack: Stack, kind: str) -> None:
-    """One model server: what a kill costs the requests of 4 clients sending all along."""
+    """One model server: what a kill costs the requests of 8 clients sending all along."""
     stack = plain_stack
     assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
-    with RequestStream(stack, PLAIN_PATHS, clients=4) as stream:
-        for _ in range(BUDGET.stream_kills):
-            time.sleep(0.5)
-            if kind == "model server":
-                _wait_for_the_standby(stack)
-            pid = KINDS[kind](stack)
-            kill(pid)
-            assert wait_for(lambda p=pid: _replaced(KINDS[kind], stack, p), 60, interval=0.01)
-            assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
-        time.sleep(0.5)
-    result = stream.result
-    report(
-        f"faults: {kind}: {BUDGET.stream_kills} kills under 4 clients, 1 model server: "
-        f"{result.requests} requests, lost {result.lost} {dict(result.statuses)}, "
-        f"refused {result.refused}"
+    before = (lambda: _wait_for_the_standby(stack)) if kind == "model server" else None
+    kills = (
+        max(BUDGET.stream_kills, LOSSLESS_KILLS_AT_LEAST)
+        if kind in LOSSLESS_KILLS
+        else (BUDGET.stream_kills)
     )
+    run = kills_under_a_stream(stack, kind, kills, 8, before_each=before)
+    report(f"faults: {run.summary()}, 1 model server")
+    result = run.result
     assert result.wrong == 0
     assert result.statuses["200"] > 0
     # The supervisor holds the public port and the service's socket across restarts: a
     # client that connects while nginx or gunicorn restarts waits, it is never refused.
     assert result.refused == 0, result.failures
     assert result.statuses["ReadTimeout"] == 0, result.failures  # no request hangs
+    if kind in LOSSLESS_KILLS:
+        per_kill, recovery = LOSSLESS_KILLS[kind]
+        assert result.lost <= per_kill * kills, result.failures
+        assert result.statuses["503"] == 0, result.failures  # none answered "not available"
+        assert max(run.recoveries) <= recovery, run.recoveries
 
 
 @pytest.mark.parametrize("paths", [PLAIN_PATHS, SCRIPT_PATHS], ids=["plain", "inference.py"])
@@ -218,6 +228,35 @@ def test_requests_survive_when_one_of_two_model_servers_dies(
     assert set(result.lost_on) <= {SCRIPT_REST.name}, result.failures
     assert all(" 500 " in failure for failure in result.failures), result.failures
     assert result.lost <= 20 * kills, (dict(result.lost_on), result.failures)
+
+
+def test_ping_stays_200_while_one_of_two_model_servers_restarts_and_503_when_none_serves(
+    stacks: Stacks, plain_models
+) -> None:
+    """``/ping`` says whether the instance can serve (health.py): one model server of two
+    restarting leaves it 200 while the other serves every request; both down turn it 503. The
+    standby is off, so that a restart is a TensorFlow import of seconds, not a 50 ms poll."""
+    env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2", "SAGEMAKER_TFS_STANDBY_MODEL_SERVER": "false"}
+    stack = stacks.start(plain_models, env=env)
+    with PingSampler(stack) as pings, RequestStream(stack, PLAIN_PATHS, clients=4) as stream:
+        time.sleep(0.5)
+        killed = kill(model_server_pids(stack)[0])
+        assert wait_for(lambda: len(model_server_pids(stack)) == 2, 60)
+        assert wait_for(lambda: every_model_server_available(stack), 120), stack.log_tail()
+        restarted = time.time() - killed
+        time.sleep(0.5)
+    result = stream.result
+    report(
+        f"faults: 1 of 2 model servers killed (standby off, back in {restarted:.1f} s): "
+        f"/ping {dict(pings.statuses())}; {result.requests} requests, lost {result.lost}"
+    )
+    assert pings.samples and not pings.not_200(), (pings.not_200()[:5], stack.log_tail())
+    assert result.lost == 0, (dict(result.statuses), result.failures)
+    assert result.requests > 20
+    for pid in model_server_pids(stack):
+        kill(pid)
+    assert wait_for(lambda: stack.ping() == 503, 3.0, interval=0.02), stack.log_tail()
+    assert wait_for(lambda: stack.ping() == 200, 120), stack.log_tail()
 
 
 def test_sigkill_of_the_supervisor_leaves_no_process_and_frees_the_port(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import requests
-from whole_stack import Stack, cmdline, descendant_pids
+from whole_stack import Stack, cmdline, descendant_pids, wait_for
 
 MODEL_SERVER_MARKER = "--rest_api_port"
 # half_plus_three: y = x / 2 + 3
@@ -237,3 +237,107 @@ class RequestStream:
                 self.result.lost_on[path.name] += 1
                 if len(self.result.failures) < 20:
                     self.result.failures.append(detail)
+
+
+# --- kills under a stream ---------------------------------------------------------------------
+
+
+@dataclass
+class KillRun:
+    """What ``kills`` kills of one kind of process cost a stream of requests."""
+
+    kind: str
+    clients: int
+    result: StreamResult
+    recoveries: list[float] = field(default_factory=list)  # kill -> replaced and serving
+
+    def summary(self) -> str:
+        result, worst = self.result, max(self.recoveries, default=0.0)
+        return (
+            f"{self.kind}: {len(self.recoveries)} kills under {self.clients} clients: "
+            f"{result.requests} requests, lost {result.lost} {dict(result.lost_on)}, "
+            f"refused {result.refused}, recovery max {worst:.2f} s"
+        )
+
+
+def kills_under_a_stream(
+    stack: Stack,
+    kind: str,
+    kills: int,
+    clients: int = 8,
+    paths: tuple[PredictPath, ...] = PLAIN_PATHS,
+    before_each: Callable[[], None] | None = None,
+) -> KillRun:
+    """SIGKILL the process ``KINDS[kind]`` finds, ``kills`` times, while ``clients`` threads
+    send predictions over ``paths`` on kept-alive connections (no retries); each kill waits
+    until the stack serves, then 0.5 s. Recovery: from the kill until the process is replaced
+    and every path answers correctly again."""
+    find = KINDS[kind]
+    recoveries = []
+    with RequestStream(stack, paths, clients) as stream:
+        for _ in range(kills):
+            time.sleep(0.5)
+            if before_each is not None:
+                before_each()
+            pid = find(stack)
+            kill(pid)
+            started = time.monotonic()
+            assert wait_for(lambda p=pid: _replaced(find, stack, p), 60, interval=0.005), kind
+            assert wait_until_serving(stack, paths, 120) is not None, stack.log_tail()
+            recoveries.append(time.monotonic() - started)
+        time.sleep(0.5)
+    return KillRun(kind, clients, stream.result, recoveries)
+
+
+def _replaced(find: Callable[[Stack], int], stack: Stack, pid: int) -> bool:
+    try:
+        return find(stack) != pid
+    except (ValueError, IndexError):  # none running right now
+        return False
+
+
+# --- /ping ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PingSample:
+    at: float  # time.monotonic() when it was sent
+    status: int | None  # None: no answer (the error's name is in ``detail``)
+    detail: str
+
+
+class PingSampler:
+    """Asks ``/ping`` every ``interval`` seconds from a thread of its own until stopped."""
+
+    def __init__(self, stack: Stack, interval: float = 0.05) -> None:
+        self._url = f"{stack.url}/ping"
+        self._interval = interval
+        self._stop = threading.Event()
+        self.samples: list[PingSample] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PingSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def statuses(self) -> Counter[int | None]:
+        return Counter(sample.status for sample in self.samples)
+
+    def not_200(self) -> list[PingSample]:
+        return [sample for sample in self.samples if sample.status != 200]
+
+    def _run(self) -> None:
+        with requests.Session() as session:
+            while not self._stop.is_set():
+                at = time.monotonic()
+                try:
+                    response = session.get(self._url, timeout=2)
+                    sample = PingSample(at, response.status_code, response.text[:200])
+                except requests.RequestException as error:
+                    sample = PingSample(at, None, type(error).__name__)
+                self.samples.append(sample)
+                self._stop.wait(self._interval)

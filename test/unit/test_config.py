@@ -537,9 +537,9 @@ def test_body_budget(stack_config: StackConfigBuilder) -> None:
 
 
 def test_sched_policy(stack_config: StackConfigBuilder) -> None:
-    """SCHED_BATCH for the stack unless told "normal"; nothing else is taken."""
+    """SCHED_OTHER ("normal") for the stack unless told "batch"; nothing else is taken."""
     variable = "SAGEMAKER_TFS_SCHED_POLICY"
-    assert stack_config({}).sched_policy == "batch"
+    assert stack_config({}).sched_policy == "normal"
     assert stack_config({variable: "normal"}).sched_policy == "normal"
     assert stack_config({variable: "batch"}).sched_policy == "batch"
     for wrong in ("idle", "fifo", "BATCH"):

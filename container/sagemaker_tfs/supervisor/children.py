@@ -22,6 +22,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from sagemaker_tfs.supervisor.process_groups import DrainingGroups, wait_group_gone
+
 logger = logging.getLogger(__name__)
 
 READY_POLL_SECONDS = 0.1
@@ -72,6 +74,7 @@ class Child:
         pass_fds: Sequence[int] = (),
         take_standby: Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None = None,
         leftovers_serve_until_replaced: bool = False,
+        leftovers_drain_signal: signal.Signals | None = None,
         nice: int = 0,
     ) -> None:
         self.name = name
@@ -88,6 +91,10 @@ class Child:
         # gunicorn: the workers of a master that died serve on until its successor is ready.
         self.leftovers_serve_until_replaced = leftovers_serve_until_replaced
         self.leftover_group: int | None = None
+        # nginx: the workers of a master that died get this signal and finish their requests
+        # (up to stop_timeout) while the successor starts at once (process_groups.py).
+        self.leftovers_drain_signal = leftovers_drain_signal
+        self.draining = DrainingGroups(name)
         self.nice = nice
         self.process: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
@@ -159,6 +166,7 @@ class Child:
             self._check(now)
 
     def _check(self, now: float) -> None:
+        self.draining.check(now)
         if self.stopping or self.process is None:
             return
         if self.restart_at is not None:
@@ -197,8 +205,12 @@ class Child:
         if was_ready and self.leftovers_serve_until_replaced:
             self.leftover_group = self.process.pid  # none before: mark_ready stopped those
             return
-        # Leftovers of the group (nginx workers) would hold the sockets: a new nginx that finds
-        # its port taken sleeps 500 ms before it tries again.
+        if was_ready and self.leftovers_drain_signal is not None:
+            deadline = time.monotonic() + self.stop_timeout
+            self.draining.drain(self.process.pid, self.leftovers_drain_signal, deadline)
+            return
+        # Leftovers of a group that failed its start are killed and waited for: they may hold
+        # what the next start needs (e.g. a port).
         self._signal_group(signal.SIGKILL)
         wait_group_gone(self.process.pid, GROUP_EXIT_SECONDS)
 
@@ -262,13 +274,16 @@ class Child:
             return
         timeout = self.stop_timeout if deadline is None else deadline - time.monotonic()
         timeout = max(0.0, min(timeout, self.stop_timeout))
+        until = time.monotonic() + timeout
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             logger.warning("%s did not stop in %.1fs: killing it, cutting what it still had "
                            "in flight", self.name, timeout)  # fmt: skip
+        self.draining.wait_gone(until)
         self._signal_group(signal.SIGKILL)
         self._stop_leftovers(signal.SIGKILL)
+        self.draining.kill_all()
         self.process.wait()
 
     def _signal_group(self, sig: signal.Signals) -> None:
@@ -359,25 +374,6 @@ def spawn_for(
         owner.process = spawn(argv, env, death_signal, stdin=stdin, nice=nice)
         _started_children.add(owner)
         return owner.process
-
-
-def wait_group_gone(pgid: int, timeout: float) -> bool:
-    """Until no process of group ``pgid`` is left (reaping those that are our children, as
-    orphaned workers of a subreaper are); False after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            pid, _ = os.waitpid(-pgid, os.WNOHANG)
-            if pid:
-                continue
-        except ChildProcessError:  # none of ours left; others may still be exiting
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.005)
 
 
 def describe_exit(code: int) -> str:

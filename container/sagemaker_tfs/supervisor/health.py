@@ -11,12 +11,19 @@ The channel: the Python model server answers GetModelStatus on a unix socket and
 of its own (``stack_config.status_socket_beside``, ``grpc_server.serve_status``), so a status call
 never queues behind Predict calls; ``tensorflow_model_server`` is asked on its gRPC socket.
 
-The bound (docs/reliability.md): a model server whose process exited turns ``/ping`` 503 at
+The rule: ``/ping`` says whether the instance can serve. It is 200 while any watched model
+server serves (answers, and holds its models AVAILABLE), 503 while none does, before the first
+verdict and from the first moment of a stop. With several model servers (single model and
+``SAGEMAKER_TFS_INSTANCE_COUNT``, shared multi-model, one per model), one that restarts leaves
+``/ping`` 200: the others take its requests (nginx's upstream fails over), and SageMaker must not
+take out of service an instance that serves. The verdict names the ones down (``degraded``).
+
+The bound (docs/reliability.md), per model server: one whose process exited stops counting at
 the next tick (``TICK_SECONDS``); one that runs but does not answer
-``MISSES_BEFORE_DOWN`` checks in a row (each waits ``CHECK_DEADLINE_SECONDS``) turns it 503
+``MISSES_BEFORE_DOWN`` checks in a row (each waits ``CHECK_DEADLINE_SECONDS``) stops counting
 within about 4 s. One miss is not enough: a model server starved of CPU for a moment (a
 neighbour restarting, a long garbage collection) would flap the whole instance out of
-service. One answer brings it back (while not healthy, the checks run every tick). nginx
+service. One answer brings it back (while one does not serve, the checks run every tick). nginx
 answers 503 too when the verdict is older than ``VERDICT_MAX_AGE_SECONDS`` (the monitor
 stopped), and before the first one is written.
 """
@@ -69,11 +76,31 @@ class WatchedServer:
 
 @dataclass(frozen=True)
 class Verdict:
+    """``healthy``: the instance can serve (``/ping`` 200). ``error``: why not (the body of the
+    503). ``degraded``: while healthy, the model servers that do not serve now."""
+
     healthy: bool
     error: str | None = None
+    degraded: str | None = None
 
     def to_json(self, written_at: float) -> str:
-        return json.dumps({"healthy": self.healthy, "error": self.error, "written_at": written_at})
+        return json.dumps(
+            {
+                "healthy": self.healthy,
+                "error": self.error,
+                "degraded": self.degraded,
+                "written_at": written_at,
+            }
+        )
+
+
+def judge_stack(counted: int, reasons: Sequence[str]) -> Verdict:
+    """The instance serves while any of the ``counted`` model servers does (``reasons``: one
+    for each that does not). None counted (multi-model, no model loaded): it serves, the
+    control API loads models."""
+    if len(reasons) < counted or counted == 0:
+        return Verdict(True, degraded="; ".join(reasons) or None)
+    return Verdict(False, "; ".join(reasons))
 
 
 @dataclass
@@ -164,9 +191,10 @@ class HealthMonitor:
             self._stop.wait(max(0.0, started + TICK_SECONDS - time.monotonic()))
 
     def round_due(self, servers: Sequence[WatchedServer], now: float) -> bool:
-        """A round of checks is due: its interval passed, the verdict is not healthy, or a
+        """A round of checks is due: its interval passed, a model server does not serve, or a
         model server's process is not the one the last round saw (it exited or restarted)."""
-        if now >= self._next_round or self._last is None or not self._last.healthy:
+        last = self._last
+        if now >= self._next_round or last is None or not last.healthy or last.degraded:
             return True
         known = {key: record.pid for key, record in self._records.items()}
         return any(known.get(server.key, -1) != server.pid for server in servers)
@@ -180,14 +208,11 @@ class HealthMonitor:
         results = {key: [wait() for wait in waits] for key, waits in answers.items()}
         # A model server that left the watch meanwhile (a model unloaded) does not count.
         still_watched = {server.key for server in self._watched()}
-        reasons = [
-            reason
-            for server in servers
-            if server.key in still_watched
-            and (reason := self._judge(server, results[server.key])) is not None
-        ]
+        counted = [server for server in servers if server.key in still_watched]
+        judged = (self._judge(server, results[server.key]) for server in counted)
+        reasons = [reason for reason in judged if reason is not None]
         self._forget_others(servers)
-        verdict = Verdict(True) if not reasons else Verdict(False, "; ".join(reasons))
+        verdict = judge_stack(len(counted), reasons)
         if self._stop.is_set():  # stop() writes its own verdict
             return verdict
         self._write(verdict)
@@ -244,8 +269,10 @@ class HealthMonitor:
     def _write(self, verdict: Verdict) -> None:
         """Write the verdict (one log line when it changes); raises OSError."""
         if verdict != self._last:
-            if verdict.healthy:
+            if verdict.healthy and verdict.degraded is None:
                 logger.info("health: every model server answers and serves its models")
+            elif verdict.healthy:
+                logger.warning("health: serving, with model servers down: %s", verdict.degraded)
             else:
                 logger.warning("health: not healthy: %s", verdict.error)
             self._last = verdict

@@ -120,6 +120,23 @@ def has_inference_script(config: StackConfig) -> bool:
     return code_dir is not None and os.path.isfile(os.path.join(code_dir, "inference.py"))
 
 
+# A request whose gunicorn worker died under it (nginx reads an error: reset, closed before
+# the answer's head) is sent again when no user code can have run it: predictions are
+# idempotent. nginx retries a request that failed on a kept-alive (cached) connection without
+# using up its one try of the single server, on another connection: one to a dead worker fails
+# at once, a new one waits in the socket's backlog for the successor. An inference.py handler
+# (single model, or multi-model, where a model may bring code) is the user's to retry: nginx
+# answers 503 JSON. An answer whose first bytes had left is cut either way.
+RESEND_TO_SERVICE = "proxy_next_upstream error non_idempotent;"
+NO_RESEND_TO_SERVICE = "proxy_next_upstream error;"
+
+
+def service_resend(config: StackConfig) -> str:
+    """The ``proxy_next_upstream`` of requests to the Python service (proxy_to_service.conf)."""
+    user_code = config.multi_model or has_inference_script(config)
+    return NO_RESEND_TO_SERVICE if user_code or config.sessions else RESEND_TO_SERVICE
+
+
 def _checked_name(name: str) -> str:
     """Model names end up inside the configuration: refuse anything that could inject."""
     if not MODEL_NAME_PATTERN.fullmatch(name):
@@ -276,6 +293,7 @@ def render(
         "INVOCATION_TIMEOUT": str(config.invocation_timeout),
         "RETRY_AFTER": str(RETRY_AFTER_SECONDS),
         "SERVICE_UPSTREAM": "$tfs_service_upstream" if config.sessions else "python_service",
+        "SERVICE_RESEND": service_resend(config),
         "SESSION_ROUTES": _session_routes(config),
         "SESSION_SERVERS": _session_servers(config),
         "SESSION_WORKERS": _session_workers(config),

@@ -55,6 +55,10 @@ class NginxLauncher(TierLauncher):
             # parent-death signal of their own, before it exits.
             death_signal=signal.SIGTERM,
             pass_fds=(fd,),
+            # A master that dies leaves its workers serving the requests they hold: a graceful
+            # quit lets them finish those (and accept no more) while the new master, started
+            # at once, serves on the same held port.
+            leftovers_drain_signal=signal.SIGQUIT,
         )
         self.children.start(TIER, nginx)
         self._wait_for_public_port(nginx)

@@ -12,7 +12,7 @@ SCHED_POLICIES = {"batch": os.SCHED_BATCH, "normal": os.SCHED_OTHER}
 
 def use_sched_policy(policy: str) -> None:
     """Run this process's threads, and every process and thread started after (they inherit
-    it), under ``policy``: "batch" or "normal".
+    it), under ``policy``: "normal" (the default) or "batch".
 
     Under SCHED_BATCH a thread that wakes does not preempt the one running: nginx, the model
     server and the service each work through what is ready (many requests a wake-up) before

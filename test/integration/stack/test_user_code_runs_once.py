@@ -5,6 +5,8 @@ model server is failed over.
   its error (500, its text), not a 503 as if the model server were down.
 - A model server killed while a request is between ``input_handler`` and the stack's call to
   it: the call goes to the other model server, neither handler runs again.
+- A gunicorn worker killed while a request is in ``input_handler``: nginx does not send the
+  request again (it would run the handler twice); the client gets a 503 JSON to retry.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from whole_stack import StartStack, wait_for
+from whole_stack import StartStack, cmdline, descendant_pids, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -67,3 +69,37 @@ def test_a_model_server_killed_mid_request_fails_over_without_running_handlers_a
     lines = runs.read_text().splitlines()
     assert [line.split()[0] for line in lines] == ["input", "output"], lines
     assert f":{port}/" in lines[0] and f":{port}/" not in lines[1]  # answered by the other
+
+
+def test_a_gunicorn_worker_killed_in_a_handler_is_not_sent_again(
+    start_stack: StartStack, tmp_path: Path
+) -> None:
+    """The request reached user code: nginx does not resend it to the successor worker (it
+    would run input_handler again); the client gets a 503 JSON to retry, the next request is
+    served (docs/reliability.md, "gunicorn worker")."""
+    model_dir = model_dir_with(tmp_path, "io_waiting")
+    stack = start_stack(model_dir)
+    runs, go = model_dir / "code" / "runs.log", model_dir / "code" / "go"
+    # Requests first, so that nginx's workers keep connections to the service: a request that
+    # fails on a kept one is the one nginx would resend (on a new connection it has no try left).
+    go.touch()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(
+            r.status_code == 200
+            for r in pool.map(lambda _: stack.post(b'{"instances": [1.0]}'), range(16))
+        )
+    go.unlink()
+    runs.unlink()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(stack.post, b'{"instances": [1.0, 2.0]}')
+        assert wait_for(runs.exists, 30), stack.log_tail()
+        (master,) = stack.child_pids("gunicorn")
+        (worker,) = [pid for pid in descendant_pids(master) if "gunicorn" in cmdline(pid)]
+        os.kill(worker, signal.SIGKILL)
+        response = answer.result(60)
+    assert response.status_code == 503, response.text
+    assert response.json() == {"error": "The inference service is not available"}
+    go.touch()  # a resent request would now run to its end
+    time.sleep(1.0)
+    assert [line.split()[0] for line in runs.read_text().splitlines()] == ["input"]
+    assert stack.post(b'{"instances": [1.0, 2.0]}').status_code == 200  # the successor serves

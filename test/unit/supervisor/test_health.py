@@ -236,3 +236,69 @@ def test_a_round_is_due_each_interval_and_at_once_when_a_process_changed_or_not_
     health.answer(target, a=LOADING)
     health.monitor.check_once()
     assert health.monitor.round_due([server(pid=10)], time.monotonic())  # not healthy: each tick
+
+
+def test_one_model_server_of_two_down_leaves_the_instance_serving_and_names_it(
+    health: Fixture,
+) -> None:
+    """``/ping`` says whether the instance can serve: 200 while any model server serves."""
+    first, second = "unix:/w/model-server[0].sock.status", "unix:/w/model-server[1].sock.status"
+    health.answer(first, a=AVAILABLE)
+    health.answer(second, a=AVAILABLE)
+    health.watch(server(), server("model-server[1]", pid=None))
+    assert health.monitor.check_once() == Verdict(True, degraded="model-server[1] is not running")
+    written = health.written()
+    assert (written["healthy"], written["degraded"]) == (True, "model-server[1] is not running")
+    # Degraded: a round each tick, so that the one restarting is seen back at once.
+    assert health.monitor.round_due(health.servers, time.monotonic())
+    health.watch(server(pid=None), server("model-server[1]", pid=11))
+    health.answer(second, a=LOADING)
+    verdict = health.monitor.check_once()  # neither serves now
+    assert verdict == Verdict(
+        False,
+        "model-server[0] is not running; Models not available yet on model-server[1]: a",
+    )
+    health.answer(second, a=AVAILABLE)
+    assert health.monitor.check_once() == Verdict(True, degraded="model-server[0] is not running")
+
+
+def test_every_kind_of_down_counts_against_the_instance_only_when_none_serves(
+    health: Fixture,
+) -> None:
+    """Multi-model shared: one in line and answering is enough; one hung (missed checks) and
+    one being brought in line are not serving."""
+    hung, fresh = "unix:/w/model-server[0].sock.status", "unix:/w/model-server[1].sock.status"
+    health.answer(hung, **{PROBE_NAME: NOT_FOUND})
+    health.answer(fresh, **{PROBE_NAME: NOT_FOUND})
+    health.watch(server(models=()), server("model-server[1]", (), 11))
+    assert health.monitor.check_once() == Verdict(True)
+    health.answer(hung, **{PROBE_NAME: TIMED_OUT})
+    for _ in range(MISSES_BEFORE_DOWN):
+        assert health.monitor.check_once().healthy
+    health.watch(server(models=()), server("model-server[1]", (), 11, "is being brought in line"))
+    verdict = health.monitor.check_once()
+    assert not verdict.healthy
+    assert verdict.error is not None and "does not answer" in verdict.error
+    assert "model-server[1] is being brought in line" in verdict.error
+
+
+def test_a_multi_model_stack_with_no_model_loaded_serves(health: Fixture) -> None:
+    health.watch()
+    assert health.monitor.check_once() == Verdict(True)
+
+
+def test_a_degraded_instance_is_logged_once_as_a_warning(
+    health: Fixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    health.answer("unix:/w/model-server[0].sock.status", a=AVAILABLE)
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.health"):
+        for pid in (None, None, 11):
+            health.watch(server(), server("model-server[1]", pid=pid))
+            health.answer("unix:/w/model-server[1].sock.status", a=AVAILABLE)
+            health.monitor.check_once()
+    lines = [(record.levelname, record.getMessage()) for record in caplog.records]
+    assert lines[0] == (
+        "WARNING",
+        "health: serving, with model servers down: model-server[1] is not running",
+    )
+    assert lines[1:] == [("INFO", "health: every model server answers and serves its models")]

@@ -96,6 +96,29 @@ def test_a_prediction_whose_model_server_died_goes_to_the_next_one(
     assert "timeout" not in retry  # a slow model must not run twice
 
 
+def test_a_request_cut_by_a_gunicorn_worker_death_is_resent_only_without_user_code(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    """The resend after the request was sent (non_idempotent) only when no inference.py can
+    have run it; never on a timeout (a slow model would run twice)."""
+    plain = nginx_config.render(stack_config(code_dir=None))
+    resend = "proxy_next_upstream error non_idempotent;"
+    assert resend in location_block(plain, "@python_service")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "inference.py").write_text("def handler(data, context):\n    return b'', 'x'\n")
+    for text in (
+        nginx_config.render(stack_config(code_dir=str(code))),
+        nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"})),
+    ):
+        assert resend not in text
+        assert "proxy_next_upstream error;" in location_block(text, "= /invocations")
+    if shutil.which("nginx") is None:
+        pytest.skip("nginx is not installed")
+    result = nginx_test(tmp_path / "work", plain)
+    assert result.returncode == 0, result.stderr
+
+
 def test_njs_handles_invocations_without_inference_script(stack_config: StackConfigBuilder) -> None:
     text = nginx_config.render(stack_config(code_dir=None))
     assert "js_content tfs.invocations;" in location_block(text, "= /invocations")
