@@ -13,9 +13,11 @@ would read into exactly the same array are read here, without a Python object pe
 Anything else returns None and the caller converts the body as before, so that its answer
 and its errors are the REST path's: strings or other non-number bytes, ragged or empty
 lists, other keys (``signature_name``), JSON lines, a NaN, an infinity, an integer input
-given a fraction or a value out of its range, a negative zero in CSV (``-0`` is the integer
-0 on the REST path), and inputs of other dtypes. Values are parsed as doubles and then
-cast, as the REST path does (a float32 is rounded from the double, not from the text).
+given a fraction or a value out of its range, and inputs of other dtypes. Values are parsed
+as doubles and then cast, as the REST path does (a float32 is rounded from the double, not
+from the text). Where the REST path reads a value otherwise than the double of its text, the
+difference is recorded and applied (CSV's ``-0``: see ``_unsign_integer_zeros``), so that no
+single value sends a body the unbounded way.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ PARSE_BYTES = 1 << 20
 _WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
 _NUMBER_CHARS = b"0123456789.eE+-"
 _A_DIGIT = re.compile(rb"[0-9]")
+_CSV_SEPARATOR = re.compile(rb"[,\n]")
 
 
 def _byte_table(allowed: bytes) -> np.ndarray:
@@ -57,6 +60,9 @@ def _byte_table(allowed: bytes) -> np.ndarray:
 _CSV_ALLOWED = _byte_table(_NUMBER_CHARS + b"," + _WHITESPACE)
 _JSON_ALLOWED = _byte_table(_NUMBER_CHARS + b",[]" + _WHITESPACE)
 _IS_NUMBER = _byte_table(_NUMBER_CHARS)
+# A CSV body with its blanks made separators and exponents lower case (_negative_zeros_in).
+_ZEROS_DELETED = bytes.maketrans(_WHITESPACE + b"E", b"," * len(_WHITESPACE) + b"e")
+_NEGATIVE_ZERO_ENDINGS = (b"-,", b"-e", b"-.,", b"-.e")
 _IS_STRUCTURE = _byte_table(b",[]")
 _NUMBER_MARK = ord("0")
 _BRACKETS_TO_SPACES = bytes.maketrans(b"[]", b"  ")
@@ -114,7 +120,7 @@ def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
                             dtype=np.int64 if integral else np.float64)  # fmt: skip
     except (ValueError, OverflowError):
         return None
-    if not _fits(values, dtype) or _has_negative_zero(values):
+    if not _fits(values, dtype) or not _unsign_integer_zeros(body, values):
         return None
     with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
         return (values.reshape(-1) if values.shape[1] == 1 else values).astype(dtype, copy=False)
@@ -134,10 +140,63 @@ def _fits(values: np.ndarray, dtype: np.dtype) -> bool:
     return bool(np.isfinite(values).all())
 
 
-def _has_negative_zero(values: np.ndarray) -> bool:
-    """CSV's ``-0`` is the integer 0 on the REST path, ``-0.0`` a negative zero: told apart
-    there only."""
-    return values.dtype.kind == "f" and bool(np.signbit(values[values == 0]).any())
+def _unsign_integer_zeros(body: bytes, values: np.ndarray) -> bool:
+    """Makes CSV's integer negative zeros (``-0``, ``-00``) the zero they are on the REST path,
+    in place: conversion copies ``-0`` as JSON's integer ``-0``, which the model server reads
+    as the integer 0 (a float input gets +0.0), while ``-0.0``, ``-.0`` or ``-0e1`` stay the
+    negative zero NumPy read. False when the text's negative zeros cannot be matched to the
+    array's, one for one (the caller then leaves the body to the REST path).
+
+    Negative zeros are rare, so the body is scanned only when the array holds one."""
+    if values.dtype.kind != "f":
+        return True
+    flat = values.reshape(-1)
+    zeros = np.flatnonzero(flat == 0)
+    negative = zeros[np.signbit(flat[zeros])]
+    if negative.size == 0:
+        return True
+    integral = np.fromiter(_negative_zero_fields(body), dtype=bool)
+    if integral.size != negative.size:
+        return False
+    flat[negative[integral]] = 0.0
+    return True
+
+
+def _negative_zero_fields(body: bytes) -> Iterator[bool]:
+    """For each field of the CSV that is a negative zero, in order: whether it is written as
+    an integer (no point, no exponent). Scanned a piece of whole fields at a time."""
+    start = 0
+    while start < len(body):
+        cut = _CSV_SEPARATOR.search(body, min(start + PARSE_BYTES, len(body)))
+        end = len(body) if cut is None else cut.end()
+        yield from _negative_zeros_in(body[start:end])
+        start = end
+
+
+def _negative_zeros_in(piece: bytes) -> Iterator[bool]:
+    """``_negative_zero_fields`` of whole fields, found with bytes routines: with the zeros
+    deleted and every blank or separator made ``,``, a negative zero's mantissa is a ``-``
+    then at most a point, ending at a ``,``, an exponent's ``e`` or the piece's end; a ``-``
+    after an ``e`` is an exponent's sign."""
+    text = piece.translate(_ZEROS_DELETED, b"0")
+    found = sorted(
+        (at, ending)
+        for ending in _NEGATIVE_ZERO_ENDINGS
+        for at in _occurrences(text, ending)
+        if text[at - 1 : at] != b"e"
+    )
+    yield from (ending == b"-," for _, ending in found)
+    for ending in (b"-.", b"-"):  # a negative zero ending the body
+        if text.endswith(ending) and text[-len(ending) - 1 : -len(ending)] != b"e":
+            yield ending == b"-"
+            break
+
+
+def _occurrences(text: bytes, part: bytes) -> Iterator[int]:
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
 
 
 # --------------------------------------------------------------------------- JSON
