@@ -18,12 +18,12 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service import text_tensors
+from sagemaker_tfs.service import text_json, text_tensors
 from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_tensors import TextTensor, read_text_tensor
+from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
-from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 CSV = "text/csv"
 JSON = "application/json"
@@ -47,8 +47,9 @@ def rest_path(kind: str, body: bytes, dtype: int) -> tuple[np.ndarray, bool] | s
     return inputs["x"], columnar
 
 
-def read(kind: str, body: bytes, dtype: int) -> TextTensor | None:
-    return read_text_tensor(kind, body, TensorSpec("x", dtype, None))
+def read(kind: str, body: bytes, dtype: int) -> TextRequest | None:
+    signature = Signature("serving_default", "", {"x": TensorSpec("x", dtype, None)}, {})
+    return read_text_request(kind, body, {"serving_default": signature})
 
 
 def assert_same_as_rest(kind: str, body: bytes, dtype: int, must_read: bool = False) -> None:
@@ -60,8 +61,9 @@ def assert_same_as_rest(kind: str, body: bytes, dtype: int, must_read: bool = Fa
     assert not isinstance(expected, str), (body[:200], expected)
     array, columnar = expected
     assert tensor.columnar == columnar
-    assert tensor.array.dtype == array.dtype and tensor.array.shape == array.shape, body[:200]
-    assert tensor.array.tobytes() == array.tobytes(), body[:200]
+    (read_array,) = tensor.arrays.values()
+    assert read_array.dtype == array.dtype and read_array.shape == array.shape, body[:200]
+    assert read_array.tobytes() == array.tobytes(), body[:200]
 
 
 NUMERIC_BODIES = [
@@ -127,15 +129,18 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (JSON, b"[+1, .5]", DT_FLOAT),
         (JSON, b"[1e400]", DT_FLOAT),
         (JSON, b"[NaN]", DT_FLOAT),
-        (JSON, b'{"instances": [1.0], "signature_name": "serving_default"}', DT_FLOAT),
-        (JSON, b'{"inputs": {"x": [1.0]}}', DT_FLOAT),
+        (JSON, b'{"instances": [1.0], "signature_name": "other"}', DT_FLOAT),
+        (JSON, b'{"inputs": {"y": [1.0]}}', DT_FLOAT),
+        (JSON, b'{"inputs": {"x": [1.0], "y": [2.0]}}', DT_FLOAT),
+        (JSON, b'{"instances": [1.0], "other": 1}', DT_FLOAT),
         (JSON, b'{"instances": [1.0]}}', DT_FLOAT),
         (JSON, b'{"instances": [1.0]', DT_FLOAT),
         (JSON, b'{"instances": [1.0]]}', DT_FLOAT),
         (JSON, b'{"instances": ["a"]}', DT_FLOAT),
         (JSON, b"\xef\xbb\xbf[1]", DT_FLOAT),
         (JSON, b"[" * 65 + b"1" + b"]" * 65, DT_FLOAT),
-        ("application/jsonlines", b"[1]\n[2]", DT_FLOAT),
+        ("application/jsonlines", b"1\n2", DT_FLOAT),
+        ("application/jsonlines", b"[1]\n\n[2]", DT_FLOAT),
     ],
 )
 def test_bodies_left_to_the_rest_path(kind: str, body: bytes, dtype: int) -> None:
@@ -200,6 +205,7 @@ def test_random_arrays_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> 
     that scans and parses cut numbers, brackets and rows everywhere."""
     monkeypatch.setattr(text_tensors, "SCAN_BYTES", 7)
     monkeypatch.setattr(text_tensors, "PARSE_BYTES", 5)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", 5)
     rng = random.Random(seed)
     for _ in range(20):
         shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 4))]
