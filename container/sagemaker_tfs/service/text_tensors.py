@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
@@ -97,7 +98,9 @@ def _csv_request(body: bytes, signature: Signature | None) -> TextRequest | None
 
 def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
     """Rows of numbers -> (rows,) for one field per row (conversion sends each row's value as
-    an instance), else (rows, fields)."""
+    an instance), else (rows, fields). Read a piece of whole lines at a time into the
+    input's array, so that NumPy's reader (which grows its doubles as it goes) holds a
+    piece's values, not the body's."""
     integral = dtype.kind == "i"
     if not _only_bytes(body, _CSV_ALLOWED) or _A_DIGIT.search(body) is None:
         return None
@@ -105,15 +108,49 @@ def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
         return None
     if integral and (b"." in body or b"e" in body or b"E" in body):
         return None
+    out: np.ndarray | None = None
+    filled = 0
+    for piece in _whole_lines(body):
+        values = _csv_values(piece, dtype)
+        if values is None:
+            return None
+        if values.size == 0:  # blank lines only
+            continue
+        if out is None:
+            out = np.empty((body.count(b"\n") + 1, values.shape[1]), dtype)
+        elif values.shape[1] != out.shape[1]:
+            return None
+        with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
+            out[filled : filled + len(values)] = values
+        filled += len(values)
+    if out is None:
+        return None
+    return out[:filled, 0] if out.shape[1] == 1 else out[:filled]
+
+
+def _whole_lines(body: bytes) -> Iterator[bytes]:
+    """The body in pieces of about ``SCAN_BYTES``, each ending at a line's end."""
+    start = 0
+    while start < len(body):
+        cut = body.find(b"\n", min(start + SCAN_BYTES, len(body)))
+        end = len(body) if cut < 0 else cut + 1
+        yield body[start:end]
+        start = end
+
+
+def _csv_values(piece: bytes, dtype: np.dtype) -> np.ndarray | None:
+    """A piece's rows as NumPy reads them (int64 or doubles), as the REST path has them (see
+    ``_unsign_integer_zeros``); None where the REST path would read them otherwise."""
     try:
-        values = np.loadtxt(io.BytesIO(body), delimiter=",", comments=None, ndmin=2,
-                            dtype=np.int64 if integral else np.float64)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # blank lines: no data
+            values = np.loadtxt(io.BytesIO(piece), delimiter=",", comments=None, ndmin=2,
+                                dtype=np.int64 if dtype.kind == "i" else np.float64)  # fmt: skip
     except (ValueError, OverflowError):
         return None
-    if not fits(values, dtype) or not _unsign_integer_zeros(body, values):
+    if values.size and not (fits(values, dtype) and _unsign_integer_zeros(piece, values)):
         return None
-    with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
-        return (values.reshape(-1) if values.shape[1] == 1 else values).astype(dtype, copy=False)
+    return values
 
 
 def _only_bytes(body: bytes, allowed: np.ndarray) -> bool:
