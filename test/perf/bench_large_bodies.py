@@ -252,6 +252,7 @@ SHOWN = (  # the processes a --shapes line shows, as process_memory names them
     ("serve (supervisor)", "supervisor"),
     ("standby model server", "standby"),
 )
+PEAKS = ("service", "model server")
 
 
 def model_dir(model: str) -> Path:
@@ -318,10 +319,20 @@ def run_shape(stack: Stack, shape: Shape, body: bytes, label: str) -> None:
 
 
 def growths(peaks: Peaks, size: int) -> str:
-    by_name: dict[str, float] = {}
+    """Each process's growth over the body and, for the service and the model server, its
+    peak (a worker that kept the heap of an earlier request grows less than it uses)."""
+    by_name: dict[str, tuple[float, float]] = {}
     for pid, name in peaks.names.items():
-        by_name[name] = max(by_name.get(name, 0.0), peaks.growth(pid) / size)
-    return "  ".join(f"{short} {by_name[name]:.2f}" for name, short in SHOWN if name in by_name)
+        growth, peak = peaks.growth(pid) / size, peaks.peak[pid] / size
+        by_name[name] = max(by_name.get(name, (0.0, 0.0)), (growth, peak))
+    parts = []
+    for name, short in SHOWN:
+        if name in by_name:
+            growth, peak = by_name[name]
+            parts.append(
+                f"{short} {growth:.2f}" + (f" (peak {peak:.2f})" if short in PEAKS else "")
+            )
+    return "  ".join(parts)
 
 
 def main() -> None:
