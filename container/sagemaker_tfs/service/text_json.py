@@ -36,6 +36,7 @@ PARSE_BYTES = 1 << 20
 WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
 NUMBER_CHARS = b"0123456789.eE+-"
 _MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
+_A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 _RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
@@ -259,11 +260,11 @@ def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
 def _members(inside: bytes) -> list[tuple[int, bytes]] | None:
     """An object's skeleton without its braces -> (marker index, value skeleton) per member."""
     members = []
-    for at, byte in enumerate(inside):
-        if byte >= 0x80:
-            if at and inside[at - 1] != ord(","):
-                return None
-            members.append([byte - 0x80, at + 1])
+    for found in _A_MARKER.finditer(inside):  # a few: one per input (a C scan of the rest)
+        at = found.start()
+        if at and inside[at - 1] != ord(","):
+            return None
+        members.append((inside[at] - 0x80, at + 1))
     result = []
     for index, (marker, start) in enumerate(members):
         end = members[index + 1][1] - 2 if index + 1 < len(members) else len(inside)
