@@ -120,6 +120,23 @@ def make_multi_io(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _multi_io_graph)
 
 
+def _two_inputs_graph() -> dict:
+    """y = 2a + b on float inputs of any shape (the two-input model of issue 53), as
+    ``serving_default``; ``doubled``: a -> 2a."""
+    a = tf.compat.v1.placeholder(tf.float32, shape=None, name="a")
+    b = tf.compat.v1.placeholder(tf.float32, shape=None, name="b")
+    doubled = tf.multiply(a, tf.constant(2.0), name="doubled")
+    y = tf.add(doubled, b, name="y")
+    return {
+        "serving_default": _signature({"a": a, "b": b}, {"y": y}, PREDICT),
+        "doubled": _signature({"a": a}, {"doubled": doubled}, PREDICT),
+    }
+
+
+def make_two_inputs(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _two_inputs_graph)
+
+
 def _shapes_graph() -> dict:
     """One input of each shape kind a TF1 SignatureDef can record, for the shape checks:
     ``any`` (a placeholder without a shape: ``unknown_rank``), ``scale`` (shape ``[]``: a true
@@ -453,6 +470,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_three": make_half_plus_three,
     "half_plus_two": make_half_plus_two,
     "multi_io": make_multi_io,
+    "two_inputs": make_two_inputs,
     "shapes": make_shapes,
     "jpeg_classifier": make_jpeg_classifier,
     "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
@@ -488,6 +506,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"seconds": np.zeros(1, np.float32)}
     if name == "compute_heavy":
         return {"x": np.ones((2, HEAVY_FEATURES), np.float32)}
+    if name == "two_inputs":
+        return {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}

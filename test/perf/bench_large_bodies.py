@@ -20,9 +20,18 @@ the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: th
 ``growth``: the peak less the RSS before) are printed for each. Goal: the Python service's
 peak at most 2.5x the body for the binary type. The client's own memory is not counted.
 
+With ``--shapes`` (issue 53), instead: the generated corpus of ``text_shapes.py`` (one
+value a line, many columns, integers, negative zeros, JSON instances, named inputs as rows
+and as columns, JSON lines, ``signature_name``; ``half_plus_three`` or the two-input model)
+at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``, on that checkout's
+``container`` too, the two in turn for each body (the order swapped each time): per body, the
+seconds, seconds per MB, the route the model server saw (gRPC or REST) and the growth of
+every process of the stack over the body.
+
 Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
-[--text-mb 100] [--transform-mb 100]``
-(root, or the stack's owner, may reset peak RSS; Linux 4.0 or later).
+[--text-mb 100] [--transform-mb 100]``, or ``... --shapes all --sizes 10,100
+[--base-tree /path/to/old/checkout]`` (root, or the stack's owner, may reset peak RSS; Linux
+4.0 or later).
 """
 
 from __future__ import annotations
@@ -30,12 +39,15 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +57,16 @@ import requests
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "test"))  # local_ports, shared by the test helpers
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration" / "stack"))
-from whole_stack import Stack, cmdline, descendant_pids, running_stack  # noqa: E402
+from process_memory import (  # noqa: E402
+    Peaks,
+    measured_peaks,
+    reset_peaks,
+    stack_processes,
+    status_kb,
+)
+from rest_parity import answered_by  # noqa: E402
+from text_shapes import SHAPES, Shape  # noqa: E402
+from whole_stack import Stack, running_stack  # noqa: E402
 
 MODELS = REPO_ROOT / "test" / "resources" / "models"
 MB = 1 << 20
@@ -60,50 +81,6 @@ class Case:
     accept: str
     body: Callable[[], bytes | bytearray]
     check: Callable[[bytes], None]
-
-
-def process_name(pid: int, supervisor: int) -> str:
-    """What a process of the stack is, from its command line (nginx and gunicorn set titles)."""
-    line = cmdline(pid)
-    if pid == supervisor:
-        return "serve (supervisor)"
-    for marker, name in (
-        ("nginx: master", "nginx master"),
-        ("nginx: worker", "nginx worker"),
-        ("standby", "standby model server"),
-        ("model-server", "model server"),
-        ("gunicorn: master", "gunicorn master"),
-        ("gunicorn: worker", "gunicorn worker (the service)"),
-    ):
-        if marker in line:
-            return name
-    if "gunicorn" in line:
-        return "gunicorn"
-    return line[:40] or f"pid {pid}"
-
-
-def status_kb(pid: int, field: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def stack_processes(stack: Stack) -> dict[int, str]:
-    supervisor = stack.process.pid
-    pids = [supervisor, *descendant_pids(supervisor)]
-    return {pid: process_name(pid, supervisor) for pid in pids}
-
-
-def reset_peaks(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            Path(f"/proc/{pid}/clear_refs").write_text("5")
-        except OSError as error:
-            raise SystemExit(f"cannot reset the peak RSS of pid {pid}: {error}") from None
 
 
 def npy_count(mb: int) -> int:
@@ -264,8 +241,105 @@ def print_peaks(processes: dict[int, str], before: dict[int, int], size: int) ->
               f"{growth / size:7.2f}")  # fmt: skip
 
 
+# ------------------------------------------------------------------ --shapes (issue 53)
+
+TWO_INPUTS = "two_inputs"
+SHOWN = (  # the processes a --shapes line shows, as process_memory names them
+    ("gunicorn worker (the service)", "service"),
+    ("model server", "model server"),
+    ("nginx worker", "nginx"),
+    ("gunicorn master", "gunicorn"),
+    ("serve (supervisor)", "supervisor"),
+    ("standby model server", "standby"),
+)
+PEAKS = ("service", "model server")
+
+
+def model_dir(model: str) -> Path:
+    """The model under a directory of its own (a single-model stack serves what it finds)."""
+    if model != TWO_INPUTS:
+        return MODELS
+    cache = Path(
+        os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
+    )
+    if not (cache / TWO_INPUTS).is_dir():
+        raise SystemExit(
+            f"no {cache / TWO_INPUTS}: test/models/make_test_models.py --only {TWO_INPUTS}"
+        )
+    root = Path(tempfile.mkdtemp(prefix="bench_two_inputs"))
+    shutil.copytree(cache / TWO_INPUTS, root / TWO_INPUTS)
+    return root
+
+
+@contextmanager
+def stacks_of(model: str, base_tree: Path | None, root: Path) -> Iterator[dict[str, Stack]]:
+    """A stack of this tree ("after") and, with ``base_tree``, one of that tree ("before")."""
+    trees = {"after": None} if base_tree is None else {"before": base_tree, "after": None}
+    with ExitStack() as stacks:
+        found = {}
+        for label, tree in trees.items():
+            env = dict(STACK_ENV)
+            if tree is not None:
+                env["PYTHONPATH"] = str(tree / "container")
+            work = root / f"{model}-{label}"
+            work.mkdir()
+            found[label] = stacks.enter_context(running_stack(model_dir(model), work, env))
+        for stack in found.values():
+            stack.wait_until_settled()
+        yield found
+
+
+def run_shapes(shapes: list[Shape], sizes: list[int], base_tree: Path | None) -> None:
+    print(f"{'shape':22} {'MB':>5} {'tree':6} {'s':>6} {'s/MB':>6} {'route':5}  growth x body")
+    swap = False
+    with tempfile.TemporaryDirectory(prefix="bench_shapes") as root:
+        for model in dict.fromkeys(shape.model for shape in shapes):
+            with stacks_of(model, base_tree, Path(root)) as stacks:
+                for mb in sizes:
+                    for shape in (s for s in shapes if s.model == model):
+                        body = shape.body(mb * MB)
+                        order = list(stacks.items())
+                        for label, stack in reversed(order) if swap else order:
+                            run_shape(stack, shape, body, label)
+                        swap = not swap
+
+
+def run_shape(stack: Stack, shape: Shape, body: bytes, label: str) -> None:
+    grpc_before = answered_by(stack, "GRPC")
+    with measured_peaks(stack) as peaks:
+        started = time.monotonic()
+        response = requests.post(stack.url + "/invocations", data=body, timeout=3600,
+                                 headers={"Content-Type": shape.content_type})  # fmt: skip
+        seconds = time.monotonic() - started
+    assert response.status_code == 200, response.text[:500]
+    route = "gRPC" if answered_by(stack, "GRPC") > grpc_before else "REST"
+    size = len(body)
+    print(f"{shape.name:22} {size / MB:5.0f} {label:6} {seconds:6.1f} {seconds * MB / size:6.3f} "
+          f"{route:5}  {growths(peaks, size)}", flush=True)  # fmt: skip
+
+
+def growths(peaks: Peaks, size: int) -> str:
+    """Each process's growth over the body and, for the service and the model server, its
+    peak (a worker that kept the heap of an earlier request grows less than it uses)."""
+    by_name: dict[str, tuple[float, float]] = {}
+    for pid, name in peaks.names.items():
+        growth, peak = peaks.growth(pid) / size, peaks.peak[pid] / size
+        by_name[name] = max(by_name.get(name, (0.0, 0.0)), (growth, peak))
+    parts = []
+    for name, short in SHOWN:
+        if name in by_name:
+            growth, peak = by_name[name]
+            parts.append(
+                f"{short} {growth:.2f}" + (f" (peak {peak:.2f})" if short in PEAKS else "")
+            )
+    return "  ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default="", help="text shapes (names or 'all'; issue 53)")
+    parser.add_argument("--sizes", default="10,100", help="--shapes: body sizes, MB")
+    parser.add_argument("--base-tree", type=Path, help="--shapes: a checkout to compare with")
     parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
     parser.add_argument("--npz-mb", default="100,1000", help="x-npz body sizes, MB (empty: none)")
     parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
@@ -273,6 +347,11 @@ def main() -> None:
         "--transform-mb", type=int, default=0, help="CSV file through the transform driver"
     )
     args = parser.parse_args()
+    if args.shapes:
+        shapes = [s for s in SHAPES if args.shapes == "all" or s.name in args.shapes.split(",")]
+        sizes = [int(size) for size in args.sizes.split(",") if size]
+        run_shapes(shapes, sizes, args.base_tree)
+        return
     npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
     npz_sizes = [int(size) for size in args.npz_mb.split(",") if size]
     with (

@@ -248,7 +248,7 @@ class Invoker:
 
     def predict_text(self, request: ParsedRequest, body: bytes, failover: Failover[Context],
                      record: InvocationRecord) -> Reply:  # fmt: skip
-        """A JSON or CSV body with a JSON answer: read into the input's array and sent over
+        """A JSON or CSV body with a JSON answer: read into the inputs' arrays and sent over
         gRPC where ``text_predict`` can (the same answer, bytes and all), else converted to
         TF Serving's JSON request and posted to the model server's REST API."""
         timeout = self.limits.model_server_timeout

@@ -6,8 +6,8 @@ A client cannot tell this path from the REST one (``conversion.convert``, then a
 model server's REST API): same status, body and Content-Type, errors included. It is several
 times faster and leaner for large bodies: no JSON text of the request is made, and neither
 the service nor the model server makes a Python object per number. Bodies it does not read
-(see ``text_tensors``), other methods than predict, and models whose signature cannot be
-asked for or has several inputs return None: the caller takes the REST path.
+(see ``text_tensors``), other methods than predict, and models whose signatures cannot be
+asked for return None: the caller takes the REST path.
 """
 
 from __future__ import annotations
@@ -64,37 +64,39 @@ def tfs_error_body(message: str) -> bytes:
 
 
 class TextInputs(NamedTuple):
-    """A body read into the one input's array, once (a failover sends it again as it is)."""
+    """A body read into the inputs' arrays, once (a failover sends them again as they are)."""
 
     arrays: dict[str, np.ndarray]
     columnar: bool
     stream: bool
+    signature_name: str
 
 
-def signature_for(request: ParsedRequest, context: Any) -> Signature | None:
-    """The model's signature when the request may go over gRPC (predict, one input); None:
+def signature_for(request: ParsedRequest, context: Any) -> dict[str, Signature] | None:
+    """The model's signatures, by name, when the request may go over gRPC (predict); None:
     the REST path takes it. An unreachable model server raises ``ModelServerUnavailable``."""
     if request.target.method != "predict":
         return None
     try:
-        signature = fast_path.signature_of(context)
-    except ModelServerUnavailable:
-        raise
-    except HttpError:  # e.g. no such model or version: the REST path words it as TF Serving
+        return client.get_signatures(context)
+    except grpc.RpcError as error:
+        if isinstance(failure := fast_path.rpc_failure(error), ModelServerUnavailable):
+            raise failure from None
+        return None  # e.g. no such model or version: the REST path words it as TF Serving
+    except ValueError:  # a model version that is not an int64: the REST path's error too
         return None
-    return signature if len(signature.inputs) == 1 else None
 
 
-def read_inputs(request: ParsedRequest, body: bytes, signature: Signature) -> TextInputs | None:
-    """The body as the one input's array; None when ``text_tensors`` does not read it."""
-    (spec,) = signature.inputs.values()
-    tensor = text_tensors.read_text_tensor(request.content_type.name, body, spec)
-    if tensor is None:
+def read_inputs(request: ParsedRequest, body: bytes,
+                signatures: dict[str, Signature]) -> TextInputs | None:  # fmt: skip
+    """The body as the inputs' arrays; None when ``text_tensors`` does not read it."""
+    read = text_tensors.read_text_request(request.content_type.name, body, signatures)
+    if read is None:
         return None
-    arrays = {spec.name: tensor.array}
-    expected = fast_path.expected_answer_bytes(signature, arrays, [])
-    stream = max(tensor.array.nbytes, expected) >= fast_path.STREAM_BYTES
-    return TextInputs(arrays, tensor.columnar, stream)
+    expected = fast_path.expected_answer_bytes(read.signature, read.arrays, [])
+    size = sum(array.nbytes for array in read.arrays.values())
+    stream = max(size, expected) >= fast_path.STREAM_BYTES
+    return TextInputs(read.arrays, read.columnar, stream, read.signature.name)
 
 
 def answer(outputs: dict[str, np.ndarray] | JsonAnswer, columnar: bool,
@@ -118,6 +120,7 @@ def predict(context: Any, inputs: TextInputs, record: InvocationRecord,
             answer = client.predict_answer(
                 context,
                 inputs.arrays,
+                signature_name=inputs.signature_name,
                 stream_answer=inputs.stream,
                 unavailable_retry_seconds=0,  # the service fails over to another model server
                 timeout=timeout,

@@ -21,13 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
-from sagemaker_tfs.service.content_types import answer_type, one_line_json_type
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.wire.errors import HttpError
+from rest_parity import answered_by, rest_answer, stack_answer
+from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.wire.http_headers import accept_list
 from whole_stack import Stack, running_stack
 
@@ -36,49 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 CSV = "text/csv"
 JSON = "application/json"
 MODEL = "half_plus_three"
-
-
-def rest_port(stack: Stack) -> int:
-    return StackConfig.load(stack.work_dir / "stack.json").instances[0].rest_port
-
-
-def rest_answer(stack: Stack, path: str, content_type: str, body: bytes,
-                accept: str | None) -> tuple[int, str, bytes]:  # fmt: skip
-    """What the REST path answers: the converted body posted to the model server's REST
-    API, passed on by the service's one-line rule."""
-    try:
-        converted = convert(content_type, body).encode()
-    except HttpError as error:
-        return error.status, JSON, error.body()
-    response = requests.post(f"http://127.0.0.1:{rest_port(stack)}{path}", data=converted,
-                             headers={"Content-Type": JSON}, timeout=120)  # fmt: skip
-    one_line_type = one_line_json_type(accept_list(accept or ""))
-    if one_line_type is None:
-        return response.status_code, JSON, response.content
-    return response.status_code, one_line_type, response.content.replace(b"\n", b"")
-
-
-def stack_answer(stack: Stack, path: str, content_type: str, body: bytes,
-                 accept: str | None) -> tuple[int, str, bytes]:  # fmt: skip
-    headers = {"Content-Type": content_type}
-    if accept is not None:
-        headers["Accept"] = accept
-    response = requests.post(stack.url + path, data=body, headers=headers, timeout=120)
-    return response.status_code, response.headers["Content-Type"], response.content
-
-
-def answered_by(stack: Stack, entrypoint: str) -> int:
-    """Predict requests the model server answered through ``entrypoint`` (GRPC, REST)."""
-    text = requests.get(
-        f"http://127.0.0.1:{rest_port(stack)}/monitoring/prometheus/metrics", timeout=10
-    ).text
-    total = 0
-    for line in text.splitlines():
-        if line.startswith(":tensorflow:serving:request_latency_count{") and (
-            f'entrypoint="{entrypoint}"' in line and 'api="predict"' in line.lower()
-        ):
-            total += int(float(line.rsplit(" ", 1)[1]))
-    return total
+TWO_INPUTS = "two_inputs"
+JSON_LINES = "application/jsonlines"
 
 
 def assert_same_answers(
@@ -94,13 +50,15 @@ def assert_same_answers(
 def multi_model(
     tmp_path_factory: pytest.TempPathFactory, resources_dir: Path, test_models: Any
 ) -> Iterator[Stack]:
-    """half_plus_three, and mobilenet_v2 (its convolutions refuse a matrix)."""
+    """half_plus_three, mobilenet_v2 (its convolutions refuse a matrix) and two_inputs
+    (y = 2a + b; signature ``doubled``: 2a)."""
     root = tmp_path_factory.mktemp("text_predict_mme")
     shutil.copytree(resources_dir / "models" / MODEL, root / "models" / MODEL)
-    shutil.copytree(test_models("mobilenet_v2"), root / "models" / "mobilenet_v2")
+    for name in ("mobilenet_v2", TWO_INPUTS):
+        shutil.copytree(test_models(name), root / "models" / name)
     (root / "work").mkdir()
     with running_stack(root / "models", root / "work", multi_model=True) as stack:
-        for name in (MODEL, "mobilenet_v2"):
+        for name in (MODEL, "mobilenet_v2", TWO_INPUTS):
             status, answer = load(stack, name, name)
             assert status == 200, answer
         yield stack
@@ -136,6 +94,59 @@ def test_small_numeric_bodies_over_grpc(multi_model: Stack, content_type: str, b
     assert status == 200
     read_here = body != b'{"inputs": 1.5}'  # a scalar is not a list: the REST path's
     assert answered_by(multi_model, "GRPC") == grpc_before + read_here
+
+
+NAMED_BODIES = [  # to two_inputs; over gRPC since issue 53
+    (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"a": -0.0, "b": 0.5}]}'),
+    (JSON, b'{"instances": [{"b": [1, 2], "a": [3, 4]}, {"b": [5, 6], "a": [7, 8]}]}'),
+    (JSON, b'{"inputs": {"a": [1.5, 2.5], "b": [-1, 1e-3]}}'),
+    (JSON, b'{"inputs": {"a": 1.5, "b": 2}}'),
+    (JSON, b'{"signature_name": "doubled", "instances": [1.0, 2.5]}'),
+    (JSON, b'{"inputs": [[1.0], [2.5]], "signature_name": "doubled"}'),
+    (JSON, b'{"signature_name": "doubled", "inputs": {"a": [[1.0, 2.0]]}}'),
+    (JSON_LINES, b'{"a": 1.5, "b": 2}\n{"a": 3, "b": -4e3}\n'),
+    (JSON_LINES, b'{"a": [1, 2], "b": [3, 4]}\r\n{"a": [5, 6], "b": [7, 8]}'),
+]
+NAMED_BODIES_REFUSED = [  # the REST path's errors, word for word
+    (JSON, b'{"instances": [{"a": 1.0}, {"a": 2.0}]}'),
+    (JSON, b'{"instances": [1.0, 2.0]}'),
+    (JSON, b'{"inputs": {"a": [1.0, 2.0], "b": [1.0, 2.0, 3.0]}}'),  # the model refuses it
+    (JSON, b'{"signature_name": "none", "instances": [1.0]}'),
+    (JSON_LINES, b'{"a": 1, "b": 2}\n{"a": 3}'),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), NAMED_BODIES)
+@pytest.mark.parametrize("accept", [None, "application/jsonlines"])
+def test_named_inputs_and_signatures_over_grpc(
+    multi_model: Stack, content_type: str, body: bytes, accept: str | None
+) -> None:
+    """Named inputs (rows, columns, JSON lines), two inputs and ``signature_name``: read by
+    the bounded reader and sent over gRPC (issue 53), with the REST path's bytes."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, f"/models/{TWO_INPUTS}/invoke", content_type,
+                                       body, accept, TWO_INPUTS)  # fmt: skip
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
+@pytest.mark.parametrize(("content_type", "body"), NAMED_BODIES_REFUSED)
+def test_named_inputs_refused_alike(multi_model: Stack, content_type: str, body: bytes) -> None:
+    status, _, _ = assert_same_answers(multi_model, f"/models/{TWO_INPUTS}/invoke", content_type,
+                                       body, None, TWO_INPUTS)  # fmt: skip
+    assert status == 400
+
+
+@pytest.mark.parametrize(
+    "body", [b"-0\n-0.0\n0.5\n", b"1,-0,-0.000\r\n-00,2,-0e1\r\n", b"-0.000\n" * 3]
+)
+def test_csv_negative_zeros_over_grpc(multi_model: Stack, body: bytes) -> None:
+    """CSV's ``-0`` (the integer 0 on the REST path) and ``-0.0`` (a negative zero) no longer
+    send a body the REST way (issue 53)."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, INVOKE, CSV, body, None)
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
 
 
 @pytest.mark.parametrize(("content_type", "text"), CASES)

@@ -18,12 +18,12 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service import text_tensors
+from sagemaker_tfs.service import text_json, text_tensors
 from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_tensors import TextTensor, read_text_tensor
+from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
-from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 CSV = "text/csv"
 JSON = "application/json"
@@ -47,8 +47,9 @@ def rest_path(kind: str, body: bytes, dtype: int) -> tuple[np.ndarray, bool] | s
     return inputs["x"], columnar
 
 
-def read(kind: str, body: bytes, dtype: int) -> TextTensor | None:
-    return read_text_tensor(kind, body, TensorSpec("x", dtype, None))
+def read(kind: str, body: bytes, dtype: int) -> TextRequest | None:
+    signature = Signature("serving_default", "", {"x": TensorSpec("x", dtype, None)}, {})
+    return read_text_request(kind, body, {"serving_default": signature})
 
 
 def assert_same_as_rest(kind: str, body: bytes, dtype: int, must_read: bool = False) -> None:
@@ -60,8 +61,9 @@ def assert_same_as_rest(kind: str, body: bytes, dtype: int, must_read: bool = Fa
     assert not isinstance(expected, str), (body[:200], expected)
     array, columnar = expected
     assert tensor.columnar == columnar
-    assert tensor.array.dtype == array.dtype and tensor.array.shape == array.shape, body[:200]
-    assert tensor.array.tobytes() == array.tobytes(), body[:200]
+    (read_array,) = tensor.arrays.values()
+    assert read_array.dtype == array.dtype and read_array.shape == array.shape, body[:200]
+    assert read_array.tobytes() == array.tobytes(), body[:200]
 
 
 NUMERIC_BODIES = [
@@ -108,7 +110,6 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (CSV, b"2147483648\n", DT_INT32),  # out of range
         (JSON, b"[1, 2.0]", DT_INT64),
         (JSON, b"[2147483648]", DT_INT32),
-        (CSV, b"-0\n", DT_FLOAT),  # the integer 0 on the REST path
         (CSV, b"1e400\n", DT_FLOAT),  # too big for a double: the REST error
         (CSV, b"nan\n", DT_FLOAT),
         (CSV, b"1\r2\n", DT_FLOAT),  # one line to conversion
@@ -128,15 +129,18 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (JSON, b"[+1, .5]", DT_FLOAT),
         (JSON, b"[1e400]", DT_FLOAT),
         (JSON, b"[NaN]", DT_FLOAT),
-        (JSON, b'{"instances": [1.0], "signature_name": "serving_default"}', DT_FLOAT),
-        (JSON, b'{"inputs": {"x": [1.0]}}', DT_FLOAT),
+        (JSON, b'{"instances": [1.0], "signature_name": "other"}', DT_FLOAT),
+        (JSON, b'{"inputs": {"y": [1.0]}}', DT_FLOAT),
+        (JSON, b'{"inputs": {"x": [1.0], "y": [2.0]}}', DT_FLOAT),
+        (JSON, b'{"instances": [1.0], "other": 1}', DT_FLOAT),
         (JSON, b'{"instances": [1.0]}}', DT_FLOAT),
         (JSON, b'{"instances": [1.0]', DT_FLOAT),
         (JSON, b'{"instances": [1.0]]}', DT_FLOAT),
         (JSON, b'{"instances": ["a"]}', DT_FLOAT),
         (JSON, b"\xef\xbb\xbf[1]", DT_FLOAT),
         (JSON, b"[" * 65 + b"1" + b"]" * 65, DT_FLOAT),
-        ("application/jsonlines", b"[1]\n[2]", DT_FLOAT),
+        ("application/jsonlines", b"1\n2", DT_FLOAT),
+        ("application/jsonlines", b"[1]\n\n[2]", DT_FLOAT),
     ],
 )
 def test_bodies_left_to_the_rest_path(kind: str, body: bytes, dtype: int) -> None:
@@ -156,9 +160,10 @@ def test_bad_bodies_are_left_to_the_rest_path(kind: str, body: bytes, status: in
 
 
 def random_number(rng: random.Random) -> str:
-    """A JSON number (no negative zero: CSV's are left to the REST path)."""
-    number = _random_number(rng)
-    return number.lstrip("-") if float(number) == 0 else number
+    """A JSON number, a negative zero in all its spellings now and then."""
+    if rng.random() < 0.1:
+        return rng.choice(["-0", "-0.0", "-0e3", "-0.000E-2", "0", "-0.0e0"])
+    return _random_number(rng)
 
 
 def _random_number(rng: random.Random) -> str:
@@ -172,12 +177,35 @@ def _random_number(rng: random.Random) -> str:
     return f"{'-' * rng.randint(0, 1)}0.{digits}"
 
 
+NEGATIVE_ZEROS = [
+    b"-0\n",  # the integer 0 on the REST path
+    b"-0.0\n",  # a negative zero on both
+    b"-0\n-0.0\n-0e1\n-00\n-.0\n-0.\n -0 \n-0.000E+2\n1e-0\n-1e-0\n",
+    b"1,-0,-0.0\r\n-0,2,-0e-0\r\n",
+    b"0.5\n" * 1000 + b"-0.000\n" + b"-0\n" * 3 + b"-0.25\n" * 1000,
+]
+
+
+@pytest.mark.parametrize("body", NEGATIVE_ZEROS)
+@pytest.mark.parametrize("parse_bytes", [1, 3, 1 << 20])
+def test_csv_negative_zeros_are_read_as_the_rest_path_reads_them(
+    body: bytes, parse_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every spelling of a negative zero, pieces cut anywhere: read here (not left to the
+    REST path, issue 53), with the REST path's zero for integer text."""
+    monkeypatch.setattr(text_tensors, "PARSE_BYTES", parse_bytes)
+    for dtype in (DT_FLOAT, DT_DOUBLE):
+        assert_same_as_rest(CSV, body, dtype, must_read=True)
+    assert_same_as_rest(CSV, body, DT_INT32)  # a point: the REST path's error
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_arrays_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Shapes of 1 to 4 dimensions, spacing and numbers at random, read with tiny pieces so
     that scans and parses cut numbers, brackets and rows everywhere."""
     monkeypatch.setattr(text_tensors, "SCAN_BYTES", 7)
     monkeypatch.setattr(text_tensors, "PARSE_BYTES", 5)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", 5)
     rng = random.Random(seed)
     for _ in range(20):
         shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 4))]

@@ -1,0 +1,356 @@
+"""JSON and JSON lines bodies read into a signature's input arrays without a Python object per
+number, as the REST path (``conversion.convert``, then the model server's JSON reader) would
+read them; ``text_tensors`` is the entry point (issues 36 and 53).
+
+A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
+after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
+instance). V is a rectangular list of numbers, or, for named inputs, a list of objects that
+each name every input once (rows), or one such object (columns). The reading is done on
+the body's *skeleton*: its brackets, braces and commas, each run of number characters as one
+``0``, and each input's name (``"a":``) as one marker byte. A rectangular list, or rows
+that repeat the first row's layout, have exactly the skeleton their shapes make, which is
+checked by building it; the numbers are then parsed by orjson a piece at a time (what the
+model server's reader uses) and cut into the inputs by that layout.
+
+Anything else is None and goes the REST way, so that its answer and its errors are the REST
+path's: strings, booleans or other keys, input names that need escapes, ragged lists, a
+NaN or an infinity, an integer input given a fraction or a value beyond its range, inputs
+of different dtypes, and names written with a blank before their colon.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple
+
+import numpy as np
+import orjson
+
+MAX_DIMS = 64  # the model server's limit on a JSON tensor's dimensions
+MAX_INPUTS = 64  # names get one marker byte each, from 0x80 (bytes never outside a string)
+# Bytes scanned and numbers parsed at a time (a piece ends at a comma, or a line's end).
+PARSE_BYTES = 1 << 20
+
+WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
+NUMBER_CHARS = b"0123456789.eE+-"
+_MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
+_A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
+_NUMBER_MARK = ord("0")
+_SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
+_RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
+_BLANK = rb"[ \t\n\r]*"
+_NAME = rb'"([A-Za-z0-9_./-]+)"'
+_HEAD = re.compile(
+    _BLANK + rb"\{" + _BLANK + rb'(?:"signature_name"' + _BLANK + rb":" + _BLANK + _NAME
+    + _BLANK + rb"," + _BLANK + rb')?"(instances|inputs)"' + _BLANK + rb":" + _BLANK
+)  # fmt: skip
+_TAIL = re.compile(
+    rb'(?:,[ \t\n\r]*"signature_name"' + _BLANK + rb":" + _BLANK + _NAME + _BLANK + rb")?\}"
+    + _BLANK + rb"\Z"
+)  # fmt: skip
+_TAIL_BYTES = 1024
+
+
+def byte_table(allowed: bytes) -> np.ndarray:
+    table = np.zeros(256, dtype=bool)
+    table[list(allowed)] = True
+    return table
+
+
+_ALLOWED = byte_table(NUMBER_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
+_IS_NUMBER = byte_table(NUMBER_CHARS)
+_IS_STRUCTURE = byte_table(b",[]{}" + _MARKERS)
+_TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
+_LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
+
+
+class Document(NamedTuple):
+    """Where a body's value is (``body[start:end]``), how to read it, under which signature."""
+
+    body: bytes
+    start: int
+    end: int
+    key: str | None  # "instances", "inputs", or None: a bare list or JSON lines
+    lines: bool  # JSON lines: the value is the instances, one a line, without brackets
+    signature_name: str | None
+
+
+class JsonInputs(NamedTuple):
+    """The inputs' arrays by name, and whether the request was columnar (``inputs``)."""
+
+    arrays: dict[str, np.ndarray]
+    columnar: bool
+
+
+def find_document(body: bytes, lines: bool) -> Document | None:
+    """The value of a JSON body (or JSON lines) to read, or None for another document."""
+    if lines:
+        start, end = _lstrip(body, 0), _rstrip(body, len(body))
+        return Document(body, start, end, None, True, None) if start < end else None
+    head = _HEAD.match(body)
+    if head is None:
+        start = _lstrip(body, 0)
+        return Document(body, start, _rstrip(body, len(body)), None, False, None)
+    tail = _TAIL.search(body, max(head.end(), len(body) - _TAIL_BYTES))
+    if tail is None or (head.group(1) and tail.group(1)):  # a name given twice
+        return None
+    name = (head.group(1) or tail.group(1) or b"").decode() or None
+    end = _rstrip(body, tail.start())
+    return Document(body, head.end(), end, head.group(2).decode(), False, name)
+
+
+def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
+    """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
+    document, or None (see the module)."""
+    body, start, end = document.body, document.start, document.end
+    if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
+        return None
+    if any(not _SIMPLE_NAME.fullmatch(name) or name in _RESERVED_NAMES for name in names):
+        return None
+    named = document.key is not None or document.lines
+    tokens = [b'"%s":' % name.encode() for name in names] if named else []
+    pieces = _Pieces(body, start, end, tokens, document.lines)
+    skeleton = pieces.skeleton()
+    if skeleton is None:
+        return None
+    if document.lines:
+        skeleton = b"[" + skeleton + b"]"
+    layout = _layout(skeleton, document, len(names))
+    if layout is None:
+        return None
+    numbers = _parse_numbers(pieces, layout.numbers, dtype)
+    if numbers is None:
+        return None
+    arrays = layout.arrays(numbers, names)
+    return JsonInputs(arrays, document.key == "inputs")
+
+
+def _lstrip(body: bytes, start: int) -> int:
+    while start < len(body) and body[start] in WHITESPACE:
+        start += 1
+    return start
+
+
+def _rstrip(body: bytes, end: int) -> int:
+    """Where ``body[:end]`` ends, JSON whitespace removed (without copying the body)."""
+    while end > 0 and body[end - 1] in WHITESPACE:
+        end -= 1
+    return end
+
+
+# --------------------------------------------------------------------------- the pieces
+
+
+class _Pieces:
+    """``body[start:end]`` a piece at a time, cut at commas (and line ends for JSON lines),
+    each input name's ``"name":`` made its marker byte and a line end a comma."""
+
+    def __init__(self, body: bytes, start: int, end: int, tokens: list[bytes],
+                 lines: bool) -> None:  # fmt: skip
+        self.body, self.start, self.end = body, start, end
+        self.tokens = tokens
+        self.lines = lines
+        self.cut = re.compile(rb"[,\n]" if lines else rb",")
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        """Each piece made ready, or None for one with bytes beyond ASCII (the markers')."""
+        start = self.start
+        while start < self.end:
+            found = self.cut.search(self.body, min(start + PARSE_BYTES, self.end), self.end)
+            cut = self.end if found is None else found.start()
+            yield self._ready(self.body[start:cut])
+            start = cut + 1
+
+    def _ready(self, piece: bytes) -> bytes | None:
+        if not piece.isascii():  # bytes beyond ASCII are in strings only: not read here
+            return None
+        if self.lines:
+            piece = piece.translate(_LINES_AS_COMMAS)
+        if not self.tokens:
+            return piece
+        for marker, token in zip(_MARKERS, self.tokens, strict=False):
+            piece = piece.replace(token, bytes((marker,)))
+        return piece
+
+    def skeleton(self) -> bytes | None:
+        """The skeleton of the value (see the module), or None for a byte outside it."""
+        parts = []
+        for piece in self:
+            if piece is None:
+                return None
+            chunk = np.frombuffer(piece, np.uint8)
+            if not _ALLOWED[chunk].all():
+                return None
+            number = _IS_NUMBER[chunk]
+            first = number.copy()
+            first[1:] &= ~number[:-1]
+            keep = _IS_STRUCTURE[chunk] | first
+            parts.append(np.where(first, np.uint8(_NUMBER_MARK), chunk)[keep].tobytes())
+        return b",".join(parts)
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+class _Layout(NamedTuple):
+    """How the numbers, in order, make the inputs: rows of one block per input (the block's
+    shape after the row's), ``rows`` None for one object (columns) or a plain list."""
+
+    rows: int | None
+    shapes: list[tuple[int, ...]]  # each input's, in the order the names come in a row
+    order: list[int]  # the index of each of those names in the signature's list
+
+    @property
+    def numbers(self) -> int:
+        return (self.rows or 1) * sum(math.prod(shape) for shape in self.shapes)
+
+    def arrays(self, numbers: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        if not self.order:  # a plain list: one input
+            return {names[0]: numbers.reshape(self.shapes[0])}
+        block = numbers.reshape(self.rows or 1, -1)
+        arrays, offset = {}, 0
+        for index, shape in zip(self.order, self.shapes, strict=True):
+            size = math.prod(shape)
+            part = block[:, offset : offset + size]
+            arrays[names[index]] = part.reshape(((self.rows,) if self.rows else ()) + shape)
+            offset += size
+        return arrays
+
+
+def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
+    """The layout the skeleton is exactly made of, or None."""
+    if skeleton[:1] == b"{":
+        return _object_layout(skeleton, inputs) if document.key == "inputs" else None
+    if b"{" not in skeleton:
+        shape = rectangular_shape(skeleton)
+        if shape is None or inputs != 1 or (document.lines and len(shape) < 2):
+            return None
+        if document.key is None and not document.lines and len(shape) == 1:
+            shape = (1, *shape)  # a list of numbers: conversion's one instance
+        return _Layout(None, [shape], [])
+    if document.key == "inputs" or skeleton[:2] != b"[{":
+        return None
+    one_row = skeleton[1 : skeleton.find(b"}") + 1]
+    row = _object_layout(one_row, inputs)
+    rows = skeleton.count(b"{")
+    if row is None or b"[" + (one_row + b",") * (rows - 1) + one_row + b"]" != skeleton:
+        return None
+    return _Layout(rows, row.shapes, row.order)
+
+
+def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
+    """``{`` marker value ``,`` marker value ... ``}``, every input named once: each value's
+    shape, from its skeleton."""
+    if skeleton[-1:] != b"}" or skeleton.count(b"}") != 1:
+        return None
+    members = _members(skeleton[1:-1])
+    if members is None or sorted(marker for marker, _ in members) != list(range(inputs)):
+        return None
+    shapes = []
+    for _, value in members:
+        shape = () if value == b"0" else rectangular_shape(value)
+        if shape is None:
+            return None
+        shapes.append(shape)
+    return _Layout(None, shapes, [marker for marker, _ in members])
+
+
+def _members(inside: bytes) -> list[tuple[int, bytes]] | None:
+    """An object's skeleton without its braces -> (marker index, value skeleton) per member."""
+    members = []
+    for found in _A_MARKER.finditer(inside):  # a few: one per input (a C scan of the rest)
+        at = found.start()
+        if at and inside[at - 1] != ord(","):
+            return None
+        members.append((inside[at] - 0x80, at + 1))
+    result = []
+    for index, (marker, start) in enumerate(members):
+        end = members[index + 1][1] - 2 if index + 1 < len(members) else len(inside)
+        value = inside[start:end]
+        if not value or value.startswith(b",") or value.endswith(b","):
+            return None
+        result.append((marker, value))
+    return result if members and inside[:1] and inside[0] >= 0x80 else None
+
+
+def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
+    """The shape of a nested list of numbers, from its skeleton. A rectangular array's
+    skeleton is the one its shape makes; anything else (ragged, empty, two numbers without a
+    comma) is None."""
+    head = skeleton[: MAX_DIMS + 1]
+    depth = len(head) - len(head.lstrip(b"["))
+    if not 0 < depth <= MAX_DIMS:
+        return None
+    shape: list[int] = []
+    child = b"0"
+    for level in range(depth, 0, -1):  # innermost list first; level 1 is the outer list
+        run = depth - level + 1  # "]" closing the first list of this level and those inside
+        closing = skeleton.find(b"]" * run)
+        if closing < 0:
+            return None
+        length = closing + run - (level - 1)  # from its "[" (at level - 1) to its "]"
+        count, remainder = divmod(length - 1, len(child) + 1)
+        if count < 1 or remainder:
+            return None
+        shape.insert(0, count)
+        child = b"[" + (child + b",") * (count - 1) + child + b"]"  # no list of copies
+    return tuple(shape) if child == skeleton else None
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
+    """The numbers in order, by orjson a piece at a time (brackets, braces and markers made
+    spaces), each piece made an array as the model server's reader does."""
+    out = np.empty(count, dtype)
+    filled = 0
+    for piece in pieces:
+        if piece is None:
+            return None
+        try:
+            values = orjson.loads(b"[" + piece.translate(_TO_SPACES) + b"]")
+        except orjson.JSONDecodeError:
+            return None
+        if not values:  # blanks between two cuts: the skeleton's check finds any error
+            continue
+        array = numbers_as(values, dtype)
+        if array is None or filled + len(array) > count:
+            return None
+        out[filled : filled + len(array)] = array
+        filled += len(array)
+    return out if filled == count else None
+
+
+def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
+    """What ``json_tensors`` makes of a list of numbers: Python numbers cast by NumPy (a
+    double to a float32 rounds once more), integer inputs given integers only."""
+    objects = np.array(values, dtype=object)
+    if dtype.kind == "i":
+        if not all(type(value) is int for value in values):
+            return None
+        try:
+            wide = objects.astype(np.int64)
+        except OverflowError:
+            return None
+        return wide if fits(wide, dtype) else None
+    with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
+        return objects.astype(dtype)
+
+
+def fits(values: np.ndarray, dtype: np.dtype) -> bool:
+    """Values the REST path gives the same input: finite, integers within the dtype."""
+    if values.size == 0:
+        return False
+    if dtype.kind == "i":
+        limits = np.iinfo(dtype)
+        return bool(limits.min <= values.min() and values.max() <= limits.max)
+    return bool(np.isfinite(values).all())
+
+
+def same_dtype(dtypes: Mapping[str, np.dtype | None]) -> np.dtype | None:
+    """The one dtype of all inputs, or None (unread dtypes, or several)."""
+    found = set(dtypes.values())
+    return found.pop() if len(found) == 1 and None not in found else None

@@ -1,0 +1,104 @@
+"""A generated corpus of JSON, JSON lines and CSV bodies of a given size (issue 53), for
+bench_large_bodies.py's ``--shapes``: the shapes TF Serving's REST API takes that real
+clients send, each for ``half_plus_three`` (y = 0.5x + 3, one input) or ``two_inputs``
+(y = 2a + b; signature ``doubled``: 2a).
+
+A body repeats a block of about 1 MB of random values with three decimals in [-1, 1] (so
+``-0.000`` now and then, as real data has) until it reaches the size: the parsing cost is
+that of random values, and the client does not hold a Python string per value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+BLOCK_VALUES = 150_000  # values in a block (about 1 MB of text)
+
+
+class Shape(NamedTuple):
+    name: str
+    model: str  # "half_plus_three" or "two_inputs"
+    content_type: str
+    body: Callable[[int], bytes]  # size in bytes -> a body of about that size
+
+
+def numbers(count: int, seed: int) -> list[str]:
+    values = np.random.default_rng(seed).uniform(-1, 1, count)
+    return [f"{value:.3f}" for value in values]
+
+
+def integers(count: int, seed: int) -> list[str]:
+    return [str(value) for value in np.random.default_rng(seed).integers(-99_999, 99_999, count)]
+
+
+def repeated(head: bytes, block: bytes, last: bytes, tail: bytes, size: int) -> bytes:
+    """``head``, ``block`` as many times as fits ``size``, ``last``, ``tail``."""
+    count = max(1, (size - len(head) - len(last) - len(tail)) // len(block))
+    return head + block * count + last + tail
+
+
+def csv_one_value_a_line(size: int) -> bytes:
+    return repeated(b"", ("\n".join(numbers(BLOCK_VALUES, 1)) + "\n").encode(), b"", b"", size)
+
+
+def csv_many_columns(size: int) -> bytes:
+    values = numbers(BLOCK_VALUES, 2)
+    rows = [",".join(values[start : start + 100]) for start in range(0, len(values), 100)]
+    return repeated(b"", ("\n".join(rows) + "\n").encode(), b"", b"", size)
+
+
+def csv_integers(size: int) -> bytes:
+    return repeated(b"", ("\n".join(integers(BLOCK_VALUES, 3)) + "\n").encode(), b"", b"", size)
+
+
+def csv_negative_zeros(size: int) -> bytes:
+    """One value a line, the integer ``-0`` (the REST path's +0) among them."""
+    values = numbers(BLOCK_VALUES, 4)
+    values[::10_000] = ["-0"] * len(values[::10_000])
+    return repeated(b"", ("\n".join(values) + "\n").encode(), b"", b"", size)
+
+
+def json_instances(size: int) -> bytes:
+    block = ", ".join(numbers(BLOCK_VALUES, 5)).encode() + b", "
+    return repeated(b'{"instances": [', block, b"0.5", b"]}", size)
+
+
+def _rows(seed: int) -> list[str]:
+    a, b = numbers(BLOCK_VALUES // 2, seed), numbers(BLOCK_VALUES // 2, seed + 1)
+    return [f'{{"a": {x}, "b": {y}}}' for x, y in zip(a, b, strict=True)]
+
+
+def named_rows(size: int) -> bytes:
+    block = ", ".join(_rows(6)).encode() + b", "
+    return repeated(b'{"instances": [', block, b'{"a": 0.5, "b": 0.5}', b"]}", size)
+
+
+def named_columns(size: int) -> bytes:
+    half = repeated(b"", ", ".join(numbers(BLOCK_VALUES, 8)).encode() + b", ", b"0.5", b"",
+                    size // 2 - 20)  # fmt: skip
+    return b'{"inputs": {"a": [' + half + b'], "b": [' + half + b"]}}"
+
+
+def json_lines(size: int) -> bytes:
+    return repeated(b"", ("\n".join(_rows(9)) + "\n").encode(), b"", b"", size)
+
+
+def signature_name(size: int) -> bytes:
+    block = ", ".join(numbers(BLOCK_VALUES, 11)).encode() + b", "
+    return repeated(b'{"signature_name": "doubled", "instances": [', block, b"0.5", b"]}", size)
+
+
+SHAPES = [
+    Shape("csv_one_value_a_line", "half_plus_three", "text/csv", csv_one_value_a_line),
+    Shape("csv_many_columns", "half_plus_three", "text/csv", csv_many_columns),
+    Shape("csv_integers", "half_plus_three", "text/csv", csv_integers),
+    Shape("csv_negative_zeros", "half_plus_three", "text/csv", csv_negative_zeros),
+    Shape("json_instances", "half_plus_three", "application/json", json_instances),
+    Shape("named_rows", "two_inputs", "application/json", named_rows),
+    Shape("named_columns", "two_inputs", "application/json", named_columns),
+    Shape("json_lines", "two_inputs", "application/jsonlines", json_lines),
+    Shape("signature_name", "two_inputs", "application/json", signature_name),
+]

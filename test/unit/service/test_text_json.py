@@ -1,0 +1,151 @@
+"""The bounded reader takes named inputs, several inputs, ``signature_name`` and JSON lines
+(issue 53), reading exactly what the REST path reads.
+
+The REST path here is the real one, in process (as in test_text_tensors.py): ``conversion
+.convert``, then the model server's JSON reader and Predict's request reader, for a model
+with two signatures: ``serving_default`` (inputs ``a`` and ``b``) and ``one`` (input ``x``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from sagemaker_tfs.model_server.errors import ServingError
+from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
+from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
+from sagemaker_tfs.service import text_json
+from sagemaker_tfs.service.conversion import convert
+from sagemaker_tfs.service.text_tensors import read_text_request
+from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+JSON = "application/json"
+LINES = "application/jsonlines"
+DT_FLOAT, DT_INT64 = (tensors.tf_dtype(np.dtype(dtype)) for dtype in (np.float32, np.int64))
+SIGNATURE_INPUTS = {"serving_default": ("a", "b"), "one": ("x",)}
+
+
+def signatures(dtype: int) -> dict[str, Signature]:
+    return {
+        name: Signature(name, "", {i: TensorSpec(i, dtype, None) for i in inputs}, {})
+        for name, inputs in SIGNATURE_INPUTS.items()
+    }
+
+
+def rest_path(kind: str, body: bytes, dtype: int) -> tuple[dict, bool] | str:
+    """The arrays the REST path feeds the model, and whether it is columnar; or its error."""
+    try:
+        document = parse_json_object(convert(kind, body).encode())
+        name = document.get("signature_name", "serving_default")
+        inputs = {i: GraphTensor(f"{i}:0", dtype, None) for i in SIGNATURE_INPUTS[name]}
+        signature = ServableSignature(name, "tensorflow/serving/predict", inputs, {})
+        return parse_predict_request(document, signature)
+    except (HttpError, ServingError, KeyError) as error:
+        return str(error)
+
+
+def assert_same_as_rest(kind: str, body: bytes, dtype: int = DT_FLOAT,
+                        must_read: bool = True) -> None:  # fmt: skip
+    read = read_text_request(kind, body, signatures(dtype))
+    expected = rest_path(kind, body, dtype)
+    if read is None:
+        assert not must_read, (body[:200], expected)
+        return
+    assert not isinstance(expected, str), (body[:200], expected)
+    arrays, columnar = expected
+    assert read.columnar == columnar
+    assert sorted(read.arrays) == sorted(arrays)
+    for name, array in arrays.items():
+        got = read.arrays[name]
+        assert got.dtype == array.dtype and got.shape == array.shape, (name, body[:200])
+        assert got.tobytes() == array.tobytes(), (name, body[:200])
+
+
+READ = [
+    (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"a": -0.0, "b": 4}]}'),
+    (JSON, b'{"instances": [{"b": [1, 2], "a": 3}, {"b": [4, 5], "a": 6}]}'),
+    (JSON, b'{"instances":[{"a":[[1],[2]],"b":[0.5]}]}'),
+    (JSON, b'{"inputs": {"a": [1.0, 2.0], "b": [[3.0], [4.0]]}}'),
+    (JSON, b'{"inputs": {"b": 2.5, "a": [1]}}'),
+    (JSON, b'{"signature_name": "one", "instances": [[1.0, 2.0]]}'),
+    (JSON, b'{"instances": [[1.0, 2.0]], "signature_name": "one"}'),
+    (JSON, b'{ "signature_name" : "one" , "inputs" : {"x": [1]} }\n'),
+    (JSON, b'{"inputs": {"a": [1], "b": [2]}, "signature_name": "serving_default"}'),
+    (LINES, b'{"a": 1.5, "b": 2}\n{"a": 3, "b": -4e3}\n'),
+    (LINES, b'{"a": [1, 2], "b": 2}\r\n{"a": [3, 4], "b": 5}'),
+    (LINES, b'{"b": 1, "a": 2}'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), READ)
+def test_named_inputs_signatures_and_json_lines_are_read(kind: str, body: bytes) -> None:
+    assert_same_as_rest(kind, body)
+    integers = body.replace(b".5", b"").replace(b"-4e3", b"-4")
+    assert_same_as_rest(kind, integers, DT_INT64, must_read=b"." not in integers)
+
+
+LEFT = [
+    (JSON, b'{"instances": [{"a": 1.0}, {"a": 2.0}]}'),  # an input missing: the REST error
+    (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"b": 1.0, "a": 2.0}]}'),  # keys reordered
+    (JSON, b'{"instances": [{"a": 1.0, "b": 2.0, "a": 3.0}]}'),
+    (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"a": 3.0, "b": 4.0, "c": 5}]}'),
+    (JSON, b'{"instances": [{"a": [1, 2], "b": 2.0}, {"a": [3], "b": 4.0}]}'),  # ragged
+    (JSON, b'{"instances": [{"a": [1, "b": 2]}]}'),  # not JSON
+    (JSON, b'{"instances": [{"a" : 1.0, "b": 2.0}]}'),  # a blank before the colon
+    (JSON, b'{"instances": [{"a": "1", "b": 2.0}]}'),
+    (JSON, b'{"inputs": {"a": [1.0], "b": [2.0]}, "inputs": {"a": [1.0], "b": [2.0]}}'),
+    (JSON, b'{"inputs": {"a": [1.0]}}'),
+    (JSON, b'{"inputs": {"a": [1.0], "b": [2.0], "c": [3.0]}}'),
+    (JSON, b'{"instances": [1.0, 2.0]}'),  # a plain list for two inputs: the REST error
+    (JSON, b'{"signature_name": "none", "instances": [[1.0]]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[1.0]], "signature_name": "one"}'),
+    (JSON, b'{"signature_name": 1, "instances": [[1.0]]}'),
+    (JSON, b'[{"a": 1, "b": 2}]'),  # conversion's one instance, a list: the REST error
+    (JSON, b'{"a": 1, "b": 2}'),
+    (JSON, '{"instances": [{"a": 1, "b": 2, "\u00e9": 3}]}'.encode()),
+    (JSON, b'{"instances": [{"a": 1, "b": 2\x80}]}'),
+    (LINES, b'{"a": 1, "b": 2}\n\n{"a": 3, "b": 4}'),  # a blank line
+    (LINES, b'{"a": 1,\n"b": 2}\n{"a": 3, "b": 4}'),  # a record over two lines
+    (LINES, b'{"a": 1, "b": 2} {"a": 3, "b": 4}'),
+    (LINES, b"1\n2\n"),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), LEFT)
+def test_other_bodies_are_left_to_the_rest_path(kind: str, body: bytes) -> None:
+    assert read_text_request(kind, body, signatures(DT_FLOAT)) is None
+
+
+def random_rows(rng: random.Random) -> tuple[str, list[dict]]:
+    shapes = {name: [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] for name in "ab"}
+    rows = []
+    for _ in range(rng.randint(1, 6)):
+        row = {}
+        for name in rng.sample("ab", 2):
+            values = np.random.default_rng(rng.randint(0, 99)).normal(size=shapes[name])
+            row[name] = np.round(values, 3).tolist()
+        rows.append(row)
+    order = list(rows[0])
+    return rng.choice(["", " ", "\n"]), [{key: row[key] for key in order} for row in rows]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_named_bodies_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of blocks of random shapes, as rows, columns and JSON lines, read with tiny
+    pieces so that cuts fall after every comma and line end."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    for _ in range(10):
+        space, rows = random_rows(rng)
+        separators = ("," + space, ": ")
+        body = json.dumps({"instances": rows}, separators=separators)
+        assert_same_as_rest(JSON, body.encode())
+        columns = {name: [row[name] for row in rows] for name in rows[0]}
+        assert_same_as_rest(JSON, json.dumps({"inputs": columns}, separators=separators).encode())
+        lines = "\n".join(json.dumps(row, separators=(",", ":")) for row in rows)
+        assert_same_as_rest(LINES, lines.encode())
