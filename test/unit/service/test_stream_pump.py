@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -114,6 +114,15 @@ class HeldHandler:
         return self.stream().recv_messages.frames.qsize()
 
 
+def wait_until(condition: Callable[[], bool], seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 @contextmanager
 def held_stream(
     connection_class: type[ServerConnection] = StreamConnection,
@@ -162,7 +171,7 @@ def test_pings_are_answered_while_the_handler_is_busy_and_messages_wait() -> Non
     with held_stream() as (handler, client):
         for number in range(100):
             client.send(f"chunk {number}".encode() * 10)
-        time.sleep(0.3)  # read by the server, before the ping comes
+        assert wait_until(lambda: handler.queued_bytes() > 100 * FRAME_OVERHEAD_BYTES)
         assert client.ping().wait(5)
         assert not handler.stream().reading_held()
         handler.released.set()
@@ -176,7 +185,7 @@ def test_the_librarys_message_count_would_leave_the_ping_unanswered() -> None:
     with held_stream(ServerConnection, max_queue=16) as (handler, client):
         for number in range(100):
             client.send(f"chunk {number}".encode() * 10)
-        time.sleep(0.3)  # read by the server, before the ping comes
+        assert wait_until(lambda: handler.connections[0].recv_messages.paused)
         assert not client.ping().wait(1)
 
 
@@ -194,9 +203,7 @@ def test_a_flood_while_the_handler_is_busy_stops_reading_at_the_budget(size: int
 
         flooding = threading.Thread(target=flood, daemon=True)
         flooding.start()
-        deadline = time.monotonic() + 10
-        while not handler.connections[0].recv_messages.paused and time.monotonic() < deadline:
-            time.sleep(0.01)
+        assert wait_until(lambda: handler.stream().recv_messages.paused)
         time.sleep(0.2)
         assert handler.stream().reading_held()
         one_read = handler.connections[0].recv_bufsize // (size + 6) + 1  # masked: 6 B header
