@@ -1,96 +1,110 @@
-"""One stream's reader: the client's messages read as they arrive, whatever the handler does,
-and the stream server's keepalive pings.
+"""One stream's reading, bounded in bytes, and the stream server's keepalive pings.
 
-The ``websockets`` library reads a connection's frames in a thread of its own, but once 16
-messages wait for the handler it stops reading the socket, and the pongs (and SageMaker's
-pings) behind them go unread: a handler busy with a long model call while audio keeps
-arriving had its stream closed by the keepalive (1011). ``MessagePump`` takes each message
-from the library as soon as it is whole, into a queue bounded in bytes (``budget_bytes``, the
-largest message the stream takes): control frames are read for as long as less than that
-waits. Only beyond it does reading stop, so that memory stays bounded, and the keepalive
-stops counting (a missed pong there says nothing about the client).
+The ``websockets`` library reads a connection's frames in a thread of its own and queues
+them for the handler. Out of the box it stops reading the socket once 16 frames wait, and
+the pongs (and SageMaker's pings) behind them go unread: a handler busy with a long model
+call while audio keeps arriving had its stream closed by the keepalive (1011).
+``StreamConnection`` makes the library's queue count bytes instead of frames, so that the
+server's ``max_queue=(high, low)`` (``read_ahead_bytes``: the largest message a stream
+takes) bounds what waits in memory (that, and the frames of the one socket read, at most
+64 KiB of wire, that crossed it): control frames are read for as long as no more waits, and
+only beyond it does reading stop. The handler reads the library's queue itself, so a message
+costs no thread hand-off of ours (a reader thread between them cost 15-25% of the messages
+per second with many streams at once).
 
-The keepalive: a ping every ``keepalive_seconds`` (``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS``,
-None for none); a client that has not answered within as long, while reading went on, is
-closed with 1011 ``keepalive ping timeout``.
+The keepalive (``StreamKeepalive``, a thread per stream that sleeps between pings): a ping
+every ``keepalive_seconds`` (``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS``, None for none); a
+client that has not answered within as long, while reading went on, is closed with 1011
+``keepalive ping timeout``. A period in which reading stopped for the byte bound does not
+count (a missed pong there says nothing about the client).
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import CloseCode
+from websockets.frames import CloseCode, Frame
+from websockets.sync.server import ServerConnection
 
-Message = bytes | str
 KEEPALIVE_REASON = "keepalive ping timeout"
+# What a queued frame costs beside its payload (the frame object and its bytes object): empty
+# messages count too, so that a flood of them is bounded as well.
+FRAME_OVERHEAD_BYTES = 200
 
 
-class PumpedConnection(Protocol):
-    """What the pump uses of ``websockets.sync.server.ServerConnection``."""
+def read_ahead_bytes(budget_bytes: int) -> tuple[int, int]:
+    """The server's ``max_queue`` once its queue counts bytes: reading stops once more than
+    ``budget_bytes`` wait and resumes when the handler has taken them down to a quarter."""
+    return budget_bytes, budget_bytes // 4
 
-    def recv(self, timeout: float | None = None) -> Message: ...
 
-    def send(self, message: Message) -> None: ...
+class FramesByBytes(queue.SimpleQueue[Frame | None]):
+    """The library's queue of incoming frames, its ``qsize`` the bytes they hold (what the
+    library's high and low water marks compare)."""
+
+    def __init__(self) -> None:
+        self._bytes = 0
+        self._count = threading.Lock()
+
+    def put(self, item: Frame | None, block: bool = True, timeout: float | None = None) -> None:
+        if item is not None:
+            with self._count:
+                self._bytes += len(item.data) + FRAME_OVERHEAD_BYTES
+        super().put(item, block, timeout)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Frame | None:
+        item: Frame | None = super().get(block, timeout)
+        if item is not None:
+            with self._count:
+                self._bytes -= len(item.data) + FRAME_OVERHEAD_BYTES
+        return item
+
+    def qsize(self) -> int:
+        return self._bytes
+
+
+class StreamConnection(ServerConnection):
+    """The library's server connection, its incoming queue bounded in bytes; ``reading_held``
+    tells whether reading stopped for that bound since it was last asked."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held = False
+        assembler = self.recv_messages
+        with assembler.mutex:  # before the handshake: no frame can have been queued yet
+            assert assembler.frames.empty()
+            assembler.frames = FramesByBytes()
+            pause = assembler.pause
+
+            def pause_and_note() -> None:
+                self._held = True
+                pause()
+
+            assembler.pause = pause_and_note
+
+    def reading_held(self) -> bool:
+        """Whether reading stopped (or is stopped) since the last call."""
+        held, self._held = self._held, self.recv_messages.paused
+        return held or self._held
+
+
+class Pinger(Protocol):
+    """What ``Keepalive`` uses of the connection."""
 
     def ping(self) -> threading.Event: ...
 
+
+class KeptAlive(Pinger, Protocol):
+    """What ``StreamKeepalive`` uses of the connection (``StreamConnection``)."""
+
     def close(self, code: int = CloseCode.NORMAL_CLOSURE, reason: str = "") -> None: ...
 
-
-class BoundedMessages:
-    """Messages waiting for the handler, at most ``budget_bytes`` of them (one more always
-    fits when none waits, so a message of the largest size gets through)."""
-
-    def __init__(self, budget_bytes: int) -> None:
-        self.budget_bytes = budget_bytes
-        self._messages: deque[Message] = deque()
-        self._bytes = 0
-        self._ended: ConnectionClosed | None = None
-        self._stopped = False
-        self._changed = threading.Condition()
-
-    def put(self, message: Message) -> bool:
-        """Queue ``message``, waiting for room; True when it had to wait."""
-        waited = False
-        with self._changed:
-            while self._bytes >= self.budget_bytes and not self._stopped:
-                waited = True
-                self._changed.wait()
-            self._messages.append(message)
-            self._bytes += len(message)
-            self._changed.notify_all()
-        return waited
-
-    def end(self, closed: ConnectionClosed) -> None:
-        """No message will come after those queued: the connection closed."""
-        with self._changed:
-            self._ended = closed
-            self._changed.notify_all()
-
-    def stop(self) -> None:
-        """The handler is done: the pump never waits for room again."""
-        with self._changed:
-            self._stopped = True
-            self._changed.notify_all()
-
-    def get(self, timeout: float | None) -> Message:
-        """The next message; TimeoutError after ``timeout``, ConnectionClosed once the queued
-        ones are taken and the connection has closed."""
-        with self._changed:
-            if not self._changed.wait_for(lambda: self._messages or self._ended, timeout):
-                raise TimeoutError
-            if self._messages:
-                message = self._messages.popleft()
-                self._bytes -= len(message)
-                self._changed.notify_all()
-                return message
-            assert self._ended is not None
-            raise self._ended
+    def reading_held(self) -> bool: ...
 
 
 class Keepalive:
@@ -98,7 +112,7 @@ class Keepalive:
 
     def __init__(
         self,
-        connection: PumpedConnection,
+        connection: Pinger,
         seconds: float | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -116,7 +130,7 @@ class Keepalive:
             self._next = self._clock() + self.seconds
 
     def wait_seconds(self) -> float | None:
-        """How long the pump may wait for a message before ``tick`` is due."""
+        """How long until ``tick`` is due."""
         if not self.seconds:
             return None
         return max(0.0, self._next - self._clock())
@@ -132,50 +146,37 @@ class Keepalive:
         return True
 
 
-class MessagePump:
-    """Reads the connection's messages into ``messages`` in a thread of its own and keeps the
-    connection alive; ``recv`` and ``send`` are what the handler's session uses."""
+class StreamKeepalive:
+    """Pings the connection in a thread of its own until ``stop``; closes a client that left
+    a ping unanswered while reading went on."""
 
-    def __init__(
-        self, connection: PumpedConnection, budget_bytes: int, keepalive_seconds: float | None
-    ) -> None:
+    def __init__(self, connection: KeptAlive, seconds: float | None) -> None:
         self._connection = connection
-        self.messages = BoundedMessages(budget_bytes)
-        self.keepalive = Keepalive(connection, keepalive_seconds)
-        self._thread = threading.Thread(target=self._run, name="stream-reader", daemon=True)
+        self.keepalive = Keepalive(connection, seconds)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stream-keepalive", daemon=True)
 
-    def start(self) -> MessagePump:
-        self._thread.start()
+    def start(self) -> StreamKeepalive:
+        if self.keepalive.seconds:
+            self._thread.start()
         return self
 
     def stop(self) -> None:
-        self.messages.stop()
-
-    def recv(self, timeout: float | None = None) -> Message:
-        return self.messages.get(timeout)
-
-    def send(self, message: Message) -> None:
-        self._connection.send(message)
+        self._stopped.set()
 
     def _run(self) -> None:
-        while True:
-            try:
-                message = self._connection.recv(timeout=self.keepalive.wait_seconds())
-            except TimeoutError:
-                pass
-            except ConnectionClosed as closed:
-                self.messages.end(closed)
+        while not self._stopped.wait(self.keepalive.wait_seconds()):
+            if self._connection.reading_held():
+                self.keepalive.restart()
+            elif not self._keep_alive():
                 return
-            else:
-                if self.messages.put(message):
-                    self.keepalive.restart()
-            self._keep_alive()
 
-    def _keep_alive(self) -> None:
-        """Ping when it is time; close a client that left the last ping unanswered (a
-        connection closed meanwhile is seen at the next ``recv``)."""
+    def _keep_alive(self) -> bool:
+        """Ping when it is time; False once the connection is closed or closing."""
         try:
-            if not self.keepalive.tick():
-                self._connection.close(CloseCode.INTERNAL_ERROR, KEEPALIVE_REASON)
+            if self.keepalive.tick():
+                return True
+            self._connection.close(CloseCode.INTERNAL_ERROR, KEEPALIVE_REASON)
         except ConnectionClosed:
             pass
+        return False

@@ -10,10 +10,10 @@ each connection in a thread of its own with the ``websockets`` library's threade
 
 The library does the protocol: it answers pings, closes with 1009 a message over
 ``SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB``, with 1007 a text message that is not UTF-8, with 1002
-a bad frame; each only on the connection concerned. ``stream_pump`` reads each connection's
-messages whatever its handler does and pings the client every
-``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS`` (20; which also keeps nginx's read timeout from
-firing); ``stream_session`` runs the handler.
+a bad frame; each only on the connection concerned. ``stream_pump`` bounds each connection's
+waiting messages in bytes rather than in messages (so that its pings and pongs are read while
+its handler is busy) and pings the client every ``SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS``
+(20; which also keeps nginx's read timeout from firing); ``stream_session`` runs the handler.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from sagemaker_tfs.service.handlers import UserCodeError, ensure_requirements, l
 from sagemaker_tfs.service.logs import configure_logging
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.request import ParsedRequest, parse_headers
-from sagemaker_tfs.service.stream_pump import MessagePump
+from sagemaker_tfs.service.stream_pump import StreamConnection, StreamKeepalive, read_ahead_bytes
 from sagemaker_tfs.service.stream_session import (
     StreamEnd,
     StreamHandler,
@@ -63,8 +63,6 @@ STREAM_PATH = "/invocations-bidirectional-stream"
 PING_PATH = "/ping"
 # SageMaker's header naming another path for the stream (its ModelInvocationPath, no leading /).
 INVOCATION_PATH_HEADER = "X-Amzn-SageMaker-Model-Invocation-Path"
-# Messages of one connection the library holds before the pump takes them.
-INCOMING_QUEUE_MESSAGES = 16
 SHUTDOWN_REASON = "the endpoint is stopping"
 
 
@@ -166,14 +164,13 @@ class StreamService:
             reason = (f"{self.config.stream_max_connections} streams are open "
                       "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
             return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
-        budget = self.config.stream_max_message_bytes
-        keepalive = self.config.stream_keepalive or None
-        pump = MessagePump(connection, budget, keepalive).start()
+        assert isinstance(connection, StreamConnection)
+        keepalive = StreamKeepalive(connection, self.config.stream_keepalive or None).start()
         try:
             context = self.context(handshake)
-            return run_handler(pump, self.handler, context, self.config.stream_idle_timeout)
+            return run_handler(connection, self.handler, context, self.config.stream_idle_timeout)
         finally:
-            pump.stop()
+            keepalive.stop()
             with self._lock:
                 self._open -= 1
 
@@ -223,8 +220,10 @@ def start_server(service: StreamService, sock: socket.socket) -> Server:
         # inflating is where a small frame becomes a large message.
         compression=None,
         max_size=config.stream_max_message_bytes,
-        max_queue=INCOMING_QUEUE_MESSAGES,
-        ping_interval=None,  # the pump's keepalive instead: it knows when reading has stopped
+        # StreamConnection's queue counts bytes: at most the largest message waits.
+        create_connection=StreamConnection,
+        max_queue=read_ahead_bytes(config.stream_max_message_bytes),
+        ping_interval=None,  # StreamKeepalive instead: it knows when reading has stopped
     )
 
 

@@ -5,7 +5,8 @@ code that tells the client how the stream ended.
 The handler is a plain generator: ``messages`` is an iterator that blocks until the client's
 next message, and each value it yields is sent before the generator is resumed. Both
 directions therefore move at the pace of the slower side: a handler that does not read leaves
-the client's messages in the pump's queue (``stream_pump``), then in the socket, until
+the client's messages in the library's queue (bounded in bytes: ``stream_pump``), then in
+the socket, until
 TCP stops the client; a client that does not read stops the handler at its next ``send``.
 
 How a stream ends (``StreamEnd``), in the order they are checked:
