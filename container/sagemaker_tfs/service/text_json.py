@@ -4,18 +4,21 @@ read them; ``text_tensors`` is the entry point (issues 36 and 53).
 
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
-instance). V is a rectangular list of numbers, or, for named inputs, a list of objects that
-each name every input once (rows), or one such object (columns). The reading is done on
-the body's *skeleton*: its brackets, braces and commas, each run of number characters as one
-``0``, and each input's name (``"a":``) as one marker byte. A rectangular list, or rows
-that repeat the first row's layout, have exactly the skeleton their shapes make, which is
-checked by building it; the numbers are then parsed by orjson a piece at a time (what the
-model server's reader uses) and cut into the inputs by that layout.
+instance). V is a rectangular list of numbers (``NaN``, ``Infinity`` and ``-Infinity``
+among them for float inputs, as the REST path's reader takes them), or, for named inputs, a
+list of objects that each name every input once (rows), or one such object (columns). The
+reading is done on the body's *skeleton*: its brackets, braces and commas, each run of
+number characters (the words' letters among them) as one ``0``, and each input's name
+(``"a":``) as one marker byte. A rectangular list, or rows that repeat the first row's
+layout, have exactly the skeleton their shapes make, which is checked by building it; the
+numbers are then parsed by orjson a piece at a time (what the model server's reader uses)
+and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
-path's: strings, booleans or other keys, input names that need escapes, ragged lists, a
-NaN or an infinity, an integer input given a fraction or a value beyond its range, inputs
-of different dtypes, and names written with a blank before their colon.
+path's: strings, booleans or other keys, input names that need escapes, ragged lists, other
+spellings of a NaN or an infinity (``-NaN``, ``Inf``: the REST path refuses them too), an
+integer input given a NaN, an infinity, a fraction or a value beyond its range, inputs of
+different dtypes, and names written with a blank before their colon.
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ PARSE_BYTES = 1 << 20
 
 WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
 NUMBER_CHARS = b"0123456789.eE+-"
+# The letters of NaN, Infinity and -Infinity: JSON number runs in the skeleton, as the REST
+# path's JSON reader takes them (for float inputs; an integer input refuses them).
+NON_FINITE_CHARS = b"NaIinfty"
+# Each non-finite word as a string orjson reads and NumPy casts to its value; the longer
+# word first, so that ``-Infinity`` is not read as ``-`` then ``Infinity``.
+_NON_FINITE_WORDS = ((b"-Infinity", b'"-inf"'), (b"Infinity", b'"inf"'), (b"NaN", b'"nan"'))
 _MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
 _A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
@@ -59,8 +68,8 @@ def byte_table(allowed: bytes) -> np.ndarray:
     return table
 
 
-_ALLOWED = byte_table(NUMBER_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
-_IS_NUMBER = byte_table(NUMBER_CHARS)
+_ALLOWED = byte_table(NUMBER_CHARS + NON_FINITE_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
+_IS_NUMBER = byte_table(NUMBER_CHARS + NON_FINITE_CHARS)
 _IS_STRUCTURE = byte_table(b",[]{}" + _MARKERS)
 _TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
@@ -311,7 +320,8 @@ def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray |
         if piece is None:
             return None
         try:
-            values = orjson.loads(b"[" + piece.translate(_TO_SPACES) + b"]")
+            text = _non_finite_as_strings(piece.translate(_TO_SPACES))
+            values = orjson.loads(b"[" + text + b"]")
         except orjson.JSONDecodeError:
             return None
         if not values:  # blanks between two cuts: the skeleton's check finds any error
@@ -324,9 +334,23 @@ def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray |
     return out if filled == count else None
 
 
+def _non_finite_as_strings(piece: bytes) -> bytes:
+    """``NaN``, ``Infinity`` and ``-Infinity`` (which orjson refuses) as the strings ``"nan"``,
+    ``"inf"`` and ``"-inf"``, which NumPy casts to the values the REST path's reader gives
+    (a NaN without a sign bit). Any other spelling (``-NaN``, ``Inf``, ``nan``, a word against
+    a digit) stays unreadable to orjson: the body goes the REST way, whose reader refuses it
+    too. Pieces without a capital, the usual ones, are returned as they are."""
+    if b"N" not in piece and b"I" not in piece:
+        return piece
+    for word, string in _NON_FINITE_WORDS:
+        piece = piece.replace(word, string)
+    return piece
+
+
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
     """What ``json_tensors`` makes of a list of numbers: Python numbers cast by NumPy (a
-    double to a float32 rounds once more), integer inputs given integers only."""
+    double to a float32 rounds once more), integer inputs given integers only; the strings of
+    ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
     objects = np.array(values, dtype=object)
     if dtype.kind == "i":
         if not all(type(value) is int for value in values):

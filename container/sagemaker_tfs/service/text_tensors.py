@@ -6,13 +6,15 @@ Only bodies that the REST path (``conversion.convert``, then the model server's 
 would read into exactly the same arrays are read here, without a Python object per number:
 
 - CSV of numbers: NumPy's C reader (``np.loadtxt``) over the whole buffer;
-- JSON and JSON lines (``text_json``): a rectangular list of numbers, or named inputs in
-  rows or columns, under any signature (``signature_name``), with any number of inputs.
+- JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
+  ``Infinity`` and ``-Infinity`` among them for float inputs), or named inputs in rows or
+  columns, under any signature (``signature_name``), with any number of inputs.
 
 Anything else returns None and the caller converts the body as before, so that its answer
-and its errors are the REST path's: strings or other non-number bytes, ragged or empty
-lists, a NaN, an infinity, an integer input given a fraction or a value out of its range,
-and inputs of other dtypes. Values are parsed as doubles and then cast, as the REST path
+and its errors are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a
+string to conversion), ragged or empty lists, a NaN or an infinity for an integer input or
+spelt otherwise than JSON's words, an integer input given a fraction or a value out of its
+range, and inputs of other dtypes. Values are parsed as doubles and then cast, as the REST path
 does (a float32 is rounded from the double, not from the text). Where the REST path reads a
 value otherwise than the double of its text, the difference is recorded and applied (CSV's
 ``-0``: see ``_unsign_integer_zeros``), so that no single value sends a body the unbounded

@@ -82,6 +82,9 @@ SMALL_NUMERIC = [
     (JSON, b"[[1, -0.0], [0.1, 1e30]]"),
     (JSON, b"[1.0, 2.0]"),
     (JSON, b"[[[0.25], [1]], [[2], [3]]]"),
+    (JSON, b'{"instances": [NaN, Infinity, -Infinity, 1.5]}'),  # since issue 53's second part
+    (JSON, b"[[NaN, 1e39], [-Infinity, -0.0]]"),  # 1e39: a float32's infinity
+    ("application/jsonlines", b"[NaN, 1]\n[Infinity, -Infinity]\n"),
 ]
 
 
@@ -106,6 +109,8 @@ NAMED_BODIES = [  # to two_inputs; over gRPC since issue 53
     (JSON, b'{"signature_name": "doubled", "inputs": {"a": [[1.0, 2.0]]}}'),
     (JSON_LINES, b'{"a": 1.5, "b": 2}\n{"a": 3, "b": -4e3}\n'),
     (JSON_LINES, b'{"a": [1, 2], "b": [3, 4]}\r\n{"a": [5, 6], "b": [7, 8]}'),
+    (JSON, b'{"inputs": {"a": [NaN, Infinity], "b": [-Infinity, 1]}}'),
+    (JSON_LINES, b'{"a": NaN, "b": 1}\n{"a": -Infinity, "b": Infinity}\n'),
 ]
 NAMED_BODIES_REFUSED = [  # the REST path's errors, word for word
     (JSON, b'{"instances": [{"a": 1.0}, {"a": 2.0}]}'),
@@ -113,6 +118,8 @@ NAMED_BODIES_REFUSED = [  # the REST path's errors, word for word
     (JSON, b'{"inputs": {"a": [1.0, 2.0], "b": [1.0, 2.0, 3.0]}}'),  # the model refuses it
     (JSON, b'{"signature_name": "none", "instances": [1.0]}'),
     (JSON_LINES, b'{"a": 1, "b": 2}\n{"a": 3}'),
+    (JSON, b'{"inputs": {"a": [-NaN], "b": [1]}}'),  # spellings the REST path refuses
+    (JSON, b'{"inputs": {"a": [Inf], "b": [1]}}'),
 ]
 
 

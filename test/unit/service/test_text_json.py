@@ -149,3 +149,55 @@ def test_random_named_bodies_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatc
         assert_same_as_rest(JSON, json.dumps({"inputs": columns}, separators=separators).encode())
         lines = "\n".join(json.dumps(row, separators=(",", ":")) for row in rows)
         assert_same_as_rest(LINES, lines.encode())
+
+
+NON_FINITE = [  # read since issue 53's second part; the REST path's JSON reader takes them
+    (JSON, b'{"signature_name": "one", "instances": [NaN, Infinity, -Infinity, 1.5]}'),
+    (JSON, b'{"inputs": [[NaN, 1], [-Infinity, 2]], "signature_name": "one"}'),
+    (JSON, b'{"inputs": {"a": [NaN, 1], "b": [Infinity, -0.0]}}'),
+    (JSON, b'{"instances": [{"a": -Infinity, "b": NaN}, {"a": 2, "b": Infinity}]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[NaN], [Infinity]]}'),
+    (LINES, b'{"a": NaN, "b": 1}\n{"a": -Infinity, "b": Infinity}\n'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), NON_FINITE)
+@pytest.mark.parametrize("dtype", [DT_FLOAT, tensors.tf_dtype(np.dtype(np.float64))])
+def test_nan_and_infinities_are_read_for_float_inputs(kind: str, body: bytes, dtype: int) -> None:
+    """Same arrays as the REST path, bit for bit (its NaN has no sign bit)."""
+    assert_same_as_rest(kind, body, dtype)
+    assert read_text_request(kind, body, signatures(DT_INT64)) is None  # the REST error
+
+
+NON_FINITE_LEFT = [  # spellings the REST path's reader refuses: its error, not ours
+    b'{"instances": [-NaN, 1.0]}',
+    b'{"instances": [Inf, 1.0]}',
+    b'{"instances": [nan, 1.0]}',
+    b'{"instances": [infinity, 1.0]}',
+    b'{"instances": [--Infinity, 1.0]}',
+    b'{"instances": [+Infinity, 1.0]}',
+    b'{"instances": [NaNNaN, 1.0]}',
+    b'{"instances": [1NaN, 1.0]}',
+    b'{"instances": [Infinity1, 1.0]}',
+    b'{"instances": [- Infinity, 1.0]}',
+    b'{"instances": [tiny, 1.0]}',
+]
+
+
+@pytest.mark.parametrize("body", NON_FINITE_LEFT)
+def test_other_non_finite_spellings_are_left_to_the_rest_path(body: bytes) -> None:
+    assert read_text_request(JSON, body, signatures(DT_FLOAT)) is None
+    assert isinstance(rest_path(JSON, body, DT_FLOAT), str)  # refused there too
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_non_finite_values_cut_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NaN and the infinities among random values, read with tiny pieces so that a cut falls
+    next to every word."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    words = ["NaN", "Infinity", "-Infinity", "0.5", "-0.0", "3"]
+    for _ in range(10):
+        rows = [[rng.choice(words) for _ in range(3)] for _ in range(rng.randint(1, 5))]
+        text = ", ".join("[" + ", ".join(row) + "]" for row in rows)
+        assert_same_as_rest(JSON, f'{{"signature_name": "one", "instances": [{text}]}}'.encode())

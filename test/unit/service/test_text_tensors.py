@@ -128,7 +128,10 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (JSON, b"[01, 2]", DT_FLOAT),  # not JSON
         (JSON, b"[+1, .5]", DT_FLOAT),
         (JSON, b"[1e400]", DT_FLOAT),
-        (JSON, b"[NaN]", DT_FLOAT),
+        (JSON, b"[-NaN]", DT_FLOAT),  # spellings the REST path refuses
+        (JSON, b"[Inf, nan]", DT_FLOAT),
+        (JSON, b"[NaN]", DT_INT64),  # an integer input: the REST error
+        (CSV, b"NaN\n", DT_FLOAT),  # a string on the REST path
         (JSON, b'{"instances": [1.0], "signature_name": "other"}', DT_FLOAT),
         (JSON, b'{"inputs": {"y": [1.0]}}', DT_FLOAT),
         (JSON, b'{"inputs": {"x": [1.0], "y": [2.0]}}', DT_FLOAT),
