@@ -113,6 +113,19 @@ def find_document(body: bytes, lines: bool) -> Document | None:
 def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
     """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
     document, or None (see the module)."""
+    read = pieces_and_layout(document, names)
+    if read is None:
+        return None
+    pieces, layout = read
+    numbers = _parse_numbers(pieces, layout.numbers, dtype)
+    if numbers is None:
+        return None
+    arrays = layout.arrays(numbers, names)
+    return JsonInputs(arrays, document.key == "inputs")
+
+
+def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
+    """The document's pieces and the layout of its numbers (see the module), or None."""
     body, start, end = document.body, document.start, document.end
     if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
         return None
@@ -120,20 +133,14 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
         return None
     named = document.key is not None or document.lines
     tokens = [b'"%s":' % name.encode() for name in names] if named else []
-    pieces = _Pieces(body, start, end, tokens, document.lines)
+    pieces = Pieces(body, start, end, tokens, document.lines)
     skeleton = pieces.skeleton()
     if skeleton is None:
         return None
     if document.lines:
         skeleton = b"[" + skeleton + b"]"
     layout = _layout(skeleton, document, len(names))
-    if layout is None:
-        return None
-    numbers = _parse_numbers(pieces, layout.numbers, dtype)
-    if numbers is None:
-        return None
-    arrays = layout.arrays(numbers, names)
-    return JsonInputs(arrays, document.key == "inputs")
+    return None if layout is None else (pieces, layout)
 
 
 def _lstrip(body: bytes, start: int) -> int:
@@ -152,7 +159,7 @@ def _rstrip(body: bytes, end: int) -> int:
 # --------------------------------------------------------------------------- the pieces
 
 
-class _Pieces:
+class Pieces:
     """``body[start:end]`` a piece at a time, cut at commas (and line ends for JSON lines),
     each input name's ``"name":`` made its marker byte and a line end a comma."""
 
@@ -203,7 +210,7 @@ class _Pieces:
 # --------------------------------------------------------------------------- layouts
 
 
-class _Layout(NamedTuple):
+class Layout(NamedTuple):
     """How the numbers, in order, make the inputs: rows of one block per input (the block's
     shape after the row's), ``rows`` None for one object (columns) or a plain list."""
 
@@ -228,7 +235,7 @@ class _Layout(NamedTuple):
         return arrays
 
 
-def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
+def _layout(skeleton: bytes, document: Document, inputs: int) -> Layout | None:
     """The layout the skeleton is exactly made of, or None."""
     if skeleton[:1] == b"{":
         return _object_layout(skeleton, inputs) if document.key == "inputs" else None
@@ -238,7 +245,7 @@ def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
             return None
         if document.key is None and not document.lines and len(shape) == 1:
             shape = (1, *shape)  # a list of numbers: conversion's one instance
-        return _Layout(None, [shape], [])
+        return Layout(None, [shape], [])
     if document.key == "inputs" or skeleton[:2] != b"[{":
         return None
     one_row = skeleton[1 : skeleton.find(b"}") + 1]
@@ -246,10 +253,10 @@ def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
     rows = skeleton.count(b"{")
     if row is None or b"[" + (one_row + b",") * (rows - 1) + one_row + b"]" != skeleton:
         return None
-    return _Layout(rows, row.shapes, row.order)
+    return Layout(rows, row.shapes, row.order)
 
 
-def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
+def _object_layout(skeleton: bytes, inputs: int) -> Layout | None:
     """``{`` marker value ``,`` marker value ... ``}``, every input named once: each value's
     shape, from its skeleton."""
     if skeleton[-1:] != b"}" or skeleton.count(b"}") != 1:
@@ -263,7 +270,7 @@ def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
         if shape is None:
             return None
         shapes.append(shape)
-    return _Layout(None, shapes, [marker for marker, _ in members])
+    return Layout(None, shapes, [marker for marker, _ in members])
 
 
 def _members(inside: bytes) -> list[tuple[int, bytes]] | None:
@@ -311,18 +318,14 @@ def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
 # --------------------------------------------------------------------------- numbers
 
 
-def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
+def _parse_numbers(pieces: Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
     """The numbers in order, by orjson a piece at a time (brackets, braces and markers made
     spaces), each piece made an array as the model server's reader does."""
     out = np.empty(count, dtype)
     filled = 0
     for piece in pieces:
-        if piece is None:
-            return None
-        try:
-            text = _non_finite_as_strings(piece.translate(_TO_SPACES))
-            values = orjson.loads(b"[" + text + b"]")
-        except orjson.JSONDecodeError:
+        values = piece_values(piece)
+        if values is None:
             return None
         if not values:  # blanks between two cuts: the skeleton's check finds any error
             continue
@@ -332,6 +335,16 @@ def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray |
         out[filled : filled + len(array)] = array
         filled += len(array)
     return out if filled == count else None
+
+
+def piece_values(piece: bytes | None) -> list | None:
+    """A piece's numbers (Python's, by orjson), or None: not a piece of numbers."""
+    if piece is None:
+        return None
+    try:
+        return orjson.loads(b"[" + _non_finite_as_strings(piece.translate(_TO_SPACES)) + b"]")
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _non_finite_as_strings(piece: bytes) -> bytes:
