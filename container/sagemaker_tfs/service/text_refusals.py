@@ -74,7 +74,8 @@ def _refused_flags(pieces: Iterable[bytes | None], count: int,
         values = text_json.piece_values(piece)
         if values is None or filled + len(values) > count:
             return None
-        flags[filled : filled + len(values)] = _refused(values, dtype)
+        accepted = text_json.numbers_as(values, dtype) is not None  # the usual piece: C loops
+        flags[filled : filled + len(values)] = False if accepted else _refused(values, dtype)
         filled += len(values)
     return flags if filled == count and flags.any() else None
 
