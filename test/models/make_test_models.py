@@ -137,6 +137,17 @@ def make_two_inputs(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _two_inputs_graph)
 
 
+def _int_doubler_graph() -> dict:
+    """n -> 2n on an int64 input of any shape (issue 53's integer inputs on the bounded path)."""
+    n = tf.compat.v1.placeholder(tf.int64, shape=None, name="n")
+    doubled = tf.multiply(n, tf.constant(2, tf.int64), name="doubled")
+    return {"serving_default": _signature({"n": n}, {"doubled": doubled}, PREDICT)}
+
+
+def make_int_doubler(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _int_doubler_graph)
+
+
 def _shapes_graph() -> dict:
     """One input of each shape kind a TF1 SignatureDef can record, for the shape checks:
     ``any`` (a placeholder without a shape: ``unknown_rank``), ``scale`` (shape ``[]``: a true
@@ -471,6 +482,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "half_plus_two": make_half_plus_two,
     "multi_io": make_multi_io,
     "two_inputs": make_two_inputs,
+    "int_doubler": make_int_doubler,
     "shapes": make_shapes,
     "jpeg_classifier": make_jpeg_classifier,
     "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
@@ -508,6 +520,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"x": np.ones((2, HEAVY_FEATURES), np.float32)}
     if name == "two_inputs":
         return {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
+    if name == "int_doubler":
+        return {"n": np.arange(3, dtype=np.int64)}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}

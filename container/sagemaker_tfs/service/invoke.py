@@ -259,6 +259,8 @@ class Invoker:
             check_deadline(request, self.limits)  # converting may have waited for the CPU
             response = failover(lambda context: self.post(context.rest_uri, converted, record))
             answer = text_predict.as_passed_on(response.status_code, [response.content], request)
+        elif isinstance(inputs, text_predict.JsonAnswer):  # refused as the REST path refuses it
+            answer = text_predict.as_passed_on(inputs.status, inputs.pieces, request)
         else:
             check_deadline(request, self.limits)  # so may reading the body
             outputs = failover(lambda context: text_predict.predict(context, inputs, record,

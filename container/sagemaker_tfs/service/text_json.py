@@ -4,18 +4,21 @@ read them; ``text_tensors`` is the entry point (issues 36 and 53).
 
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
-instance). V is a rectangular list of numbers, or, for named inputs, a list of objects that
-each name every input once (rows), or one such object (columns). The reading is done on
-the body's *skeleton*: its brackets, braces and commas, each run of number characters as one
-``0``, and each input's name (``"a":``) as one marker byte. A rectangular list, or rows
-that repeat the first row's layout, have exactly the skeleton their shapes make, which is
-checked by building it; the numbers are then parsed by orjson a piece at a time (what the
-model server's reader uses) and cut into the inputs by that layout.
+instance). V is a rectangular list of numbers (``NaN``, ``Infinity`` and ``-Infinity``
+among them for float inputs, as the REST path's reader takes them), or, for named inputs, a
+list of objects that each name every input once (rows), or one such object (columns). The
+reading is done on the body's *skeleton*: its brackets, braces and commas, each run of
+number characters (the words' letters among them) as one ``0``, and each input's name
+(``"a":``) as one marker byte. A rectangular list, or rows that repeat the first row's
+layout, have exactly the skeleton their shapes make, which is checked by building it; the
+numbers are then parsed by orjson a piece at a time (what the model server's reader uses)
+and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
-path's: strings, booleans or other keys, input names that need escapes, ragged lists, a
-NaN or an infinity, an integer input given a fraction or a value beyond its range, inputs
-of different dtypes, and names written with a blank before their colon.
+path's: strings, booleans or other keys, input names that need escapes, ragged lists, other
+spellings of a NaN or an infinity (``-NaN``, ``Inf``: the REST path refuses them too), an
+integer input given a NaN, an infinity, a fraction or a value beyond its range, inputs of
+different dtypes, and names written with a blank before their colon.
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ PARSE_BYTES = 1 << 20
 
 WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
 NUMBER_CHARS = b"0123456789.eE+-"
+# The letters of NaN, Infinity and -Infinity: JSON number runs in the skeleton, as the REST
+# path's JSON reader takes them (for float inputs; an integer input refuses them).
+NON_FINITE_CHARS = b"NaIinfty"
+# Each non-finite word as a string orjson reads and NumPy casts to its value; the longer
+# word first, so that ``-Infinity`` is not read as ``-`` then ``Infinity``.
+_NON_FINITE_WORDS = ((b"-Infinity", b'"-inf"'), (b"Infinity", b'"inf"'), (b"NaN", b'"nan"'))
 _MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
 _A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
@@ -59,8 +68,8 @@ def byte_table(allowed: bytes) -> np.ndarray:
     return table
 
 
-_ALLOWED = byte_table(NUMBER_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
-_IS_NUMBER = byte_table(NUMBER_CHARS)
+_ALLOWED = byte_table(NUMBER_CHARS + NON_FINITE_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
+_IS_NUMBER = byte_table(NUMBER_CHARS + NON_FINITE_CHARS)
 _IS_STRUCTURE = byte_table(b",[]{}" + _MARKERS)
 _TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
@@ -104,6 +113,19 @@ def find_document(body: bytes, lines: bool) -> Document | None:
 def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
     """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
     document, or None (see the module)."""
+    read = pieces_and_layout(document, names)
+    if read is None:
+        return None
+    pieces, layout = read
+    numbers = _parse_numbers(pieces, layout.numbers, dtype)
+    if numbers is None:
+        return None
+    arrays = layout.arrays(numbers, names)
+    return JsonInputs(arrays, document.key == "inputs")
+
+
+def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
+    """The document's pieces and the layout of its numbers (see the module), or None."""
     body, start, end = document.body, document.start, document.end
     if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
         return None
@@ -111,20 +133,14 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
         return None
     named = document.key is not None or document.lines
     tokens = [b'"%s":' % name.encode() for name in names] if named else []
-    pieces = _Pieces(body, start, end, tokens, document.lines)
+    pieces = Pieces(body, start, end, tokens, document.lines)
     skeleton = pieces.skeleton()
     if skeleton is None:
         return None
     if document.lines:
         skeleton = b"[" + skeleton + b"]"
     layout = _layout(skeleton, document, len(names))
-    if layout is None:
-        return None
-    numbers = _parse_numbers(pieces, layout.numbers, dtype)
-    if numbers is None:
-        return None
-    arrays = layout.arrays(numbers, names)
-    return JsonInputs(arrays, document.key == "inputs")
+    return None if layout is None else (pieces, layout)
 
 
 def _lstrip(body: bytes, start: int) -> int:
@@ -143,7 +159,7 @@ def _rstrip(body: bytes, end: int) -> int:
 # --------------------------------------------------------------------------- the pieces
 
 
-class _Pieces:
+class Pieces:
     """``body[start:end]`` a piece at a time, cut at commas (and line ends for JSON lines),
     each input name's ``"name":`` made its marker byte and a line end a comma."""
 
@@ -194,7 +210,7 @@ class _Pieces:
 # --------------------------------------------------------------------------- layouts
 
 
-class _Layout(NamedTuple):
+class Layout(NamedTuple):
     """How the numbers, in order, make the inputs: rows of one block per input (the block's
     shape after the row's), ``rows`` None for one object (columns) or a plain list."""
 
@@ -219,7 +235,7 @@ class _Layout(NamedTuple):
         return arrays
 
 
-def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
+def _layout(skeleton: bytes, document: Document, inputs: int) -> Layout | None:
     """The layout the skeleton is exactly made of, or None."""
     if skeleton[:1] == b"{":
         return _object_layout(skeleton, inputs) if document.key == "inputs" else None
@@ -229,7 +245,7 @@ def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
             return None
         if document.key is None and not document.lines and len(shape) == 1:
             shape = (1, *shape)  # a list of numbers: conversion's one instance
-        return _Layout(None, [shape], [])
+        return Layout(None, [shape], [])
     if document.key == "inputs" or skeleton[:2] != b"[{":
         return None
     one_row = skeleton[1 : skeleton.find(b"}") + 1]
@@ -237,10 +253,10 @@ def _layout(skeleton: bytes, document: Document, inputs: int) -> _Layout | None:
     rows = skeleton.count(b"{")
     if row is None or b"[" + (one_row + b",") * (rows - 1) + one_row + b"]" != skeleton:
         return None
-    return _Layout(rows, row.shapes, row.order)
+    return Layout(rows, row.shapes, row.order)
 
 
-def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
+def _object_layout(skeleton: bytes, inputs: int) -> Layout | None:
     """``{`` marker value ``,`` marker value ... ``}``, every input named once: each value's
     shape, from its skeleton."""
     if skeleton[-1:] != b"}" or skeleton.count(b"}") != 1:
@@ -254,7 +270,7 @@ def _object_layout(skeleton: bytes, inputs: int) -> _Layout | None:
         if shape is None:
             return None
         shapes.append(shape)
-    return _Layout(None, shapes, [marker for marker, _ in members])
+    return Layout(None, shapes, [marker for marker, _ in members])
 
 
 def _members(inside: bytes) -> list[tuple[int, bytes]] | None:
@@ -302,17 +318,14 @@ def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
 # --------------------------------------------------------------------------- numbers
 
 
-def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
+def _parse_numbers(pieces: Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
     """The numbers in order, by orjson a piece at a time (brackets, braces and markers made
     spaces), each piece made an array as the model server's reader does."""
     out = np.empty(count, dtype)
     filled = 0
     for piece in pieces:
-        if piece is None:
-            return None
-        try:
-            values = orjson.loads(b"[" + piece.translate(_TO_SPACES) + b"]")
-        except orjson.JSONDecodeError:
+        values = piece_values(piece)
+        if values is None:
             return None
         if not values:  # blanks between two cuts: the skeleton's check finds any error
             continue
@@ -324,9 +337,33 @@ def _parse_numbers(pieces: _Pieces, count: int, dtype: np.dtype) -> np.ndarray |
     return out if filled == count else None
 
 
+def piece_values(piece: bytes | None) -> list | None:
+    """A piece's numbers (Python's, by orjson), or None: not a piece of numbers."""
+    if piece is None:
+        return None
+    try:
+        return orjson.loads(b"[" + _non_finite_as_strings(piece.translate(_TO_SPACES)) + b"]")
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _non_finite_as_strings(piece: bytes) -> bytes:
+    """``NaN``, ``Infinity`` and ``-Infinity`` (which orjson refuses) as the strings ``"nan"``,
+    ``"inf"`` and ``"-inf"``, which NumPy casts to the values the REST path's reader gives
+    (a NaN without a sign bit). Any other spelling (``-NaN``, ``Inf``, ``nan``, a word against
+    a digit) stays unreadable to orjson: the body goes the REST way, whose reader refuses it
+    too. Pieces without a capital, the usual ones, are returned as they are."""
+    if b"N" not in piece and b"I" not in piece:
+        return piece
+    for word, string in _NON_FINITE_WORDS:
+        piece = piece.replace(word, string)
+    return piece
+
+
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
     """What ``json_tensors`` makes of a list of numbers: Python numbers cast by NumPy (a
-    double to a float32 rounds once more), integer inputs given integers only."""
+    double to a float32 rounds once more), integer inputs given integers only; the strings of
+    ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
     objects = np.array(values, dtype=object)
     if dtype.kind == "i":
         if not all(type(value) is int for value in values):

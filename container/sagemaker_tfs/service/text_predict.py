@@ -25,6 +25,7 @@ from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.streamed_predict import StreamError
@@ -88,11 +89,14 @@ def signature_for(request: ParsedRequest, context: Any) -> dict[str, Signature] 
 
 
 def read_inputs(request: ParsedRequest, body: bytes,
-                signatures: dict[str, Signature]) -> TextInputs | None:  # fmt: skip
-    """The body as the inputs' arrays; None when ``text_tensors`` does not read it."""
+                signatures: dict[str, Signature]) -> TextInputs | JsonAnswer | None:  # fmt: skip
+    """The body as the inputs' arrays, or the REST path's refusal of it (a 400 with TF
+    Serving's words); None when ``text_tensors`` does not read it."""
     read = text_tensors.read_text_request(request.content_type.name, body, signatures)
     if read is None:
         return None
+    if isinstance(read, Refusal):
+        return JsonAnswer(400, [tfs_error_body(read.message)], "")
     expected = fast_path.expected_answer_bytes(read.signature, read.arrays, [])
     size = sum(array.nbytes for array in read.arrays.values())
     stream = max(size, expected) >= fast_path.STREAM_BYTES

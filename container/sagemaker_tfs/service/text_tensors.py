@@ -6,17 +6,22 @@ Only bodies that the REST path (``conversion.convert``, then the model server's 
 would read into exactly the same arrays are read here, without a Python object per number:
 
 - CSV of numbers: NumPy's C reader (``np.loadtxt``) over the whole buffer;
-- JSON and JSON lines (``text_json``): a rectangular list of numbers, or named inputs in
-  rows or columns, under any signature (``signature_name``), with any number of inputs.
+- JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
+  ``Infinity`` and ``-Infinity`` among them for float inputs), or named inputs in rows or
+  columns, under any signature (``signature_name``), with any number of inputs.
 
 Anything else returns None and the caller converts the body as before, so that its answer
-and its errors are the REST path's: strings or other non-number bytes, ragged or empty
-lists, a NaN, an infinity, an integer input given a fraction or a value out of its range,
-and inputs of other dtypes. Values are parsed as doubles and then cast, as the REST path
-does (a float32 is rounded from the double, not from the text). Where the REST path reads a
-value otherwise than the double of its text, the difference is recorded and applied (CSV's
-``-0``: see ``_unsign_integer_zeros``), so that no single value sends a body the unbounded
-way.
+and its errors are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a
+string to conversion), ragged or empty lists, a NaN or an infinity spelt otherwise than
+JSON's words, an integer input given a fraction or a value out of its range in CSV (or in
+JSON when two inputs are given one), and inputs of other dtypes. A JSON body that gives
+one integer input such a value is refused as the REST path refuses it (``text_refusals``:
+a 400 in its words).
+
+Values are parsed as doubles and then cast, as the REST path does (a float32 is rounded
+from the double, not from the text). Where the REST path reads a value otherwise than the
+double of its text, the difference is recorded and applied (CSV's ``-0``: see
+``_unsign_integer_zeros``), so that no single value sends a body the unbounded way.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service import text_json
+from sagemaker_tfs.service import text_json, text_refusals
 from sagemaker_tfs.service.content_types import CSV, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.service.text_json import PARSE_BYTES, WHITESPACE, byte_table, fits
+from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
@@ -60,9 +66,11 @@ class TextRequest(NamedTuple):
     signature: Signature
 
 
-def read_text_request(kind: str, body: bytes,
-                      signatures: Mapping[str, Signature]) -> TextRequest | None:  # fmt: skip
-    """The arrays the REST path would feed the model for this body, or None (see the
+def read_text_request(
+    kind: str, body: bytes, signatures: Mapping[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The arrays the REST path would feed the model for this body, its refusal of a JSON
+    body that gives an integer input another number (``text_refusals``), or None (see the
     module). ``signatures``: the model's, by name."""
     if kind == CSV:
         return _csv_request(body, signatures.get(DEFAULT_SIGNATURE))
@@ -76,8 +84,12 @@ def read_text_request(kind: str, body: bytes,
         return None
     names = list(signature.inputs)
     dtype = text_json.same_dtype({name: _dtype(spec) for name, spec in signature.inputs.items()})
-    read = None if dtype is None else text_json.read_document(document, names, dtype)
-    return None if read is None else TextRequest(read.arrays, read.columnar, signature)
+    if dtype is None:
+        return None
+    read = text_json.read_document(document, names, dtype)
+    if read is None:
+        return text_refusals.integer_refusal(document, names, dtype)
+    return TextRequest(read.arrays, read.columnar, signature)
 
 
 def _dtype(spec: TensorSpec) -> np.dtype | None:

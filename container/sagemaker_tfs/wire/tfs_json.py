@@ -16,9 +16,11 @@ text is never held as one string beside the per-element strings it is made of.
 from __future__ import annotations
 
 import base64
+import math
 import re
 import struct
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -413,3 +415,30 @@ def _row_batch_size(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> in
                 f"expecting: {batch_size}"
             )
     return batch_size or 0
+
+
+def rapidjson_double(value: float) -> str:
+    """A double as rapidjson's Writer prints it (shortest round trip, its own layout)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    assert isinstance(exponent, int)  # a finite value: not 'n', 'N' or 'F'
+    digits = "".join(map(str, digit_tuple)) or "0"
+    if digits == "0":
+        return sign + "0.0"
+    length = len(digits)
+    point = length + exponent  # decimal point position relative to the digits (rapidjson kk)
+    if exponent >= 0 and point <= 21:
+        text = digits + "0" * exponent + ".0"
+    elif 0 < point <= 21:
+        text = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + digits
+    elif length == 1:
+        text = f"{digits}e{point - 1}"
+    else:
+        text = f"{digits[0]}.{digits[1:]}e{point - 1}"
+    return sign + text

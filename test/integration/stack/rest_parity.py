@@ -60,3 +60,17 @@ def answered_by(stack: Stack, entrypoint: str) -> int:
         ):
             total += int(float(line.rsplit(" ", 1)[1]))
     return total
+
+
+def requests_counted(stack: Stack, model: str) -> int:
+    """Requests for ``model`` the model server counted, by either front end, refused ones
+    included (the latency histogram of ``answered_by`` counts answers only)."""
+    text = requests.get(
+        f"http://127.0.0.1:{rest_port(stack)}/monitoring/prometheus/metrics", timeout=10
+    ).text
+    prefix = ":tensorflow:serving:request_count{"
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith(prefix) and f'model_name="{model}"' in line
+    )

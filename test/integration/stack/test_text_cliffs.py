@@ -1,9 +1,10 @@
 """The shapes that fell off the bounded path (issue 53) take it: route, memory and bytes.
 
 Before issue 53, one negative zero among millions of CSV values, a model with two inputs,
-named inputs (rows or columns) and JSON lines sent a body the old way: converted to JSON
-text and posted to the model server's REST API, which parsed it again (the service grew by
-up to 15x the body, the model server by up to 13x). Each body here, of 10-20 MB on a
+named inputs (rows or columns), JSON lines and a NaN or an infinity among millions of JSON
+values sent a body the old way: converted to JSON text and posted to the model server's REST
+API, which parsed it again (the service grew by up to 15x the body, the model server by up
+to 13x). Each body here, of 10-20 MB on a
 single-model endpoint (over the njs limit: the service reads it), must now
 
 - be answered over gRPC (the model server's metrics count a gRPC Predict, no REST one);
@@ -64,6 +65,14 @@ def csv_with_negative_zeros() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def json_with_non_finite() -> bytes:
+    """2 M values under ``instances``, a ``NaN``, an ``Infinity`` and a ``-Infinity`` among
+    them (the REST path's reader takes them; the bounded one since issue 53's second part)."""
+    values = numbers(2_000_000, 9)
+    values[17], values[1_000_000], values[-3] = "NaN", "Infinity", "-Infinity"
+    return f'{{"instances": [{", ".join(values)}]}}'.encode()
+
+
 def named_rows() -> bytes:
     a, b = numbers(600_000, 2), numbers(600_000, 3)
     rows = ", ".join(f'{{"a": {x}, "b": {y}}}' for x, y in zip(a, b, strict=True))
@@ -87,6 +96,7 @@ def signature_named() -> bytes:
 
 CLIFFS: list[tuple[str, str, Callable[[], bytes]]] = [
     ("half_plus_three", CSV, csv_with_negative_zeros),
+    ("half_plus_three", JSON, json_with_non_finite),
     ("two_inputs", JSON, named_rows),
     ("two_inputs", JSON, named_columns),
     ("two_inputs", JSON_LINES, json_lines),

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
-from rest_parity import answered_by, rest_answer, stack_answer
+from rest_parity import answered_by, requests_counted, rest_answer, stack_answer
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.wire.http_headers import accept_list
 from whole_stack import Stack, running_stack
@@ -34,6 +34,7 @@ CSV = "text/csv"
 JSON = "application/json"
 MODEL = "half_plus_three"
 TWO_INPUTS = "two_inputs"
+INTEGERS = "int_doubler"
 JSON_LINES = "application/jsonlines"
 
 
@@ -50,15 +51,15 @@ def assert_same_answers(
 def multi_model(
     tmp_path_factory: pytest.TempPathFactory, resources_dir: Path, test_models: Any
 ) -> Iterator[Stack]:
-    """half_plus_three, mobilenet_v2 (its convolutions refuse a matrix) and two_inputs
-    (y = 2a + b; signature ``doubled``: 2a)."""
+    """half_plus_three, mobilenet_v2 (its convolutions refuse a matrix), two_inputs
+    (y = 2a + b; signature ``doubled``: 2a) and int_doubler (int64 n -> 2n)."""
     root = tmp_path_factory.mktemp("text_predict_mme")
     shutil.copytree(resources_dir / "models" / MODEL, root / "models" / MODEL)
-    for name in ("mobilenet_v2", TWO_INPUTS):
+    for name in ("mobilenet_v2", TWO_INPUTS, INTEGERS):
         shutil.copytree(test_models(name), root / "models" / name)
     (root / "work").mkdir()
     with running_stack(root / "models", root / "work", multi_model=True) as stack:
-        for name in (MODEL, "mobilenet_v2", TWO_INPUTS):
+        for name in (MODEL, "mobilenet_v2", TWO_INPUTS, INTEGERS):
             status, answer = load(stack, name, name)
             assert status == 200, answer
         yield stack
@@ -82,6 +83,9 @@ SMALL_NUMERIC = [
     (JSON, b"[[1, -0.0], [0.1, 1e30]]"),
     (JSON, b"[1.0, 2.0]"),
     (JSON, b"[[[0.25], [1]], [[2], [3]]]"),
+    (JSON, b'{"instances": [NaN, Infinity, -Infinity, 1.5]}'),  # since issue 53's second part
+    (JSON, b"[[NaN, 1e39], [-Infinity, -0.0]]"),  # 1e39: a float32's infinity
+    ("application/jsonlines", b"[NaN, 1]\n[Infinity, -Infinity]\n"),
 ]
 
 
@@ -106,6 +110,8 @@ NAMED_BODIES = [  # to two_inputs; over gRPC since issue 53
     (JSON, b'{"signature_name": "doubled", "inputs": {"a": [[1.0, 2.0]]}}'),
     (JSON_LINES, b'{"a": 1.5, "b": 2}\n{"a": 3, "b": -4e3}\n'),
     (JSON_LINES, b'{"a": [1, 2], "b": [3, 4]}\r\n{"a": [5, 6], "b": [7, 8]}'),
+    (JSON, b'{"inputs": {"a": [NaN, Infinity], "b": [-Infinity, 1]}}'),
+    (JSON_LINES, b'{"a": NaN, "b": 1}\n{"a": -Infinity, "b": Infinity}\n'),
 ]
 NAMED_BODIES_REFUSED = [  # the REST path's errors, word for word
     (JSON, b'{"instances": [{"a": 1.0}, {"a": 2.0}]}'),
@@ -113,6 +119,8 @@ NAMED_BODIES_REFUSED = [  # the REST path's errors, word for word
     (JSON, b'{"inputs": {"a": [1.0, 2.0], "b": [1.0, 2.0, 3.0]}}'),  # the model refuses it
     (JSON, b'{"signature_name": "none", "instances": [1.0]}'),
     (JSON_LINES, b'{"a": 1, "b": 2}\n{"a": 3}'),
+    (JSON, b'{"inputs": {"a": [-NaN], "b": [1]}}'),  # spellings the REST path refuses
+    (JSON, b'{"inputs": {"a": [Inf], "b": [1]}}'),
 ]
 
 
@@ -135,6 +143,44 @@ def test_named_inputs_refused_alike(multi_model: Stack, content_type: str, body:
     status, _, _ = assert_same_answers(multi_model, f"/models/{TWO_INPUTS}/invoke", content_type,
                                        body, None, TWO_INPUTS)  # fmt: skip
     assert status == 400
+
+
+INTEGER_BODIES_REFUSED = [  # an integer input given another number: refused by the service
+    (JSON, b'{"instances": [1, 2.0, 3]}'),
+    (JSON, b"[[1, 2], [3, 4.5]]"),
+    (JSON, b'{"inputs": {"n": [[1, -0.0]]}}'),
+    (JSON, b'{"instances": [{"n": 1}, {"n": 1e2}]}'),
+    (JSON, b'{"inputs": [1, NaN, 2.5]}'),
+    (JSON, b'{"instances": [1, 12345678901234567890.0]}'),
+    (JSON_LINES, b'{"n": [1, 2]}\n{"n": [3, Infinity]}\n'),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), INTEGER_BODIES_REFUSED)
+@pytest.mark.parametrize("accept", [None, "application/jsonlines"])
+def test_integer_inputs_given_other_numbers_refused_alike(
+    multi_model: Stack, content_type: str, body: bytes, accept: str | None
+) -> None:
+    """The REST path's 400 and message, word for word, without the REST path: the model
+    server counts no request for it, by either front end (issue 53)."""
+    before = requests_counted(multi_model, INTEGERS)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{INTEGERS}/invoke", content_type,
+                                       body, accept, INTEGERS)  # fmt: skip
+    assert status == 400
+    assert requests_counted(multi_model, INTEGERS) == before + 1  # the parity's own REST post
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [(JSON, b'{"instances": [1, -2, 3]}'), (JSON, b'{"inputs": {"n": [[-0, 9007199254740993]]}}'),
+     (JSON_LINES, b'{"n": [1, 2]}\n{"n": [3, 4]}\n'), (CSV, b"1,2\n-0,4\n")],
+)  # fmt: skip
+def test_integer_inputs_over_grpc(multi_model: Stack, content_type: str, body: bytes) -> None:
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, f"/models/{INTEGERS}/invoke", content_type,
+                                       body, None, INTEGERS)  # fmt: skip
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,14 @@ answers JSON and CSV bodies it sent over gRPC with the same bytes.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
-from sagemaker_tfs.wire.tfs_json import quote, render_document, render_object
+from sagemaker_tfs.wire.tfs_json import quote, rapidjson_double, render_document, render_object
 
 MAX_DEBUG_VALUE_BYTES = 256
 
@@ -58,33 +56,6 @@ def _render_scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     return rapidjson_double(value)
-
-
-def rapidjson_double(value: float) -> str:
-    """A double as rapidjson's Writer prints it (shortest round trip, its own layout)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
-    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
-    assert isinstance(exponent, int)  # a finite value: not 'n', 'N' or 'F'
-    digits = "".join(map(str, digit_tuple)) or "0"
-    if digits == "0":
-        return sign + "0.0"
-    length = len(digits)
-    point = length + exponent  # decimal point position relative to the digits (rapidjson kk)
-    if exponent >= 0 and point <= 21:
-        text = digits + "0" * exponent + ".0"
-    elif 0 < point <= 21:
-        text = digits[:point] + "." + digits[point:]
-    elif -6 < point <= 0:
-        text = "0." + "0" * -point + digits
-    elif length == 1:
-        text = f"{digits}e{point - 1}"
-    else:
-        text = f"{digits[0]}.{digits[1:]}e{point - 1}"
-    return sign + text
 
 
 # --------------------------------------------------------------------------- documents
