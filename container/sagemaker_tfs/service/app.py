@@ -21,7 +21,7 @@ import falcon
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import errors, native_threads, sessions
-from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.body_budget import BodyBudget, GivenBackWhenClosed
 from sagemaker_tfs.service.connections import Channels, RestClient, init_gevent_if_patched
 from sagemaker_tfs.service.handlers import (
@@ -122,6 +122,9 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
         return
     if isinstance(reply.body, StreamedBody):
         _send_streamed(resp, reply.body)
+        return
+    if isinstance(reply.body, WrittenBody):  # no Content-Length: sent chunked as it is written
+        resp.stream = _pieces(reply.body.chunks)
         return
     if isinstance(reply.body, HandlerStream):
         # no Content-Length: gunicorn sends each chunk as an HTTP/1.1 chunk as it comes

@@ -20,7 +20,7 @@ import requests
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
-from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
@@ -104,7 +104,7 @@ class Reply(NamedTuple):
     handler's stream; ``headers``: more response headers (a session's)."""
 
     status: int
-    body: bytes | Sequence[bytes | memoryview] | StreamedBody | HandlerStream
+    body: bytes | Sequence[bytes | memoryview] | StreamedBody | WrittenBody | HandlerStream
     content_type: str
     headers: tuple[tuple[str, str], ...] = ()
 
