@@ -75,6 +75,13 @@ class StreamedBody(NamedTuple):
     chunks: Iterator[Chunk]
 
 
+class WrittenBody(NamedTuple):
+    """An answer written while it is sent, its length unknown until the end (sent chunked):
+    a JSON answer of a text body, whose text would be 1-1.5x the body if held whole."""
+
+    chunks: Iterator[bytes]
+
+
 def encode_answer(
     answer: StreamedTensors, output_type: str
 ) -> tuple[list[Chunk] | StreamedBody, str]:

@@ -21,7 +21,7 @@ import falcon
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import errors, native_threads, sessions
-from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.body_budget import BodyBudget, GivenBackWhenClosed
 from sagemaker_tfs.service.connections import Channels, RestClient, init_gevent_if_patched
 from sagemaker_tfs.service.handlers import (
@@ -41,7 +41,12 @@ from sagemaker_tfs.service.metrics import (
 )
 from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
 from sagemaker_tfs.service.multi_model import ControlClient, ModelDirectory, RegisteredModel
-from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
+from sagemaker_tfs.service.request import (
+    ParsedRequest,
+    RequestBody,
+    model_named_by,
+    parse_request,
+)
 from sagemaker_tfs.service.sessions import Sessions
 from sagemaker_tfs.service.streaming import HandlerStream
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
@@ -122,6 +127,9 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
         return
     if isinstance(reply.body, StreamedBody):
         _send_streamed(resp, reply.body)
+        return
+    if isinstance(reply.body, WrittenBody):  # no Content-Length: sent chunked as it is written
+        resp.stream = _pieces(reply.body.chunks)
         return
     if isinstance(reply.body, HandlerStream):
         # no Content-Length: gunicorn sends each chunk as an HTTP/1.1 chunk as it comes
@@ -208,7 +216,7 @@ class Service(ABC):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         """The request as this mode reads it; ``path_name``: the model named in the path."""
 
-    def answer(self, request: ParsedRequest, body: bytes, record: InvocationRecord) -> Reply:
+    def answer(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord) -> Reply:
         """Serve one invocation; with sessions on, open or close one, or serve in one."""
         if self.sessions is None:
             if request.session_id is not None:
@@ -220,7 +228,7 @@ class Service(ABC):
         )
 
     @abstractmethod
-    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
+    def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         """Serve one invocation (in the stateful session ``state``, if any)."""
 
@@ -232,12 +240,12 @@ class Service(ABC):
 def serve_in_sessions(
     held: Sessions,
     request: ParsedRequest,
-    body: bytes,
+    body: RequestBody,
     invoke: Callable[[SessionState | None], Reply],
 ) -> Reply:
     """Open or close a session (the handlers are not called), or ``invoke`` in the session
     the request names, or in none."""
-    kind = sessions.control_request(body)
+    kind = sessions.control_request(body.data)
     session_id = sessions.requested_session(request.session_id)
     if kind == sessions.NEW_SESSION:
         session = held.open()
@@ -276,7 +284,7 @@ class SingleModelService(Service):
         """The Target-Model header means nothing here and is not read."""
         return parse_request(req, body_length, self.config.default_model, None)
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
+    def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         candidates = InstanceRotation(self.picker, self.channels)
         return self.invoker.invoke(request, body, self.user_code, candidates, record, state)
@@ -302,7 +310,7 @@ class MultiModelService(Service):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
-    def invoke(self, request: ParsedRequest, body: bytes, record: InvocationRecord,
+    def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         """After a server-side failure, or a shared model server's 404 (it dropped the model),
         the registry's 404 if the model was unloaded meanwhile."""
@@ -343,8 +351,8 @@ def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
            path_name: str | None) -> None:  # fmt: skip
     """The edge: the request read once (body, then line and headers), served, answered."""
     with recorded(service.metrics, resp) as record, _body_share(service, req, resp):
-        body = read_body(req)
-        request = service.parse(req, path_name, len(body))
+        body = RequestBody(read_body(req))
+        request = service.parse(req, path_name, body.length)
         record.target(request.target)
         _answer(req, resp, service.answer(request, body, record))
 

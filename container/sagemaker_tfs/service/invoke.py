@@ -20,7 +20,7 @@ import requests
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service import conversion, fast_path, text_predict
-from sagemaker_tfs.service.answers import StreamedBody
+from sagemaker_tfs.service.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
 from sagemaker_tfs.service.context import Context, build_context
@@ -34,7 +34,7 @@ from sagemaker_tfs.service.model_servers import (
     ModelServer,
     reached_no_model_server,
 )
-from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.request import ParsedRequest, RequestBody
 from sagemaker_tfs.service.streaming import HandlerStream, is_stream
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
 from sagemaker_tfs.wire.metrics import (
@@ -104,7 +104,7 @@ class Reply(NamedTuple):
     handler's stream; ``headers``: more response headers (a session's)."""
 
     status: int
-    body: bytes | Sequence[bytes | memoryview] | StreamedBody | HandlerStream
+    body: bytes | Sequence[bytes | memoryview] | StreamedBody | WrittenBody | HandlerStream
     content_type: str
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -169,7 +169,7 @@ class Invoker:
         self.options = options
         self.limits = limits
 
-    def invoke(self, request: ParsedRequest, body: bytes, user_code: UserCode | None,
+    def invoke(self, request: ParsedRequest, body: RequestBody, user_code: UserCode | None,
                candidates: Candidates, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         """A request that waited past its deadline is shed here, before any work is done.
@@ -179,16 +179,16 @@ class Invoker:
         if user_code is not None:
             record.route = ROUTE_INFERENCE_PY
             failover = Failover(candidates, lambda server: _context(request, server, state))
-            return self.call_user_code(user_code, request, body, failover, record)
+            return self.call_user_code(user_code, request, body.data, failover, record)
         convertible = request.content_type.name in CONVERTIBLE_TYPES
-        if convertible and len(body) > self.limits.text_body_mb << 20:
+        if convertible and body.length > self.limits.text_body_mb << 20:
             raise conversion.text_too_large(self.limits.text_body_mb)
         failover = Failover(candidates, partial(build_context, request))
         if convertible and request.answer.tfs_json:
             record.route = ROUTE_CONVERSION
             return self.predict_text(request, body, failover, record)
         record.route = ROUTE_FAST_PATH
-        return self.fast_path(request, body, failover, record)
+        return self.fast_path(request, body.data, failover, record)
 
     def call_user_code(self, user_code: UserCode, request: ParsedRequest, body: bytes,
                        failover: Failover[Context], record: InvocationRecord) -> Reply:  # fmt: skip
@@ -246,22 +246,24 @@ class Invoker:
             raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
         return response
 
-    def predict_text(self, request: ParsedRequest, body: bytes, failover: Failover[Context],
+    def predict_text(self, request: ParsedRequest, body: RequestBody, failover: Failover[Context],
                      record: InvocationRecord) -> Reply:  # fmt: skip
         """A JSON or CSV body with a JSON answer: read into the inputs' arrays and sent over
         gRPC where ``text_predict`` can (the same answer, bytes and all), else converted to
-        TF Serving's JSON request and posted to the model server's REST API."""
+        TF Serving's JSON request and posted to the model server's REST API. Once read into
+        the arrays, the body is let go of (a failover sends the arrays again)."""
         timeout = self.limits.model_server_timeout
         signature = failover(lambda context: text_predict.signature_for(request, context))
-        inputs = text_predict.read_inputs(request, body, signature) if signature else None
+        inputs = text_predict.read_inputs(request, body.data, signature) if signature else None
         if inputs is None:
-            converted = conversion.convert(request.content_type.name, body).encode("utf-8")
+            converted = conversion.convert(request.content_type.name, body.data).encode("utf-8")
             check_deadline(request, self.limits)  # converting may have waited for the CPU
             response = failover(lambda context: self.post(context.rest_uri, converted, record))
             answer = text_predict.as_passed_on(response.status_code, [response.content], request)
         elif isinstance(inputs, text_predict.JsonAnswer):  # refused as the REST path refuses it
             answer = text_predict.as_passed_on(inputs.status, inputs.pieces, request)
         else:
+            body.let_go()
             check_deadline(request, self.limits)  # so may reading the body
             outputs = failover(lambda context: text_predict.predict(context, inputs, record,
                                                                     timeout))  # fmt: skip

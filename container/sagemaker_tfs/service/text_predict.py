@@ -12,8 +12,9 @@ asked for return None: the caller takes the REST path.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import grpc
@@ -21,6 +22,7 @@ import numpy as np
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import fast_path, text_tensors
+from sagemaker_tfs.service.answers import WrittenBody
 from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord
@@ -38,23 +40,36 @@ from sagemaker_tfs.wire.tfs_json import (
 
 logger = logging.getLogger(__name__)
 
+# A JSON answer up to this size is written whole and sent with its Content-Length; a larger
+# one is written while it is sent (chunked), so that its text, 1-1.5x the body for floats
+# of three decimals, is never whole in the service's memory (issue 53's memory goal).
+WHOLE_ANSWER_BYTES = 1 << 20
+
 
 class JsonAnswer(NamedTuple):
     """The model server's REST answer as the service passes it on: status, body pieces,
     Content-Type."""
 
     status: int
-    pieces: list[bytes]
+    pieces: list[bytes] | WrittenBody
     content_type: str
 
 
-def as_passed_on(status: int, pieces: Sequence[bytes], request: ParsedRequest) -> JsonAnswer:
+def as_passed_on(status: int, pieces: Sequence[bytes] | WrittenBody,
+                 request: ParsedRequest) -> JsonAnswer:  # fmt: skip
     """A REST answer (``pieces``: its body) as the service passes it to the client: on one
     line, with the first listed JSON type, when Accept lists one (the reference's rule)."""
     one_line_type = request.answer.one_line
     if one_line_type is None:
-        return JsonAnswer(status, list(pieces), JSON)
-    return JsonAnswer(status, [piece.replace(b"\n", b"") for piece in pieces], one_line_type)
+        return JsonAnswer(status, pieces if isinstance(pieces, WrittenBody) else list(pieces), JSON)
+    if isinstance(pieces, WrittenBody):
+        return JsonAnswer(status, WrittenBody(_on_one_line(pieces.chunks)), one_line_type)
+    return JsonAnswer(status, list(_on_one_line(iter(pieces))), one_line_type)
+
+
+def _on_one_line(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    for piece in pieces:
+        yield piece.replace(b"\n", b"")
 
 
 def tfs_error_body(message: str) -> bytes:
@@ -108,11 +123,27 @@ def answer(outputs: dict[str, np.ndarray] | JsonAnswer, columnar: bool,
     """The answer TF Serving's REST API would give, as the service passes it on."""
     if isinstance(outputs, JsonAnswer):
         return as_passed_on(outputs.status, outputs.pieces, request)
+    pieces = predict_answer_pieces(outputs, columnar)
     try:
-        pieces = list(predict_answer_pieces(outputs, columnar))
+        first = _first_pieces(pieces)
     except TensorJsonError as error:
         return as_passed_on(400, [tfs_error_body(str(error))], request)
-    return as_passed_on(200, pieces, request)
+    if sum(len(piece) for piece in first) <= WHOLE_ANSWER_BYTES:
+        return as_passed_on(200, first, request)
+    return as_passed_on(200, WrittenBody(itertools.chain(first, pieces)), request)
+
+
+def _first_pieces(pieces: Iterator[bytes]) -> list[bytes]:
+    """The answer's pieces until they are more than ``WHOLE_ANSWER_BYTES`` or all written
+    (``predict_answer_pieces`` raises its errors before the first piece: a 400 is still
+    possible here, not once the answer is being sent)."""
+    first, size = [], 0
+    for piece in pieces:
+        first.append(piece)
+        size += len(piece)
+        if size > WHOLE_ANSWER_BYTES:
+            break
+    return first
 
 
 def predict(context: Any, inputs: TextInputs, record: InvocationRecord,

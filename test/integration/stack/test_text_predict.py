@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import requests
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from rest_parity import answered_by, requests_counted, rest_answer, stack_answer
@@ -268,3 +270,22 @@ def test_bad_bodies_over_the_njs_limit(single_model: Stack, body: bytes) -> None
     assert len(body) > 256 * 1024
     status, _, answer = assert_same_answers(single_model, "/invocations", CSV, body, None)
     assert status == 400 and b"error" in answer
+
+
+@pytest.mark.parametrize(("values", "chunked"), [(30_000, False), (300_000, True)])
+def test_a_large_answer_is_sent_as_it_is_written(single_model: Stack, values: int,
+                                                 chunked: bool) -> None:  # fmt: skip
+    """An answer over 1 MiB is not held whole: it leaves chunked (nginx passes it on so), a
+    smaller one with its Content-Length, as the REST path's; the bytes are the same."""
+    body = "".join(f"{value:.3f}\n" for value in np.linspace(-1, 1, values)).encode()
+    response = requests.post(single_model.url + "/invocations", data=body,
+                             headers={"Content-Type": CSV}, timeout=120)  # fmt: skip
+    assert response.status_code == 200
+    assert (len(response.content) > 1 << 20) == chunked
+    if chunked:
+        assert response.headers["Transfer-Encoding"] == "chunked"
+        assert "Content-Length" not in response.headers
+    else:
+        assert int(response.headers["Content-Length"]) == len(response.content)
+    by_rest = rest_answer(single_model, f"/v1/models/{MODEL}:predict", CSV, body, None)
+    assert (200, JSON, response.content) == by_rest

@@ -20,6 +20,7 @@ from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service import app, sessions
+from sagemaker_tfs.service.answers import WrittenBody
 from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.body_budget import BodyBudget
 from sagemaker_tfs.service.connections import Channels, RestClient
@@ -48,6 +49,20 @@ def test_large_answers_stream_in_bounded_pieces_with_their_length() -> None:
     assert int(resp.content_length) == len(b"".join(pieces))
 
 
+def test_a_written_answer_is_sent_as_it_is_written_without_a_length() -> None:
+    def chunks() -> Any:
+        yield b"{"
+        yield bytes(SEND_PIECE_BYTES + 5)
+        yield b"}"
+
+    resp = falcon.Response()
+    _send(resp, Reply(200, WrittenBody(chunks()), "application/json"))
+    pieces = list(resp.stream)
+    assert all(len(piece) <= SEND_PIECE_BYTES for piece in pieces)
+    assert b"".join(pieces) == b"{" + bytes(SEND_PIECE_BYTES + 5) + b"}"
+    assert resp.content_length is None  # gunicorn sends it chunked
+
+
 def send_buffer(connection: socket.socket) -> int:
     return connection.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
 
@@ -68,7 +83,7 @@ class FixedAnswer(app.Service):
             target=ModelTarget("m", None, "predict"), session_id=session_id
         )
 
-    def invoke(self, request: object, body: bytes, record: object, state: object = None) -> Reply:
+    def invoke(self, request: object, body: object, record: object, state: object = None) -> Reply:
         return Reply(200, [bytes(self.size)], "application/x-npz")
 
     def describe(self) -> str:

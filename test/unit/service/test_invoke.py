@@ -28,7 +28,7 @@ from sagemaker_tfs.service.image_inputs import ImageOptions
 from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, model_server_error, queue_full
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.model_servers import Candidates, ModelServer
-from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.request import ParsedRequest, RequestBody
 from sagemaker_tfs.service.streaming import HandlerStream
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
@@ -74,7 +74,7 @@ def invoke(user_code: UserCode | None, body: bytes, request: ParsedRequest, serv
     """One invocation by a worker's ``Invoker``, its record counting nothing."""
     invoker = Invoker(RestClient(), ImageOptions(1.0, 0.0), limits)
     return invoker.invoke(
-        request, body, user_code, servers, InvocationRecord(None, falcon.Response())
+        request, RequestBody(body), user_code, servers, InvocationRecord(None, falcon.Response())
     )
 
 

@@ -8,7 +8,7 @@ import pytest
 from sagemaker_tfs.service.content_types import AnswerType
 from sagemaker_tfs.service.context import build_context
 from sagemaker_tfs.service.model_servers import ModelServer
-from sagemaker_tfs.service.request import ParsedRequest, model_named_by, parse_request
+from sagemaker_tfs.service.request import ParsedRequest, RequestBody, model_named_by, parse_request
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER
@@ -136,3 +136,12 @@ def test_the_answer_type_is_decided_once_for_every_way_of_answering(
     """The JSON answer (its one-line type), the fast path's type (None: 406) and the handler's
     Accept, from one Accept header."""
     assert parsed(Accept=accept).answer == expected
+
+
+def test_a_request_body_let_go_of_cannot_be_read_again() -> None:
+    body = RequestBody(b"1,2\n")
+    assert (body.data, body.length) == (b"1,2\n", 4)
+    body.let_go()
+    assert body.length == 4
+    with pytest.raises(RuntimeError, match="let go of"):
+        _ = body.data

@@ -10,7 +10,7 @@ import pytest
 from sagemaker_tfs.service.app import serve_in_sessions
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.invoke import Reply, SessionState
-from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.request import ParsedRequest, RequestBody
 from sagemaker_tfs.service.sessions import (
     CLOSE,
     NEW_SESSION,
@@ -128,7 +128,7 @@ def served(sessions: Sessions, body: bytes, session_id: str | None = None) -> Re
             return Reply(200, f"{state.id} {state.store['calls']}".encode(), "text/plain")
         return Reply(200, b"no session", "text/plain")
 
-    return serve_in_sessions(sessions, request(session_id), body, invoke)
+    return serve_in_sessions(sessions, request(session_id), RequestBody(body), invoke)
 
 
 def test_open_use_and_close_with_sagemakers_headers() -> None:
