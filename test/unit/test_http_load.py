@@ -98,7 +98,10 @@ def test_the_open_loop_keeps_its_schedule_and_reuses_connections() -> None:
         took = time.monotonic() - started
     assert statuses(results) == {(200, True, False): 100}
     assert 0.45 < took < 1.5
-    assert len(accepted) < 10  # answers are quick: a few connections carry all of them
+    # Answers are quick, so a few connections carry them all; a busy machine (a CI run's other
+    # processes) can stall the server long enough for the client to open more (16 seen),
+    # but a client that never reused one would open all 100.
+    assert len(accepted) < 50
 
 
 def test_a_closed_connection_and_a_silent_server_are_counted_apart() -> None:
