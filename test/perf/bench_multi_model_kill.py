@@ -62,7 +62,9 @@ class PingSamples:
         return f"{counts.get('200', 0)} of {len(self.codes)} 200 ({dict(counts)})"
 
 
-def correct(session: requests.Session, stack: Stack, name: str) -> bool:
+def correct(session: requests.Session, stack: Stack, name: str, waits: list[float]) -> bool:
+    """One request; its seconds appended to ``waits``."""
+    started = time.monotonic()
     try:
         response = session.post(
             f"{stack.url}/models/{name}/invoke",
@@ -72,6 +74,8 @@ def correct(session: requests.Session, stack: Stack, name: str) -> bool:
         )
     except requests.RequestException:
         return False
+    finally:
+        waits.append(time.monotonic() - started)
     return response.status_code == 200 and response.json() == {"predictions": [[3.5]]}
 
 
@@ -86,12 +90,13 @@ def kill_one_server(stack: Stack, models: int, sample: list[str], after: float) 
     session = requests.Session()
     failed: set[str] = set()
     rounds: list[tuple[float, int]] = []
+    waits: list[float] = []
     all_back: float | None = None
     pinger.start()
     killed = time.monotonic()
     os.kill(servers[0], signal.SIGKILL)
     while time.monotonic() - killed < 120:
-        answered = [name for name in sample if correct(session, stack, name)]
+        answered = [name for name in sample if correct(session, stack, name, waits)]
         failed.update(set(sample) - set(answered))
         ended = time.monotonic() - killed
         rounds.append((ended, len(answered)))
@@ -106,6 +111,8 @@ def kill_one_server(stack: Stack, models: int, sample: list[str], after: float) 
     print(f"  model servers: {len(servers)}; killed pid {servers[0]}")
     print(f"  sampled models that ever failed: {len(failed)} of {len(sample)}")
     back = "never" if all_back is None else f"{all_back:.2f} s after the kill"
+    slowest = sorted(waits)[-3:]
+    print(f"  slowest requests: {', '.join(f'{w:.2f}' for w in slowest)} s of {len(waits)}")
     print(f"  first round with all {len(sample)} answering ended: {back}")
     shown = ", ".join(f"{ended:.2f}s:{count}" for ended, count in rounds[:8])
     print(f"  rounds (end: models answering): {shown}{' ...' if len(rounds) > 8 else ''}")

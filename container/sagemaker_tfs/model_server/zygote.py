@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -152,6 +153,7 @@ def main(args: Sequence[str] | None = None) -> int:
     if not single_threaded():
         sys.stderr.write(f"model server zygote: {thread_count()} threads after the imports\n")
         return NOT_SINGLE_THREADED
+    gc.freeze()  # the imports' objects: a collection in a model server would write their pages
     set_title(WAITING_TITLE)
     serve(socket.socket(fileno=0), parent)
     return 0
