@@ -95,14 +95,14 @@ class ModelServerZygote:
         """A model server running ``argv`` forked by the zygote; None while there is none
         ready (the caller spawns one)."""
         with self._lock:
-            if self.channel is None or not self._ready_now(self.channel):
-                return None
             started = time.monotonic()
             try:
+                if self.channel is None or not self._ready_now(self.channel):
+                    return None
                 pid = self._fork(self.channel, argv)
             except (OSError, ValueError) as error:
                 logger.warning("%s could not fork a model server: %s", NAME, error)
-                self._close_channel()
+                self._discard()
                 return None
         self.backoff = FIRST_BACKOFF_SECONDS
         logger.info("%s forked pid %d in %.3fs", NAME, pid, time.monotonic() - started)
@@ -166,6 +166,13 @@ class ModelServerZygote:
         with self._lock:
             self.channel, self.ready = ours, False
         logger.info("started %s (pid %d)", NAME, process.pid)
+
+    def _discard(self) -> None:
+        """A zygote that does not answer is killed; ``check`` replaces it after the backoff."""
+        self._close_channel()
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
 
     def _close_channel(self) -> None:
         if self.channel is not None:

@@ -82,11 +82,18 @@ DRIVER = textwrap.dedent("""
     dead = zygote.process.pid
     os.kill(dead, signal.SIGKILL)
     until(lambda: zygote.process.poll() is not None)
+    result["take_from_the_dead"] = zygote.take(["model-server", "0", "60"]) is None
     zygote.check(time.monotonic())
     result["after_death"] = zygote.take(["model-server", "0", "60"]) is None
     zygote.check(time.monotonic() + 2)
     result["replaced"] = zygote.process is not None and zygote.process.pid != dead
     until(lambda: zygote.take(["model-server", "0", "0"]) is not None)
+    # One that dies before it said it was ready.
+    early = ModelServerZygote(env, lambda: True, command=[sys.executable, "-c", "pass"])
+    early.check(time.monotonic())
+    until(lambda: early.process.poll() is not None)
+    result["died_before_ready"] = early.take(["model-server", "0", "60"]) is None
+    early.stop()
     zygote.stop()
     result["stopped"] = zygote.process is None and zygote.take(["x", "0", "0"]) is None
     print(json.dumps(result))
@@ -133,6 +140,8 @@ def test_forks_one_after_another(result: dict) -> None:
 
 
 def test_a_dead_zygote_is_replaced_and_none_after_stop(result: dict) -> None:
+    assert result["died_before_ready"] is True
+    assert result["take_from_the_dead"] is True  # not an exception in the Child's start
     assert result["after_death"] is True
     assert result["replaced"] is True
     assert result["stopped"] is True
