@@ -212,6 +212,7 @@ def _model_server_settings(env: EnvReader, batch_transform: bool, cpus: int) -> 
         "omp_num_threads": env.string("OMP_NUM_THREADS", "1"),
         "wait_time_seconds": env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
         "standby_model_server": env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        "model_server_zygote": env.boolean("SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE", True),
         "model_server_nice": _nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
         "sched_policy": env.choice(
             "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, SCHED_POLICIES

@@ -71,6 +71,9 @@ class StackConfig:
     universal_code_dir: str | None
     # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
     standby_model_server: bool
+    # With the standby on: one process with TensorFlow imported forks every model server
+    # (model_server_zygote.py) rather than one that becomes the next model server.
+    model_server_zygote: bool
     # How much lower the model servers' CPU priority is than the rest of the stack's (their
     # nice value, 0-19): nginx and the supervisor, which answer /ping, stay responsive while
     # TensorFlow's threads fill every CPU.

@@ -18,6 +18,7 @@ from sagemaker_tfs.supervisor.model_availability import (
     models_available_check,
     wait_until_available,
 )
+from sagemaker_tfs.supervisor.model_server_zygote import ModelServerZygote, adopts_orphans
 from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
 from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
@@ -44,11 +45,17 @@ class ModelServerLauncher(TierLauncher):
         self.model_config_file = str(work_dir / "models.config")
         batching = self.config.batching is not None
         self.batching_file = str(work_dir / "batching.config") if batching else None
-        self.standby = (
-            StandbyModelServer(self.env, self._settled, self.config.model_server_nice)
-            if self.config.standby_model_server and self.python_model_server
-            else None
-        )
+        self.standby = self._standby()
+
+    def _standby(self) -> StandbyModelServer | ModelServerZygote | None:
+        """What starts a Python model server without its TensorFlow import: the zygote when
+        forked model servers become the supervisor's children, else the standby."""
+        if not (self.config.standby_model_server and self.python_model_server):
+            return None
+        nice = self.config.model_server_nice
+        if self.config.model_server_zygote and adopts_orphans():
+            return ModelServerZygote(self.env, self._settled, nice)
+        return StandbyModelServer(self.env, self._settled, nice)
 
     def _settled(self) -> bool:
         """The stack serves and no model server is starting: a standby may start now."""

@@ -262,7 +262,8 @@ def test_several_instances_all_serve(start_stack: StartStack, bundled_models) ->
 def test_a_killed_model_server_is_replaced_by_the_standby(
     start_stack: StartStack, bundled_models
 ) -> None:
-    stack = start_stack(bundled_models)
+    # The single standby (the default is the zygote: test_back_to_back_kills.py).
+    stack = start_stack(bundled_models, env={"SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE": "false"})
     assert wait_for(lambda: stack.child_pids(STANDBY_WAITING) != [], 120), stack.log_tail()
     (standby,) = stack.child_pids(STANDBY_WAITING)
     (old,) = stack.child_pids(MODEL_SERVER_MARKER)

@@ -1,0 +1,223 @@
+"""The model server zygote: one process with TensorFlow imported that forks model servers.
+
+The standby (``standby_model_server``) serves one restart; a model server that dies again
+before the next standby has imported TensorFlow waits for that import (3-4 s on a quiet
+machine, far more on a busy one). The zygote (``sagemaker_tfs.model_server.zygote``) is asked
+for a model server at every start and forks one in milliseconds, however many die in a row;
+the model server then only loads its models. Forked pages are shared with it until written,
+so it costs less memory than a standby that duplicates them.
+
+A forked model server is forked twice, so it becomes the supervisor's own child (the
+supervisor is a child subreaper, or PID 1 in the container) and ``ForkedProcess`` gives the
+``Child`` the Popen it expects. While the zygote imports (after the stack starts serving, or
+after the zygote itself died) a model server is spawned the cold way.
+
+Not used with the real ``tensorflow_model_server`` binary, which needs no import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sagemaker_tfs.supervisor.children import describe_exit, spawn_for
+
+logger = logging.getLogger(__name__)
+
+NAME = "model server zygote"
+FIRST_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+STOP_SECONDS = 5.0
+FORK_SECONDS = 5.0
+NOT_SINGLE_THREADED = 3  # the zygote's exit code when a fork would not be safe (no retry)
+
+
+class ForkedProcess(subprocess.Popen[bytes]):
+    """A Popen for a child the zygote forked: ``poll``, ``wait`` and signals work as for one
+    Popen started (they need only the pid of a child of this process)."""
+
+    def __init__(self, pid: int, args: Sequence[str]) -> None:  # noqa: PLW0231
+        # Popen.__init__ would start a process; these are the attributes its methods read.
+        self.args = list(args)
+        self.pid = pid
+        self.returncode = None
+        self.stdin = self.stdout = self.stderr = None
+        self.text_mode = False
+        self.encoding = self.errors = None
+        self.universal_newlines = False
+        self._child_created = True
+        self._waitpid_lock = threading.Lock()
+        self._input = None
+        self._communication_started = False
+        self._sigint_wait_secs = 0.25
+        self._closed_child_pipe_fds = True
+
+
+class ModelServerZygote:
+    """At most one zygote; ``take`` forks a model server from it, ``check`` replaces it.
+
+    The same contract as ``StandbyModelServer``: ``take`` runs under the spawn lock (so the
+    forked process is recorded before ``reap_orphans`` could reap it), ``check`` in the watch
+    loop.
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        start_when: Callable[[], bool],
+        nice: int = 0,
+        command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.zygote"),
+    ) -> None:
+        self.env = env
+        self.nice = nice
+        self.command = list(command)
+        self.start_when = start_when
+        self.process: subprocess.Popen[bytes] | None = None
+        self.channel: socket.socket | None = None
+        self.ready = False
+        self.restart_at = 0.0
+        self.backoff = FIRST_BACKOFF_SECONDS
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def take(self, argv: Sequence[str]) -> subprocess.Popen[bytes] | None:
+        """A model server running ``argv`` forked by the zygote; None while there is none
+        ready (the caller spawns one)."""
+        with self._lock:
+            started = time.monotonic()
+            try:
+                if self.channel is None or not self._ready_now(self.channel):
+                    return None
+                pid = self._fork(self.channel, argv)
+            except (OSError, ValueError) as error:
+                logger.warning("%s could not fork a model server: %s", NAME, error)
+                self._discard()
+                return None
+        self.backoff = FIRST_BACKOFF_SECONDS
+        logger.info("%s forked pid %d in %.3fs", NAME, pid, time.monotonic() - started)
+        return ForkedProcess(pid, argv)
+
+    def _ready_now(self, channel: socket.socket) -> bool:
+        """Whether the zygote said it has imported TensorFlow (read without waiting)."""
+        if not self.ready and select.select([channel], [], [], 0)[0]:
+            self.ready = _read_line(channel, FORK_SECONDS) == "ready"
+        return self.ready
+
+    @staticmethod
+    def _fork(channel: socket.socket, argv: Sequence[str]) -> int:
+        channel.sendall(json.dumps(list(argv)).encode() + b"\n")
+        return int(_read_line(channel, FORK_SECONDS))
+
+    def check(self, now: float) -> None:
+        """Notice a zygote that exited; start one when none runs."""
+        with self._lock:
+            process = self.process
+        if self.stopped:
+            return
+        if process is not None:
+            code = process.poll()
+            if code is None:
+                return
+            self._forget(process, code, now)
+        if now >= self.restart_at and self.start_when():
+            self._start()
+
+    def _forget(self, process: subprocess.Popen[bytes], code: int, now: float) -> None:
+        with self._lock:
+            if self.process is process:
+                self.process = None
+                self._close_channel()
+        if code == NOT_SINGLE_THREADED:
+            self.stopped = True
+            logger.error(
+                "%s (pid %d) has threads after its imports: model servers start cold",
+                NAME,
+                process.pid,
+            )
+            return
+        self.restart_at = now + self.backoff
+        logger.warning(
+            "%s (pid %d) %s; a new one starts in %.0fs",
+            NAME,
+            process.pid,
+            describe_exit(code),
+            self.backoff,
+        )
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            argv = [*self.command, str(os.getpid())]
+            process = spawn_for(self, argv, self.env, stdin=theirs.fileno(), nice=self.nice)
+        finally:
+            theirs.close()
+        with self._lock:
+            self.channel, self.ready = ours, False
+        logger.info("started %s (pid %d)", NAME, process.pid)
+
+    def _discard(self) -> None:
+        """A zygote that does not answer is killed; ``check`` replaces it after the backoff."""
+        self._close_channel()
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def _close_channel(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+        self.channel, self.ready = None, False
+
+    def stop(self) -> None:
+        """Stop the zygote, if any; none starts after this. Its model servers are the
+        supervisor's children and stop with their tier."""
+        self.stopped = True
+        with self._lock:
+            process, self.process = self.process, None
+            self._close_channel()
+        if process is not None:
+            logger.info("stopping %s (pid %d)", NAME, process.pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(STOP_SECONDS)
+
+
+PR_GET_CHILD_SUBREAPER = 37
+
+
+def adopts_orphans() -> bool:
+    """Whether this process gets its orphaned descendants: PID 1 or a child subreaper."""
+    if os.getpid() == 1:
+        return True
+    flag = ctypes.c_int(0)
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return False
+    return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value == 1
+
+
+def _read_line(channel: socket.socket, timeout: float) -> str:
+    """One line from the zygote (ValueError if it closed or took longer than ``timeout``)."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([channel], [], [], remaining)[0]:
+            raise ValueError(f"no answer within {timeout:.0f}s")
+        chunk = channel.recv(64)
+        if not chunk:
+            raise ValueError("it closed its end")
+        data += chunk
+    return data.decode().strip()
