@@ -477,6 +477,16 @@ def test_multi_model_starts_with_no_models(
     assert cfg.instances == (Instance(9000, 8501), Instance(9002, 8503))
 
 
+def test_multi_model_runs_two_shared_model_servers_unless_told(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    multi = {"SAGEMAKER_MULTI_MODEL": "true"}
+    assert len(stack_config(model_dir=tmp_path, env=multi).instances) == 2
+    one = {**multi, "SAGEMAKER_TFS_INSTANCE_COUNT": "1"}
+    assert len(stack_config(model_dir=tmp_path, env=one).instances) == 1
+    assert len(stack_config({}).instances) == 1  # a single model: one model server
+
+
 def test_multi_model_with_a_model_server_per_model(
     stack_config: StackConfigBuilder, tmp_path: Path
 ) -> None:

@@ -80,10 +80,17 @@ def load_all(stack: Stack, names: list[str]) -> None:
         assert status == 200, (name, body)
 
 
-def test_many_models_share_one_model_server(start_stack: StartStack, models_root: Path) -> None:
+# The tests of one model server's death: the default for multi-model is two.
+ONE_SERVER = {"SAGEMAKER_TFS_INSTANCE_COUNT": "1"}
+
+
+def test_many_models_share_the_default_two_model_servers(
+    start_stack: StartStack, models_root: Path
+) -> None:
     stack = start_stack(models_root, multi_model=True)
     stack.wait_until_settled()
-    (server,) = model_server_pids(stack)
+    servers = sorted(model_server_pids(stack))
+    assert len(servers) == 2  # config.MULTI_MODEL_INSTANCES
     processes = len(descendant_pids(stack.process.pid))
     names = [f"m{index:02d}" for index in range(12)]
     load_all(stack, names)
@@ -92,8 +99,8 @@ def test_many_models_share_one_model_server(start_stack: StartStack, models_root
         assert invoke(stack, name, 2.0).json() == {"predictions": [[4.0]]}
     coded = stack.post("1.0", "text/csv", **{"X-Amzn-SageMaker-Target-Model": "coded"})
     assert coded.json() == {"predictions": [3.5], "handler": "io_pair", "model": "coded"}
-    # one process serves them all, on the same two ports: no process or port per model
-    assert model_server_pids(stack) == [server]
+    # two processes serve them all, on fixed ports: no process or port per model
+    assert sorted(model_server_pids(stack)) == servers
     assert len(descendant_pids(stack.process.pid)) == processes
     assert len({(m["grpc_port"], m["rest_port"]) for m in listed(stack)}) == 1
     assert predict_direct(listed(stack)[0]["rest_port"], "m05", [1.0]) == [3.5]
@@ -109,7 +116,7 @@ def test_many_models_share_one_model_server(start_stack: StartStack, models_root
         }
     assert all(answers(stack, name) for name in names[6:])
     assert served_in_file(stack) == sorted([*names[6:], "coded"])
-    assert model_server_pids(stack) == [server]
+    assert sorted(model_server_pids(stack)) == servers
     # the supervisor's gRPC channels and its forks leave each other alone
     assert "Bad file descriptor" not in stack.log_text()
 
@@ -117,7 +124,7 @@ def test_many_models_share_one_model_server(start_stack: StartStack, models_root
 def test_a_model_that_fails_to_load_beside_healthy_ones(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, ONE_SERVER, multi_model=True)
     names = ["m00", "m01", "m02"]
     load_all(stack, names)
     (server,) = model_server_pids(stack)
@@ -138,7 +145,7 @@ def test_a_model_that_fails_to_load_beside_healthy_ones(
 def test_a_killed_model_server_comes_back_with_every_model(
     start_stack: StartStack, models_root: Path
 ) -> None:
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, ONE_SERVER, multi_model=True)
     stack.wait_until_settled()
     names = [f"m{index:02d}" for index in range(30)]
     load_all(stack, names)
@@ -162,7 +169,7 @@ def test_a_load_in_flight_when_its_model_server_dies_fails_alone(
     it loads (as a model that crashes it would make it) fails that load only: the others
     come back, the dying load is not in the registry nor in the restarted model server."""
     make_slow_loading_model(models_root / "slow")
-    stack = start_stack(models_root, multi_model=True)
+    stack = start_stack(models_root, ONE_SERVER, multi_model=True)
     names = ["m00", "m01", "m02", "m03", "m04"]
     load_all(stack, names)
     (server,) = model_server_pids(stack)

@@ -89,6 +89,9 @@ def _stack(kind: str, resources_dir: Path, factory: pytest.TempPathFactory) -> I
         env["SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL"] = "true"
     if kind == "shared":  # the other policy, held by the test of the policies below
         env["SAGEMAKER_TFS_SCHED_POLICY"] = "batch"
+        # One model server (the default is two), so that its death leaves none to answer;
+        # two with one dead keep /ping 200 (test_faults.py).
+        env["SAGEMAKER_TFS_INSTANCE_COUNT"] = "1"
     with running_stack(root, factory.mktemp("work"), env, multi_model=True) as stack:
         status, body = load(stack, "good", "good")
         assert status == 200, body
