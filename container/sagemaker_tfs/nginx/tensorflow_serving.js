@@ -7,7 +7,7 @@
  * /ping: the supervisor's health verdict, read from a file (no model server call).
  * Shedding: an invocation whose timeout passed before it could be sent, or that the model
  * server refused because its batch queue is full, is answered 503 (Retry-After from nginx,
- * $tfs_shed names why, templates/logging.conf) instead of being sent or retried.
+ * $tfs_shed names why, nginx/logging.conf) instead of being sent or retried.
  */
 /* global setTimeout */
 import fs from 'fs';
@@ -147,7 +147,7 @@ function tfsUri(r) {
         throw new RequestError(400, 'Invalid method: ' + excerpt(method) +
             ' (expected predict, classify or regress)');
     }
-    /* For the log lines (templates/logging.conf). */
+    /* For the log lines (nginx/logging.conf). */
     r.variables.tfs_model = name;
     r.variables.tfs_version = version || '';
     var uri = '/tfs/v1/models/' + name;
