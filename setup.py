@@ -15,7 +15,7 @@ setup(
     package_dir={"": "container"},
     packages=find_packages("container"),
     include_package_data=True,
-    package_data={"sagemaker_tfs": ["supervisor/templates/*", "wire/protos/*.pb"]},
+    package_data={"sagemaker_tfs": ["nginx/*", "wire/protos/*.pb"]},
     install_requires=[
         "falcon>=4,<5",
         "gunicorn[gevent]>=27",  # >=27: --no-control-socket; gevent worker needs packaging

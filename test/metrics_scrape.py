@@ -1,7 +1,7 @@
 """The stack's metrics path as the tests read it: with ``prometheus_client``'s own parser.
 
 Invocations are counted by the supervisor from nginx's log lines, which nginx writes within
-``EDGE_FLUSH_SECONDS`` of the answer (templates/metrics.conf): ``wait_for_samples`` polls until
+``EDGE_FLUSH_SECONDS`` of the answer (nginx/metrics.conf): ``wait_for_samples`` polls until
 a scrape shows what a test expects, and ``settled_scrape`` is a baseline that counts every
 invocation answered before it.
 """

@@ -28,8 +28,9 @@ process.stdin.on('end', () => {
         try {
             const value = target instanceof RegExp ? target.test(args[0]) : target(...args);
             return {value: value === undefined ? null : value};
-        } catch (e) {
-            return {status: e.status, message: e.message};
+        } catch (e) {  /* a RequestError, or a HandOver (the service is to convert it) */
+            return e.reason !== undefined ? {handOver: e.reason} :
+                {status: e.status, message: e.message};
         }
     });
     process.stdout.write(JSON.stringify(results));
@@ -41,7 +42,8 @@ needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is
 
 def call_njs(workdir: Path, name: str, cases: Sequence[Sequence[object]]) -> list[dict]:
     """``tfs[name](*args)`` for each ``args`` of ``cases`` (``tfs[name].test(args[0])`` for a
-    regular expression): ``{"value": ...}`` or, when it throws, ``{"status", "message"}``."""
+    regular expression): ``{"value": ...}`` or, when it throws, ``{"status", "message"}`` (or
+    ``{"handOver": reason}`` when it hands the body to the Python service)."""
     source = (nginx_config.templates_dir() / nginx_config.NJS_NAME).read_text()
     (workdir / "tensorflow_serving.mjs").write_text(source)
     (workdir / "runner.mjs").write_text(RUNNER)

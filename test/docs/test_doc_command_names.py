@@ -93,7 +93,7 @@ def nginx_locations() -> list[str]:
     """The public routes: the nginx templates' ``location`` patterns as regular expressions
     (but the catch-all ``/``, which answers 404, and the internal error pages)."""
     patterns = []
-    for template in (REPO_ROOT / "container/sagemaker_tfs/supervisor/templates").glob("*.conf*"):
+    for template in (REPO_ROOT / "container/sagemaker_tfs/nginx").glob("*.conf*"):
         text = template.read_text().replace("@@METRICS_PATH@@", config.DEFAULT_METRICS_PATH)
         for kind, value in re.findall(r"location\s+(=|~)?\s*(\S+)\s*\{", text):
             if value == "/" or value.startswith(("/.error/", "@")):

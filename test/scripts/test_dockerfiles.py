@@ -359,9 +359,7 @@ def test_dockerignore_keeps_the_context_small_but_complete() -> None:
     )
     for needed in needed_files:
         assert dockerignore_includes(needed, patterns), needed
-    assert dockerignore_includes(
-        "container/sagemaker_tfs/supervisor/templates/nginx.conf.template", patterns
-    )
+    assert dockerignore_includes("container/sagemaker_tfs/nginx/nginx.conf.template", patterns)
     for excluded in (".venv/bin/python", ".git/HEAD", "test/resources/models/x", "README.md"):
         assert not dockerignore_includes(excluded, patterns), excluded
     assert not dockerignore_includes("container/sagemaker_tfs/__pycache__/x.pyc", patterns)
@@ -383,8 +381,8 @@ def test_wheel_built_from_the_build_context_holds_the_stack(tmp_path: Path) -> N
     names = zipfile.ZipFile(wheel).namelist()
     for needed in (
         "sagemaker_tfs/cli.py",
-        "sagemaker_tfs/supervisor/templates/nginx.conf.template",
-        "sagemaker_tfs/supervisor/templates/tensorflow_serving.js",
+        "sagemaker_tfs/nginx/nginx.conf.template",
+        "sagemaker_tfs/nginx/tensorflow_serving.js",
     ):
         assert needed in names, f"{needed} missing from the wheel"
     assert any(re.match(r"sagemaker_tfs/wire/protos/.*\.pb$", name) for name in names)

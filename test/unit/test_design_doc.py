@@ -13,7 +13,7 @@ PACKAGE = REPO_ROOT / "container" / "sagemaker_tfs"
 DESIGN = REPO_ROOT / "docs" / "DESIGN.md"
 # Where a relative path may start: the repository's top folders and the package's.
 REPO_TOPS = ("container/", "test/", "scripts/", "docker/", "docs/", ".ci/")
-PACKAGE_TOPS = ("supervisor/", "service/", "model_server/", "wire/", "transform/")
+PACKAGE_TOPS = ("supervisor/", "service/", "model_server/", "wire/", "transform/", "nginx/")
 # Files that DESIGN.md names as they are written at run time (WORK_DIR), not repo files.
 RUN_TIME_FILES = {"nginx.conf"}
 GENERATED = {"test/.models-cache"}  # made by test/models/make_test_models.py, gitignored
@@ -50,7 +50,7 @@ def spans(text: str) -> list[str]:
 
 def resolves(path: str) -> bool:
     """A repository path, or one relative to the package (``wire/x.py``) or to one of its
-    folders (``templates/x.conf``); ``*`` may stand for any name."""
+    folders (``nginx/x.conf``); ``*`` may stand for any name."""
     bases = [REPO_ROOT, PACKAGE, *[p for p in PACKAGE.iterdir() if p.is_dir()]]
     return any(any(base.glob(path.rstrip("/"))) for base in bases)
 
@@ -68,7 +68,7 @@ def source_files() -> dict[str, list[Path]]:
 
 
 def is_repo_path(span: str) -> bool:
-    return span.startswith(REPO_TOPS + PACKAGE_TOPS + ("templates/", "protos/"))
+    return span.startswith(REPO_TOPS + PACKAGE_TOPS + ("protos/",))
 
 
 def test_every_repository_path_exists() -> None:

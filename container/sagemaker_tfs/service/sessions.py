@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 NEW_SESSION = "NEW_SESSION"
 # The refusal of a request that names a session while sessions are off (nginx's is the same,
-# templates/sessions_off.conf).
+# nginx/sessions_off.conf).
 SESSIONS_OFF = (
     "Bad Request: X-Amzn-SageMaker-Session-Id names a session, but stateful sessions are off "
     "on this endpoint (SAGEMAKER_ENABLE_STATEFUL_SESSIONS)"

@@ -1,6 +1,6 @@
-"""The nginx configuration: ``render(config)`` fills ``templates/nginx.conf.template``.
+"""The nginx configuration: ``render(config)`` fills ``nginx/nginx.conf.template``.
 
-Every route and directive is in ``templates/``; this module computes only the values and
+Every route and directive is in ``nginx/``; this module computes only the values and
 picks the files of the mode (``template_parts``). Rendering is pure (no file system writes,
 no process starts) so that it can be unit tested; the supervisor writes the result.
 
@@ -61,7 +61,7 @@ BODY_BUFFER_MB = 16
 # njs, docs/performance.md).
 NJS_TEXT_LIMIT_BYTES = 256 << 10
 RESPONSE_LIMIT_MB = 100
-# nginx writes the edge log's lines in batches at most this old (templates/metrics.conf): a
+# nginx writes the edge log's lines in batches at most this old (nginx/metrics.conf): a
 # scrape may see an invocation this much later.
 EDGE_LOG_FLUSH_MS = 100
 DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
@@ -80,7 +80,7 @@ class NginxConfigError(ValueError):
 
 
 def templates_dir() -> Path:
-    return Path(str(resources.files("sagemaker_tfs.supervisor") / "templates"))
+    return Path(str(resources.files("sagemaker_tfs") / "nginx"))
 
 
 def njs_module_path() -> str:
@@ -144,7 +144,7 @@ def _checked_name(name: str) -> str:
     return name
 
 
-# Parameters of the model servers in the upstream of templates/single_model_upstreams.conf.
+# Parameters of the model servers in the upstream of nginx/single_model_upstreams.conf.
 PREDICTION_SERVER_PARAMETERS = "max_fails=1 fail_timeout=1s"
 # Characters that would end or interpolate a quoted nginx string.
 _UNQUOTABLE = re.compile(r'["$\\\x00-\x1f\x7f]')
@@ -200,7 +200,7 @@ def _session_workers(config: StackConfig) -> str:
 
 
 def template_parts(config: StackConfig) -> dict[str, str | None]:
-    """Which file of templates/ fills each part placeholder (None: nothing), for this config."""
+    """Which file of nginx/ fills each part placeholder (None: nothing), for this config."""
     mode = "multi_model" if config.multi_model else "single_model"
     # Sessions are opened and checked by the service: without inference.py too.
     to_service = config.multi_model or config.sessions or has_inference_script(config)

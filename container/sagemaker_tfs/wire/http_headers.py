@@ -4,7 +4,7 @@
 ``X-Amzn-SageMaker-Custom-Attributes`` (:func:`custom_attributes`) and its stateful
 sessions' ``X-Amzn-SageMaker-Session-Id`` (:func:`session_id`). The service reads them once
 per request (``service/request.py``), the Batch Transform driver reads content types
-with the same function, and the njs (``supervisor/templates/tensorflow_serving.js``) has
+with the same function, and the njs (``nginx/tensorflow_serving.js``) has
 twins of the first three, run against these on the cases of ``test/header_cases.py``.
 
 The rules: a value loses HTTP's optional whitespace (spaces and tabs) around it and nothing
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 TARGET_MODEL_HEADER = "X-Amzn-SageMaker-Target-Model"
-# nginx -> the Python service (templates/proxy_to_service.conf): "$msec $request_time", nginx's
+# nginx -> the Python service (nginx/proxy_to_service.conf): "$msec $request_time", nginx's
 # clock as it hands the request on and the seconds since the request's first byte.
 ARRIVAL_HEADER = "X-SageMaker-TFS-Arrival"
 # Stateful sessions: the request's session, and the answers that open and close one.

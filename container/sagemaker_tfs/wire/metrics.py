@@ -3,7 +3,7 @@ service's workers) and the supervisor, which exposes them all on the metrics pat
 
 The service tells nginx the route, model and version of each invocation in the response
 headers below; nginx hides them from the client and puts them in its log lines
-(``supervisor/templates/logging.conf``).
+(``nginx/logging.conf``).
 """
 
 from __future__ import annotations

@@ -94,6 +94,20 @@ def test_invocations_are_counted_by_model_route_and_status(plain_stack: Stack) -
     assert after.samples("sagemaker_tfs_service_requests_in_flight")
 
 
+def test_a_csv_number_the_njs_cannot_write_exactly_goes_to_the_service(plain_stack: Stack) -> None:
+    """More than 15 significant digits spelled loosely (tensorflow_serving.js's HandOver): the
+    njs does not convert it (its floats are not Python's), the service does."""
+    stack = plain_stack
+    before = settled_scrape(f"{stack.url}/metrics")
+    response = stack.post("+1.2345678901234567\n", "text/csv")
+    assert response.status_code == 200, response.text
+    assert response.json()["predictions"] == [pytest.approx(3.6172839)]
+    after = counted(stack, before.value(REQUESTS) + 1)
+    assert after.value(REQUESTS, route="njs") == before.value(REQUESTS, route="njs")
+    moved = after.value(REQUESTS, model=MODEL, status_class="2xx")
+    assert moved - before.value(REQUESTS, model=MODEL, status_class="2xx") == 1
+
+
 def test_no_invocation_is_lost_under_concurrent_load(plain_stack: Stack) -> None:
     """nginx's lines reach the supervisor through a pipe: none is dropped under a burst."""
     before = settled_scrape(f"{plain_stack.url}/metrics").value(REQUESTS)

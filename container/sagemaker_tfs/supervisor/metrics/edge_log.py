@@ -1,7 +1,7 @@
 """Invocations counted from nginx's log lines: every route, the njs conversions included.
 
 nginx writes one line per invocation to ``StackConfig.edge_log_pipe`` (an access log in
-``templates/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds, model server
+``nginx/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds, model server
 seconds, bytes in, bytes out, why it was shed; tab-separated). ``EdgeLog`` reads them on a
 thread of the supervisor, off every request's path, and keeps the counts that ``collect``
 turns into Prometheus families.
@@ -231,7 +231,7 @@ class EdgeLog:
 
     A named pipe (FIFO) in the work directory: each nginx worker writes whole lines in batches
     of at most ``PIPE_BUF`` bytes, within ``nginx_config.EDGE_LOG_FLUSH_MS``
-    (``templates/metrics.conf``), so lines of several workers never mix; nothing is lost but
+    (``nginx/metrics.conf``), so lines of several workers never mix; nothing is lost but
     a killed worker's last batch, and nothing goes over a network port. The supervisor holds
     both ends open, so nginx's open never waits and the reader never sees an end of file while
     nginx restarts. The thread drains the pipe at most every ``DRAIN_SECONDS`` (a scrape

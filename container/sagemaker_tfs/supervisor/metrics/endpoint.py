@@ -1,5 +1,5 @@
 """The stack's Prometheus endpoint: an HTTP server on the supervisor's metrics socket, to
-which nginx proxies the public metrics path (``templates/metrics.conf``).
+which nginx proxies the public metrics path (``nginx/metrics.conf``).
 
 One scrape gathers, in the supervisor (no request of it reaches the Python service or a
 model server's prediction path):

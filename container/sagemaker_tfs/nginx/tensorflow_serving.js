@@ -3,11 +3,14 @@
  *
  * /invocations without code/inference.py: JSON, JSON lines and CSV bodies are turned into
  * TF Serving REST requests here and sent to the model servers (location /tfs/), so no
- * Python is in the path. Anything else goes to the Python service (@python_service).
+ * Python is in the path: the very bytes sagemaker_tfs/service/conversion.py writes for the
+ * same body, or its refusal's status (test/unit/supervisor/test_njs_parity.py). Anything
+ * else, and a body this cannot convert exactly (HandOver), goes to the Python service
+ * (@python_service).
  * /ping: the supervisor's health verdict, read from a file (no model server call).
  * Shedding: an invocation whose timeout passed before it could be sent, or that the model
  * server refused because its batch queue is full, is answered 503 (Retry-After from nginx,
- * $tfs_shed names why, templates/logging.conf) instead of being sent or retried.
+ * $tfs_shed names why, nginx/logging.conf) instead of being sent or retried.
  */
 /* global setTimeout */
 import fs from 'fs';
@@ -147,7 +150,7 @@ function tfsUri(r) {
         throw new RequestError(400, 'Invalid method: ' + excerpt(method) +
             ' (expected predict, classify or regress)');
     }
-    /* For the log lines (templates/logging.conf). */
+    /* For the log lines (nginx/logging.conf). */
     r.variables.tfs_model = name;
     r.variables.tfs_version = version || '';
     var uri = '/tfs/v1/models/' + name;
@@ -183,7 +186,94 @@ function endOfJsonValue(text, start) {
     throw new RequestError(400, 'Invalid JSON lines: unterminated value');
 }
 
-/* Objects or lists separated only by whitespace -> their texts, each checked by JSON.parse. */
+var QUOTE = 34;
+var BACKSLASH = 92;
+
+/* A JSON string, or a non-finite number's literal (outside strings, then). */
+var STRING_OR_NON_FINITE = /"[^"\\]*(?:\\[\s\S][^"\\]*)*"|-?Infinity|NaN/g;
+
+/* The text with each NaN, Infinity and -Infinity outside strings read as null, or null when
+ * it has none. null keeps the value's shape (not a list, not an object) and stays invalid
+ * where the literal was (-null, 1null, nullx). */
+function withNonFiniteAsNull(text) {
+    var replaced = false;
+    var finite = text.replace(STRING_OR_NON_FINITE, function (match) {
+        if (match[0] === '"') {
+            return match;
+        }
+        replaced = true;
+        return 'null';
+    });
+    return replaced ? finite : null;
+}
+
+/* A number JSON does not allow (00, 1., .5, -.5) inside a JSON text, but for one at its very
+ * start or end (leadingLooseNumber); strings may match too. No group or anchor: each costs
+ * njs 0.7.9 time per test (~12 us a test as it is, ~25 with them). */
+var LOOSE_JSON_NUMBER = /[^0-9.eE+\-]-?0[0-9]|\.[^0-9]|[^0-9]\./;
+var JSON_STRING = /"[^"\\]*(?:\\[\s\S][^"\\]*)*"/g;
+var POINT = 46;
+
+/* Whether this engine's JSON.parse takes such numbers (njs 0.7.9 does): the checks below
+ * are spent only where they must be. */
+var LENIENT_JSON_PARSE = (function () {
+    try {
+        JSON.parse('[1.]');
+        return true;
+    } catch (e) {
+        return false;
+    }
+})();
+
+/* .5, 1. or 05 as the whole text (a JSON text may be one number). */
+function leadingLooseNumber(text) {
+    var i = text.charCodeAt(0) === 45 ? 1 : 0;  /* - */
+    return text.charCodeAt(i) === POINT || text.charCodeAt(text.length - 1) === POINT ||
+        (text.charCodeAt(i) === DIGIT_0 && isDigit(text.charCodeAt(i + 1)));
+}
+
+function mayHaveLooseNumber(text) {
+    return leadingLooseNumber(text) || LOOSE_JSON_NUMBER.test(text);
+}
+
+/* Whether a JSON text JSON.parse accepted has a number JSON does not allow: looked for again
+ * without the insides of its strings, whose other tokens never match. */
+function hasLooseNumber(text) {
+    return mayHaveLooseNumber(text) && mayHaveLooseNumber(text.replace(JSON_STRING, '""'));
+}
+
+/* JSON.parse, NaN and the infinities taken as numbers (withNonFiniteAsNull). */
+function parseLenient(text) {
+    try {
+        return JSON.parse(text);
+    } catch (e) {
+        var finite = withNonFiniteAsNull(text);
+        if (finite === null) {
+            throw e;
+        }
+        try {
+            return JSON.parse(finite);
+        } catch (ignored) {
+            throw e;
+        }
+    }
+}
+
+/*
+ * The JSON text's value, read as Python's json (the service's reader) and TF Serving's REST
+ * API read it: NaN, Infinity and -Infinity are numbers, 00, 1. and .5 are not (njs 0.7.9's
+ * JSON.parse takes them). The value is only looked at for its shape: a non-finite number
+ * comes back as null.
+ */
+function parseJson(text) {
+    var value = parseLenient(text);
+    if (LENIENT_JSON_PARSE && hasLooseNumber(text)) {
+        throw new SyntaxError('a number is not spelled as JSON spells one');
+    }
+    return value;
+}
+
+/* Objects or lists separated only by whitespace -> their texts, each checked by parseJson. */
 function splitJsonLines(text) {
     var values = [];
     var i = 0;
@@ -200,7 +290,7 @@ function splitJsonLines(text) {
         var end = endOfJsonValue(text, i);
         var value = text.slice(i, end);
         try {
-            JSON.parse(value);
+            parseJson(value);
         } catch (e) {
             throw new RequestError(400, 'Invalid JSON lines: ' + e.message);
         }
@@ -241,7 +331,7 @@ function convertJson(text) {
     }
     var value;
     try {
-        value = JSON.parse(text);
+        value = parseJson(text);
     } catch (e) {
         var lines = jsonLinesOrNone(text);
         if (lines.length < 2) {
@@ -324,16 +414,141 @@ function mayBeLooseNumber(text) {
     return isDigit(code) || code === 43 || code === 45 || code === 46;  /* + - . */
 }
 
-/* JSON.stringify(text), which costs ~0.3 KB of njs memory a call: quoted as it is when no
- * character needs an escape. */
+/* Printable ASCII other than " and backslash: what Python's json.dumps writes as it is. */
+function plainAscii(code) {
+    return code >= 32 && code <= 126 && code !== QUOTE && code !== BACKSLASH;
+}
+
+var SHORT_ESCAPES = {8: '\\b', 9: '\\t', 10: '\\n', 12: '\\f', 13: '\\r', 34: '\\"',
+    92: '\\\\'};
+
+function unicodeEscape(code) {
+    return '\\u' + ('000' + code.toString(16)).slice(-4);
+}
+
+/* One character (a code point in njs, a UTF-16 unit in Node) as json.dumps escapes it. */
+function escapedCharacter(code) {
+    if (SHORT_ESCAPES[code] !== undefined) {
+        return SHORT_ESCAPES[code];
+    }
+    if (code > 0xffff) {
+        var offset = code - 0x10000;
+        return unicodeEscape(0xd800 + (offset >> 10)) + unicodeEscape(0xdc00 + (offset & 0x3ff));
+    }
+    return unicodeEscape(code);
+}
+
+/* Python's json.dumps(text) (ASCII only: every other character escaped, lower-case hex):
+ * quoted as it is when no character needs an escape, which costs no memory per character. */
 function jsonString(text) {
-    for (var i = 0; i < text.length; i++) {
+    var i = 0;
+    while (i < text.length && plainAscii(text.charCodeAt(i))) {
+        i++;
+    }
+    if (i === text.length) {
+        return '"' + text + '"';
+    }
+    var pieces = ['"', text.slice(0, i)];
+    var from = i;
+    for (; i < text.length; i++) {
         var code = text.charCodeAt(i);
-        if (code < 32 || code === 34 || code === 92) {  /* controls, " and backslash */
-            return JSON.stringify(text);
+        if (!plainAscii(code)) {
+            pieces.push(text.slice(from, i), escapedCharacter(code));
+            from = i + 1;
         }
     }
-    return '"' + text + '"';
+    pieces.push(text.slice(from), '"');
+    return pieces.join('');
+}
+
+function zeros(count) {
+    var text = '';
+    while (text.length < count) {
+        text += '0';
+    }
+    return text;
+}
+
+/* Thrown for a body the service is to convert: nginx hands it over (invocations). */
+function HandOver(reason) {
+    this.reason = reason;
+}
+
+/* The most significant digits a decimal may have for its double's repr to be those digits
+ * (DBL_DIG: every decimal of 15 digits survives the round trip through a double), and the
+ * exponents of normal doubles. */
+var EXACT_DIGITS = 15;
+var MIN_EXPONENT = -307;
+var MAX_EXPONENT = 307;
+
+/* The significant digits of a LOOSE_NUMBER's text (no sign) and where its decimal point goes:
+ * '0012.50e1' -> {digits: '125', point: 3}; digits '' for a zero. Read as text: njs's own
+ * number parsing and printing are not always correctly rounded or shortest (njs 0.7.9). */
+function looseDecimal(text) {
+    var e = text.indexOf('e') >= 0 ? text.indexOf('e') : text.indexOf('E');
+    var mantissa = e < 0 ? text : text.slice(0, e);
+    var dot = mantissa.indexOf('.');
+    var whole = dot < 0 ? mantissa : mantissa.slice(0, dot);
+    var digits = whole + (dot < 0 ? '' : mantissa.slice(dot + 1));
+    var point = whole.length + (e < 0 ? 0 : parseInt(text.slice(e + 1), 10));
+    var first = 0;
+    while (first < digits.length && digits.charCodeAt(first) === DIGIT_0) {
+        first++;
+        point--;
+    }
+    var last = digits.length;
+    while (last > first && digits.charCodeAt(last - 1) === DIGIT_0) {
+        last--;
+    }
+    return {digits: digits.slice(first, last), point: point};
+}
+
+/* Python's repr(float(text)) of a LOOSE_NUMBER's text with a point or an exponent: the
+ * shortest digits, in exponent form below 1e-4 and from 1e16. A number this cannot write
+ * exactly (more than EXACT_DIGITS digits, or beyond normal doubles) is handed over. */
+function pythonFloat(text) {
+    var sign = text[0] === '-' ? '-' : '';
+    var d = looseDecimal(text[0] === '-' || text[0] === '+' ? text.slice(1) : text);
+    if (d.digits === '') {
+        return sign + '0.0';
+    }
+    var exponent = d.point - 1;
+    if (d.digits.length > EXACT_DIGITS || exponent < MIN_EXPONENT || exponent > MAX_EXPONENT) {
+        throw new HandOver('CSV number ' + excerpt(text));
+    }
+    if (exponent < -4 || exponent >= 16) {
+        var size = Math.abs(exponent);
+        return sign + d.digits[0] + (d.digits.length > 1 ? '.' + d.digits.slice(1) : '') +
+            'e' + (exponent < 0 ? '-' : '+') + (size < 10 ? '0' : '') + size;
+    }
+    if (d.point <= 0) {
+        return sign + '0.' + zeros(-d.point) + d.digits;
+    }
+    if (d.point >= d.digits.length) {
+        return sign + d.digits + zeros(d.point - d.digits.length) + '.0';
+    }
+    return sign + d.digits.slice(0, d.point) + '.' + d.digits.slice(d.point);
+}
+
+/* Python's str(int(text)) of a signed run of digits: no +, no leading zeros, no -0. */
+function pythonInteger(text) {
+    var sign = text[0] === '-' ? '-' : '';
+    var digits = text[0] === '-' || text[0] === '+' ? text.slice(1) : text;
+    var first = 0;
+    while (first < digits.length - 1 && digits.charCodeAt(first) === DIGIT_0) {
+        first++;
+    }
+    digits = digits.slice(first);
+    return digits === '0' ? digits : sign + digits;
+}
+
+/* A number CSV spells loosely (+1, .5, 1., 007), as the service writes it: a float's repr
+ * when it has a point or an exponent, else the integer. */
+function looseNumber(text) {
+    if (text.indexOf('.') >= 0 || text.indexOf('e') >= 0 || text.indexOf('E') >= 0) {
+        return pythonFloat(text);
+    }
+    return pythonInteger(text);
 }
 
 function csvField(field) {
@@ -342,7 +557,7 @@ function csvField(field) {
         return trimmed;
     }
     if (mayBeLooseNumber(trimmed) && LOOSE_NUMBER.test(trimmed)) {
-        return String(Number(trimmed));
+        return looseNumber(trimmed);
     }
     if (trimmed.length >= 2 && trimmed[0] === '"' && trimmed[trimmed.length - 1] === '"') {
         trimmed = trimmed.slice(1, -1);
@@ -599,7 +814,11 @@ function invocations(r) {
         }
         body = convert(contentType, text);
     } catch (e) {
-        handleError(r, e);
+        if (e instanceof HandOver) {
+            r.internalRedirect('@python_service');
+        } else {
+            handleError(r, e);
+        }
         return;
     }
     if (expired(r)) {
