@@ -360,30 +360,50 @@ def _non_finite_as_strings(piece: bytes) -> bytes:
     return piece
 
 
+# The integers the REST path's reader gives each integer input (TF Serving's: an int8 or
+# an int16 takes an int32's range, an unsigned input a uint32's), cast to it with wrapping.
+_INT32_RANGE, _UINT32_RANGE = (-(2**31), 2**31 - 1), (0, 2**32 - 1)
+REST_INT_RANGES = {
+    np.dtype(np.int8): _INT32_RANGE,
+    np.dtype(np.int16): _INT32_RANGE,
+    np.dtype(np.int32): _INT32_RANGE,
+    np.dtype(np.int64): (-(2**63), 2**63 - 1),
+    np.dtype(np.uint8): _UINT32_RANGE,
+    np.dtype(np.uint16): _UINT32_RANGE,
+    np.dtype(np.uint32): _UINT32_RANGE,
+}
+
+
+def is_integral(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu"
+
+
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
     """What ``json_tensors`` makes of a list of numbers: Python numbers cast by NumPy (a
-    double to a float32 rounds once more), integer inputs given integers only; the strings of
+    double to a float32 or a float16 rounds once more), integer inputs given integers only,
+    within ``REST_INT_RANGES`` and then wrapped into the dtype; the strings of
     ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
     objects = np.array(values, dtype=object)
-    if dtype.kind == "i":
+    if is_integral(dtype):
         if not all(type(value) is int for value in values):
             return None
         try:
             wide = objects.astype(np.int64)
         except OverflowError:
             return None
-        return wide if fits(wide, dtype) else None
-    with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
+        return wide.astype(dtype) if fits(wide, dtype) else None
+    with np.errstate(over="ignore"):  # beyond the dtype: infinity, on the REST path too
         return objects.astype(dtype)
 
 
 def fits(values: np.ndarray, dtype: np.dtype) -> bool:
-    """Values the REST path gives the same input: finite, integers within the dtype."""
+    """Values the REST path gives the same input: finite, integers within its range
+    (``REST_INT_RANGES``)."""
     if values.size == 0:
         return False
-    if dtype.kind == "i":
-        limits = np.iinfo(dtype)
-        return bool(limits.min <= values.min() and values.max() <= limits.max)
+    if is_integral(dtype):
+        low, high = REST_INT_RANGES[dtype]
+        return bool(low <= values.min() and values.max() <= high)
     return bool(np.isfinite(values).all())
 
 

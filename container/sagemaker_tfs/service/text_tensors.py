@@ -45,8 +45,9 @@ DEFAULT_SIGNATURE = "serving_default"
 # The input dtypes read here.
 _READ_TYPES = {
     tensors.tf_dtype(np.dtype(dtype)): np.dtype(dtype)
-    for dtype in (np.float32, np.float64, np.int32, np.int64)
-}
+    for dtype in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                  np.uint8, np.uint16, np.uint32)
+}  # fmt: skip
 SCAN_BYTES = 4 << 20  # bytes checked at a time (boolean masks of this size)
 
 _A_DIGIT = re.compile(rb"[0-9]")
@@ -113,7 +114,7 @@ def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
     an instance), else (rows, fields). Read a piece of whole lines at a time into the
     input's array, so that NumPy's reader (which grows its doubles as it goes) holds a
     piece's values, not the body's."""
-    integral = dtype.kind == "i"
+    integral = text_json.is_integral(dtype)
     if not _only_bytes(body, _CSV_ALLOWED) or _A_DIGIT.search(body) is None:
         return None
     if body.count(b"\r") != body.count(b"\r\n"):  # a lone \r: one line to conversion
@@ -153,11 +154,12 @@ def _whole_lines(body: bytes) -> Iterator[bytes]:
 def _csv_values(piece: bytes, dtype: np.dtype) -> np.ndarray | None:
     """A piece's rows as NumPy reads them (int64 or doubles), as the REST path has them (see
     ``_unsign_integer_zeros``); None where the REST path would read them otherwise."""
+    read_as = np.int64 if text_json.is_integral(dtype) else np.float64
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # blank lines: no data
             values = np.loadtxt(io.BytesIO(piece), delimiter=",", comments=None, ndmin=2,
-                                dtype=np.int64 if dtype.kind == "i" else np.float64)  # fmt: skip
+                                dtype=read_as)  # fmt: skip
     except (ValueError, OverflowError):
         return None
     if values.size and not (fits(values, dtype) and _unsign_integer_zeros(piece, values)):
