@@ -157,6 +157,9 @@ INTEGER_BODIES_REFUSED = [  # an integer input given another number: refused by 
     (JSON, b'{"inputs": [1, NaN, 2.5]}'),
     (JSON, b'{"instances": [1, 12345678901234567890.0]}'),
     (JSON_LINES, b'{"n": [1, 2]}\n{"n": [3, Infinity]}\n'),
+    (CSV, b"1\n2.5\n3\n"),  # CSV since issue 53's fourth part
+    (CSV, b"1,2\r\n\r\n3,4e0\r\n"),
+    (CSV, b"7\n12345678901234567890\n"),
 ]
 
 

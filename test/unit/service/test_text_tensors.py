@@ -18,7 +18,7 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service import text_json, text_tensors
+from sagemaker_tfs.service import text_csv, text_json
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
@@ -110,8 +110,6 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
 @pytest.mark.parametrize(
     ("kind", "body", "dtype"),
     [
-        (CSV, b"1.5\n", DT_INT32),  # a fraction for an integer: the REST error
-        (CSV, b"2147483648\n", DT_INT32),  # out of range
         (CSV, b"1e400\n", DT_FLOAT),  # too big for a double: the REST error
         (CSV, b"nan\n", DT_FLOAT),
         (CSV, b"1\r2\n", DT_FLOAT),  # one line to conversion
@@ -197,7 +195,7 @@ def test_csv_negative_zeros_are_read_as_the_rest_path_reads_them(
 ) -> None:
     """Every spelling of a negative zero, pieces cut anywhere: read here (not left to the
     REST path, issue 53), with the REST path's zero for integer text."""
-    monkeypatch.setattr(text_tensors, "PARSE_BYTES", parse_bytes)
+    monkeypatch.setattr(text_csv, "PARSE_BYTES", parse_bytes)
     for dtype in (DT_FLOAT, DT_DOUBLE):
         assert_same_as_rest(CSV, body, dtype, must_read=True)
     assert_same_as_rest(CSV, body, DT_INT32)  # a point: the REST path's error
@@ -207,8 +205,8 @@ def test_csv_negative_zeros_are_read_as_the_rest_path_reads_them(
 def test_random_arrays_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Shapes of 1 to 4 dimensions, spacing and numbers at random, read with tiny pieces so
     that scans and parses cut numbers, brackets and rows everywhere."""
-    monkeypatch.setattr(text_tensors, "SCAN_BYTES", 7)
-    monkeypatch.setattr(text_tensors, "PARSE_BYTES", 5)
+    monkeypatch.setattr(text_csv, "SCAN_BYTES", 7)
+    monkeypatch.setattr(text_csv, "PARSE_BYTES", 5)
     monkeypatch.setattr(text_json, "PARSE_BYTES", 5)
     rng = random.Random(seed)
     for _ in range(20):
@@ -252,3 +250,42 @@ def test_other_dtypes_are_read_as_the_rest_path_reads_them(kind: str, body: byte
     expected = rest_path(kind, body, dtype)
     assert read_here is not None or isinstance(expected, str) and kind == CSV, (body, expected)
     assert_same_as_rest(kind, body, dtype)
+
+
+CSV_INTEGERS_REFUSED = [
+    b"1.5\n",  # a fraction
+    b"2147483648\n",  # beyond an int32
+    b"1,2\n3,4.0\n",
+    b"1\n\n2\n 3e2 \n",  # an exponent, after a blank line (not a row)
+    b"1\n" * 300 + b"+1.\n",  # conversion's 1.0
+    b"007,-0\r\n12345678901234567890,1\r\n",  # beyond an int64
+    b"1,2\n123456789012345678901234,3\n",  # a double to the REST path's reader
+    b"-1.0e0,9\n",
+    b"4294967296\n-2147483649\n",
+]
+CSV_INTEGERS_NOT_READ = [b"1.5\n1,2\n", b"1.5\nabc\n", b"1e400\n1\n", b"1.5\n1\r2\n"]
+
+
+@pytest.mark.parametrize("body", CSV_INTEGERS_REFUSED)
+@pytest.mark.parametrize("scan_bytes", [3, 1 << 20])
+def test_csv_integer_inputs_given_other_numbers_are_refused_alike(
+    body: bytes, scan_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CSV field with a point or an exponent, or beyond the REST path's range, for an
+    integer input: the REST path's 400, word for word, without the REST path (issue 53)."""
+    monkeypatch.setattr(text_csv, "SCAN_BYTES", scan_bytes)
+    for dtype in [DT_INT32, DT_INT64, *OTHER_DTYPES[:-1]]:
+        refused = read(CSV, body, dtype)
+        expected = rest_path(CSV, body, dtype)
+        if isinstance(expected, str):
+            assert isinstance(refused, Refusal) and refused.message == expected, (body, dtype)
+        else:
+            assert_same_as_rest(CSV, body, dtype, must_read=True)
+
+
+@pytest.mark.parametrize("body", CSV_INTEGERS_NOT_READ)
+def test_csv_integer_refusals_leave_other_errors_to_the_rest_path(body: bytes) -> None:
+    """Conversion's error (a short row, a string, a lone CR) or the model server's (a number
+    beyond a double) comes first on the REST path: not refused here."""
+    assert read(CSV, body, DT_INT64) is None
+    assert isinstance(rest_path(CSV, body, DT_INT64), str)
