@@ -126,6 +126,16 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
 
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
     """The document's pieces and the layout of its numbers (see the module), or None."""
+    read = pieces_and_skeleton(document, names)
+    if read is None:
+        return None
+    pieces, skeleton = read
+    layout = _layout(skeleton, document, len(names))
+    return None if layout is None else (pieces, layout)
+
+
+def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, bytes] | None:
+    """The document's pieces and its skeleton (JSON lines' in brackets), or None."""
     body, start, end = document.body, document.start, document.end
     if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
         return None
@@ -137,10 +147,7 @@ def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Lay
     skeleton = pieces.skeleton()
     if skeleton is None:
         return None
-    if document.lines:
-        skeleton = b"[" + skeleton + b"]"
-    layout = _layout(skeleton, document, len(names))
-    return None if layout is None else (pieces, layout)
+    return pieces, b"[" + skeleton + b"]" if document.lines else skeleton
 
 
 def _lstrip(body: bytes, start: int) -> int:

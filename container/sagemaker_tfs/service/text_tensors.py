@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service import text_csv, text_json, text_refusals
+from sagemaker_tfs.service import text_csv, text_json, text_ragged, text_refusals
 from sagemaker_tfs.service.content_types import CSV, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
@@ -77,7 +77,8 @@ def read_text_request(
         return None
     read = text_json.read_document(document, names, dtype)
     if read is None:
-        return text_refusals.integer_refusal(document, names, dtype)
+        refusal = text_refusals.integer_refusal(document, names, dtype)
+        return refusal or text_ragged.ragged_refusal(document, names, dtype)
     return TextRequest(read.arrays, read.columnar, signature)
 
 

@@ -190,6 +190,26 @@ def test_integer_inputs_over_grpc(multi_model: Stack, content_type: str, body: b
     assert answered_by(multi_model, "GRPC") == grpc_before + 1
 
 
+RAGGED_BODIES = [
+    b"[[1, 2], [3]]",
+    b"[[1, 2], 3]",
+    b'{"instances": [1, [2]]}',
+    b'{"inputs": [[[1], [2]], [[3], [4, 5]]]}',
+    b'{"instances": [[0.5, 0.5], [[2], [3]]]}',
+    b'{"instances": [' + b"[1.5, 2.5], " * 40_000 + b"[3.5]]}",  # 480 KB
+]
+
+
+@pytest.mark.parametrize("body", RAGGED_BODIES, ids=lambda body: body[:40].decode())
+def test_ragged_lists_refused_alike(multi_model: Stack, body: bytes) -> None:
+    """The REST path's 400 and words for a ragged list, from the service: the model server
+    counts no request for it but the parity's own REST post (issue 53)."""
+    before = requests_counted(multi_model, MODEL)
+    status, _, _ = assert_same_answers(multi_model, INVOKE, JSON, body, None)
+    assert status == 400
+    assert requests_counted(multi_model, MODEL) == before + 1
+
+
 OTHER_DTYPES = ["int8", "int16", "uint8", "uint16", "uint32", "half"]
 OTHER_DTYPE_BODIES = [  # the members beside the signature's name
     b'"instances": [1, -2, 300, 70000]',  # wrapped into the dtype, as on the REST path

@@ -9,6 +9,7 @@ not read (None) is left to the REST path, which must then be what answers or ref
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -118,8 +119,7 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (CSV, b"1 2\n", DT_FLOAT),
         (CSV, b"1\n   \n2\n", DT_FLOAT),  # a blank line of spaces: conversion's rule
         (CSV, b"\n\n", DT_FLOAT),
-        (JSON, b"[[1, 2], [3]]", DT_FLOAT),  # ragged
-        (JSON, b"[[1, 2], 3]", DT_FLOAT),
+        (JSON, b"[[1, 2], []]", DT_FLOAT),  # ragged with an empty list
         (JSON, b"[[1, 2]] [[3, 4]]", DT_FLOAT),  # JSON lines in a JSON body
         (JSON, b"[[]]", DT_FLOAT),
         (JSON, b"[]", DT_FLOAT),
@@ -289,3 +289,52 @@ def test_csv_integer_refusals_leave_other_errors_to_the_rest_path(body: bytes) -
     beyond a double) comes first on the REST path: not refused here."""
     assert read(CSV, body, DT_INT64) is None
     assert isinstance(rest_path(CSV, body, DT_INT64), str)
+
+
+RAGGED = [
+    b"[[1, 2], [3]]",
+    b"[[1, 2], 3]",  # conversion's one instance: a level down
+    b'{"instances": [[1, 2], 3]}',
+    b'{"instances": [1, [2]]}',
+    b'{"inputs": [[[1], [2]], [[3], [4, 5]]]}',
+    b'{"instances": [[1], [[2]]]}',
+    b"[[[1, 2], [3, 4]], [[5, 6]]]",
+    b'{"signature_name": "serving_default", "instances": [[1, 2], [3, 4], [5]]}',
+    b'{"inputs": [[NaN, 1], [2]]}',
+]
+
+
+@pytest.mark.parametrize("body", RAGGED)
+def test_ragged_lists_are_refused_alike(body: bytes) -> None:
+    """The REST path's 400 for a ragged list, word for word, without the REST path (issue 53)."""
+    for dtype in (DT_FLOAT, DT_INT64):
+        expected = rest_path(JSON, body, dtype)
+        refused = read(JSON, body, dtype)
+        if b"NaN" in body and dtype == DT_INT64:  # the value's error comes first: the REST way
+            assert refused is None
+            continue
+        assert isinstance(refused, Refusal) and refused.message == expected, (body, expected)
+
+
+def random_nested(rng: random.Random, level: int) -> object:
+    """Numbers in lists of 1-3 members, 1-4 levels, mostly rectangular, ragged now and then."""
+    if level >= 4 or (level and rng.random() < 0.15):
+        return rng.randint(-9, 9)
+    size = rng.choice([2, 2, 2, 1, 3])
+    return [random_nested(rng, level + 1) for _ in range(size)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_ragged_lists(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_json, "PARSE_BYTES", 3)
+    rng = random.Random(seed)
+    for _ in range(200):
+        text = json.dumps(random_nested(rng, 0))
+        for body in (text, '{"instances": ' + text + "}", '{"inputs": ' + text + "}"):
+            expected = rest_path(JSON, body.encode(), DT_FLOAT)
+            read_here = read(JSON, body.encode(), DT_FLOAT)
+            if isinstance(expected, str):
+                assert isinstance(read_here, Refusal), (body, expected)
+                assert read_here.message == expected, body
+            else:
+                assert_same_as_rest(JSON, body.encode(), DT_FLOAT, must_read=True)
