@@ -210,6 +210,25 @@ def test_ragged_lists_refused_alike(multi_model: Stack, body: bytes) -> None:
     assert requests_counted(multi_model, MODEL) == before + 1
 
 
+STRING_BODIES = [  # to dtype_echo's default signature: a string x -> y = x
+    b'{"instances": ["a", "b\\u00e9", ""]}',
+    b'{"inputs": [["x", {"b64": "aGk="}], [{"b64": "/w=="}, "\\ud83d\\ude00"]]}',
+    b'["a", "b"]',
+    b'{"instances": [{"x": "a"}, {"x": {"b64": "_-8="}}]}',
+    b'{"instances": [' + b'"abc,\\"def", ' * 40_000 + b'"end"]}',  # 560 KB
+]
+
+
+@pytest.mark.parametrize("body", STRING_BODIES, ids=lambda body: body[:40].decode())
+def test_strings_over_grpc(multi_model: Stack, body: bytes) -> None:
+    """Strings and b64 objects for a string input: the REST path's bytes, over gRPC (issue 53)."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, f"/models/{DTYPE_ECHO}/invoke", JSON, body,
+                                       None, DTYPE_ECHO)  # fmt: skip
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
 OTHER_DTYPES = ["int8", "int16", "uint8", "uint16", "uint32", "half"]
 OTHER_DTYPE_BODIES = [  # the members beside the signature's name
     b'"instances": [1, -2, 300, 70000]',  # wrapped into the dtype, as on the REST path

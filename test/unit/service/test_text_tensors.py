@@ -19,7 +19,7 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service import text_csv, text_json
+from sagemaker_tfs.service import text_csv, text_json, text_strings
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
@@ -338,3 +338,52 @@ def test_random_ragged_lists(seed: int, monkeypatch: pytest.MonkeyPatch) -> None
                 assert read_here.message == expected, body
             else:
                 assert_same_as_rest(JSON, body.encode(), DT_FLOAT, must_read=True)
+
+
+STRING_BODIES = [
+    b'{"instances": ["a", "b\\u00e9", ""]}',
+    b'{"inputs": [["x", {"b64": "aGk="}], [{"b64": "aGk"}, "\\ud83d\\ude00"]]}',
+    b'{"inputs": [{"b64": "_-8="}]}',  # the URL-safe alphabet
+    b'["a", "b"]',  # conversion's one instance
+    b'[["a"], ["b"]]',
+    b'{"signature_name": "serving_default", "instances": [[["a", "b"]], [["c", "d"]]]}',
+    b'{"instances": ["a,b", "c\\"d", "[1]", "nul\\u0000in"]}',
+    b'{"instances": [{"x": "a"}, {"x": {"b64": "aGk="}}]}',  # rows naming the input
+    b'{"inputs": {"x": [["a"], ["b"]]}}',
+]
+STRINGS_LEFT_TO_REST = [
+    b'{"instances": ["a", 1]}',
+    b'{"instances": [["a"], ["b", "c"]]}',
+    b'{"instances": [{"b64": "@@"}]}',
+    b'{"instances": [{"x": "a"}, {"y": "b"}]}',
+    b'{"instances": []}',
+    b'{"instances": "a"}',
+    b'{"instances": ["\\ud800"]}',
+]
+
+
+def assert_same_strings_as_rest(body: bytes) -> None:
+    expected = rest_path(JSON, body, tensors.DT_STRING)
+    read_here = read(JSON, body, tensors.DT_STRING)
+    assert isinstance(read_here, TextRequest) and not isinstance(expected, str), expected
+    array, columnar = expected
+    (strings,) = read_here.arrays.values()
+    assert read_here.columnar == columnar
+    assert strings.dtype == object and strings.shape == array.shape
+    assert strings.tolist() == array.tolist()
+
+
+@pytest.mark.parametrize("body", STRING_BODIES)
+@pytest.mark.parametrize("chunk", [2, 1 << 16])
+def test_strings_are_read_as_the_rest_path_reads_them(
+    body: bytes, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strings and b64 objects for a string input, on the bounded path (issue 53)."""
+    monkeypatch.setattr(text_strings, "CHUNK", chunk)
+    assert_same_strings_as_rest(body)
+
+
+@pytest.mark.parametrize("body", STRINGS_LEFT_TO_REST)
+def test_strings_the_rest_path_refuses_are_left_to_it(body: bytes) -> None:
+    assert read(JSON, body, tensors.DT_STRING) is None
+    assert isinstance(rest_path(JSON, body, tensors.DT_STRING), str)
