@@ -73,7 +73,7 @@ def _numbers_accepted(pieces: Pieces, count: int, dtype: np.dtype) -> bool:
     a value's), and there are ``count`` of them."""
     seen = 0
     for piece in pieces:
-        values = text_json.piece_values(piece)
+        values = text_json.piece_values(piece, booleans=dtype.kind == "b")
         if values is None:
             return False
         if values and text_json.numbers_as(values, dtype) is None:

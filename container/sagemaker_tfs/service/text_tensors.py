@@ -7,7 +7,8 @@ would read into exactly the same arrays are read here, without a Python object p
 
 - CSV of numbers (``text_csv``): NumPy's C reader (``np.loadtxt``), a piece at a time;
 - JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
-  ``Infinity`` and ``-Infinity`` among them for float inputs), or named inputs in rows or
+  ``Infinity`` and ``-Infinity`` among them for float inputs; ``true`` and ``false`` for
+  bool inputs), or named inputs in rows or
   columns, under any signature (``signature_name``), with any number of inputs;
 - JSON giving one string input strings and ``{"b64": ...}`` objects (``text_strings``).
 
@@ -15,7 +16,7 @@ Anything else returns None and the caller converts the body as before, so that i
 and its errors are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a
 string to conversion), ragged or empty lists, a NaN or an infinity spelt otherwise than
 JSON's words, a JSON body giving two integer inputs a fraction or a value out of their
-range, and inputs of bool, uint64 or mixed dtypes. A body that gives one integer
+range, and inputs of uint64 or mixed dtypes. A body that gives one integer
 input such a value is refused as the REST path refuses it (``text_refusals``, ``text_csv``:
 a 400 in its words).
 
@@ -49,7 +50,7 @@ DEFAULT_SIGNATURE = "serving_default"
 _READ_TYPES = {
     tensors.tf_dtype(np.dtype(dtype)): np.dtype(dtype)
     for dtype in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-                  np.uint8, np.uint16, np.uint32)
+                  np.uint8, np.uint16, np.uint32, np.bool_)
 }  # fmt: skip
 
 
@@ -103,7 +104,9 @@ def _csv_request(body: bytes, signature: Signature | None) -> TextRequest | Refu
         return None
     ((name, spec),) = signature.inputs.items()
     dtype = _dtype(spec)
-    read = None if dtype is None else text_csv.read_csv(body, dtype)
+    if dtype is None or dtype.kind == "b":  # CSV has no booleans: strings to conversion
+        return None
+    read = text_csv.read_csv(body, dtype)
     if read is None or isinstance(read, Refusal):
         return read
     return TextRequest({name: read}, False, signature)

@@ -254,6 +254,16 @@ def test_other_dtypes_over_grpc(multi_model: Stack, signature: str, values: byte
 
 
 @pytest.mark.parametrize(
+    "values",
+    [b'"instances": [true, false, true]', b'"inputs": [[true], [false]]',
+     b'"instances": [[true, false], [true]]'],  # ragged: refused by the service
+)  # fmt: skip
+def test_booleans_over_grpc(multi_model: Stack, values: bytes) -> None:
+    """A bool input's true and false: the REST path's bytes, over gRPC (issue 53)."""
+    test_other_dtypes_over_grpc(multi_model, "bool", values)
+
+
+@pytest.mark.parametrize(
     "body", [b"-0\n-0.0\n0.5\n", b"1,-0,-0.000\r\n-00,2,-0e1\r\n", b"-0.000\n" * 3]
 )
 def test_csv_negative_zeros_over_grpc(multi_model: Stack, body: bytes) -> None:

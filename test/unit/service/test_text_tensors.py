@@ -387,3 +387,38 @@ def test_strings_are_read_as_the_rest_path_reads_them(
 def test_strings_the_rest_path_refuses_are_left_to_it(body: bytes) -> None:
     assert read(JSON, body, tensors.DT_STRING) is None
     assert isinstance(rest_path(JSON, body, tensors.DT_STRING), str)
+
+
+BOOL_BODIES = [
+    b'{"instances": [true, false, true]}',
+    b'{"inputs": [[true, false], [false, false]]}',
+    b"[[true], [false]]",
+    b'{"signature_name": "serving_default", "instances": [[true, false], [true]]}',  # ragged
+]
+BOOLS_LEFT_TO_REST = [b"[true, 1]", b"[true, null]", b"[0, 1]", b'{"instances": [NaN]}']
+
+
+@pytest.mark.parametrize("body", BOOL_BODIES)
+def test_booleans_are_read_as_the_rest_path_reads_them(body: bytes) -> None:
+    """A bool input's true and false, on the bounded path (issue 53)."""
+    dtype = tensors.tf_dtype(np.dtype(np.bool_))
+    assert read(JSON, body, dtype) is not None
+    assert_same_as_rest(JSON, body, dtype)
+
+
+@pytest.mark.parametrize("body", BOOLS_LEFT_TO_REST)
+def test_other_values_for_a_bool_input_are_left_to_the_rest_path(body: bytes) -> None:
+    dtype = tensors.tf_dtype(np.dtype(np.bool_))
+    assert read(JSON, body, dtype) is None
+    assert isinstance(rest_path(JSON, body, dtype), str)
+
+
+@pytest.mark.parametrize("body", [b"[true, false]", b'{"inputs": [[1.5, false]]}', b"[null]"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_words_for_a_number_input_are_left_to_the_rest_path(body: bytes, dtype: int) -> None:
+    assert read(JSON, body, dtype) is None
+    assert isinstance(rest_path(JSON, body, dtype), str)
+
+
+def test_csv_for_a_bool_input_is_left_to_the_rest_path() -> None:
+    assert read(CSV, b"1\n0\n", tensors.tf_dtype(np.dtype(np.bool_))) is None
