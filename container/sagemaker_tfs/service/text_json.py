@@ -16,8 +16,8 @@ numbers are then parsed by orjson a piece at a time (what the model server's rea
 and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
-path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings
-(``text_strings`` reads a string input's), booleans for other inputs, null, other keys,
+path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings,
+booleans for other inputs, null, other keys,
 input names that need escapes, ragged lists, other spellings of a NaN or an infinity
 (``-NaN``, ``Inf``: the REST path refuses them too), an integer input given a NaN, an
 infinity, a fraction or a value beyond its range, inputs of different dtypes, and names

@@ -9,14 +9,15 @@ would read into exactly the same arrays are read here, without a Python object p
 - JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
   ``Infinity`` and ``-Infinity`` among them for float inputs; ``true`` and ``false`` for
   bool inputs), or named inputs in rows or
-  columns, under any signature (``signature_name``), with any number of inputs;
-- JSON giving one string input strings and ``{"b64": ...}`` objects (``text_strings``).
+  columns, under any signature (``signature_name``), with any number of inputs.
 
 Anything else returns None and the caller converts the body as before, so that its answer
 and its errors are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a
 string to conversion), ragged or empty lists, a NaN or an infinity spelt otherwise than
 JSON's words, a JSON body giving two integer inputs a fraction or a value out of their
-range, and inputs of uint64 or mixed dtypes. A body that gives one integer
+range, and inputs of string, uint64 or mixed dtypes (strings and ``{"b64": ...}`` objects
+were read here for a while and sent over gRPC, but the stack then held more memory than the
+REST way: see docs/performance.md, issue 53). A body that gives one integer
 input such a value is refused as the REST path refuses it (``text_refusals``, ``text_csv``:
 a 400 in its words).
 
@@ -33,13 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service import (
-    text_csv,
-    text_json,
-    text_ragged,
-    text_refusals,
-    text_strings,
-)
+from sagemaker_tfs.service import text_csv, text_json, text_ragged, text_refusals
 from sagemaker_tfs.service.content_types import CSV, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
@@ -80,11 +75,6 @@ def read_text_request(
     if signature is None or not signature.inputs:
         return None
     names = list(signature.inputs)
-    if len(names) == 1 and signature.inputs[names[0]].is_string:
-        strings = text_strings.read_strings(document, names[0])
-        if strings is None:
-            return None
-        return TextRequest({names[0]: strings}, document.key == "inputs", signature)
     dtype = text_json.same_dtype({name: _dtype(spec) for name, spec in signature.inputs.items()})
     if dtype is None:
         return None

@@ -19,7 +19,7 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service import text_csv, text_json, text_strings
+from sagemaker_tfs.service import text_csv, text_json
 from sagemaker_tfs.service.conversion import convert
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
@@ -340,7 +340,7 @@ def test_random_ragged_lists(seed: int, monkeypatch: pytest.MonkeyPatch) -> None
                 assert_same_as_rest(JSON, body.encode(), DT_FLOAT, must_read=True)
 
 
-STRING_BODIES = [
+STRING_BODIES = [  # read by the REST path
     b'{"instances": ["a", "b\\u00e9", ""]}',
     b'{"inputs": [["x", {"b64": "aGk="}], [{"b64": "aGk"}, "\\ud83d\\ude00"]]}',
     b'{"inputs": [{"b64": "_-8="}]}',  # the URL-safe alphabet
@@ -351,7 +351,7 @@ STRING_BODIES = [
     b'{"instances": [{"x": "a"}, {"x": {"b64": "aGk="}}]}',  # rows naming the input
     b'{"inputs": {"x": [["a"], ["b"]]}}',
 ]
-STRINGS_LEFT_TO_REST = [
+STRINGS_THE_REST_PATH_REFUSES = [
     b'{"instances": ["a", 1]}',
     b'{"instances": [["a"], ["b", "c"]]}',
     b'{"instances": [{"b64": "@@"}]}',
@@ -362,63 +362,8 @@ STRINGS_LEFT_TO_REST = [
 ]
 
 
-def assert_same_strings_as_rest(body: bytes) -> None:
-    expected = rest_path(JSON, body, tensors.DT_STRING)
-    read_here = read(JSON, body, tensors.DT_STRING)
-    assert isinstance(read_here, TextRequest) and not isinstance(expected, str), expected
-    array, columnar = expected
-    (strings,) = read_here.arrays.values()
-    assert read_here.columnar == columnar
-    assert strings.dtype == object and strings.shape == array.shape
-    assert strings.tolist() == array.tolist()
-
-
-@pytest.mark.parametrize("body", STRING_BODIES)
-@pytest.mark.parametrize("chunk", [2, 1 << 16])
-def test_strings_are_read_as_the_rest_path_reads_them(
-    body: bytes, chunk: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Strings and b64 objects for a string input, on the bounded path (issue 53)."""
-    monkeypatch.setattr(text_strings, "CHUNK", chunk)
-    assert_same_strings_as_rest(body)
-
-
-@pytest.mark.parametrize("body", STRINGS_LEFT_TO_REST)
-def test_strings_the_rest_path_refuses_are_left_to_it(body: bytes) -> None:
+@pytest.mark.parametrize("body", STRING_BODIES + STRINGS_THE_REST_PATH_REFUSES)
+def test_strings_are_left_to_the_rest_path(body: bytes) -> None:
+    """A string input's strings and b64 objects go the REST way: over gRPC the stack held
+    more memory than that way (issue 53, docs/performance.md)."""
     assert read(JSON, body, tensors.DT_STRING) is None
-    assert isinstance(rest_path(JSON, body, tensors.DT_STRING), str)
-
-
-BOOL_BODIES = [
-    b'{"instances": [true, false, true]}',
-    b'{"inputs": [[true, false], [false, false]]}',
-    b"[[true], [false]]",
-    b'{"signature_name": "serving_default", "instances": [[true, false], [true]]}',  # ragged
-]
-BOOLS_LEFT_TO_REST = [b"[true, 1]", b"[true, null]", b"[0, 1]", b'{"instances": [NaN]}']
-
-
-@pytest.mark.parametrize("body", BOOL_BODIES)
-def test_booleans_are_read_as_the_rest_path_reads_them(body: bytes) -> None:
-    """A bool input's true and false, on the bounded path (issue 53)."""
-    dtype = tensors.tf_dtype(np.dtype(np.bool_))
-    assert read(JSON, body, dtype) is not None
-    assert_same_as_rest(JSON, body, dtype)
-
-
-@pytest.mark.parametrize("body", BOOLS_LEFT_TO_REST)
-def test_other_values_for_a_bool_input_are_left_to_the_rest_path(body: bytes) -> None:
-    dtype = tensors.tf_dtype(np.dtype(np.bool_))
-    assert read(JSON, body, dtype) is None
-    assert isinstance(rest_path(JSON, body, dtype), str)
-
-
-@pytest.mark.parametrize("body", [b"[true, false]", b'{"inputs": [[1.5, false]]}', b"[null]"])
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_words_for_a_number_input_are_left_to_the_rest_path(body: bytes, dtype: int) -> None:
-    assert read(JSON, body, dtype) is None
-    assert isinstance(rest_path(JSON, body, dtype), str)
-
-
-def test_csv_for_a_bool_input_is_left_to_the_rest_path() -> None:
-    assert read(CSV, b"1\n0\n", tensors.tf_dtype(np.dtype(np.bool_))) is None
