@@ -148,6 +148,30 @@ def make_int_doubler(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _int_doubler_graph)
 
 
+# The dtypes the bounded text reader reads beyond float32/64 and int32/64 (issue 53), by the
+# name of the signature that takes an input ``x`` of it and answers it as it is (``y``).
+ECHOED_DTYPES = {
+    "int8": tf.int8, "int16": tf.int16, "uint8": tf.uint8, "uint16": tf.uint16,
+    "uint32": tf.uint32, "half": tf.float16, "bool": tf.bool, "string": tf.string,
+}  # fmt: skip
+
+
+def _dtype_echo_graph() -> dict:
+    """One signature per dtype of ``ECHOED_DTYPES``: ``x`` of any shape -> ``y`` = x;
+    ``serving_default`` is the string one."""
+    signatures = {}
+    for name, dtype in ECHOED_DTYPES.items():
+        x = tf.compat.v1.placeholder(dtype, shape=None, name=f"x_{name}")
+        y = tf.identity(x, name=f"y_{name}")
+        signatures[name] = _signature({"x": x}, {"y": y}, PREDICT)
+    signatures["serving_default"] = signatures["string"]
+    return signatures
+
+
+def make_dtype_echo(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _dtype_echo_graph)
+
+
 def _shapes_graph() -> dict:
     """One input of each shape kind a TF1 SignatureDef can record, for the shape checks:
     ``any`` (a placeholder without a shape: ``unknown_rank``), ``scale`` (shape ``[]``: a true
@@ -483,6 +507,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "multi_io": make_multi_io,
     "two_inputs": make_two_inputs,
     "int_doubler": make_int_doubler,
+    "dtype_echo": make_dtype_echo,
     "shapes": make_shapes,
     "jpeg_classifier": make_jpeg_classifier,
     "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
@@ -522,6 +547,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
     if name == "int_doubler":
         return {"n": np.arange(3, dtype=np.int64)}
+    if name == "dtype_echo":
+        return {"x": np.array([b"a"], dtype=object)}
     if name == "multi_io":
         strings = np.array([b"a"], dtype=object)
         return {"a": np.zeros((1, 2), np.float32), "b": np.ones(1, np.int64), "s": strings}

@@ -22,7 +22,8 @@ peak at most 2.5x the body for the binary type. The client's own memory is not c
 
 With ``--shapes`` (issue 53), instead: the generated corpus of ``text_shapes.py`` (one
 value a line, many columns, integers, negative zeros, JSON instances, named inputs as rows
-and as columns, JSON lines, ``signature_name``; ``half_plus_three`` or the two-input model)
+and as columns, JSON lines, ``signature_name``, strings, b64; ``half_plus_three``, the
+two-input model or ``dtype_echo``)
 at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``, on that checkout's
 ``container`` too, the two in turn for each body (the order swapped each time): per body, the
 seconds, seconds per MB, the route the model server saw (gRPC or REST) and the growth of
@@ -243,7 +244,6 @@ def print_peaks(processes: dict[int, str], before: dict[int, int], size: int) ->
 
 # ------------------------------------------------------------------ --shapes (issue 53)
 
-TWO_INPUTS = "two_inputs"
 SHOWN = (  # the processes a --shapes line shows, as process_memory names them
     ("gunicorn worker (the service)", "service"),
     ("model server", "model server"),
@@ -256,18 +256,17 @@ PEAKS = ("service", "model server")
 
 
 def model_dir(model: str) -> Path:
-    """The model under a directory of its own (a single-model stack serves what it finds)."""
-    if model != TWO_INPUTS:
+    """The model under a directory of its own (a single-model stack serves what it finds):
+    half_plus_three's resources, or a test model of the cache."""
+    if model == "half_plus_three":
         return MODELS
     cache = Path(
         os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
     )
-    if not (cache / TWO_INPUTS).is_dir():
-        raise SystemExit(
-            f"no {cache / TWO_INPUTS}: test/models/make_test_models.py --only {TWO_INPUTS}"
-        )
-    root = Path(tempfile.mkdtemp(prefix="bench_two_inputs"))
-    shutil.copytree(cache / TWO_INPUTS, root / TWO_INPUTS)
+    if not (cache / model).is_dir():
+        raise SystemExit(f"no {cache / model}: test/models/make_test_models.py --only {model}")
+    root = Path(tempfile.mkdtemp(prefix=f"bench_{model}"))
+    shutil.copytree(cache / model, root / model)
     return root
 
 

@@ -1,7 +1,7 @@
 """A generated corpus of JSON, JSON lines and CSV bodies of a given size (issue 53), for
 bench_large_bodies.py's ``--shapes``: the shapes TF Serving's REST API takes that real
-clients send, each for ``half_plus_three`` (y = 0.5x + 3, one input) or ``two_inputs``
-(y = 2a + b; signature ``doubled``: 2a).
+clients send, each for ``half_plus_three`` (y = 0.5x + 3, one input), ``two_inputs``
+(y = 2a + b; signature ``doubled``: 2a) or ``dtype_echo`` (a string x -> y = x).
 
 A body repeats a block of about 1 MB of random values with three decimals in [-1, 1] (so
 ``-0.000`` now and then, as real data has) until it reaches the size: the parsing cost is
@@ -10,6 +10,7 @@ that of random values, and the client does not hold a Python string per value.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -20,7 +21,7 @@ BLOCK_VALUES = 150_000  # values in a block (about 1 MB of text)
 
 class Shape(NamedTuple):
     name: str
-    model: str  # "half_plus_three" or "two_inputs"
+    model: str  # "half_plus_three", "two_inputs" or "dtype_echo"
     content_type: str
     body: Callable[[int], bytes]  # size in bytes -> a body of about that size
 
@@ -91,6 +92,25 @@ def signature_name(size: int) -> bytes:
     return repeated(b'{"signature_name": "doubled", "instances": [', block, b"0.5", b"]}", size)
 
 
+def words(count: int, seed: int) -> list[str]:
+    """Lower-case words of 3-10 letters."""
+    rng = np.random.default_rng(seed)
+    letters = rng.integers(97, 123, (count, 10), dtype=np.uint8)
+    lengths = rng.integers(3, 11, count)
+    return [row[:length].tobytes().decode() for row, length in zip(letters, lengths, strict=True)]
+
+
+def json_strings(size: int) -> bytes:
+    block = ", ".join(f'"{word}"' for word in words(BLOCK_VALUES, 12)).encode() + b", "
+    return repeated(b'{"instances": [', block, b'"end"', b"]}", size)
+
+
+def json_b64(size: int) -> bytes:
+    encoded = (base64.b64encode(word.encode()).decode() for word in words(BLOCK_VALUES, 13))
+    block = ", ".join(f'{{"b64": "{text}"}}' for text in encoded).encode() + b", "
+    return repeated(b'{"instances": [', block, b'{"b64": "ZW5k"}', b"]}", size)
+
+
 SHAPES = [
     Shape("csv_one_value_a_line", "half_plus_three", "text/csv", csv_one_value_a_line),
     Shape("csv_many_columns", "half_plus_three", "text/csv", csv_many_columns),
@@ -101,4 +121,6 @@ SHAPES = [
     Shape("named_columns", "two_inputs", "application/json", named_columns),
     Shape("json_lines", "two_inputs", "application/jsonlines", json_lines),
     Shape("signature_name", "two_inputs", "application/json", signature_name),
+    Shape("strings", "dtype_echo", "application/json", json_strings),
+    Shape("b64", "dtype_echo", "application/json", json_b64),
 ]

@@ -5,7 +5,8 @@ read them; ``text_tensors`` is the entry point (issues 36 and 53).
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
 instance). V is a rectangular list of numbers (``NaN``, ``Infinity`` and ``-Infinity``
-among them for float inputs, as the REST path's reader takes them), or, for named inputs, a
+among them for float inputs, as the REST path's reader takes them; ``true`` and ``false``
+for bool inputs), or, for named inputs, a
 list of objects that each name every input once (rows), or one such object (columns). The
 reading is done on the body's *skeleton*: its brackets, braces and commas, each run of
 number characters (the words' letters among them) as one ``0``, and each input's name
@@ -15,10 +16,12 @@ numbers are then parsed by orjson a piece at a time (what the model server's rea
 and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
-path's: strings, booleans or other keys, input names that need escapes, ragged lists, other
-spellings of a NaN or an infinity (``-NaN``, ``Inf``: the REST path refuses them too), an
-integer input given a NaN, an infinity, a fraction or a value beyond its range, inputs of
-different dtypes, and names written with a blank before their colon.
+path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings,
+booleans for other inputs, null, other keys,
+input names that need escapes, ragged lists, other spellings of a NaN or an infinity
+(``-NaN``, ``Inf``: the REST path refuses them too), an integer input given a NaN, an
+infinity, a fraction or a value beyond its range, inputs of different dtypes, and names
+written with a blank before their colon.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ NUMBER_CHARS = b"0123456789.eE+-"
 # The letters of NaN, Infinity and -Infinity: JSON number runs in the skeleton, as the REST
 # path's JSON reader takes them (for float inputs; an integer input refuses them).
 NON_FINITE_CHARS = b"NaIinfty"
+# The letters of true, false and null besides those: in runs too, which only a bool input
+# reads (``piece_values``; a null goes the REST way).
+WORD_CHARS = b"ruls"
 # Each non-finite word as a string orjson reads and NumPy casts to its value; the longer
 # word first, so that ``-Infinity`` is not read as ``-`` then ``Infinity``.
 _NON_FINITE_WORDS = ((b"-Infinity", b'"-inf"'), (b"Infinity", b'"inf"'), (b"NaN", b'"nan"'))
 _MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
 _A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
+_WORD_LETTERS = [bytes((letter,)) for letter in WORD_CHARS]
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 _RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
 _BLANK = rb"[ \t\n\r]*"
@@ -68,8 +75,9 @@ def byte_table(allowed: bytes) -> np.ndarray:
     return table
 
 
-_ALLOWED = byte_table(NUMBER_CHARS + NON_FINITE_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
-_IS_NUMBER = byte_table(NUMBER_CHARS + NON_FINITE_CHARS)
+_RUN_CHARS = NUMBER_CHARS + NON_FINITE_CHARS + WORD_CHARS
+_ALLOWED = byte_table(_RUN_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
+_IS_NUMBER = byte_table(_RUN_CHARS)
 _IS_STRUCTURE = byte_table(b",[]{}" + _MARKERS)
 _TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
@@ -126,6 +134,16 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
 
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
     """The document's pieces and the layout of its numbers (see the module), or None."""
+    read = pieces_and_skeleton(document, names)
+    if read is None:
+        return None
+    pieces, skeleton = read
+    layout = _layout(skeleton, document, len(names))
+    return None if layout is None else (pieces, layout)
+
+
+def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, bytes] | None:
+    """The document's pieces and its skeleton (JSON lines' in brackets), or None."""
     body, start, end = document.body, document.start, document.end
     if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
         return None
@@ -137,10 +155,7 @@ def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Lay
     skeleton = pieces.skeleton()
     if skeleton is None:
         return None
-    if document.lines:
-        skeleton = b"[" + skeleton + b"]"
-    layout = _layout(skeleton, document, len(names))
-    return None if layout is None else (pieces, layout)
+    return pieces, b"[" + skeleton + b"]" if document.lines else skeleton
 
 
 def _lstrip(body: bytes, start: int) -> int:
@@ -324,7 +339,7 @@ def _parse_numbers(pieces: Pieces, count: int, dtype: np.dtype) -> np.ndarray | 
     out = np.empty(count, dtype)
     filled = 0
     for piece in pieces:
-        values = piece_values(piece)
+        values = piece_values(piece, booleans=dtype.kind == "b")
         if values is None:
             return None
         if not values:  # blanks between two cuts: the skeleton's check finds any error
@@ -337,9 +352,13 @@ def _parse_numbers(pieces: Pieces, count: int, dtype: np.dtype) -> np.ndarray | 
     return out if filled == count else None
 
 
-def piece_values(piece: bytes | None) -> list | None:
-    """A piece's numbers (Python's, by orjson), or None: not a piece of numbers."""
+def piece_values(piece: bytes | None, booleans: bool = False) -> list | None:
+    """A piece's numbers (Python's, by orjson), or None: not a piece of numbers. With
+    ``booleans``, its values whatever they are (a bool input's reader checks them); without,
+    a piece with a letter of true, false or null is None too."""
     if piece is None:
+        return None
+    if not booleans and any(letter in piece for letter in _WORD_LETTERS):
         return None
     try:
         return orjson.loads(b"[" + _non_finite_as_strings(piece.translate(_TO_SPACES)) + b"]")
@@ -360,30 +379,53 @@ def _non_finite_as_strings(piece: bytes) -> bytes:
     return piece
 
 
+# The integers the REST path's reader gives each integer input (TF Serving's: an int8 or
+# an int16 takes an int32's range, an unsigned input a uint32's), cast to it with wrapping.
+_INT32_RANGE, _UINT32_RANGE = (-(2**31), 2**31 - 1), (0, 2**32 - 1)
+REST_INT_RANGES = {
+    np.dtype(np.int8): _INT32_RANGE,
+    np.dtype(np.int16): _INT32_RANGE,
+    np.dtype(np.int32): _INT32_RANGE,
+    np.dtype(np.int64): (-(2**63), 2**63 - 1),
+    np.dtype(np.uint8): _UINT32_RANGE,
+    np.dtype(np.uint16): _UINT32_RANGE,
+    np.dtype(np.uint32): _UINT32_RANGE,
+}
+
+
+def is_integral(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu"
+
+
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
-    """What ``json_tensors`` makes of a list of numbers: Python numbers cast by NumPy (a
-    double to a float32 rounds once more), integer inputs given integers only; the strings of
+    """What ``json_tensors`` makes of a list of values: a bool input's booleans; Python
+    numbers cast by NumPy (a
+    double to a float32 or a float16 rounds once more), integer inputs given integers only,
+    within ``REST_INT_RANGES`` and then wrapped into the dtype; the strings of
     ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
+    if dtype.kind == "b":  # true and false only, as the REST path's reader takes them
+        return np.array(values, bool) if all(type(value) is bool for value in values) else None
     objects = np.array(values, dtype=object)
-    if dtype.kind == "i":
+    if is_integral(dtype):
         if not all(type(value) is int for value in values):
             return None
         try:
             wide = objects.astype(np.int64)
         except OverflowError:
             return None
-        return wide if fits(wide, dtype) else None
-    with np.errstate(over="ignore"):  # beyond a float32: infinity, on the REST path too
+        return wide.astype(dtype) if fits(wide, dtype) else None
+    with np.errstate(over="ignore"):  # beyond the dtype: infinity, on the REST path too
         return objects.astype(dtype)
 
 
 def fits(values: np.ndarray, dtype: np.dtype) -> bool:
-    """Values the REST path gives the same input: finite, integers within the dtype."""
+    """Values the REST path gives the same input: finite, integers within its range
+    (``REST_INT_RANGES``)."""
     if values.size == 0:
         return False
-    if dtype.kind == "i":
-        limits = np.iinfo(dtype)
-        return bool(limits.min <= values.min() and values.max() <= limits.max)
+    if is_integral(dtype):
+        low, high = REST_INT_RANGES[dtype]
+        return bool(low <= values.min() and values.max() <= high)
     return bool(np.isfinite(values).all())
 
 

@@ -38,7 +38,9 @@ class Refusal(NamedTuple):
 def integer_refusal(document: Document, names: list[str], dtype: np.dtype) -> Refusal | None:
     """The REST path's refusal of a body that gives one integer input another number, or
     None (no such value, or not a body this module words: see the module)."""
-    if dtype.kind != "i":  # before the skeleton's pass: a float input has no such refusal
+    if not text_json.is_integral(
+        dtype
+    ):  # before the skeleton's pass: a float input has no such refusal
         return None
     read = text_json.pieces_and_layout(document, names)
     if read is None:
@@ -83,9 +85,9 @@ def _refused_flags(pieces: Iterable[bytes | None], count: int,
 
 
 def _refused(values: list, dtype: np.dtype) -> np.ndarray:
-    limits = np.iinfo(dtype)
+    low, high = text_json.REST_INT_RANGES[dtype]
     return np.fromiter(
-        (type(value) is not int or not limits.min <= value <= limits.max for value in values),
+        (type(value) is not int or not low <= value <= high for value in values),
         bool,
         len(values),
     )

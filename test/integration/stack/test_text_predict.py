@@ -37,6 +37,7 @@ JSON = "application/json"
 MODEL = "half_plus_three"
 TWO_INPUTS = "two_inputs"
 INTEGERS = "int_doubler"
+DTYPE_ECHO = "dtype_echo"
 JSON_LINES = "application/jsonlines"
 
 
@@ -54,14 +55,15 @@ def multi_model(
     tmp_path_factory: pytest.TempPathFactory, resources_dir: Path, test_models: Any
 ) -> Iterator[Stack]:
     """half_plus_three, mobilenet_v2 (its convolutions refuse a matrix), two_inputs
-    (y = 2a + b; signature ``doubled``: 2a) and int_doubler (int64 n -> 2n)."""
+    (y = 2a + b; signature ``doubled``: 2a), int_doubler (int64 n -> 2n) and dtype_echo
+    (x -> x, a signature per dtype)."""
     root = tmp_path_factory.mktemp("text_predict_mme")
     shutil.copytree(resources_dir / "models" / MODEL, root / "models" / MODEL)
-    for name in ("mobilenet_v2", TWO_INPUTS, INTEGERS):
+    for name in ("mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO):
         shutil.copytree(test_models(name), root / "models" / name)
     (root / "work").mkdir()
     with running_stack(root / "models", root / "work", multi_model=True) as stack:
-        for name in (MODEL, "mobilenet_v2", TWO_INPUTS, INTEGERS):
+        for name in (MODEL, "mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO):
             status, answer = load(stack, name, name)
             assert status == 200, answer
         yield stack
@@ -155,6 +157,9 @@ INTEGER_BODIES_REFUSED = [  # an integer input given another number: refused by 
     (JSON, b'{"inputs": [1, NaN, 2.5]}'),
     (JSON, b'{"instances": [1, 12345678901234567890.0]}'),
     (JSON_LINES, b'{"n": [1, 2]}\n{"n": [3, Infinity]}\n'),
+    (CSV, b"1\n2.5\n3\n"),  # CSV since issue 53's fourth part
+    (CSV, b"1,2\r\n\r\n3,4e0\r\n"),
+    (CSV, b"7\n12345678901234567890\n"),
 ]
 
 
@@ -183,6 +188,80 @@ def test_integer_inputs_over_grpc(multi_model: Stack, content_type: str, body: b
                                        body, None, INTEGERS)  # fmt: skip
     assert status == 200
     assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
+RAGGED_BODIES = [
+    b"[[1, 2], [3]]",
+    b"[[1, 2], 3]",
+    b'{"instances": [1, [2]]}',
+    b'{"inputs": [[[1], [2]], [[3], [4, 5]]]}',
+    b'{"instances": [[0.5, 0.5], [[2], [3]]]}',
+    b'{"instances": [' + b"[1.5, 2.5], " * 40_000 + b"[3.5]]}",  # 480 KB
+]
+
+
+@pytest.mark.parametrize("body", RAGGED_BODIES, ids=lambda body: body[:40].decode())
+def test_ragged_lists_refused_alike(multi_model: Stack, body: bytes) -> None:
+    """The REST path's 400 and words for a ragged list, from the service: the model server
+    counts no request for it but the parity's own REST post (issue 53)."""
+    before = requests_counted(multi_model, MODEL)
+    status, _, _ = assert_same_answers(multi_model, INVOKE, JSON, body, None)
+    assert status == 400
+    assert requests_counted(multi_model, MODEL) == before + 1
+
+
+STRING_BODIES = [  # to dtype_echo's default signature: a string x -> y = x
+    b'{"instances": ["a", "b\\u00e9", ""]}',
+    b'{"inputs": [["x", {"b64": "aGk="}], [{"b64": "/w=="}, "\\ud83d\\ude00"]]}',
+    b'["a", "b"]',
+    b'{"instances": [{"x": "a"}, {"x": {"b64": "_-8="}}]}',
+    b'{"instances": [' + b'"abc,\\"def", ' * 40_000 + b'"end"]}',  # 560 KB
+]
+
+
+@pytest.mark.parametrize("body", STRING_BODIES, ids=lambda body: body[:40].decode())
+def test_strings_go_the_rest_way(multi_model: Stack, body: bytes) -> None:
+    """Strings and b64 objects for a string input: the REST path's bytes, the REST way (over
+    gRPC the stack held more memory: issue 53, docs/performance.md)."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, f"/models/{DTYPE_ECHO}/invoke", JSON, body,
+                                       None, DTYPE_ECHO)  # fmt: skip
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before
+
+
+OTHER_DTYPES = ["int8", "int16", "uint8", "uint16", "uint32", "half"]
+OTHER_DTYPE_BODIES = [  # the members beside the signature's name
+    b'"instances": [1, -2, 300, 70000]',  # wrapped into the dtype, as on the REST path
+    b'"inputs": [[0, 255], [256, 65535]]',
+    b'"instances": [4294967295, 2147483647]',
+    b'"inputs": [1.5, 65520.0, -0.0]',  # refused by integer inputs, a float16's infinity
+]
+
+
+@pytest.mark.parametrize("values", OTHER_DTYPE_BODIES)
+@pytest.mark.parametrize("signature", OTHER_DTYPES)
+def test_other_dtypes_over_grpc(multi_model: Stack, signature: str, values: bytes) -> None:
+    """int8, int16, uint8, uint16, uint32 and half inputs: the REST path's bytes, over gRPC
+    (or refused by the service in the REST path's words), never the REST way (issue 53)."""
+    body = b'{"signature_name": "%s", %s}' % (signature.encode(), values)
+    grpc_before = answered_by(multi_model, "GRPC")
+    counted = requests_counted(multi_model, DTYPE_ECHO)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{DTYPE_ECHO}/invoke", JSON, body,
+                                       None, DTYPE_ECHO)  # fmt: skip
+    refused = status == 400
+    assert answered_by(multi_model, "GRPC") == grpc_before + (not refused)
+    assert requests_counted(multi_model, DTYPE_ECHO) == counted + 1 + (not refused)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [b'"instances": [true, false, true]', b'"inputs": [[true], [false]]',
+     b'"instances": [[true, false], [true]]'],  # ragged: refused by the service
+)  # fmt: skip
+def test_booleans_over_grpc(multi_model: Stack, values: bytes) -> None:
+    """A bool input's true and false: the REST path's bytes, over gRPC (issue 53)."""
+    test_other_dtypes_over_grpc(multi_model, "bool", values)
 
 
 @pytest.mark.parametrize(
