@@ -29,8 +29,11 @@ _FOUR_DIGITS = np.array([list(b"%04d" % number) for number in range(10_000)], np
 _ZERO, _POINT, _MINUS, _PLUS, _E = (ord(c) for c in "0.-+e")
 
 
-def joined_texts(values: np.ndarray, separator: bytes) -> bytes:
-    """Every element's text (``values`` flattened, float32 or float64), ``separator`` between."""
+def joined_texts(values: np.ndarray, separator: bytes | list[bytes]) -> bytes:
+    """Every element's text (``values`` flattened, float32 or float64), ``separator`` between;
+    a list of separators is repeated: the one after element ``i`` is ``separator[i % len]``
+    (``values`` then holds whole periods)."""
+    separators = [separator] if isinstance(separator, bytes) else separator
     flat = np.ascontiguousarray(values).reshape(-1)
     if flat.dtype != np.float64:
         flat = flat.astype(np.float32)
@@ -54,13 +57,25 @@ def joined_texts(values: np.ndarray, separator: bytes) -> bytes:
     laid_out = reads_back | long
     cells_per_text = _LAID_OUT_CELLS if laid_out.all() else _TEXT_CELLS
     # a text per column (each character position one contiguous row), transposed at the end
-    cells = np.zeros((cells_per_text + len(separator), flat.size), np.uint8)
-    cells[cells_per_text:] = np.frombuffer(separator, np.uint8)[:, None]
+    separator_cells = _separator_cells(separators, flat.size)
+    cells = np.empty((cells_per_text + separator_cells.shape[0], flat.size), np.uint8)
+    cells[:cells_per_text] = 0
+    cells[cells_per_text:] = separator_cells
     _lay_out(cells, nine.astype(np.int64), exponent, long, np.signbit(flat))
     if cells_per_text == _TEXT_CELLS:
         _copy_others(cells, flat, ~laid_out, certain & ~reads_back & is_double)
-    texts = np.ascontiguousarray(cells.T)
-    return texts[texts != 0].tobytes()[: -len(separator) or None]
+    return cells.T.tobytes().translate(None, b"\0")[: -len(separators[-1]) or None]
+
+
+def _separator_cells(separators: list[bytes], count: int) -> np.ndarray:
+    """The separators' cells for ``count`` values (a column each, padded with zeros)."""
+    width = max(len(separator) for separator in separators)
+    period = np.zeros((width, len(separators)), np.uint8)
+    for index, separator in enumerate(separators):
+        period[: len(separator), index] = np.frombuffer(separator, np.uint8)
+    if len(separators) == 1:
+        return np.broadcast_to(period, (width, count))
+    return np.tile(period, count // len(separators))
 
 
 def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np.ndarray,
@@ -181,9 +196,10 @@ def rounded_digits(
 
 def _scaled(values: np.ndarray, power: np.ndarray) -> np.ndarray:
     """``values * 10**power``, one correctly rounded operation for |power| <= 22."""
-    power = np.clip(power, -_EXACT_POWERS, _EXACT_POWERS)
-    return np.where(power >= 0, values * _POWERS[np.maximum(power, 0)],
-                    values / _POWERS[np.maximum(-power, 0)])  # fmt: skip
+    factor = _POWERS[np.minimum(np.abs(power), _EXACT_POWERS)]
+    if power.min(initial=0) >= 0:
+        return values * factor
+    return np.where(power >= 0, values * factor, values / factor)
 
 
 def _copy_texts(cells: np.ndarray, rows: np.ndarray, texts: np.ndarray) -> None:

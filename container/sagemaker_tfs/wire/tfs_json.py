@@ -16,6 +16,7 @@ text is never held as one string beside the per-element strings it is made of.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import re
 import struct
@@ -40,6 +41,9 @@ PIECE_ELEMENTS = 1 << 16
 # Float arrays up to this size are printed a value at a time (:func:`_few_float_texts`): NumPy's
 # ~60 array operations cost ~50 us whatever the size, a value in Python ~0.6 us.
 FEW_FLOATS = 64
+# Rows of floats of up to this many elements are laid out with their brackets as separators
+# (:func:`joined_rows`); longer ones a row at a time.
+ROW_SEPARATORS = 4096
 
 
 class TensorJsonError(ValueError):
@@ -104,6 +108,29 @@ def joined_floats(vector: np.ndarray) -> str:
     if vector.size <= FEW_FLOATS:
         return ", ".join(_few_float_texts(vector))
     return joined_texts(vector, b", ").decode("ascii")
+
+
+def joined_rows(rows: np.ndarray) -> str:
+    """``", ".join(render_array_rows(rows, ..., single_line=True))`` for a float array of
+    two or more dimensions, laid out with the brackets between rows as separators."""
+    inner = rows.shape[1:]
+    opening = "[" * len(inner)
+    return opening + joined_texts(rows, _row_separators(inner)).decode("ascii") + "]" * len(inner)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_separators(inner: tuple[int, ...]) -> list[bytes]:
+    """What follows each element of a row of shape ``inner`` on one line: ``, `` and the
+    brackets of the lists that end there and begin after it."""
+    separators = []
+    for index in range(math.prod(inner)):
+        closed, position = 0, index
+        for size in reversed(inner):
+            if position % size != size - 1:
+                break
+            closed, position = closed + 1, position // size
+        separators.append(b"]" * closed + b", " + b"[" * closed)
+    return separators
 
 
 def _few_float_texts(values: np.ndarray) -> list[str]:
@@ -232,11 +259,14 @@ def _array_pieces(array: np.ndarray, depth: int, single: bool, b64: bool,
         close = "]" if single else "\n" + INDENT * depth + "]"
     yield opening
     step = _rows_per_piece(array)
-    float_vector = single and array.ndim == 1 and array.dtype.kind == "f"
+    floats = single and not b64 and array.dtype.kind == "f"
     for start in range(0, array.shape[0], step):
         piece = array[start : start + step]
-        if float_vector:
+        if floats and array.ndim == 1:
             yield (joiner if start else "") + joined_floats(piece)
+            continue
+        if floats and piece.size > FEW_FLOATS and 0 < piece[0].size <= ROW_SEPARATORS:
+            yield (joiner if start else "") + joined_rows(piece)
             continue
         rows = render_array_rows(piece, depth + 1, b64, single)
         yield (joiner if start else "") + joiner.join(rows)

@@ -150,3 +150,23 @@ def test_an_answer_in_pieces_is_the_answer_whole(
             else []
         )
         assert all(isinstance(piece, bytes) for piece in pieces)
+
+
+@pytest.mark.parametrize("shape", [(300, 1), (100, 3), (40, 2, 3), (7, 2, 3, 4), (3, 70)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_rows_laid_out_with_their_brackets_are_the_rows_rendered_one_by_one(
+    shape: tuple[int, ...], dtype: type
+) -> None:
+    values = np.concatenate([special_values(np.float64), random_values(np.float64, 7)])
+    with np.errstate(over="ignore"):
+        rows = values[: int(np.prod(shape))].astype(dtype).reshape(shape)
+    expected = ", ".join(
+        tfs_json._nest(
+            [literal_text(value, dtype == np.float64) for value in row.reshape(-1).tolist()],
+            row.shape, 1, True, False,
+        )
+        for row in rows
+    )  # fmt: skip
+    assert tfs_json.joined_rows(rows) == expected
+    answer = b"".join(tfs_json.predict_answer_pieces({"y": rows}, False))
+    assert answer == b'{\n    "predictions": [' + expected.encode() + b"\n    ]\n}"
