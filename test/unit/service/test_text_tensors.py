@@ -222,3 +222,45 @@ def test_random_arrays_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> 
         rows = values.reshape(values.shape[0], -1)
         csv = "\n".join(",".join(row) for row in rows) + rng.choice(["", "\n", "\r\n"])
         assert_same_as_rest(CSV, csv.encode(), DT_FLOAT, must_read=True)
+
+
+ONE_COLUMN = [
+    b"1.5\n2.5\n-3e2\n",
+    b"1.5\r\n2.5\r\n.5\r\n5.\r\n",
+    b"1\n2\n3",
+    b" 1.5 \n\t2.5\t\n",
+    b"1.5\n\n2.5\n",  # a blank line: read a line at a time
+    b"1.5\n  \n2.5\n",  # blanks on a line: the REST path's error
+    b"nan\ninf\n-inf\n1\n",
+    b"1.5\nabc\n",
+    b"-0\n-0.0\n0\n",
+    b"\n\n",
+    b"9" * 400 + b"\n1\n",
+]
+
+
+@pytest.mark.parametrize("body", ONE_COLUMN)
+@pytest.mark.parametrize("scan_bytes", [3, 1 << 20])
+def test_one_value_a_line_read_as_one_row_of_fields_as_the_rest_path_reads_it(
+    body: bytes, scan_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(text_tensors, "SCAN_BYTES", scan_bytes)
+    for dtype in DTYPES:
+        assert_same_as_rest(CSV, body, dtype)
+
+
+def test_one_value_a_line_is_read_by_one_call_of_numpys_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NumPy's reader costs over twice as much a line as a field: a piece of one value a
+    line is given to it as one line of fields."""
+    texts = []
+    original = text_tensors._loadtxt
+    monkeypatch.setattr(
+        text_tensors,
+        "_loadtxt",
+        lambda text, numbers: texts.append(text) or original(text, numbers),
+    )
+    body = b"".join(b"%.3f\r\n" % value for value in np.linspace(-1, 1, 5000))
+    assert_same_as_rest(CSV, body, DT_FLOAT, must_read=True)
+    assert len(texts) == 1 and b"\n" not in texts[0]
