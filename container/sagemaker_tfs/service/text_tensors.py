@@ -49,6 +49,8 @@ _READ_TYPES = {
     for dtype in (np.float32, np.float64, np.int32, np.int64)
 }
 SCAN_BYTES = 4 << 20  # bytes checked at a time (boolean masks of this size)
+# One value a line: lines read by NumPy as one row of fields, this many bytes of them a row.
+ROW_OF_FIELDS_BYTES = 256 << 10
 
 _A_DIGIT = re.compile(rb"[0-9]")
 _CSV_SEPARATOR = re.compile(rb"[,\n]")
@@ -141,11 +143,12 @@ def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
     return out[:filled, 0] if out.shape[1] == 1 else out[:filled]
 
 
-def _whole_lines(body: bytes) -> Iterator[bytes]:
-    """The body in pieces of about ``SCAN_BYTES``, each ending at a line's end."""
+def _whole_lines(body: bytes, size: int | None = None) -> Iterator[bytes]:
+    """The body in pieces of about ``size`` (``SCAN_BYTES``), each ending at a line's end."""
+    size = SCAN_BYTES if size is None else size
     start = 0
     while start < len(body):
-        cut = body.find(b"\n", min(start + SCAN_BYTES, len(body)))
+        cut = body.find(b"\n", min(start + size, len(body)))
         end = len(body) if cut < 0 else cut + 1
         yield body[start:end]
         start = end
@@ -173,7 +176,9 @@ def _rows_read(piece: bytes, numbers: np.dtype) -> np.ndarray:
     piece is read a line at a time."""
     if b"," not in piece:
         with contextlib.suppress(ValueError, OverflowError):
-            return _loadtxt(_lines_as_fields(piece), numbers).reshape(-1, 1)
+            rows = _whole_lines(piece, ROW_OF_FIELDS_BYTES)  # its reader's own memory: ~10x
+            fields = [_loadtxt(_lines_as_fields(row), numbers).reshape(-1) for row in rows]
+            return np.concatenate(fields).reshape(-1, 1)
     return _loadtxt(piece, numbers)
 
 

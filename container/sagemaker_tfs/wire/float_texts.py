@@ -105,13 +105,14 @@ def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np
 
 
 class _Texts:
-    """The texts (without their sign, a character position per row) of values of one
-    precision, from their digits (as characters, a row per digit) and which of those are
-    kept once trailing zeros are removed."""
+    """The texts (without their sign, a character position per row) of values from their nine
+    digits (as characters, a row per digit) and which of those are kept once trailing zeros
+    are removed (a ``%.6g`` text's last three digits are zeros: never kept)."""
+
+    precision = 9
 
     def __init__(self, digits: np.ndarray, kept: np.ndarray) -> None:
-        self.digits, self.precision = digits, 9
-        self.kept = kept
+        self.digits, self.kept = digits, kept
         self.trimmed = digits * kept
         self.out = np.zeros((_LAID_OUT_CELLS - 1, digits.shape[1]), np.uint8)
 
