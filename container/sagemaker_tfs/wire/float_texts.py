@@ -95,13 +95,25 @@ def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np
     fixed = (exponent >= -4) & (exponent < np.where(long, 9, 6))
     group = np.where(fixed, exponent + 4, 13)  # a short value's last three digits: zeros
     cells[0] = np.where(negative, _MINUS, 0)
-    for key in np.flatnonzero(np.bincount(group)).tolist():
-        rows = slice(None) if group[0] == key and (group == key).all() else group == key
-        texts = _Texts(digits[:, rows], kept[:, rows])
-        if key == 13:
-            cells[1:_LAID_OUT_CELLS, rows] = texts.scientific(exponent[rows])
-        else:
-            cells[1:_LAID_OUT_CELLS, rows] = texts.fixed(key - 4)
+    counts = np.bincount(group)
+    if counts.max() == group.size:  # one layout (values of one magnitude): no reordering
+        cells[1:_LAID_OUT_CELLS] = _group_texts(int(group[0]), digits, kept, exponent)
+        return
+    order = np.argsort(group, kind="stable")  # each layout's values side by side
+    digits, kept, exponent = digits[:, order], kept[:, order], exponent[order]
+    texts = np.empty((_LAID_OUT_CELLS - 1, group.size), np.uint8)
+    start = 0
+    for key in np.flatnonzero(counts).tolist():
+        rows = slice(start, start + int(counts[key]))
+        texts[:, rows] = _group_texts(key, digits[:, rows], kept[:, rows], exponent[rows])
+        start = rows.stop
+    cells[1:_LAID_OUT_CELLS, order] = texts
+
+
+def _group_texts(key: int, digits: np.ndarray, kept: np.ndarray,
+                 exponent: np.ndarray) -> np.ndarray:  # fmt: skip
+    texts = _Texts(digits, kept)
+    return texts.scientific(exponent) if key == 13 else texts.fixed(key - 4)
 
 
 class _Texts:
