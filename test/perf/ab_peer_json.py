@@ -80,8 +80,12 @@ def main() -> int:
     models_root = bench_peers.load_test_models(["half_plus_three"])
     payloads = Payloads(photo_like_jpeg(224, seed=1))
     trees = {"base": args.base_tree, "this": THIS_TREE, "kserve": None}
-    calls = {name: CALLS["kserve" if name == "kserve" else "stack"](payloads, args.scenario)
-             for name in trees}  # fmt: skip
+    calls: dict[str, Call] = {}
+    for name in trees:
+        call = CALLS["kserve" if name == "kserve" else "stack"](payloads, args.scenario)
+        if call is None:
+            parser.error(f"{name} has no {args.scenario} call")
+        calls[name] = call
     servers: dict[str, bench_peers.Server] = {}
     with tempfile.TemporaryDirectory(prefix="ab-peer-json-") as temp:
         try:
