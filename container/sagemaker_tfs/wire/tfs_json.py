@@ -16,6 +16,7 @@ text is never held as one string beside the per-element strings it is made of.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import re
 import struct
@@ -24,6 +25,8 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+
+from sagemaker_tfs.wire.float_texts import joined_texts, non_finite_text
 
 try:  # ships with TensorFlow; bfloat16 tensors need it
     from ml_dtypes import bfloat16 as _BFLOAT16
@@ -38,6 +41,9 @@ PIECE_ELEMENTS = 1 << 16
 # Float arrays up to this size are printed a value at a time (:func:`_few_float_texts`): NumPy's
 # ~60 array operations cost ~50 us whatever the size, a value in Python ~0.6 us.
 FEW_FLOATS = 64
+# Rows of floats of up to this many elements are laid out with their brackets as separators
+# (:func:`joined_rows`); longer ones a row at a time.
+ROW_SEPARATORS = 4096
 
 
 class TensorJsonError(ValueError):
@@ -85,31 +91,46 @@ def format_floats(values: np.ndarray) -> list[str]:
     """TF Serving's float text for every element of a float array (flattened).
 
     The rule: ``%.6g``; if that does not read back as the value, ``%.9g`` (float) or
-    ``%.17g`` (double); then ``.0`` when the text has neither ``.`` nor ``e``. Which format
-    each value takes is decided by NumPy from its 6-digit rounding (:func:`_short_reads_back`)
-    where that is certain, and all values are then printed by one ``%`` over a format string
-    with one conversion per value (in C, not one Python step per value). The few values that
-    cannot be decided so (a rounding too close to call, a subnormal, an exponent beyond an
-    exact power of ten) are printed and read back one by one (:func:`_printed_texts`).
+    ``%.17g`` (double); then ``.0`` when the text has neither ``.`` nor ``e``. The texts are
+    laid out by NumPy for all values at once (``wire/float_texts``), a few values one by one.
     """
     if values.size == 0:
         return []
     if values.size <= FEW_FLOATS:
         return _few_float_texts(values)
-    conversions, arguments = _float_conversions(values)
-    return (_SEPARATOR.join(conversions.tolist()) % arguments).split(_SEPARATOR)
+    return joined_texts(values, b", ").decode("ascii").split(", ")
 
 
 def joined_floats(vector: np.ndarray) -> str:
-    """``", ".join(format_floats(vector))``, printed by one ``%`` whose format string holds the
-    commas: no text per value to split and join again (a sixth less time for a large vector
-    answer; for arrays of rows the nesting costs what it saves, so they are not done so)."""
+    """``", ".join(format_floats(vector))``, without a string per value."""
     if vector.size == 0:
         return ""
     if vector.size <= FEW_FLOATS:
         return ", ".join(_few_float_texts(vector))
-    conversions, arguments = _float_conversions(vector)
-    return ", ".join(conversions.tolist()) % arguments
+    return joined_texts(vector, b", ").decode("ascii")
+
+
+def joined_rows(rows: np.ndarray) -> str:
+    """``", ".join(render_array_rows(rows, ..., single_line=True))`` for a float array of
+    two or more dimensions, laid out with the brackets between rows as separators."""
+    inner = rows.shape[1:]
+    opening = "[" * len(inner)
+    return opening + joined_texts(rows, _row_separators(inner)).decode("ascii") + "]" * len(inner)
+
+
+@functools.lru_cache(maxsize=64)
+def _row_separators(inner: tuple[int, ...]) -> list[bytes]:
+    """What follows each element of a row of shape ``inner`` on one line: ``, `` and the
+    brackets of the lists that end there and begin after it."""
+    separators = []
+    for index in range(math.prod(inner)):
+        closed, position = 0, index
+        for size in reversed(inner):
+            if position % size != size - 1:
+                break
+            closed, position = closed + 1, position // size
+        separators.append(b"]" * closed + b", " + b"[" * closed)
+    return separators
 
 
 def _few_float_texts(values: np.ndarray) -> list[str]:
@@ -124,7 +145,7 @@ def _few_float_texts(values: np.ndarray) -> list[str]:
 
 def _float_text(value: float, reads_back: Any, long_format: str) -> str:
     if value - value != 0.0:  # NaN or an infinity
-        return _non_finite_text(value)
+        return non_finite_text(value)
     text = f"{value:.6g}"
     if not reads_back(text, value):
         text = format(value, long_format)
@@ -144,95 +165,6 @@ def _same_float(text: str, value: float) -> bool:
 
 
 _FLOAT32 = struct.Struct("f")
-
-
-def _float_conversions(values: np.ndarray) -> tuple[np.ndarray, tuple[Any, ...]]:
-    """One ``%`` conversion per value (flattened) and the arguments they take: the value, or
-    the text already printed for a value NumPy could not decide."""
-    flat = np.ascontiguousarray(values).reshape(-1)
-    is_double = flat.dtype == np.float64
-    exact = flat if is_double else flat.astype(np.float32)
-    finite = np.isfinite(exact)
-    short, decided = _short_reads_back(exact)
-    decided &= finite
-    digit_limit = np.where(short, 1e6, 1e17 if is_double else 1e9)
-    with np.errstate(invalid="ignore"):
-        integral = decided & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
-    conversions = _CONVERSIONS_DOUBLE if is_double else _CONVERSIONS_FLOAT
-    choice = np.where(decided, short * 2 + integral, 4)
-    arguments = exact.astype(np.float64).astype(object)
-    others = np.flatnonzero(~decided)
-    if others.size:
-        arguments[others] = _printed_texts(exact[others])
-    return conversions[choice], tuple(arguments.tolist())
-
-
-def _printed_texts(exact: np.ndarray) -> list[str]:
-    """The rule applied literally, a value at a time: ``%.6g`` printed and read back, else the
-    long format; ``.0`` where the text is integral and shorter than the format's precision
-    (it then lacks ``.`` and ``e``)."""
-    is_double = exact.dtype == np.float64
-    finite = np.isfinite(exact)
-    python_values = exact.astype(np.float64).tolist()
-    texts = np.array([f"{value:.6g}" for value in python_values], dtype=object)
-    parsed = np.array(list(map(float, texts.tolist())), dtype=np.float64).astype(exact.dtype)
-    retry = finite & (parsed != exact)
-    long_format = "%.17g" if is_double else "%.9g"
-    texts[retry] = [long_format % python_values[i] for i in np.flatnonzero(retry).tolist()]
-    if not finite.all():
-        texts[~finite] = [_non_finite_text(python_values[i]) for i in np.flatnonzero(~finite)]
-    digit_limit = np.where(retry, 1e17 if is_double else 1e9, 1e6)
-    with np.errstate(invalid="ignore"):
-        integral = finite & (np.floor(exact) == exact) & (np.abs(exact) < digit_limit)
-    texts[integral] += ".0"
-    return texts.tolist()
-
-
-_SEPARATOR = "\0"  # in no float's text
-# By (6 digits read back) * 2 + (".0" appended); 4: a text printed already.
-_CONVERSIONS_FLOAT = np.array(["%.9g", "%.9g.0", "%.6g", "%.6g.0", "%s"], dtype=object)
-_CONVERSIONS_DOUBLE = np.array(["%.17g", "%.17g.0", "%.6g", "%.6g.0", "%s"], dtype=object)
-_EXACT_POWERS = 22  # 10**k is exact in a double for k <= 22
-
-
-def _short_reads_back(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Whether each value's ``%.6g`` text reads back as it, and where that is certain.
-
-    ``%.6g`` rounds the exact binary value to 6 significant digits, to nearest, ties to
-    even. Scaled by an exact power of ten (one float64 product or quotient, within half its
-    spacing of the exact one), a value not that close to a half rounds to the same integer
-    ``digits``; a carry to 10**6 moves the exponent. ``digits * 10**(exponent - 5)`` is then
-    again one exact operation: the double that parsing the text gives, which is cast as TF
-    Serving casts it and compared. Zeros read back; subnormals, ties too close to call and
-    exponents beyond an exact power of ten are left undecided.
-    """
-    magnitude = np.abs(exact.astype(np.float64))
-    normal = np.isfinite(magnitude) & (magnitude >= np.finfo(exact.dtype).tiny)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        exponent = np.floor(np.log10(np.where(normal, magnitude, 1.0))).astype(np.int64)
-        shift = 5 - exponent
-        certain = normal & (np.abs(shift) <= _EXACT_POWERS)
-        shift = np.where(certain, shift, 0)
-        scaled = np.where(shift >= 0, magnitude * 10.0 ** np.maximum(shift, 0),
-                          magnitude / 10.0 ** np.maximum(-shift, 0))  # fmt: skip
-        certain &= np.abs(scaled - np.floor(scaled) - 0.5) > 2 * np.spacing(scaled)
-        digits = np.where(certain, np.rint(scaled), 1e5)
-        carried = digits == 1e6
-        digits = np.where(carried, 1e5, digits)
-        power = np.where(carried, 1 - shift, -shift)
-        certain &= (digits >= 1e5) & (digits < 1e6) & (np.abs(power) <= _EXACT_POWERS)
-        power = np.where(certain, power, 0)
-        back = np.where(power >= 0, digits * 10.0 ** np.maximum(power, 0),
-                        digits / 10.0 ** np.maximum(-power, 0))  # fmt: skip
-    reads_back = back.astype(exact.dtype) == magnitude.astype(exact.dtype)
-    zero = exact == 0
-    return (certain & reads_back) | zero, certain | zero
-
-
-def _non_finite_text(value: float) -> str:
-    if value != value:
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
 
 
 def element_texts(array: np.ndarray, as_b64: bool) -> list[str]:
@@ -327,11 +259,14 @@ def _array_pieces(array: np.ndarray, depth: int, single: bool, b64: bool,
         close = "]" if single else "\n" + INDENT * depth + "]"
     yield opening
     step = _rows_per_piece(array)
-    float_vector = single and array.ndim == 1 and array.dtype.kind == "f"
+    floats = single and not b64 and array.dtype.kind == "f"
     for start in range(0, array.shape[0], step):
         piece = array[start : start + step]
-        if float_vector:
+        if floats and array.ndim == 1:
             yield (joiner if start else "") + joined_floats(piece)
+            continue
+        if floats and piece.size > FEW_FLOATS and 0 < piece[0].size <= ROW_SEPARATORS:
+            yield (joiner if start else "") + joined_rows(piece)
             continue
         rows = render_array_rows(piece, depth + 1, b64, single)
         yield (joiner if start else "") + joiner.join(rows)

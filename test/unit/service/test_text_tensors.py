@@ -367,3 +367,47 @@ def test_strings_are_left_to_the_rest_path(body: bytes) -> None:
     """A string input's strings and b64 objects go the REST way: over gRPC the stack held
     more memory than that way (issue 53, docs/performance.md)."""
     assert read(JSON, body, tensors.DT_STRING) is None
+
+
+ONE_COLUMN = [
+    b"1.5\n2.5\n-3e2\n",
+    b"1.5\r\n2.5\r\n.5\r\n5.\r\n",
+    b"1\n2\n3",
+    b" 1.5 \n\t2.5\t\n",
+    b"1.5\n\n2.5\n",  # a blank line: read a line at a time
+    b"1.5\n  \n2.5\n",  # blanks on a line: the REST path's error
+    b"nan\ninf\n-inf\n1\n",
+    b"1.5\nabc\n",
+    b"-0\n-0.0\n0\n",
+    b"\n\n",
+    b"9" * 400 + b"\n1\n",
+]
+
+
+@pytest.mark.parametrize("body", ONE_COLUMN)
+@pytest.mark.parametrize("scan_bytes", [3, 1 << 20])
+@pytest.mark.parametrize("row_bytes", [4, 1 << 18])
+def test_one_value_a_line_read_as_rows_of_fields_as_the_rest_path_reads_it(
+    body: bytes, scan_bytes: int, row_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(text_csv, "SCAN_BYTES", scan_bytes)
+    monkeypatch.setattr(text_csv, "ROW_OF_FIELDS_BYTES", row_bytes)
+    for dtype in DTYPES:
+        assert_same_as_rest(CSV, body, dtype)
+
+
+def test_one_value_a_line_is_read_by_one_call_of_numpys_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NumPy's reader costs over twice as much a line as a field: a piece of one value a
+    line is given to it as lines of fields (of up to 256 KB: its own memory is ~10x)."""
+    texts = []
+    original = text_csv._loadtxt
+    monkeypatch.setattr(
+        text_csv,
+        "_loadtxt",
+        lambda text, numbers: texts.append(text) or original(text, numbers),
+    )
+    body = b"".join(b"%.3f\r\n" % value for value in np.linspace(-1, 1, 5000))
+    assert_same_as_rest(CSV, body, DT_FLOAT, must_read=True)
+    assert len(texts) == 1 and b"\n" not in texts[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sagemaker_tfs.wire import tfs_json
+from sagemaker_tfs.wire import float_texts, tfs_json
 
 
 def literal_text(value: float, is_double: bool) -> str:
@@ -83,17 +83,36 @@ def test_a_vector_joined_in_one_print_is_its_texts_joined(dtype: type) -> None:
     assert tfs_json.joined_floats(vector[:0]) == ""
 
 
+@pytest.mark.parametrize("precision", [6, 9])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_short_format_is_decided_for_most_values_and_rightly(dtype: type) -> None:
+def test_the_rounding_is_decided_for_most_values_and_rightly(dtype: type, precision: int) -> None:
     typical = np.random.default_rng(3).standard_normal(50_000).astype(dtype) * dtype(1000)
-    assert tfs_json._short_reads_back(typical)[1].mean() > 0.999  # few printed one by one
+    magnitude = np.abs(typical.astype(np.float64))
+    of_floats = dtype == np.float32  # a float's ties are exact: rounded to even
+    assert float_texts.rounded_digits(magnitude, precision, of_floats)[2].mean() > 0.999
     values = random_values(dtype, 9)
-    values = values[np.isfinite(values)]
-    short, decided = tfs_json._short_reads_back(values)  # ties (x.5 at the 6th digit): not
-    cast = np.float64 if dtype == np.float64 else np.float32
-    pairs = zip(values[decided].tolist(), short[decided].tolist(), strict=True)
-    for value, reads_back in pairs:
-        assert (cast(float(f"{value:.6g}")) == cast(value)) == reads_back
+    magnitude = np.abs(values[np.isfinite(values) & (values != 0)].astype(np.float64))
+    digits, exponent, certain = float_texts.rounded_digits(magnitude, precision, of_floats)
+    triples = zip(magnitude[certain].tolist(), digits[certain].tolist(),
+                  exponent[certain].tolist(), strict=True)  # fmt: skip
+    for value, rounded, power in triples:  # a double's ties (x.5 at the last digit): not certain
+        mantissa, written_power = f"{value:.{precision - 1}e}".split("e")
+        assert (int(rounded), power) == (int(mantissa.replace(".", "")), int(written_power))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_most_values_are_laid_out_by_numpy_not_printed_one_by_one(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    printed = []
+    original = float_texts.printed_texts
+    monkeypatch.setattr(
+        float_texts, "printed_texts", lambda values: printed.append(values.size) or original(values)
+    )
+    typical = np.random.default_rng(4).uniform(-1e4, 1e4, 50_000).astype(dtype)
+    expected = ", ".join(literal_text(value, dtype == np.float64) for value in typical.tolist())
+    assert tfs_json.joined_floats(typical) == expected
+    assert sum(printed) < 50
 
 
 def outputs_cases() -> list[dict[str, np.ndarray]]:
@@ -131,3 +150,23 @@ def test_an_answer_in_pieces_is_the_answer_whole(
             else []
         )
         assert all(isinstance(piece, bytes) for piece in pieces)
+
+
+@pytest.mark.parametrize("shape", [(300, 1), (100, 3), (40, 2, 3), (7, 2, 3, 4), (3, 70)])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_rows_laid_out_with_their_brackets_are_the_rows_rendered_one_by_one(
+    shape: tuple[int, ...], dtype: type
+) -> None:
+    values = np.concatenate([special_values(np.float64), random_values(np.float64, 7)])
+    with np.errstate(over="ignore"):
+        rows = values[: int(np.prod(shape))].astype(dtype).reshape(shape)
+    expected = ", ".join(
+        tfs_json._nest(
+            [literal_text(value, dtype == np.float64) for value in row.reshape(-1).tolist()],
+            row.shape, 1, True, False,
+        )
+        for row in rows
+    )  # fmt: skip
+    assert tfs_json.joined_rows(rows) == expected
+    answer = b"".join(tfs_json.predict_answer_pieces({"y": rows}, False))
+    assert answer == b'{\n    "predictions": [' + expected.encode() + b"\n    ]\n}"
