@@ -1,6 +1,6 @@
 """JSON / JSON lines / CSV -> TF Serving REST request, as docs/contract.md's table says.
 
-The same rules as ``templates/tensorflow_serving.js`` (which does this in nginx for the
+The same rules as ``nginx/tensorflow_serving.js`` (which does this in nginx for the
 single-model path; test_njs_parity.py runs both on the same cases). The
 Python service uses them for multi-model invocations and for bodies njs handed over
 (:func:`convert`: the request as text, values copied so numbers keep their exact spelling),
