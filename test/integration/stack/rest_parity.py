@@ -20,7 +20,25 @@ JSON = "application/json"
 
 
 def rest_port(stack: Stack) -> int:
-    return StackConfig.load(stack.work_dir / "stack.json").instances[0].rest_port
+    return rest_ports(stack)[0]
+
+
+def rest_ports(stack: Stack) -> list[int]:
+    """Every model server's REST port (a multi-model stack runs two by default)."""
+    return [
+        instance.rest_port for instance in StackConfig.load(stack.work_dir / "stack.json").instances
+    ]
+
+
+def metrics_lines(stack: Stack) -> list[str]:
+    """The Prometheus lines of every model server of ``stack``, one after another."""
+    return [
+        line
+        for port in rest_ports(stack)
+        for line in requests.get(
+            f"http://127.0.0.1:{port}/monitoring/prometheus/metrics", timeout=10
+        ).text.splitlines()
+    ]
 
 
 def rest_answer(stack: Stack, path: str, content_type: str, body: bytes,
@@ -50,11 +68,8 @@ def stack_answer(stack: Stack, path: str, content_type: str, body: bytes,
 
 def answered_by(stack: Stack, entrypoint: str) -> int:
     """Predict requests the model server answered through ``entrypoint`` (GRPC, REST)."""
-    text = requests.get(
-        f"http://127.0.0.1:{rest_port(stack)}/monitoring/prometheus/metrics", timeout=10
-    ).text
     total = 0
-    for line in text.splitlines():
+    for line in metrics_lines(stack):
         if line.startswith(":tensorflow:serving:request_latency_count{") and (
             f'entrypoint="{entrypoint}"' in line and 'api="predict"' in line.lower()
         ):
@@ -65,12 +80,9 @@ def answered_by(stack: Stack, entrypoint: str) -> int:
 def requests_counted(stack: Stack, model: str) -> int:
     """Requests for ``model`` the model server counted, by either front end, refused ones
     included (the latency histogram of ``answered_by`` counts answers only)."""
-    text = requests.get(
-        f"http://127.0.0.1:{rest_port(stack)}/monitoring/prometheus/metrics", timeout=10
-    ).text
     prefix = ":tensorflow:serving:request_count{"
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
-        for line in text.splitlines()
+        for line in metrics_lines(stack)
         if line.startswith(prefix) and f'model_name="{model}"' in line
     )

@@ -286,14 +286,16 @@ def test_multi_model_loads_unloads_and_a_model_named_metrics(
 def test_shared_multi_model_server(
     start_stack: StartStack, resources_dir: Path, tmp_path: Path
 ) -> None:
-    """The default multi-model mode: every model in one model server, whose memory grows."""
+    """The default multi-model mode: every model in each of two model servers, whose memory
+    grows."""
     root = tmp_path / "models"
     for name in ("a", "b"):
         shutil.copytree(resources_dir / "models" / MODEL, root / name)
     stack = start_stack(root, multi_model=True)
     memory = "sagemaker_tfs_model_server_memory_bytes"
     empty = scrape(f"{stack.url}/metrics")
-    (server,) = empty.samples(memory)
+    servers = empty.samples(memory)
+    assert len(servers) == 2  # config.MULTI_MODEL_INSTANCES
     for name in ("a", "b"):
         loaded = requests.post(f"{stack.url}/models", json={"model_name": name, "url": name},
                                timeout=120)  # fmt: skip
@@ -303,7 +305,7 @@ def test_shared_multi_model_server(
     assert found.value("sagemaker_tfs_models_loaded") == 2
     assert found.value("sagemaker_tfs_model_loads_total", code="200") == 2
     assert found.value(REQUESTS, model="b", route="conversion", status_class="2xx") == 1
-    assert found.value(memory, **server.labels) > server.value
+    assert all(found.value(memory, **server.labels) > server.value for server in servers)
 
 
 def test_restarts_are_counted_and_counting_goes_on(
