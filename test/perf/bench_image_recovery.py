@@ -4,9 +4,12 @@ One container of the image serves ``half_plus_three`` (test/resources/models). C
 host send small JSON predictions over kept-alive connections all along; every process kind of
 the stack is SIGKILLed ``--kills`` times in turn, from the host (rootful podman: the
 container's processes are the host's, so the kill and the clock are on the same side). Per
-kill, recovery is the time from the kill until a process of that kind with a new pid exists and
-a prediction on a new connection answers correctly; per kind, the requests the clients lost
-(any answer that is not a correct 200).
+kill, recovery is the time from the kill until a process of that kind with a new pid exists, the
+container runs as many processes as before the kill (what the killed one left serving, such as
+a dead gunicorn master's worker, is gone: the supervisor counts the successor as ready) and a
+prediction on a new connection answers correctly; per kind, the requests the clients lost (any
+answer that is not a correct 200). The next kill waits for that, so it never hits a successor
+that is still starting (a failed start, which the supervisor retries after a backoff).
 
 In the image, the model server is ``tensorflow_model_server``; here that is the test stand-in
 (``test/image/stand_in``, the project's Python model server), so its figure is the stand-in's
@@ -166,16 +169,17 @@ class Clients:
                 self.answers[outcome] += 1
 
 
-def recover(kind: str, find: Callable[[], int | None], port: int) -> float:
-    """Kills the current process of ``kind``; seconds until a new one exists and it predicts."""
+def recover(kind: str, find: Callable[[], int | None], init: int, port: int) -> float:
+    """Kills the current process of ``kind``; seconds until it is replaced and it predicts."""
     pid = find()
     if pid is None:
         raise SystemExit(f"no {kind} process in the container")
+    processes = len(descendants(init))
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     deadline = killed_at + 60
     while time.monotonic() < deadline:
-        replaced = find() not in (None, pid)
+        replaced = find() not in (None, pid) and len(descendants(init)) == processes
         if replaced and predicts(port):
             return time.monotonic() - killed_at
         time.sleep(0.02)
@@ -200,7 +204,7 @@ def main() -> None:
                 clients.take()
                 seconds = []
                 for _ in range(args.kills):
-                    seconds.append(recover(kind, find, port))
+                    seconds.append(recover(kind, find, init, port))
                     time.sleep(0.5)
                 answers = clients.take()
                 print(json.dumps({
