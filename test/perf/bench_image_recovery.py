@@ -40,8 +40,10 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "stack"))
 
 from local_ports import free_port  # noqa: E402
+from whole_stack import cmdline, descendant_pids  # noqa: E402
 
 MODELS = Path(__file__).resolve().parents[1] / "resources" / "models"
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
@@ -85,34 +87,8 @@ def predicts(port: int, session: requests.Session | None = None) -> bool:
         return False
 
 
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def descendants(pid: int) -> list[int]:
-    found, queue = [], [pid]
-    while queue:
-        for child in children(queue.pop()):
-            found.append(child)
-            queue.append(child)
-    return found
-
-
 def first(init: int, test: Callable[[int], bool]) -> int | None:
-    return next((pid for pid in descendants(init) if test(pid)), None)
+    return next((pid for pid in descendant_pids(init) if test(pid)), None)
 
 
 def finder(kind: str, init: int) -> Callable[[], int | None]:
@@ -120,7 +96,9 @@ def finder(kind: str, init: int) -> Callable[[], int | None]:
     gunicorn = "-m gunicorn "
 
     def is_gunicorn_master(pid: int) -> bool:
-        return gunicorn in cmdline(pid) and any(gunicorn in cmdline(c) for c in children(pid))
+        return gunicorn in cmdline(pid) and any(
+            gunicorn in cmdline(below) for below in descendant_pids(pid)
+        )
 
     tests: dict[str, Callable[[int], bool]] = {
         "nginx master": lambda pid: cmdline(pid).startswith("nginx: master"),
@@ -174,12 +152,12 @@ def recover(kind: str, find: Callable[[], int | None], init: int, port: int) -> 
     pid = find()
     if pid is None:
         raise SystemExit(f"no {kind} process in the container")
-    processes = len(descendants(init))
+    processes = len(descendant_pids(init))
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     deadline = killed_at + 60
     while time.monotonic() < deadline:
-        replaced = find() not in (None, pid) and len(descendants(init)) == processes
+        replaced = find() not in (None, pid) and len(descendant_pids(init)) == processes
         if replaced and predicts(port):
             return time.monotonic() - killed_at
         time.sleep(0.02)
