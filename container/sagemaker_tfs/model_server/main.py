@@ -15,11 +15,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
     import grpc
 
+    from sagemaker_tfs.model_server.flags import ServerOptions
     from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.rest.rest_server import RestServer
     from sagemaker_tfs.model_server.serving.manager import ModelManager
@@ -157,7 +158,7 @@ def _start_error(error: BaseException) -> _StartError:
     return _StartError(f"UNKNOWN: {error}")
 
 
-def _run(options: Any, stop: threading.Event) -> int:
+def _run(options: ServerOptions, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
@@ -205,7 +206,7 @@ def _run(options: Any, stop: threading.Event) -> int:
     return 0
 
 
-def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event) -> None:
+def _poll_config_file(manager: ModelManager, options: ServerOptions, stop: threading.Event) -> None:
     """``--model_config_file_poll_wait_seconds`` > 0: re-apply the file periodically."""
     from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
@@ -217,7 +218,7 @@ def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event
 
 def _serve_until_stopped(
     manager: ModelManager,
-    options: Any,
+    options: ServerOptions,
     grpc_settings: GrpcSettings,
     metrics_path: str | None,
     stop: threading.Event,
@@ -268,7 +269,9 @@ def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.S
     return server
 
 
-def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -> RestServer | None:
+def _start_rest(
+    manager: ModelManager, options: ServerOptions, metrics_path: str | None
+) -> RestServer | None:
     """The REST server when its port is set. As in TF Serving, a REST port equal to the gRPC
     port, or one that cannot be bound, is logged and leaves the server on gRPC only."""
     port = options.rest_api_port
