@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quie
     from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
     from sagemaker_tfs.model_server.serving.manager import ServableLoader
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
 logger = logging.getLogger(__name__)
 PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"
@@ -194,7 +195,10 @@ def servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) ->
     """What the manager calls to load a version: its SavedModel (or ``model.tflite`` with
     ``--prefer_tflite_model``), its batcher, then its warm-up requests."""
     from sagemaker_tfs.model_server.serving import warmup
-    from sagemaker_tfs.model_server.serving.servable import Servable, ServableOptions
+    from sagemaker_tfs.model_server.serving.saved_model_servable import (
+        SavedModelServable,
+        ServableOptions,
+    )
     from sagemaker_tfs.model_server.serving.tflite_servable import TfLiteServable, tflite_path
 
     tf_config = session_config(options)
@@ -207,10 +211,10 @@ def servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) ->
         else None
     )
 
-    def load(name: str, version: int, path: str) -> Any:
+    def load(name: str, version: int, path: str) -> Servable:
         tflite = tflite_path(path) if options.prefer_tflite_model else None
         if tflite is not None:
-            servable: Any = TfLiteServable.load(
+            servable: Servable = TfLiteServable.load(
                 name,
                 version,
                 tflite,
@@ -218,7 +222,7 @@ def servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) ->
                 options.num_tflite_interpreters_per_pool,
             )
         else:
-            servable = Servable.load(name, version, path, tf_config, servable_options)
+            servable = SavedModelServable.load(name, version, path, tf_config, servable_options)
         servable.set_batcher(per_model.scheduler(path) if per_model else scheduler)
         if options.enable_model_warmup:
             try:
