@@ -14,7 +14,7 @@ The rules are those of TensorFlow's flag parser (TSL ``Flags::Parse``):
 ``ServerOptions`` declares every flag in TF Serving's order, one typed field each, with its type
 word, default, help and whether it only tunes TF Serving's C++ runtime (then this server
 accepts it and logs once that it has no effect); ``FLAGS`` is read off its fields. Checks
-across flags are in ``startup.check_options``.
+across flags are in ``server_setup.check_options``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Start-up order follows TF Serving: parse flags, check them, load every model of the config
 (failed loads end in END and do not stop the server), start gRPC, start REST (and the
 metrics endpoint), then print ``NET_LOG: Entering the event loop ...``, the line clients
-wait for. ``startup`` turns the flags into each part's settings.
+wait for. ``server_setup`` turns the flags into each part's settings.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def _run(options: ServerOptions, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import model_server_config, startup
+    from sagemaker_tfs.model_server import model_server_config, server_setup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.monitoring import METRICS
     from sagemaker_tfs.model_server.serving import garbage
@@ -172,15 +172,15 @@ def _run(options: ServerOptions, stop: threading.Event) -> int:
 
     tf.get_logger().setLevel(logging.ERROR)
     try:
-        startup.check_options(options)
-        startup.log_flags(options)
+        server_setup.check_options(options)
+        server_setup.log_flags(options)
         config = model_server_config.from_options(options)
         model_server_config.model_specs(config)
         logger.info("Model config: %s", model_server_config.to_text(config))
-        scheduler = startup.batch_scheduler(options)
-        loader = startup.servable_loader(options, scheduler)
-        grpc_settings = startup.grpc_settings(options)
-        metrics_path = startup.monitoring_path(options)
+        scheduler = server_setup.batch_scheduler(options)
+        loader = server_setup.servable_loader(options, scheduler)
+        grpc_settings = server_setup.grpc_settings(options)
+        metrics_path = server_setup.monitoring_path(options)
     except ServingError as error:
         raise _start_error(error) from None
     manager = ModelManager(
