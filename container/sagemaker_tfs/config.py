@@ -61,7 +61,8 @@ MAX_NICE = 19
 # inference.py 1.03-1.36x), but a CPU-bound handler's p99 at capacity was 4x longer and /ping's
 # p99 under it 13-20 ms against 8-10: "normal" unless a user measures batch on their own load
 # (docs/performance.md, "The scheduling policy on a shared instance").
-SCHED_POLICIES = ("batch", "normal")
+# Each policy's name here -> the name of its constant in ``os`` (supervisor/scheduling.py).
+SCHED_POLICIES = {"batch": "SCHED_BATCH", "normal": "SCHED_OTHER"}
 DEFAULT_SCHED_POLICY = "normal"
 # The bidirectional stream (service/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once,
@@ -222,7 +223,7 @@ def _model_server_settings(env: EnvReader, batch_transform: bool, cpus: int) -> 
         "model_server_zygote": env.boolean("SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE", True),
         "model_server_nice": _nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
         "sched_policy": env.choice(
-            "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, SCHED_POLICIES
+            "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, tuple(SCHED_POLICIES)
         ),
     }
 

@@ -220,9 +220,9 @@ def cycling(post: Poster, bodies: list[bytes]) -> Callable[[], bytes]:
 
 def in_process_servable(models_root: Path, name: str):  # type: ignore[no-untyped-def]
     import tensorflow as tf
-    from sagemaker_tfs.model_server.serving.servable import Servable
+    from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
-    return Servable.load(
+    return SavedModelServable.load(
         name, 1, str(models_root / name / "1"), tf.compat.v1.ConfigProto(allow_soft_placement=True)
     )
 

@@ -117,13 +117,13 @@ def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], ob
     """``Servable.predict`` on each model in this process; also each model's input alias."""
     import tensorflow as tf
     from sagemaker_tfs.model_server.serving.manager import list_versions
-    from sagemaker_tfs.model_server.serving.servable import Servable
+    from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
     calls = {}
     workloads: Workloads = {}
     for name, array in _arrays().items():
         version, path = max(list_versions(str(bases[name])).items())
-        servable = Servable.load(
+        servable = SavedModelServable.load(
             name, version, path, tf.compat.v1.ConfigProto(allow_soft_placement=True)
         )
         (alias,) = servable.signature("").inputs

@@ -139,20 +139,20 @@ def models_stack(count: int, extra_env: dict[str, str] | None = None) -> Iterato
 
 
 def in_process_cycles(cycles: int) -> None:
-    """Servable.load + close in this process: TensorFlow's own memory per load."""
+    """SavedModelServable.load + close in this process: TensorFlow's own memory per load."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    from sagemaker_tfs.model_server.serving.servable import Servable
+    from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
     (version,) = [p for p in HALF_PLUS_THREE.iterdir() if p.name.isdigit()]
     config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     for _ in range(20):  # warm: first loads allocate caches once
-        Servable.load("m", 1, str(version), config).close()
+        SavedModelServable.load("m", 1, str(version), config).close()
     gc.collect()
     start = rss_bytes(os.getpid())
     samples = []
     for cycle in range(cycles):
-        Servable.load("m", 1, str(version), config).close()
+        SavedModelServable.load("m", 1, str(version), config).close()
         if (cycle + 1) % max(1, cycles // 5) == 0:
             gc.collect()
             samples.append(rss_bytes(os.getpid()))

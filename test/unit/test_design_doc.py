@@ -190,3 +190,26 @@ def test_every_top_level_module_is_in_the_layout() -> None:
     modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
     folders = {f"{p.name}/" for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert sorted((modules | folders) - named) == []
+
+
+def _stack_configuration_section() -> str:
+    text = DESIGN.read_text()
+    start = text.index("## Stack configuration")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_every_stack_config_field_and_property_is_described() -> None:
+    """The "Stack configuration" section names every field and property of ``StackConfig``
+    (a field added without a word there fails here)."""
+    import dataclasses
+
+    from sagemaker_tfs.stack_config import StackConfig
+
+    named = {
+        word
+        for span in SPAN.findall(_stack_configuration_section())
+        for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span)
+    }
+    fields = [field.name for field in dataclasses.fields(StackConfig)]
+    properties = [name for name, value in vars(StackConfig).items() if isinstance(value, property)]
+    assert [name for name in fields + properties if name not in named] == []

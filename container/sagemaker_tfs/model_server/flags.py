@@ -11,10 +11,10 @@ The rules are those of TensorFlow's flag parser (TSL ``Flags::Parse``):
 - what is left over is not an error: the server names the first word and goes on
   (``main.py``), except ``--help`` as the first leftover, which asks for the usage text.
 
-``FLAGS`` lists every flag in TF Serving's order with its type, default and whether it only
-tunes TF Serving's C++ runtime (then this server accepts it and logs once that it has no
-effect). ``ServerOptions`` holds the parsed values; checks across flags are in
-``startup_checks.py``.
+``ServerOptions`` declares every flag in TF Serving's order, one typed field each, with its type
+word, default, help and whether it only tunes TF Serving's C++ runtime (then this server
+accepts it and logs once that it has no effect); ``FLAGS`` is read off its fields. Checks
+across flags are in ``server_setup.check_options``.
 """
 
 from __future__ import annotations
@@ -46,115 +46,143 @@ class Flag:
     runtime_only: bool = False
 
 
-def _flag_list() -> tuple[Flag, ...]:
-    # TF Serving counts the affinity mask; the container's CPU quota counts here too.
-    cpus = stack_cpus()
-    return (
-        Flag("port", "int32", 8500, "TCP port of the gRPC API (0: no TCP listener; then "
-             "--grpc_socket_path must be set)"),
-        Flag("grpc_socket_path", "string", "", "Also serve the gRPC API on this UNIX socket"),
-        Flag("rest_api_port", "int32", 0, "Port of the HTTP/REST API and of the metrics "
-             "endpoint (0: no REST API)"),
-        Flag("rest_api_num_threads", "int32", 4 * cpus, "How many REST requests run at once"),
-        Flag("rest_api_timeout_in_ms", "int32", 30000, "Time allowed for a REST predict, "
-             "classify or regress call (<= 0: no limit)"),
-        Flag("rest_api_enable_cors_support", "bool", False, "Answer /v1/ requests with CORS "
-             "headers"),
-        Flag("enable_batching", "bool", False, "Batch concurrent requests to a model"),
-        Flag("allow_version_labels_for_unavailable_models", "bool", False, "Let a new version "
-             "label point at a version that is not available yet"),
-        Flag("batching_parameters_file", "string", "", "Text-format BatchingParameters "
-             "(needs --enable_batching)"),
-        Flag("enable_per_model_batching_parameters", "bool", False, "Read each version's "
-             "batching_params.pbtxt (a version without one is not batched)"),
-        Flag("model_config_file", "string", "", "Text-format ModelServerConfig naming the "
-             "models to serve; --model_name and --model_base_path are then ignored"),
-        Flag("model_config_file_poll_wait_seconds", "int32", 0, "Re-read --model_config_file "
-             "this often (<= 0: read it once at start-up)"),
-        Flag("model_name", "string", "default", "Name of the one model of --model_base_path"),
-        Flag("model_base_path", "string", "", "Directory of the one model's numbered "
-             "versions (absolute path)"),
-        Flag("num_load_threads", "int32", 0, "Threads loading models after start-up", True),
-        Flag("num_unload_threads", "int32", 0, "Threads unloading models", True),
-        Flag("max_num_load_retries", "int32", 5, "Further attempts after a version fails "
-             "to load"),
-        Flag("load_retry_interval_micros", "int64", 60_000_000, "Wait between load attempts "
-             "(negative: none)"),
-        Flag("file_system_poll_wait_seconds", "int32", 1, "How often base paths are scanned "
-             "for new versions (0: once; negative: never)"),
-        Flag("flush_filesystem_caches", "bool", True, "Flush file system caches after "
-             "loading", True),
-        Flag("tensorflow_session_parallelism", "int64", 0, "Intra- and inter-op threads when "
-             "neither of the two flags below is set (0: automatic)"),
-        Flag("tensorflow_session_config_file", "string", "", "Text-format TensorFlow "
-             "ConfigProto for the sessions; the thread and GPU flags override it"),
-        Flag("tensorflow_intra_op_parallelism", "int64", 0, "Threads inside one op "
-             "(0: automatic)"),
-        Flag("tensorflow_inter_op_parallelism", "int64", 0, "Ops run at once "
-             "(0: automatic)"),
-        Flag("use_alts_credentials", "bool", False, "Secure gRPC with Google ALTS", True),
-        Flag("ssl_config_file", "string", "", "Text-format SSLConfig: TLS on the gRPC "
-             "listeners"),
-        Flag("platform_config_file", "string", "", "Text-format PlatformConfigMap "
-             "replacing the built-in TensorFlow platform", True),
-        Flag("per_process_gpu_memory_fraction", "float", 0.0, "Share of GPU memory each "
-             "process takes (0: TensorFlow's choice)"),
-        Flag("saved_model_tags", "string", "serve", "Comma-separated tags of the MetaGraph "
-             "to load"),
-        Flag("grpc_channel_arguments", "string", "", "gRPC server arguments as "
-             "key=value,key=value (integers where they parse as one)"),
-        Flag("grpc_max_threads", "int32", 4 * cpus, "Threads of the gRPC server", True),
-        Flag("enable_model_warmup", "bool", True, "Replay assets.extra/"
-             "tf_serving_warmup_requests before a version is available"),
-        Flag("num_request_iterations_for_warmup", "int32", 0, "Times each warm-up record "
-             "is replayed (0: once)"),
-        Flag("version", "bool", False, "Print the versions and exit"),
-        Flag("monitoring_config_file", "string", "", "Text-format MonitoringConfig: the "
-             "Prometheus endpoint on the REST port"),
-        Flag("remove_unused_fields_from_bundle_metagraph", "bool", True, "Drop MetaGraph "
-             "fields serving does not need", True),
-        Flag("prefer_tflite_model", "bool", False, "Serve model.tflite when a version has "
-             "one (Predict through the TensorFlow Lite interpreter)"),
-        Flag("num_tflite_pools", "int32", cpus, "TensorFlow Lite interpreter pools"),
-        Flag("num_tflite_interpreters_per_pool", "int32", 1, "Interpreters in each pool"),
-        Flag("enable_signature_method_name_check", "bool", False, "Classify and Regress "
-             "need signatures of their method name, Predict one of the three"),
-        Flag("xla_cpu_compilation_enabled", "bool", False, "XLA JIT on CPU", True),
-        Flag("xla_gpu_compilation_enabled", "bool", False, "XLA JIT on CPU and GPU", True),
-        Flag("enable_profiler", "bool", True, "TensorFlow's profiler service on the gRPC "
-             "port", True),
-        Flag("thread_pool_factory_config_file", "string", "", "Text-format "
-             "ThreadPoolFactoryConfig for request thread pools", True),
-        Flag("mixed_precision", "string", "", "bfloat16: automatic mixed precision on "
-             "oneDNN CPUs", True),
-        Flag("skip_initialize_tpu", "bool", False, "Do not initialise the TPU system", True),
-        Flag("enable_grpc_healthcheck_service", "bool", False, "Serve grpc.health.v1.Health "
-             "on the gRPC listeners"),
-        Flag("enable_serialization_as_tensor_content", "bool", False, "gRPC Predict answers "
-             "with packed tensor_content"),
-    )  # fmt: skip
+@dataclasses.dataclass(frozen=True)
+class _FlagSpec:
+    """What a ``ServerOptions`` field says of its flag besides its name and default."""
+
+    type: str
+    help: str
+    runtime_only: bool
 
 
-FLAGS = _flag_list()
+@dataclasses.dataclass(frozen=True)
+class CpusTimes:
+    """A default of this many times the CPUs the stack may use (TF Serving counts its affinity
+    mask; the container's CPU quota counts here too)."""
+
+    factor: int
+
+    def __call__(self) -> int:
+        return self.factor * stack_cpus()
+
+
+def _flag(type_word: str, default: Any, help_text: str, runtime_only: bool = False) -> Any:
+    """A ``ServerOptions`` field for one flag."""
+    metadata = {"flag": _FlagSpec(type_word, help_text, runtime_only)}
+    if isinstance(default, CpusTimes):
+        return dataclasses.field(default_factory=default, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerOptions:
+    """The parsed flags: one field per flag of TF Serving, in its order, with its default.
+
+    This class is the one table of the flags: ``FLAGS`` is read off its fields, so a flag
+    added here is parsed, checked for its type and shown in the usage text.
+    """
+
+    # fmt: off
+    port: int = _flag("int32", 8500, "TCP port of the gRPC API (0: no TCP listener; then "
+        "--grpc_socket_path must be set)")
+    grpc_socket_path: str = _flag("string", "", "Also serve the gRPC API on this UNIX socket")
+    rest_api_port: int = _flag("int32", 0, "Port of the HTTP/REST API and of the metrics endpoint "
+        "(0: no REST API)")
+    rest_api_num_threads: int = _flag("int32", CpusTimes(4), "How many REST requests run at once")
+    rest_api_timeout_in_ms: int = _flag("int32", 30000, "Time allowed for a REST predict, classify "
+        "or regress call (<= 0: no limit)")
+    rest_api_enable_cors_support: bool = _flag("bool", False, "Answer /v1/ requests with CORS "
+        "headers")
+    enable_batching: bool = _flag("bool", False, "Batch concurrent requests to a model")
+    allow_version_labels_for_unavailable_models: bool = _flag("bool", False, "Let a new version "
+        "label point at a version that is not available yet")
+    batching_parameters_file: str = _flag("string", "", "Text-format BatchingParameters (needs "
+        "--enable_batching)")
+    enable_per_model_batching_parameters: bool = _flag("bool", False, "Read each version's "
+        "batching_params.pbtxt (a version without one is not batched)")
+    model_config_file: str = _flag("string", "", "Text-format ModelServerConfig naming the models "
+        "to serve; --model_name and --model_base_path are then ignored")
+    model_config_file_poll_wait_seconds: int = _flag("int32", 0, "Re-read --model_config_file this "
+        "often (<= 0: read it once at start-up)")
+    model_name: str = _flag("string", "default", "Name of the one model of --model_base_path")
+    model_base_path: str = _flag("string", "", "Directory of the one model's numbered versions "
+        "(absolute path)")
+    num_load_threads: int = _flag("int32", 0, "Threads loading models after start-up", True)
+    num_unload_threads: int = _flag("int32", 0, "Threads unloading models", True)
+    max_num_load_retries: int = _flag("int32", 5, "Further attempts after a version fails to load")
+    load_retry_interval_micros: int = _flag("int64", 60_000_000, "Wait between load attempts "
+        "(negative: none)")
+    file_system_poll_wait_seconds: int = _flag("int32", 1, "How often base paths are scanned for "
+        "new versions (0: once; negative: never)")
+    flush_filesystem_caches: bool = _flag("bool", True, "Flush file system caches after "
+        "loading", True)
+    tensorflow_session_parallelism: int = _flag("int64", 0, "Intra- and inter-op threads when "
+        "neither of the two flags below is set (0: automatic)")
+    tensorflow_session_config_file: str = _flag("string", "", "Text-format TensorFlow ConfigProto "
+        "for the sessions; the thread and GPU flags override it")
+    tensorflow_intra_op_parallelism: int = _flag("int64", 0, "Threads inside one op (0: automatic)")
+    tensorflow_inter_op_parallelism: int = _flag("int64", 0, "Ops run at once (0: automatic)")
+    use_alts_credentials: bool = _flag("bool", False, "Secure gRPC with Google ALTS", True)
+    ssl_config_file: str = _flag("string", "", "Text-format SSLConfig: TLS on the gRPC listeners")
+    platform_config_file: str = _flag("string", "", "Text-format PlatformConfigMap replacing the "
+        "built-in TensorFlow platform", True)
+    per_process_gpu_memory_fraction: float = _flag("float", 0.0, "Share of GPU memory each process "
+        "takes (0: TensorFlow's choice)")
+    saved_model_tags: str = _flag("string", "serve", "Comma-separated tags of the MetaGraph to "
+        "load")
+    grpc_channel_arguments: str = _flag("string", "", "gRPC server arguments as "
+        "key=value,key=value (integers where they parse as one)")
+    grpc_max_threads: int = _flag("int32", CpusTimes(4), "Threads of the gRPC server", True)
+    enable_model_warmup: bool = _flag("bool", True, "Replay "
+        "assets.extra/tf_serving_warmup_requests before a version is available")
+    num_request_iterations_for_warmup: int = _flag("int32", 0, "Times each warm-up record is "
+        "replayed (0: once)")
+    version: bool = _flag("bool", False, "Print the versions and exit")
+    monitoring_config_file: str = _flag("string", "", "Text-format MonitoringConfig: the "
+        "Prometheus endpoint on the REST port")
+    remove_unused_fields_from_bundle_metagraph: bool = _flag("bool", True, "Drop MetaGraph fields "
+        "serving does not need", True)
+    prefer_tflite_model: bool = _flag("bool", False, "Serve model.tflite when a version has one "
+        "(Predict through the TensorFlow Lite interpreter)")
+    num_tflite_pools: int = _flag("int32", CpusTimes(1), "TensorFlow Lite interpreter pools")
+    num_tflite_interpreters_per_pool: int = _flag("int32", 1, "Interpreters in each pool")
+    enable_signature_method_name_check: bool = _flag("bool", False, "Classify and Regress need "
+        "signatures of their method name, Predict one of the three")
+    xla_cpu_compilation_enabled: bool = _flag("bool", False, "XLA JIT on CPU", True)
+    xla_gpu_compilation_enabled: bool = _flag("bool", False, "XLA JIT on CPU and GPU", True)
+    enable_profiler: bool = _flag("bool", True, "TensorFlow's profiler service on the gRPC "
+        "port", True)
+    thread_pool_factory_config_file: str = _flag("string", "", "Text-format "
+        "ThreadPoolFactoryConfig for request thread pools", True)
+    mixed_precision: str = _flag("string", "", "bfloat16: automatic mixed precision on "
+        "oneDNN CPUs", True)
+    skip_initialize_tpu: bool = _flag("bool", False, "Do not initialise the TPU system", True)
+    enable_grpc_healthcheck_service: bool = _flag("bool", False, "Serve grpc.health.v1.Health on "
+        "the gRPC listeners")
+    enable_serialization_as_tensor_content: bool = _flag("bool", False, "gRPC Predict answers with "
+        "packed tensor_content")
+    # fmt: on
+
+
+def _flags_of_options() -> tuple[Flag, ...]:
+    defaults = ServerOptions()
+    return tuple(
+        Flag(
+            field.name,
+            field.metadata["flag"].type,
+            getattr(defaults, field.name),
+            field.metadata["flag"].help,
+            field.metadata["flag"].runtime_only,
+        )
+        for field in dataclasses.fields(ServerOptions)
+    )
+
+
+FLAGS = _flags_of_options()
 FLAGS_BY_NAME = {flag.name: flag for flag in FLAGS}
 
 
-_PYTHON_TYPES = {"int32": int, "int64": int, "bool": bool, "string": str, "float": float}
-
-# Every flag as a field with TF Serving's default: ``ServerOptions()``, ``options.port``,
-# ``dataclasses.replace(options, port=1)``.
-ServerOptions = dataclasses.make_dataclass(
-    "ServerOptions",
-    [
-        (flag.name, _PYTHON_TYPES[flag.type], dataclasses.field(default=flag.default))
-        for flag in FLAGS
-    ],
-    frozen=True,
-)
-ServerOptions.__doc__ = "The parsed flags, one field per flag of ``FLAGS``."
-
-
-def changed_runtime_flags(options: Any) -> list[str]:
+def changed_runtime_flags(options: ServerOptions) -> list[str]:
     """The runtime-only flags given a value other than their default."""
     return [
         flag.name
@@ -171,7 +199,7 @@ class FlagValueError(ValueError):
 class ParsedCommandLine:
     """The options, the words that are not flags, and the value errors (all of them)."""
 
-    options: Any  # ServerOptions
+    options: ServerOptions
     leftovers: list[str]
     errors: list[str]
 

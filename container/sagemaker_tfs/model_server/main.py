@@ -3,7 +3,7 @@
 Start-up order follows TF Serving: parse flags, check them, load every model of the config
 (failed loads end in END and do not stop the server), start gRPC, start REST (and the
 metrics endpoint), then print ``NET_LOG: Entering the event loop ...``, the line clients
-wait for. ``startup`` turns the flags into each part's settings.
+wait for. ``server_setup`` turns the flags into each part's settings.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it is quiet
     import grpc
 
+    from sagemaker_tfs.model_server.flags import ServerOptions
     from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.rest.rest_server import RestServer
     from sagemaker_tfs.model_server.serving.manager import ModelManager
@@ -157,11 +158,11 @@ def _start_error(error: BaseException) -> _StartError:
     return _StartError(f"UNKNOWN: {error}")
 
 
-def _run(options: Any, stop: threading.Event) -> int:
+def _run(options: ServerOptions, stop: threading.Event) -> int:
     import_tensorflow_quietly()
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server import model_server_config, startup
+    from sagemaker_tfs.model_server import model_server_config, server_setup
     from sagemaker_tfs.model_server.errors import ServingError
     from sagemaker_tfs.model_server.monitoring import METRICS
     from sagemaker_tfs.model_server.serving import garbage
@@ -171,15 +172,15 @@ def _run(options: Any, stop: threading.Event) -> int:
 
     tf.get_logger().setLevel(logging.ERROR)
     try:
-        startup.check_options(options)
-        startup.log_flags(options)
+        server_setup.check_options(options)
+        server_setup.log_flags(options)
         config = model_server_config.from_options(options)
         model_server_config.model_specs(config)
         logger.info("Model config: %s", model_server_config.to_text(config))
-        scheduler = startup.batch_scheduler(options)
-        loader = startup.servable_loader(options, scheduler)
-        grpc_settings = startup.grpc_settings(options)
-        metrics_path = startup.monitoring_path(options)
+        scheduler = server_setup.batch_scheduler(options)
+        loader = server_setup.servable_loader(options, scheduler)
+        grpc_settings = server_setup.grpc_settings(options)
+        metrics_path = server_setup.monitoring_path(options)
     except ServingError as error:
         raise _start_error(error) from None
     manager = ModelManager(
@@ -205,7 +206,7 @@ def _run(options: Any, stop: threading.Event) -> int:
     return 0
 
 
-def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event) -> None:
+def _poll_config_file(manager: ModelManager, options: ServerOptions, stop: threading.Event) -> None:
     """``--model_config_file_poll_wait_seconds`` > 0: re-apply the file periodically."""
     from sagemaker_tfs.model_server.model_config_polling import ConfigFilePoller
 
@@ -217,7 +218,7 @@ def _poll_config_file(manager: ModelManager, options: Any, stop: threading.Event
 
 def _serve_until_stopped(
     manager: ModelManager,
-    options: Any,
+    options: ServerOptions,
     grpc_settings: GrpcSettings,
     metrics_path: str | None,
     stop: threading.Event,
@@ -268,7 +269,9 @@ def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.S
     return server
 
 
-def _start_rest(manager: ModelManager, options: Any, metrics_path: str | None) -> RestServer | None:
+def _start_rest(
+    manager: ModelManager, options: ServerOptions, metrics_path: str | None
+) -> RestServer | None:
     """The REST server when its port is set. As in TF Serving, a REST port equal to the gRPC
     port, or one that cannot be bound, is logged and leaves the server on gRPC only."""
     port = options.rest_api_port

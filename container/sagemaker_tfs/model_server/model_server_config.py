@@ -10,13 +10,13 @@ import dataclasses
 import logging
 import re
 from pathlib import Path
-from typing import Any
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 from tensorflow_serving.config.model_server_config_pb2 import ModelConfig, ModelServerConfig
 
 from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.flags import ServerOptions
 
 logger = logging.getLogger(__name__)
 _LOCATION_PREFIX = re.compile(r"^\d+(:\d+)? : ")
@@ -91,7 +91,7 @@ def load_file(path: str) -> ModelServerConfig:
         raise ServingError(Code.INVALID_ARGUMENT, f"Invalid protobuf file: '{path}'") from None
 
 
-def from_options(options: Any) -> ModelServerConfig:
+def from_options(options: ServerOptions) -> ModelServerConfig:
     """The config in effect: the file (which wins over --model_name/--model_base_path, as in
     TF Serving), or one model from --model_name/--model_base_path."""
     if options.model_config_file:

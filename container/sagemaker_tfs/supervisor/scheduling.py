@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import os
 
-logger = logging.getLogger(__name__)
+from sagemaker_tfs.config import SCHED_POLICIES
 
-SCHED_POLICIES = {"batch": os.SCHED_BATCH, "normal": os.SCHED_OTHER}
+logger = logging.getLogger(__name__)
 
 
 def use_sched_policy(policy: str) -> None:
@@ -22,7 +22,9 @@ def use_sched_policy(policy: str) -> None:
     """
     for thread in os.listdir("/proc/self/task"):
         try:
-            os.sched_setscheduler(int(thread), SCHED_POLICIES[policy], os.sched_param(0))
+            os.sched_setscheduler(
+                int(thread), getattr(os, SCHED_POLICIES[policy]), os.sched_param(0)
+            )
         except OSError as error:
             logger.warning("scheduling policy %s not applied: %s", policy, error)
             return

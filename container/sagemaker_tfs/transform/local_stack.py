@@ -21,7 +21,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 
 from sagemaker_tfs.ports import port_is_free
-from sagemaker_tfs.transform.invoker import Invoker
+from sagemaker_tfs.transform.endpoint_client import EndpointClient
 
 PORT_RANGE_SIZE = 20
 STOP_TIMEOUT_SECONDS = 60.0
@@ -108,7 +108,7 @@ def _started_stack(
 
 
 def _wait_for_ping(process: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> None:
-    probe = Invoker(url, "application/octet-stream", None, 5, 0)
+    probe = EndpointClient(url, "application/octet-stream", None, 5, 0)
     deadline = time.monotonic() + timeout
     try:
         while probe.ping() != 200:

@@ -61,21 +61,21 @@ def _describe(job: TransformJob) -> str:
 
 
 def run_job(job: TransformJob) -> int:
-    from sagemaker_tfs.transform.invoker import InvocationError, Invoker
+    from sagemaker_tfs.transform.endpoint_client import EndpointClient, InvocationError
     from sagemaker_tfs.transform.local_stack import StackStartError
     from sagemaker_tfs.transform.runner import JobFailed, Runner
     from sagemaker_tfs.transform.storage import StorageError
 
     try:
         with _endpoint(job) as url:
-            probe = Invoker(url, job.content_type, None, 10, 0)
+            probe = EndpointClient(url, job.content_type, None, 10, 0)
             probe.wait_until_healthy(60)
             parameters = probe.execution_parameters()
             probe.close()
             resolved = resolve(job, parameters)
             logger.info("execution-parameters: %s", parameters)
             logger.info("job: %s", _describe(resolved))
-            invoker = Invoker(
+            client = EndpointClient(
                 url,
                 resolved.content_type,
                 resolved.accept,
@@ -84,9 +84,9 @@ def run_job(job: TransformJob) -> int:
                 pool_size=resolved.max_concurrent_transforms or 1,
             )
             try:
-                summary = Runner(resolved, invoker).run()
+                summary = Runner(resolved, client).run()
             finally:
-                invoker.close()
+                client.close()
     except (JobFailed, InvocationError, StackStartError, StorageError) as error:
         logger.error("job failed: %s", error)
         return 1

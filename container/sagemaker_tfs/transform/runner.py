@@ -23,8 +23,8 @@ from functools import partial
 
 from sagemaker_tfs.transform import records as recs
 from sagemaker_tfs.transform.batching import MiniBatch, mini_batches
+from sagemaker_tfs.transform.endpoint_client import EndpointClient, InvocationError
 from sagemaker_tfs.transform.filters import DataProcessing, FilterError
-from sagemaker_tfs.transform.invoker import InvocationError, Invoker
 from sagemaker_tfs.transform.job import TransformJob
 from sagemaker_tfs.transform.progress import Progress, Summary
 from sagemaker_tfs.transform.storage import InputObject, OutputSink, StorageError, list_inputs
@@ -60,11 +60,11 @@ class _Pending:
 
 
 class Runner:
-    def __init__(self, job: TransformJob, invoker: Invoker) -> None:
+    def __init__(self, job: TransformJob, client: EndpointClient) -> None:
         if not job.resolved:
             raise ValueError("resolve() the job before running it")
         self.job = job
-        self.invoker = invoker
+        self.client = client
         self.limit = job.max_payload_bytes
         self.processing = DataProcessing.build(
             job.content_type,
@@ -88,7 +88,7 @@ class Runner:
             self._run(inputs, progress)
             failed = False
         finally:
-            summary = progress.finish(self.invoker.retries, failed)
+            summary = progress.finish(self.client.retries, failed)
         return summary
 
     def _run(self, inputs: list[InputObject], progress: Progress) -> None:
@@ -156,7 +156,7 @@ class Runner:
         return MiniBatch(0, 1, body, [data])
 
     def _invoke(self, batch: MiniBatch) -> _Done:
-        return _Done(batch, self.invoker.invoke(batch.body))
+        return _Done(batch, self.client.invoke(batch.body))
 
     def _drain(self, pending: _Pending, progress: Progress) -> None:
         state = pending.state

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 from local_ports import free_port
-from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, Reply
+from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, HttpReply
 from sagemaker_tfs.model_server.rest.request_reader import Request
 
 BIG = b"x" * (8 << 20)
@@ -34,28 +34,30 @@ class ScriptedApp:
         self.release = threading.Event()
         self.calls: list[tuple[str, str]] = []  # (path, thread name)
 
-    def respond(self, request: Request) -> Reply:
+    def respond(self, request: Request) -> HttpReply:
         self.calls.append((request.path, threading.current_thread().name))
         if request.path == "/big":
-            return Reply(200, BIG, "application/octet-stream")
+            return HttpReply(200, BIG, "application/octet-stream")
         if request.path == "/block":
             self.release.wait(30)
-        return Reply(200, request.path.encode())
+        return HttpReply(200, request.path.encode())
 
     def runs_inline(self, request: Request) -> bool:
         return request.path.startswith("/inline")
 
-    def ran(self, request: Request, reply: Reply, seconds: float) -> None:
+    def ran(self, request: Request, reply: HttpReply, seconds: float) -> None:
         pass
 
-    def error_reply(self, status: int, message: str) -> Reply:
-        return Reply(status, b'{"error": "%s"}' % message.encode())
+    def error_reply(self, status: int, message: str) -> HttpReply:
+        return HttpReply(status, b'{"error": "%s"}' % message.encode())
 
-    def waited_too_long(self) -> Reply:
-        return Reply(503, b'{"error": "waited"}')
+    def waited_too_long(self) -> HttpReply:
+        return HttpReply(503, b'{"error": "waited"}')
 
-    def ran_too_long(self, request: Request) -> Reply | None:
-        return Reply(504, b'{"error": "late"}', close=True) if request.method == "POST" else None
+    def ran_too_long(self, request: Request) -> HttpReply | None:
+        return (
+            HttpReply(504, b'{"error": "late"}', close=True) if request.method == "POST" else None
+        )
 
 
 @pytest.fixture

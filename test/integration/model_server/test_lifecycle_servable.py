@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.serving import servable as servable_module
-from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving import saved_model_servable as servable_module
+from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 
 class _SlowBatcher:
@@ -34,7 +34,7 @@ ONE_THREAD = tf.compat.v1.ConfigProto(
 
 def test_close_waits_for_runs_in_flight_and_refuses_new_ones(testdata_dir: Path) -> None:
     path = testdata_dir / "saved_model_half_plus_three" / "00000123"
-    servable = Servable.load("h3", 123, str(path), ONE_THREAD)
+    servable = SavedModelServable.load("h3", 123, str(path), ONE_THREAD)
     batcher = _SlowBatcher()
     servable.set_batcher(batcher)
     results: list[np.ndarray] = []
@@ -64,7 +64,7 @@ def test_session_callables_are_bounded(testdata_dir: Path, monkeypatch: pytest.M
     goes (output filters are the client's choice), and a dropped one is made again."""
     monkeypatch.setattr(servable_module, "MAX_CALLABLES", 2)
     path = testdata_dir / "saved_model_half_plus_three" / "00000123"
-    servable = Servable.load("h3", 123, str(path), ONE_THREAD)
+    servable = SavedModelServable.load("h3", 123, str(path), ONE_THREAD)
     signature = servable.signature("")
     for outputs in (("y",), ("y", "y"), ("y", "y", "y")):
         servable._callable(signature, ("x",), outputs)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 CONFIG = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 
@@ -41,23 +41,23 @@ def save_model(export_dir: Path, saved: str, init_op_sets: str | None = None) ->
         builder.save()
 
 
-def predict(servable: Servable, values: list[float]) -> np.ndarray:
+def predict(servable: SavedModelServable, values: list[float]) -> np.ndarray:
     return servable.predict("", {"x": np.array(values, dtype=np.float32)})["y"]
 
 
 def test_every_variable_from_the_checkpoint(tmp_path: Path) -> None:
     save_model(tmp_path / "1", saved="ab")
-    servable = Servable.load("m", 1, str(tmp_path / "1"), CONFIG)
+    servable = SavedModelServable.load("m", 1, str(tmp_path / "1"), CONFIG)
     np.testing.assert_allclose(predict(servable, [1.0, 4.0]), [5.0, 11.0])
 
 
 def test_a_variable_the_checkpoint_lacks_fails_the_load(tmp_path: Path) -> None:
     save_model(tmp_path / "1", saved="a")
     with pytest.raises(ValueError, match="1 variables read by the signatures were not restored"):
-        Servable.load("m", 1, str(tmp_path / "1"), CONFIG)
+        SavedModelServable.load("m", 1, str(tmp_path / "1"), CONFIG)
 
 
 def test_a_variable_the_init_op_sets_is_fine(tmp_path: Path) -> None:
     save_model(tmp_path / "1", saved="a", init_op_sets="b")
-    servable = Servable.load("m", 1, str(tmp_path / "1"), CONFIG)
+    servable = SavedModelServable.load("m", 1, str(tmp_path / "1"), CONFIG)
     np.testing.assert_allclose(predict(servable, [1.0]), [5.0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.transform.invoker import Invoker
+from sagemaker_tfs.transform.endpoint_client import EndpointClient
 from sagemaker_tfs.transform.job import TransformJob, resolve
 from sagemaker_tfs.transform.progress import Summary
 from sagemaker_tfs.transform.runner import JobFailed, Runner
@@ -28,12 +28,12 @@ def run(
         progress="none",
         **fields,
     )  # type: ignore[arg-type]
-    invoker = Invoker(endpoint.url, job.content_type, None, 4, job.invocations_max_retries)
-    resolved = resolve(job, invoker.execution_parameters())
+    client = EndpointClient(endpoint.url, job.content_type, None, 4, job.invocations_max_retries)
+    resolved = resolve(job, client.execution_parameters())
     try:
-        return Runner(resolved, invoker).run()
+        return Runner(resolved, client).run()
     finally:
-        invoker.close()
+        client.close()
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

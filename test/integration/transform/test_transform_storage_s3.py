@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from s3_server import S3Server, s3_server
 from sagemaker_tfs.transform import storage
-from sagemaker_tfs.transform.invoker import Invoker
+from sagemaker_tfs.transform.endpoint_client import EndpointClient
 from sagemaker_tfs.transform.job import TransformJob, resolve
 from sagemaker_tfs.transform.runner import JobFailed, Runner
 from scripted_endpoint import ScriptedEndpoint
@@ -38,11 +38,11 @@ def run(endpoint: ScriptedEndpoint, source: str, output: str, **fields: object) 
         assemble_with="Line",
         **fields,
     )  # type: ignore[arg-type]
-    invoker = Invoker(endpoint.url, job.content_type, None, 5, job.invocations_max_retries)
+    client = EndpointClient(endpoint.url, job.content_type, None, 5, job.invocations_max_retries)
     try:
-        Runner(resolve(job, invoker.execution_parameters()), invoker).run()
+        Runner(resolve(job, client.execution_parameters()), client).run()
     finally:
-        invoker.close()
+        client.close()
 
 
 def put(s3: S3Server, bucket: str, objects: dict[str, bytes]) -> None:

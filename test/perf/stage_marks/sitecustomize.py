@@ -38,8 +38,8 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
     "sagemaker_tfs.model_server.grpc.grpc_api": {
         "PredictionService.Predict": ("server_entry", "server_exit", "model_server"),
     },
-    "sagemaker_tfs.model_server.serving.servable": {
-        "Servable.predict": ("session_start", "session_end", None),
+    "sagemaker_tfs.model_server.serving.saved_model_servable": {
+        "SavedModelServable.predict": ("session_start", "session_end", None),
     },
 }
 _marks: dict[str, float] = {}

@@ -57,6 +57,26 @@ def test_every_tf_serving_flag_in_its_order_with_its_type() -> None:
     assert len(FLAGS) == 48
 
 
+_PYTHON_TYPE_OF = {
+    "int32": "int",
+    "int64": "int",
+    "bool": "bool",
+    "string": "str",
+    "float": "float",
+}
+
+
+def test_each_option_is_typed_as_its_flag_parses() -> None:
+    """``ServerOptions`` is the one flags table: its fields are the flags in order, and each
+    field's annotation (what mypy checks every use against) is the type its flag parses to."""
+    fields = dataclasses.fields(ServerOptions)
+    assert [field.name for field in fields] == [flag.name for flag in FLAGS]
+    for field, flag in zip(fields, FLAGS, strict=True):
+        assert field.type == _PYTHON_TYPE_OF[flag.type], flag.name
+        python_type = {"int": int, "bool": bool, "str": str, "float": float}[str(field.type)]
+        assert isinstance(getattr(ServerOptions(), flag.name), python_type), flag.name
+
+
 def test_defaults_match_tf_serving() -> None:
     options = ServerOptions()
     cpus = stack_cpus()

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorflow as tf
-from sagemaker_tfs.model_server.serving import servable as servable_module
-from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving import saved_model_servable as servable_module
+from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 
 class ThreadProbe:
@@ -36,7 +36,7 @@ class ThreadProbe:
         return values * 2
 
 
-def probe_servable(probe: ThreadProbe) -> Servable:
+def probe_servable(probe: ThreadProbe) -> SavedModelServable:
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
@@ -48,7 +48,7 @@ def probe_servable(probe: ThreadProbe) -> Servable:
         meta_graph = tf.compat.v1.train.export_meta_graph(graph=graph)
     meta_graph.signature_def["serving_default"].CopyFrom(signature)
     session = tf.compat.v1.Session(graph=graph)
-    return Servable("probe", 1, session, meta_graph)
+    return SavedModelServable("probe", 1, session, meta_graph)
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def probe() -> Iterator[ThreadProbe]:
     found.release.set()
 
 
-def predict(servable: Servable) -> np.ndarray:
+def predict(servable: SavedModelServable) -> np.ndarray:
     return servable.predict("serving_default", {"x": np.array([1.0, 2.0], np.float32)})["y"]
 
 
@@ -68,7 +68,7 @@ def test_a_run_alone_executes_in_the_callers_thread(probe: ThreadProbe) -> None:
     assert probe.seen == [threading.get_ident()]
 
 
-def run_beside_a_held_one(servable: Servable, probe: ThreadProbe) -> int:
+def run_beside_a_held_one(servable: SavedModelServable, probe: ThreadProbe) -> int:
     """A run while another is in flight; returns the first run's thread."""
     probe.hold.set()
     first_thread: dict[str, int] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.model_server import startup
+from sagemaker_tfs.model_server import server_setup
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.flags import ServerOptions, parse_command_line
 from sagemaker_tfs.model_server.grpc.grpc_options import (
@@ -56,7 +56,7 @@ def options_of(argv: list[str]) -> ServerOptions:
 )
 def test_start_up_checks_give_tf_servings_messages(args: list[str], message: str) -> None:
     with pytest.raises(ServingError) as caught:
-        startup.check_options(options_of(args))
+        server_setup.check_options(options_of(args))
     assert caught.value.code == Code.INVALID_ARGUMENT
     assert message in caught.value.message
 
@@ -72,7 +72,7 @@ def test_start_up_checks_give_tf_servings_messages(args: list[str], message: str
     ],
 )
 def test_consistent_flags_pass(args: list[str]) -> None:
-    startup.check_options(options_of(args))
+    server_setup.check_options(options_of(args))
 
 
 def test_channel_arguments_as_tf_serving_splits_them() -> None:
@@ -120,15 +120,15 @@ def test_monitoring_path(tmp_path: Path) -> None:
     config = tmp_path / "monitoring.config"
     flags = [BASE, f"--monitoring_config_file={config}", "--rest_api_port=8501"]
     config.write_text('prometheus_config { enable: true path: "/metrics/here" }')
-    assert startup.monitoring_path(options_of(flags)) == "/metrics/here"
+    assert server_setup.monitoring_path(options_of(flags)) == "/metrics/here"
     config.write_text("prometheus_config { enable: true }")
-    assert startup.monitoring_path(options_of(flags)) == "/monitoring/prometheus/metrics"
+    assert server_setup.monitoring_path(options_of(flags)) == "/monitoring/prometheus/metrics"
     config.write_text("prometheus_config { enable: false path: '/x' }")
-    assert startup.monitoring_path(options_of(flags)) is None
-    assert startup.monitoring_path(options_of(flags[:2])) is None  # no REST: not even read
+    assert server_setup.monitoring_path(options_of(flags)) is None
+    assert server_setup.monitoring_path(options_of(flags[:2])) is None  # no REST: not even read
     config.write_text("prometheus_config { enable: yes please }")
     with pytest.raises(ServingError, match="Invalid protobuf file"):
-        startup.monitoring_path(options_of(flags))
+        server_setup.monitoring_path(options_of(flags))
 
 
 def test_session_config_flags_override_the_file(
@@ -136,21 +136,21 @@ def test_session_config_flags_override_the_file(
 ) -> None:
     """As TF Serving: the flags win over the file, even at 0, where the container's CPUs (3
     here) replace TensorFlow's automatic choice, which would count the machine's cores."""
-    monkeypatch.setattr(startup, "stack_cpus", lambda: 3)
+    monkeypatch.setattr(server_setup, "stack_cpus", lambda: 3)
     config_file = tmp_path / "session.config"
     config_file.write_text(
         "intra_op_parallelism_threads: 9 inter_op_parallelism_threads: 9 "
         "gpu_options { per_process_gpu_memory_fraction: 0.9 } use_per_session_threads: true"
     )
-    config = startup.session_config(
+    config = server_setup.session_config(
         options_of([BASE, f"--tensorflow_session_config_file={config_file}"])
     )
     assert config.use_per_session_threads  # from the file
     assert config.intra_op_parallelism_threads == config.inter_op_parallelism_threads == 3
     assert config.gpu_options.per_process_gpu_memory_fraction == 0.0
-    both = startup.session_config(options_of([BASE, "--tensorflow_session_parallelism=5"]))
+    both = server_setup.session_config(options_of([BASE, "--tensorflow_session_parallelism=5"]))
     assert (both.intra_op_parallelism_threads, both.inter_op_parallelism_threads) == (5, 5)
-    one = startup.session_config(
+    one = server_setup.session_config(
         options_of(
             [BASE, "--tensorflow_session_parallelism=3", "--tensorflow_intra_op_parallelism=2"]
         )

@@ -52,7 +52,7 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 @dataclasses.dataclass
-class Reply:
+class HttpReply:
     status: int
     body: bytes
     content_type: str | None = "application/json"
@@ -61,17 +61,17 @@ class Reply:
 
 
 class App(Protocol):
-    def respond(self, request: Request) -> Reply: ...
+    def respond(self, request: Request) -> HttpReply: ...
 
     def runs_inline(self, request: Request) -> bool: ...
 
-    def ran(self, request: Request, reply: Reply, seconds: float) -> None: ...
+    def ran(self, request: Request, reply: HttpReply, seconds: float) -> None: ...
 
-    def error_reply(self, status: int, message: str) -> Reply: ...
+    def error_reply(self, status: int, message: str) -> HttpReply: ...
 
-    def waited_too_long(self) -> Reply: ...
+    def waited_too_long(self) -> HttpReply: ...
 
-    def ran_too_long(self, request: Request) -> Reply | None: ...
+    def ran_too_long(self, request: Request) -> HttpReply | None: ...
 
 
 class _Connection:
@@ -252,7 +252,7 @@ class HttpLoop:
             self._watched.append(job)
         self._jobs.put(job)
 
-    def _answer(self, conn: _Connection, reply: Reply, method: str, keep_alive: bool) -> None:
+    def _answer(self, conn: _Connection, reply: HttpReply, method: str, keep_alive: bool) -> None:
         self._send(conn, encode(reply, method, keep_alive), closes(reply, keep_alive))
 
     def _send(self, conn: _Connection, buffers: list[bytes], close: bool) -> None:
@@ -343,7 +343,7 @@ class HttpLoop:
                 state = job.state
                 if state == _Job.QUEUED:
                     job.state = _Job.ANSWERED
-                    reply: Reply | None = self._app.waited_too_long()
+                    reply: HttpReply | None = self._app.waited_too_long()
                 elif state == _Job.RUNNING:
                     reply = self._app.ran_too_long(job.request)
                     if reply is not None:
@@ -402,7 +402,7 @@ class HttpLoop:
             if wake:
                 self._wake()
 
-    def _respond(self, request: Request) -> Reply:
+    def _respond(self, request: Request) -> HttpReply:
         started = time.monotonic()
         try:
             reply = self._app.respond(request)
@@ -422,7 +422,7 @@ class HttpLoop:
             self._wake_writer.send(b"w")
 
 
-def encode(reply: Reply, method: str, keep_alive: bool) -> list[bytes]:
+def encode(reply: HttpReply, method: str, keep_alive: bool) -> list[bytes]:
     """The answer's head and body (no body for HEAD); ``Connection: close`` when the
     connection ends after it."""
     lines = [
@@ -439,7 +439,7 @@ def encode(reply: Reply, method: str, keep_alive: bool) -> list[bytes]:
     return [head] if method == "HEAD" else [head, reply.body]
 
 
-def closes(reply: Reply, keep_alive: bool) -> bool:
+def closes(reply: HttpReply, keep_alive: bool) -> bool:
     return reply.close or not keep_alive
 
 

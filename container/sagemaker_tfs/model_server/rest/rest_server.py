@@ -22,7 +22,7 @@ from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, Reply
+from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, HttpReply
 from sagemaker_tfs.model_server.rest.json_writer import format_error
 from sagemaker_tfs.model_server.rest.request_reader import Request
 from sagemaker_tfs.model_server.rest.rest_api import RestApi
@@ -109,22 +109,22 @@ class RestServer:
     def shutdown(self) -> None:
         self._loop.shutdown()
 
-    def respond(self, request: Request) -> Reply:
+    def respond(self, request: Request) -> HttpReply:
         path = request.path
         if path == self.metrics_path:
-            return Reply(200, METRICS.exposition(), METRICS_CONTENT_TYPE)
+            return HttpReply(200, METRICS.exposition(), METRICS_CONTENT_TYPE)
         if not path.lower().startswith("/v1/"):
             return self.error_reply(404, f"Not found: {request.method} {path}")
         if request.method == "OPTIONS":
             if self.api.preflight(path, request.fields.get("origin")) == 200:
-                return Reply(200, b"", None, self._cors_headers())
+                return HttpReply(200, b"", None, self._cors_headers())
             return self.error_reply(400, PREFLIGHT_ERROR)
         try:
             status, body = self.api.handle(request.method, path, request.body)
         except Exception as error:  # a handler bug must not take the server down
             logger.exception("REST request %s %s failed", request.method, path)
             return self.error_reply(500, f"{Code.INTERNAL.name}: {error}")
-        return Reply(status, body, headers=self._cors_headers())
+        return HttpReply(status, body, headers=self._cors_headers())
 
     def runs_inline(self, request: Request) -> bool:
         path = request.path
@@ -134,17 +134,17 @@ class RestServer:
             return True
         return self._run_times.quick(request)
 
-    def ran(self, request: Request, reply: Reply, seconds: float) -> None:
+    def ran(self, request: Request, reply: HttpReply, seconds: float) -> None:
         if reply.status == 200 and request.path.lower().startswith("/v1/"):
             self._run_times.record(request, seconds)
 
-    def error_reply(self, status: int, message: str) -> Reply:
-        return Reply(status, format_error(message), headers=self._cors_headers())
+    def error_reply(self, status: int, message: str) -> HttpReply:
+        return HttpReply(status, format_error(message), headers=self._cors_headers())
 
-    def waited_too_long(self) -> Reply:
+    def waited_too_long(self) -> HttpReply:
         return self.error_reply(503, "Timed out waiting for a free REST API thread")
 
-    def ran_too_long(self, request: Request) -> Reply | None:
+    def ran_too_long(self, request: Request) -> HttpReply | None:
         """A prediction (POST) past the timeout: 504, as TF Serving; others run to their end."""
         if request.method != "POST":
             return None
@@ -155,7 +155,7 @@ class RestServer:
             f"{Code.DEADLINE_EXCEEDED.name}: no answer within "
             f"{self.timeout_ms} ms (--rest_api_timeout_in_ms)"
         )
-        return Reply(504, format_error(message), headers=self._cors_headers(), close=True)
+        return HttpReply(504, format_error(message), headers=self._cors_headers(), close=True)
 
     def _cors_headers(self) -> tuple[tuple[str, str], ...]:
         return CORS_HEADERS if self.cors else ()

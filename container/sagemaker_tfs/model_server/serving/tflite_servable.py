@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.serving.servable import (
+from sagemaker_tfs.model_server.serving.saved_model_servable import (
     BatchSubmitter,
     check_inputs,
     output_aliases,
@@ -159,7 +159,7 @@ def _common_rows(values: Any) -> int | None:
 
 
 class TfLiteServable(SignatureTable):
-    """A loaded ``model.tflite``: the same interface as ``servable.Servable``."""
+    """A loaded ``model.tflite``: a ``servable.Servable`` as ``SavedModelServable`` is."""
 
     def __init__(
         self, name: str, version: int, model: bytes, pools: int, interpreters_per_pool: int

@@ -17,7 +17,12 @@ from google.protobuf import text_format
 
 from sagemaker_tfs.container_limits import describe_limits, stack_cpus
 from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.flags import FLAGS, changed_runtime_flags, render_value
+from sagemaker_tfs.model_server.flags import (
+    FLAGS,
+    ServerOptions,
+    changed_runtime_flags,
+    render_value,
+)
 
 if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quiet
     import tensorflow as tf
@@ -25,6 +30,7 @@ if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quie
     from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
     from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
     from sagemaker_tfs.model_server.serving.manager import ServableLoader
+    from sagemaker_tfs.model_server.serving.servable import Servable
 
 logger = logging.getLogger(__name__)
 PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"
@@ -34,7 +40,7 @@ def _invalid(message: str) -> ServingError:
     return ServingError(Code.INVALID_ARGUMENT, message)
 
 
-def check_options(options: Any) -> None:
+def check_options(options: ServerOptions) -> None:
     """The checks TF Serving makes across flags before it starts anything."""
     if not options.model_base_path and not options.model_config_file:
         raise _invalid(
@@ -74,7 +80,7 @@ def check_options(options: Any) -> None:
         )
 
 
-def log_flags(options: Any) -> None:
+def log_flags(options: ServerOptions) -> None:
     """The flags in effect, once, and a line for each given flag that has no effect here."""
     given = [
         f"--{flag.name}={render_value(flag, getattr(options, flag.name))}"
@@ -99,7 +105,7 @@ def _read_text_proto(path: str, message: Any) -> Any:
     return message
 
 
-def session_config(options: Any) -> tf.compat.v1.ConfigProto:
+def session_config(options: ServerOptions) -> tf.compat.v1.ConfigProto:
     """The sessions' ConfigProto: ``--tensorflow_session_config_file``, then the thread and
     GPU flags over it (always, as TF Serving does, even at their 0 defaults). A pool left at
     0 ("automatic") gets the container's CPUs: TensorFlow's own choice counts the machine's
@@ -136,7 +142,7 @@ def _size_eager_pools(config: tf.compat.v1.ConfigProto) -> None:
         logger.debug("TensorFlow's eager pools keep their sizes: %s", error)
 
 
-def batch_scheduler(options: Any) -> BatchScheduler | None:
+def batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
     """The batch scheduler every servable shares, or None when batching is off (or when
     each model brings its own parameters)."""
     from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
@@ -161,7 +167,7 @@ class _PerModelBatching:
     gives its own scheduler (the global file's thread count still applies); a version without
     the file is not batched."""
 
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: ServerOptions) -> None:
         from sagemaker_tfs.model_server.serving.batching_parameters import load_batching_parameters
 
         self._threads = load_batching_parameters(options.batching_parameters_file).num_batch_threads
@@ -185,11 +191,14 @@ class _PerModelBatching:
         return self._schedulers[version_dir]
 
 
-def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableLoader:
+def servable_loader(options: ServerOptions, scheduler: BatchScheduler | None) -> ServableLoader:
     """What the manager calls to load a version: its SavedModel (or ``model.tflite`` with
     ``--prefer_tflite_model``), its batcher, then its warm-up requests."""
     from sagemaker_tfs.model_server.serving import warmup
-    from sagemaker_tfs.model_server.serving.servable import Servable, ServableOptions
+    from sagemaker_tfs.model_server.serving.saved_model_servable import (
+        SavedModelServable,
+        ServableOptions,
+    )
     from sagemaker_tfs.model_server.serving.tflite_servable import TfLiteServable, tflite_path
 
     tf_config = session_config(options)
@@ -202,10 +211,10 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
         else None
     )
 
-    def load(name: str, version: int, path: str) -> Any:
+    def load(name: str, version: int, path: str) -> Servable:
         tflite = tflite_path(path) if options.prefer_tflite_model else None
         if tflite is not None:
-            servable: Any = TfLiteServable.load(
+            servable: Servable = TfLiteServable.load(
                 name,
                 version,
                 tflite,
@@ -213,7 +222,7 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
                 options.num_tflite_interpreters_per_pool,
             )
         else:
-            servable = Servable.load(name, version, path, tf_config, servable_options)
+            servable = SavedModelServable.load(name, version, path, tf_config, servable_options)
         servable.set_batcher(per_model.scheduler(path) if per_model else scheduler)
         if options.enable_model_warmup:
             try:
@@ -226,7 +235,7 @@ def servable_loader(options: Any, scheduler: BatchScheduler | None) -> ServableL
     return load
 
 
-def grpc_settings(options: Any) -> GrpcSettings:
+def grpc_settings(options: ServerOptions) -> GrpcSettings:
     from sagemaker_tfs.model_server.grpc.grpc_options import (
         parse_channel_arguments,
         read_ssl_config,
@@ -243,7 +252,7 @@ def grpc_settings(options: Any) -> GrpcSettings:
     )
 
 
-def monitoring_path(options: Any) -> str | None:
+def monitoring_path(options: ServerOptions) -> str | None:
     """The Prometheus endpoint's path from ``--monitoring_config_file`` (None: no endpoint).
     TF Serving reads the file only when the REST API is on."""
     from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig

@@ -1,6 +1,6 @@
 """HTTP to the serving stack: ``/ping``, ``/execution-parameters`` and ``/invocations``.
 
-``Invoker.invoke`` retries a request that timed out, could not connect or got a 5xx, up to
+``EndpointClient.invoke`` retries a request that timed out, could not connect or got a 5xx, up to
 InvocationsMaxRetries times with a short backoff; a 4xx is the record's fault and is not
 retried. It is safe to call from many threads (one pooled ``requests.Session``).
 """
@@ -26,7 +26,7 @@ class InvocationError(RuntimeError):
     """A request body failed for good (after retries); the message says how."""
 
 
-class Invoker:
+class EndpointClient:
     def __init__(
         self,
         endpoint: str,

@@ -1,0 +1,462 @@
+"""One loaded SavedModel version, run the way TF Serving runs it: a TF1 graph and a Session.
+
+``tf.saved_model.load`` cannot load TF1 models that parse tf.Example (TF Serving's own
+half_plus_three), while the TF1 loader handles both TF1 exports and TF2/Keras exports, so
+every version is loaded into its own ``tf.Graph`` + ``tf.compat.v1.Session``.
+
+Sessions are thread-safe, so requests run concurrently with no lock around ``run``; the
+only lock guards the cache of fast callables (one per signature, input and output set).
+When batching is on, every run goes through the batch scheduler instead of the callable.
+
+A run with no other run of the version in flight executes its graph in the request's own
+thread (``RunOptions.inter_op_thread_pool = -1``) rather than in TensorFlow's inter-op pool:
+handing a small graph to the pool and waiting for it costs more CPU than the graph itself
+(~0.1 ms a run here, docs/performance.md). Runs that overlap go to the pool, which bounds how
+many ops execute at once: a compute-bound model run in every caller's thread at once thrashes
+the cores (20% fewer answers at 8 connections, measured); unless the graph's runs are short
+(``SessionRunner``), which then always run inline. Graphs over
+``INLINE_GRAPH_MAX_BYTES`` always use the pool, since each callable holds its own copy of the
+graph's constants and running inline needs a second one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+from tensorflow.python.saved_model.loader_impl import SavedModelLoader, get_init_op
+from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.serving.classify_regress import (
+    CLASSIFY_METHOD,
+    PREDICT_METHOD,
+    REGRESS_METHOD,
+    REGRESS_OUTPUT,
+    check_regression_outputs,
+    classification_outputs,
+    classification_result,
+    examples_input,
+    regression_result,
+    serialized_examples,
+)
+from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
+from sagemaker_tfs.model_server.serving.signatures import (
+    ServableSignature,
+    SignatureTable,
+    datatype_of,
+    short_dtype_name,
+)
+
+# Session callables kept per version: one per (signature, inputs, outputs) that requests ask
+# for; output filters are the client's choice, so the oldest go past this many.
+MAX_CALLABLES = 64
+# Runs feeds (in input alias order) and returns fetches (in output alias order).
+RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+# Graphs up to this size (their GraphDef, constants included) get a second callable per
+# signature that runs in the caller's thread.
+INLINE_GRAPH_MAX_BYTES = 16 << 20
+# Graphs whose lone runs take less than this go inline even beside other runs.
+SHORT_RUN_SECONDS = 0.001
+
+
+class SessionRunner:
+    """One signature's callables: ``pooled`` runs in TF's inter-op pool, ``inline`` (when
+    there is one) in the caller's thread.
+
+    A run alone goes inline and its time is noted; once lone runs take less than
+    ``SHORT_RUN_SECONDS``, overlapping runs go inline too, since nothing that small can crowd
+    the cores. Wall time, not the caller thread's CPU: an op TensorFlow spreads over its
+    intra-op threads costs the caller little CPU while it crowds the cores all the same, and
+    a lone run slowed by other work only sends the graph to the pool, the safe side."""
+
+    def __init__(self, pooled: RunFunction, inline: RunFunction | None) -> None:
+        self.pooled = pooled
+        self.inline = inline
+        self.seconds = math.inf  # a lone inline run's, smoothed
+
+    def __call__(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """A batch of the batch scheduler's: merged batches always run in the pool."""
+        return self.pooled(values)
+
+    def run(self, values: Sequence[np.ndarray], alone: bool) -> list[np.ndarray]:
+        if self.inline is None:
+            return self.pooled(values)
+        if not alone:
+            short = self.seconds < SHORT_RUN_SECONDS
+            return self.inline(values) if short else self.pooled(values)
+        started = time.perf_counter()
+        results = self.inline(values)
+        spent = time.perf_counter() - started
+        previous = self.seconds
+        self.seconds = spent if previous == math.inf else previous + (spent - previous) / 8
+        return results
+
+
+@dataclasses.dataclass(frozen=True)
+class ServableOptions:
+    """How versions load and answer (``--saved_model_tags``,
+    ``--enable_signature_method_name_check``)."""
+
+    tags: tuple[str, ...] = ("serve",)
+    method_name_check: bool = False
+
+
+class SavedModelServable(SignatureTable):
+    """A loaded model version: its session, signatures and predict/classify/regress."""
+
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        session: tf.compat.v1.Session,
+        meta_graph: meta_graph_pb2.MetaGraphDef,
+        options: ServableOptions = ServableOptions(),
+    ) -> None:
+        self.name = name
+        self.version = version
+        self._session = session
+        self._options = options
+        super().__init__(meta_graph.signature_def)
+        # signature -> alias -> the op that needs the alias's recorded rank (rank_guard.py)
+        self._rank_strict = rank_strict_inputs(
+            session.graph,
+            {
+                key: {alias: spec.name for alias, spec in signature.inputs.items()}
+                for key, signature in self._signatures.items()
+            },
+        )
+        self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], SessionRunner] = {}
+        self._inline_allowed = meta_graph.graph_def.ByteSize() <= INLINE_GRAPH_MAX_BYTES
+        self._callables_lock = threading.Lock()
+        self._batcher: BatchSubmitter | None = None
+        self._in_flight = 0
+        self._closed = False
+        self._idle = threading.Condition()
+
+    @classmethod
+    def load(
+        cls,
+        name: str,
+        version: int,
+        path: str,
+        config: tf.compat.v1.ConfigProto,
+        options: ServableOptions = ServableOptions(),
+    ) -> SavedModelServable:
+        """Load the SavedModel at ``path`` (the MetaGraph of ``options.tags``); raises on any
+        load failure. The load is counted in the metrics with TF's two stages: the graph
+        (``restore_graph``), then its variables and init ops (``init_graph``)."""
+        graph = tf.Graph()
+        session = tf.compat.v1.Session(graph=graph, config=config)
+        started = time.perf_counter()
+        stages: dict[str, float] = {}
+        try:
+            loader = SavedModelLoader(path)
+            with graph.as_default():
+                saver, _ = loader.load_graph(graph, list(options.tags))
+                stages["restore_graph"] = time.perf_counter() - started
+                meta_graph = loader.get_meta_graph_def_from_tags(list(options.tags))
+                loader.restore_variables(session, saver)
+                _run_init_op(loader, session, meta_graph, list(options.tags))
+                stages["init_graph"] = time.perf_counter() - started - stages["restore_graph"]
+                _check_variables_restored(session, graph, meta_graph, saver)
+            graph.finalize()
+            servable = cls(name, version, session, meta_graph, options)
+        except BaseException:
+            session.close()
+            METRICS.record_load(path, False, stages)
+            raise
+        METRICS.record_load(path, True, stages)
+        return servable
+
+    @property
+    def batched(self) -> bool:
+        return self._batcher is not None
+
+    def set_batcher(self, batcher: BatchSubmitter | None) -> None:
+        """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
+        self._batcher = batcher
+
+    def close(self, drain_timeout: float = 30.0) -> None:
+        """Refuse new runs, wait (bounded) for runs in flight, then close the session."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=drain_timeout)
+        self._session.close()
+
+    def _enter(self) -> bool:
+        """Count a run in; True when it is the only one in flight."""
+        with self._idle:
+            if self._closed:
+                raise ServingError(
+                    Code.UNAVAILABLE,
+                    f"Servable {{name: {self.name} version: {self.version}}} is being unloaded",
+                )
+            self._in_flight += 1
+            return self._in_flight == 1
+
+    def _leave(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.notify_all()
+
+    # ----- running -----
+
+    def _callable(
+        self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
+    ) -> SessionRunner:
+        key = (signature.name, inputs, outputs)
+        runner = self._callables.get(key)
+        if runner is not None:
+            return runner
+        with self._callables_lock:
+            runner = self._callables.get(key)
+            if runner is None:
+                options = config_pb2.CallableOptions(
+                    feed=[signature.inputs[alias].name for alias in inputs],
+                    fetch=[signature.outputs[alias].name for alias in outputs],
+                )
+                inline = None
+                if self._inline_allowed:
+                    options.run_options.inter_op_thread_pool = -1  # the caller's thread
+                    inline = self._session_callable(options)
+                    options.run_options.ClearField("inter_op_thread_pool")
+                runner = SessionRunner(self._session_callable(options), inline)
+                if len(self._callables) >= MAX_CALLABLES:  # the oldest; callers keep theirs
+                    self._callables.pop(next(iter(self._callables)))
+                self._callables[key] = runner
+        return runner
+
+    def _session_callable(self, options: config_pb2.CallableOptions) -> RunFunction:
+        # The C++ fast path: no per-call graph lookups or Python-side feed checks.
+        session_callable = self._session._make_callable_from_options(options)
+
+        def run(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+            return list(session_callable(*values))
+
+        return run
+
+    def _run(
+        self,
+        signature: ServableSignature,
+        feeds: dict[str, np.ndarray],
+        outputs: tuple[str, ...],
+        api: str,
+    ) -> list[np.ndarray]:
+        inputs = tuple(sorted(feeds))
+        values = [feeds[alias] for alias in inputs]
+        alone = self._enter()
+        try:
+            runner = self._callable(signature, inputs, outputs)
+            with METRICS.runtime(self.name, api):
+                if self._batcher is not None:
+                    key = (self.name, self.version, signature.name, inputs, outputs)
+                    return self._batcher.submit(key, values, runner)
+                return runner.run(values, alone)
+        except tf.errors.OpError as error:
+            raise ServingError(Code(error.error_code), error.message) from None
+        finally:
+            self._leave()
+
+    def predict(
+        self,
+        signature_name: str,
+        inputs: dict[str, np.ndarray],
+        output_filter: Sequence[str] = (),
+    ) -> dict[str, np.ndarray]:
+        """Run a predict signature; returns output alias -> array (filter order kept)."""
+        signature = self.signature(signature_name)
+        check_predict_method(signature, self._options.method_name_check)
+        check_inputs(signature, inputs, self._rank_strict.get(signature.name, {}))
+        outputs = output_aliases(signature, output_filter)
+        results = self._run(signature, inputs, outputs, "Predict")
+        return dict(zip(outputs, results, strict=True))
+
+    def classify(
+        self, signature_name: str, request_input: input_pb2.Input
+    ) -> classification_pb2.ClassificationResult:
+        signature = self.signature(signature_name)
+        check = self._options.method_name_check
+        input_alias = examples_input(signature, CLASSIFY_METHOD, check)
+        outputs = classification_outputs(signature)
+        examples = serialized_examples(request_input)
+        values = self._run(signature, {input_alias: examples}, outputs, "Classify")
+        return classification_result(len(examples), dict(zip(outputs, values, strict=True)))
+
+    def regress(
+        self, signature_name: str, request_input: input_pb2.Input
+    ) -> regression_pb2.RegressionResult:
+        signature = self.signature(signature_name)
+        input_alias = examples_input(signature, REGRESS_METHOD, self._options.method_name_check)
+        check_regression_outputs(signature)
+        examples = serialized_examples(request_input)
+        (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,), "Regress")
+        return regression_result(len(examples), values)
+
+
+def _variables_feeding(graph: tf.Graph, tensor_names: list[str]) -> list[tf.Tensor]:
+    """Resource variable handles the given tensors depend on (walking the outer graph)."""
+    seen: set[str] = set()
+    elements = [graph.as_graph_element(name) for name in tensor_names]
+    stack = [element if isinstance(element, tf.Operation) else element.op for element in elements]
+    handles = []
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type == "VarHandleOp":
+            handles.append(op.outputs[0])
+        stack.extend(tensor.op for tensor in op.inputs)
+        stack.extend(op.control_inputs)
+    return handles
+
+
+def _run_init_op(
+    loader: SavedModelLoader,
+    session: tf.compat.v1.Session,
+    meta_graph: meta_graph_pb2.MetaGraphDef,
+    tags: list[str],
+) -> None:
+    """The loader's ``run_init_ops``, except for an init op that is a lone NoOp (what TF2
+    exports have): running it does nothing, yet makes TensorFlow optimize the whole graph for
+    it (~0.12 s of MobileNetV2's load, docs/performance.md)."""
+    init_op = get_init_op(meta_graph)
+    if init_op is None:
+        return
+    if init_op.type == "NoOp" and not init_op.inputs and not init_op.control_inputs:
+        return
+    loader.run_init_ops(session, tags)
+
+
+def _restored_by(graph: tf.Graph, saver: tf.compat.v1.train.Saver | None) -> set[str]:
+    """Names of the variables (VarHandleOps) the saver's restore op writes: a TF1 saver
+    assigns each from its RestoreV2, a TF2 export's restore function takes them as inputs.
+    Once the restore has run (it raises otherwise), these hold values."""
+    if saver is None:
+        return set()
+    return {
+        handle.op.name for handle in _variables_feeding(graph, [saver.saver_def.restore_op_name])
+    }
+
+
+def _check_variables_restored(
+    session: tf.compat.v1.Session,
+    graph: tf.Graph,
+    meta_graph: meta_graph_pb2.MetaGraphDef,
+    saver: tf.compat.v1.train.Saver | None,
+) -> None:
+    """Fail the load if a signature reads a variable the checkpoint did not restore.
+
+    Some TF2 exports (e.g. a Keras 3 model wrapped in a ``tf.Module`` and saved with
+    ``tf.saved_model.save``) capture variables the checkpoint does not restore; every
+    request would then fail with "Could not find variable". Failing the load says so once.
+
+    Only the variables the restore op does not write are asked about in the session (the
+    init ops may have set them): a run of new ops makes TensorFlow optimize the whole graph
+    again, ~0.35 s of MobileNetV2's ~1.4 s load (docs/performance.md), and a model whose
+    variables all come from its checkpoint needs none.
+    """
+    outputs = [
+        info.name
+        for signature in meta_graph.signature_def.values()
+        for info in signature.outputs.values()
+        if info.name
+    ]
+    restored = _restored_by(graph, saver)
+    handles = [h for h in _variables_feeding(graph, outputs) if h.op.name not in restored]
+    if not handles:
+        return
+    checks = [tf.raw_ops.VarIsInitializedOp(resource=handle) for handle in handles]
+    initialized = session.run(checks)
+    missing = [handle.op.name for handle, ok in zip(handles, initialized, strict=True) if not ok]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} variables read by the signatures were not restored from the "
+            f"checkpoint (e.g. {', '.join(sorted(missing)[:3])}); the SavedModel cannot be "
+            "served in a TF1 session as TF Serving runs it (export Keras models with "
+            "model.export())"
+        )
+
+
+class BatchSubmitter(Protocol):
+    """What a servable needs from the batch scheduler (implemented in ``batch_scheduler``)."""
+
+    def submit(
+        self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
+    ) -> list[np.ndarray]:
+        """Run ``runner`` on ``values`` merged with other tasks of ``key``; this task's part."""
+        ...
+
+
+# ----- predict checks (shared with the TFLite servable) -----
+
+PREDICTION_METHODS = (PREDICT_METHOD, CLASSIFY_METHOD, REGRESS_METHOD)
+
+
+def check_predict_method(signature: ServableSignature, method_name_check: bool) -> None:
+    """With ``--enable_signature_method_name_check``, Predict runs only signatures of the
+    three serving methods (INTERNAL, as TF Serving answers); otherwise any signature."""
+    if method_name_check and signature.method_name not in PREDICTION_METHODS:
+        raise ServingError(
+            Code.INTERNAL,
+            "Expected prediction signature method_name to be one of "
+            f"{{{', '.join(PREDICTION_METHODS)}}}. Was: {signature.method_name}",
+        )
+
+
+def check_inputs(
+    signature: ServableSignature,
+    inputs: dict[str, np.ndarray],
+    rank_strict: dict[str, str] | None = None,
+) -> None:
+    """The inputs are the signature's, of its dtypes; shapes are the graph's business, but
+    for inputs that reach a kernel needing their recorded rank (``rank_guard``)."""
+    sent = set(inputs)
+    expected = set(signature.inputs)
+    if sent != expected:
+        raise invalid_argument(
+            f"input size does not match signature: {len(sent)}!={len(expected)} "
+            f"len({{{','.join(sorted(sent))}}}) != len({{{','.join(sorted(expected))}}}). "
+            f"Sent extra: {{{','.join(sorted(sent - expected))}}}. "
+            f"Missing but required: {{{','.join(sorted(expected - sent))}}}."
+        )
+    for index, alias in enumerate(sorted(inputs)):
+        spec = signature.inputs[alias]
+        given = datatype_of(inputs[alias])
+        if given != spec.dtype:
+            raise invalid_argument(
+                f"Expects arg[{index}] to be {short_dtype_name(spec.dtype)} but "
+                f"{short_dtype_name(given)} is provided"
+            )
+        op_type = (rank_strict or {}).get(alias)
+        if op_type and spec.shape is not None and inputs[alias].ndim != len(spec.shape):
+            raise invalid_argument(
+                f"input {alias} goes to {op_type}, which needs a {len(spec.shape)}-dimensional "
+                f"input: got shape {list(inputs[alias].shape)}"
+            )
+
+
+def output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
+    if not output_filter:
+        return tuple(signature.outputs)
+    seen: set[str] = set()
+    for alias in output_filter:
+        if alias not in signature.outputs:
+            raise invalid_argument(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                f"in the set {{{','.join(signature.outputs)}}}."
+            )
+        if alias in seen:
+            raise invalid_argument(f"duplicate output tensor alias: {alias}")
+        seen.add(alias)
+    return tuple(output_filter)
