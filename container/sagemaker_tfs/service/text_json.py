@@ -1,6 +1,6 @@
 """JSON and JSON lines bodies read into a signature's input arrays without a Python object per
-number, as the REST path (``conversion.convert``, then the model server's JSON reader) would
-read them; ``text_tensors`` is the entry point (issues 36 and 53).
+number, as the REST path (``text_rest.convert``, then the model server's JSON reader) would
+read them; ``text_codecs`` is the family's entry point (issues 36 and 53).
 
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an

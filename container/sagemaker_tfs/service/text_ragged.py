@@ -11,7 +11,7 @@ walk is done on the body's skeleton (``text_json``: a ``0`` per number) with Num
 its list openings and numbers in the order they come, without a Python object per number.
 
 Only a JSON document giving one input a list (under ``instances`` or ``inputs``, or bare,
-which conversion wraps into one instance unless it is a list of lists) whose numbers the
+which text_rest wraps into one instance unless it is a list of lists) whose numbers the
 input all accepts is worded here; anything else (named inputs, JSON lines, empty lists,
 numbers the input refuses, more than 64 levels) is left to the REST path.
 """
@@ -42,7 +42,7 @@ def ragged_refusal(document: Document, names: list[str], dtype: np.dtype) -> Ref
     if depth is None or not _numbers_accepted(pieces, skeleton.count(b"0"), dtype):
         return None
     if document.key is None and not _list_of_lists(skeleton, depth):
-        skeleton = b"[" + skeleton + b"]"  # conversion's one instance
+        skeleton = b"[" + skeleton + b"]"  # text_rest's one instance
         depth = np.concatenate(([1], depth + 1, [0])).astype(np.int8)
     message = _walk_error(np.frombuffer(skeleton, np.uint8), depth)
     return None if message is None else Refusal(message)
@@ -83,7 +83,7 @@ def _numbers_accepted(pieces: Pieces, count: int, dtype: np.dtype) -> bool:
 
 
 def _list_of_lists(skeleton: bytes, depth: np.ndarray) -> bool:
-    """Whether every member of the outer list is a list (conversion sends it as the
+    """Whether every member of the outer list is a list (text_rest sends it as the
     instances)."""
     chars = np.frombuffer(skeleton, np.uint8)
     is_list = chars == _OPEN

@@ -1,8 +1,8 @@
 """JSON, JSON lines and CSV bodies read straight into the inputs' arrays, for the service to
 send over gRPC rather than as JSON text that the model server parses again (issues 36, 53):
-the one reader of the bounded path, whose entry point is :func:`read_text_request`.
+the bounded path's reader, which ``text_codecs`` (the family's entry point) calls.
 
-Only bodies that the REST path (``conversion.convert``, then the model server's JSON reader)
+Only bodies that the REST path (``text_rest.convert``, then the model server's JSON reader)
 would read into exactly the same arrays are read here, without a Python object per number:
 
 - CSV of numbers (``text_csv``): NumPy's C reader (``np.loadtxt``), a piece at a time;
@@ -11,15 +11,15 @@ would read into exactly the same arrays are read here, without a Python object p
   bool inputs), or named inputs in rows or
   columns, under any signature (``signature_name``), with any number of inputs.
 
-Anything else returns None and the caller converts the body as before, so that its answer
-and its errors are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a
-string to conversion), ragged or empty lists, a NaN or an infinity spelt otherwise than
-JSON's words, a JSON body giving two integer inputs a fraction or a value out of their
-range, and inputs of string, uint64 or mixed dtypes (strings and ``{"b64": ...}`` objects
-were read here for a while and sent over gRPC, but the stack then held more memory than the
-REST way: see docs/performance.md, issue 53). A body that gives one integer
-input such a value is refused as the REST path refuses it (``text_refusals``, ``text_csv``:
-a 400 in its words).
+Anything else returns None and ``text_codecs`` writes TF Serving's REST request instead,
+so that its answer and its errors are the REST path's: strings or other non-number bytes
+(CSV's ``NaN`` is a string to ``text_rest``), ragged or empty lists, a NaN or an infinity
+spelt otherwise than JSON's words, a JSON body giving two integer inputs a fraction or a
+value out of their range, and inputs of string, uint64 or mixed dtypes (strings and
+``{"b64": ...}`` objects were read here for a while and sent over gRPC, but the stack then
+held more memory than the REST way: see docs/performance.md, issue 53). A body that gives
+one integer input such a value is refused as the REST path refuses it (``text_refusals``,
+``text_csv``: a 400 in its words).
 
 Values are parsed as doubles and then cast, as the REST path does (a float32 is rounded
 from the double, not from the text). Where the REST path reads a value otherwise than the
@@ -35,7 +35,6 @@ from typing import NamedTuple
 import numpy as np
 
 from sagemaker_tfs.service import text_csv, text_json, text_ragged, text_refusals
-from sagemaker_tfs.service.content_types import CSV, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -58,17 +57,14 @@ class TextRequest(NamedTuple):
     signature: Signature
 
 
-def read_text_request(
-    kind: str, body: bytes, signatures: Mapping[str, Signature]
+def read_json_request(
+    body: bytes, signatures: Mapping[str, Signature], lines: bool = False
 ) -> TextRequest | Refusal | None:
-    """The arrays the REST path would feed the model for this body, its refusal of a JSON
-    body that gives an integer input another number (``text_refusals``), or None (see the
-    module). ``signatures``: the model's, by name."""
-    if kind == CSV:
-        return _csv_request(body, signatures.get(DEFAULT_SIGNATURE))
-    if kind != JSON and kind not in JSON_LINES_TYPES:
-        return None
-    document = text_json.find_document(body, lines=kind != JSON)
+    """The arrays the REST path would feed the model for this JSON (``lines``: JSON lines)
+    body, its refusal of a body that gives an integer input another number
+    (``text_refusals``) or a ragged list (``text_ragged``), or None (see the module).
+    ``signatures``: the model's, by name."""
+    document = text_json.find_document(body, lines=lines)
     if document is None:
         return None
     signature = signatures.get(document.signature_name or DEFAULT_SIGNATURE)
@@ -85,6 +81,13 @@ def read_text_request(
     return TextRequest(read.arrays, read.columnar, signature)
 
 
+def read_csv_request(
+    body: bytes, signatures: Mapping[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The same for a CSV body (``text_csv``), always under the default signature."""
+    return _csv_request(body, signatures.get(DEFAULT_SIGNATURE))
+
+
 def _dtype(spec: TensorSpec) -> np.dtype | None:
     return _READ_TYPES.get(spec.dtype)
 
@@ -94,7 +97,7 @@ def _csv_request(body: bytes, signature: Signature | None) -> TextRequest | Refu
         return None
     ((name, spec),) = signature.inputs.items()
     dtype = _dtype(spec)
-    if dtype is None or dtype.kind == "b":  # CSV has no booleans: strings to conversion
+    if dtype is None or dtype.kind == "b":  # CSV has no booleans: strings to text_rest
         return None
     read = text_csv.read_csv(body, dtype)
     if read is None or isinstance(read, Refusal):

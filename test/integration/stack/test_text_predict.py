@@ -2,7 +2,7 @@
 
 Without ``inference.py``, the service reads a numeric JSON or CSV body straight into the input's
 array and sends it over gRPC (``text_predict``); it must answer what converting the body and
-posting it to the model server's REST API answers (``conversion.convert``, what it did before
+posting it to the model server's REST API answers (``text_rest.convert``, what it did before
 and still does for bodies it does not read). Here both run against the same real model server
 in a whole stack (nginx, gunicorn, the Python model server): the stack's answer is compared
 with the answer of the model server's REST port to the converted body, after the one-line rule

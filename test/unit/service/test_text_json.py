@@ -1,7 +1,7 @@
 """The bounded reader takes named inputs, several inputs, ``signature_name`` and JSON lines
 (issue 53), reading exactly what the REST path reads.
 
-The REST path here is the real one, in process (as in test_text_tensors.py): ``conversion
+The REST path here is the real one, in process (as in test_text_tensors.py): ``text_rest
 .convert``, then the model server's JSON reader and Predict's request reader, for a model
 with two signatures: ``serving_default`` (inputs ``a`` and ``b``) and ``one`` (input ``x``).
 """
@@ -18,12 +18,20 @@ from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service import text_json
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_refusals import Refusal
-from sagemaker_tfs.service.text_tensors import read_text_request
+from sagemaker_tfs.service.text_codecs import CODECS, Refusal, TextRequest
+from sagemaker_tfs.service.text_rest import convert
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+
+def read_text_request(
+    kind: str, body: bytes, signatures: dict[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The family's reading into arrays alone (``text_codecs``' codec of the media type):
+    None where the entry point would write TF Serving's REST request instead."""
+    return CODECS[kind].read_arrays(body, signatures)
+
 
 JSON = "application/json"
 LINES = "application/jsonlines"

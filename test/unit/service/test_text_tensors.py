@@ -1,6 +1,6 @@
 """text_tensors reads a JSON or CSV body into exactly the array the REST path feeds the model.
 
-The REST path here is the real one, in process: ``conversion.convert`` (the service), then the
+The REST path here is the real one, in process: ``text_rest.convert`` (the service), then the
 model server's JSON reader (``json_reader.parse_json_object``) and Predict's request reader
 (``predict_json.parse_predict_request``). Every body read here must give the same dtype,
 shape and bits (a negative zero is not a zero), and the same row/columnar kind; a body it does
@@ -20,12 +20,20 @@ from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service import text_csv, text_json
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_refusals import Refusal
-from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
+from sagemaker_tfs.service.text_codecs import CODECS, Refusal, TextRequest
+from sagemaker_tfs.service.text_rest import convert
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+
+def read_text_request(
+    kind: str, body: bytes, signatures: dict[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The family's reading into arrays alone (``text_codecs``' codec of the media type):
+    None where the entry point would write TF Serving's REST request instead."""
+    return CODECS[kind].read_arrays(body, signatures)
+
 
 CSV = "text/csv"
 JSON = "application/json"
