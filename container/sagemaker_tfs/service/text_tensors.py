@@ -8,18 +8,21 @@ would read into exactly the same arrays are read here, without a Python object p
 - CSV of numbers (``text_csv``): NumPy's C reader (``np.loadtxt``), a piece at a time;
 - JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
   ``Infinity`` and ``-Infinity`` among them for float inputs; ``true`` and ``false`` for
-  bool inputs), or named inputs in rows or
-  columns, under any signature (``signature_name``), with any number of inputs.
+  bool inputs), or named inputs in rows or columns, under any signature
+  (``signature_name``), with any number of inputs; nested empty lists for the one input.
 
-Anything else returns None and ``text_codecs`` writes TF Serving's REST request instead,
-so that its answer and its errors are the REST path's: strings or other non-number bytes
-(CSV's ``NaN`` is a string to ``text_rest``), ragged or empty lists, a NaN or an infinity
-spelt otherwise than JSON's words, a JSON body giving two integer inputs a fraction or a
-value out of their range, and inputs of string, uint64 or mixed dtypes (strings and
-``{"b64": ...}`` objects were read here for a while and sent over gRPC, but the stack then
-held more memory than the REST way: see docs/performance.md, issue 53). A body that gives
-one integer input such a value is refused as the REST path refuses it (``text_refusals``,
-``text_csv``: a 400 in its words).
+A body that gives one input a value of another type (``null``; ``true`` or ``false`` for an
+input that is not bool; a number for a bool input; a fraction, a NaN, an infinity or a value
+out of range for an integer input) is refused as the REST path refuses it
+(``text_refusals``, ``text_csv``: a 400 in its words); a ragged list for the one input too
+(``text_ragged``). Anything else returns None and ``text_codecs`` writes TF Serving's REST
+request instead, so that its answer and its errors are the REST path's: strings or other
+non-number bytes (CSV's ``NaN`` is a string to ``text_rest``), ragged named inputs,
+``{"instances": []}``, a NaN or an infinity spelt otherwise than JSON's words, a body giving
+two inputs values they refuse (the REST path's order decides), and inputs of string, uint64
+or mixed dtypes (strings and ``{"b64": ...}`` objects were read here for a while and sent
+over gRPC, but the stack then held more memory than the REST way: see docs/performance.md,
+issue 53).
 
 Values are parsed as doubles and then cast, as the REST path does (a float32 is rounded
 from the double, not from the text). Where the REST path reads a value otherwise than the
@@ -35,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sagemaker_tfs.service import text_csv, text_json, text_ragged, text_refusals
+from sagemaker_tfs.service.text_json import Document, JsonInputs
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -74,11 +78,38 @@ def read_json_request(
     dtype = text_json.same_dtype({name: _dtype(spec) for name, spec in signature.inputs.items()})
     if dtype is None:
         return None
-    read = text_json.read_document(document, names, dtype)
+    read = text_json.read_document(document, names, dtype) or _empty_lists(document, names, dtype)
     if read is None:
-        refusal = text_refusals.integer_refusal(document, names, dtype)
+        refusal = text_refusals.value_refusal(document, names, dtype)
         return refusal or text_ragged.ragged_refusal(document, names, dtype)
     return TextRequest(read.arrays, read.columnar, signature)
+
+
+def _empty_lists(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
+    """The empty array the REST path reads from nested empty lists given to the one input:
+    ``{"inputs": []}`` (0,), ``{"instances": [[], []]}`` (2, 0), a bare ``[]`` (conversion's
+    one instance: (1, 0)); None for anything else (``{"instances": []}`` is the REST path's
+    error, named inputs and JSON lines are left to it)."""
+    if len(names) != 1 or document.lines:
+        return None
+    read = text_json.pieces_and_skeleton(document, names)
+    if read is None or read[1].strip(b"[],") or b"[]" not in read[1]:
+        return None  # a number, or not lists
+    shape = _empty_shape(read[1])
+    if shape is None or (document.key == "instances" and shape == (0,)):
+        return None
+    if document.key is None and len(shape) == 1:
+        shape = (1, *shape)
+    return JsonInputs({names[0]: np.empty(shape, dtype)}, document.key == "inputs")
+
+
+def _empty_shape(skeleton: bytes) -> tuple[int, ...] | None:
+    """The shape of nested lists whose innermost ones are all empty: the shape of the lists
+    around them (their skeleton with each ``[]`` a number), then 0."""
+    if skeleton == b"[]":
+        return (0,)
+    outer = text_json.rectangular_shape(skeleton.replace(b"[]", b"0"))
+    return None if outer is None else (*outer, 0)
 
 
 def read_csv_request(

@@ -289,3 +289,105 @@ def test_random_integer_refusals_in_pieces(seed: int, monkeypatch: pytest.Monkey
                 refused = read_text_request(kind, body, signatures(dtype))
                 assert refused is not None or dtype == DT_INT64, body  # 3000000000 alone
                 assert_same_as_rest(kind, body, dtype, must_read=False)
+
+
+DT_DOUBLE, DT_INT32, DT_BOOL, DT_HALF = (
+    tensors.tf_dtype(np.dtype(dtype)) for dtype in (np.float64, np.int32, np.bool_, np.float16)
+)
+WRONG_TYPES = [  # refused by the REST path; read since issue 53's one-implementation part
+    (JSON, b'{"instances": [{"a": 1, "b": null}, {"a": 2, "b": 3}]}'),
+    (JSON, b'{"instances": [{"a": [1, 2], "b": 3}, {"a": [4, null], "b": 5}]}'),
+    (JSON, b'{"inputs": {"a": [1, null], "b": [3, 4]}}'),
+    (JSON, b'{"inputs": {"a": [null], "b": 2}}'),
+    (JSON, b'{"signature_name": "one", "instances": [[1, 2], [null, 4]]}'),
+    (JSON, b'{"signature_name": "one", "inputs": [1, 2, null]}'),
+    (JSON, b'{"signature_name": "one", "instances": [true, 1]}'),
+    (JSON, b'{"signature_name": "one", "inputs": [[false], [1]]}'),
+    (JSON, b'{"signature_name": "one", "instances": [1, 2.5, null]}'),  # first: 2.5 or null
+    (JSON, b'{"signature_name": "one", "instances": [NaN, null]}'),
+    (LINES, b'{"a": 1, "b": 2}\n{"a": null, "b": 4}\n'),
+    (LINES, b'{"a": 1, "b": true}\n'),
+]
+
+
+BOOL_WRONG_TYPES = [  # to bool inputs
+    (JSON, b'{"instances": [{"a": true, "b": null}, {"a": false, "b": true}]}'),
+    (JSON, b'{"inputs": {"a": [true, 1], "b": [false, true]}}'),
+    (JSON, b'{"signature_name": "one", "instances": [[true, false], [0, true]]}'),
+    (LINES, b'{"a": true, "b": false}\n{"a": 1.5, "b": true}\n'),
+]
+TYPED_WRONG = [
+    *((kind, body, dtype) for kind, body in WRONG_TYPES
+      for dtype in (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF)),
+    *((kind, body, DT_BOOL) for kind, body in BOOL_WRONG_TYPES),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "body", "dtype"), TYPED_WRONG)
+def test_null_and_words_refused_as_the_rest_path_refuses_them(
+    kind: str, body: bytes, dtype: int
+) -> None:
+    """``null`` for any input, ``true``/``false`` for one that is not bool, a number for a
+    bool input: the REST path's 400, word for word, never the REST way (issue 53)."""
+    read = read_text_request(kind, body, signatures(dtype))
+    assert isinstance(read, Refusal), (body, read)
+    assert_same_as_rest(kind, body, dtype)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [null], "b": [null]}}',  # two inputs refuse: the REST path's order
+     b'{"instances": [{"a": 1, "b": null}, {"a": [2], "b": 3}]}',  # ragged too
+     b'{"signature_name": "one", "instances": [nul]}',
+     b'{"signature_name": "one", "instances": [-null]}'],
+)  # fmt: skip
+def test_null_left_to_the_rest_path_where_its_order_decides(body: bytes) -> None:
+    assert read_text_request(JSON, body, signatures(DT_FLOAT)) is None
+    assert isinstance(rest_path(JSON, body, DT_FLOAT), str)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_nulls_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float bodies with a null at a random place, read with tiny pieces: the REST path's
+    message for it."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    for _ in range(15):
+        values = [[str(rng.randint(-9, 9)) + ".5" for _ in range(3)] for _ in range(4)]
+        values[rng.randrange(4)][rng.randrange(3)] = "null"
+        rows = listed([listed(row) for row in values])
+        for body in (f'{{"signature_name": "one", "instances": {rows}}}',
+                     f'{{"signature_name": "one", "inputs": {rows}}}'):  # fmt: skip
+            assert isinstance(read_text_request(JSON, body.encode(), signatures(DT_FLOAT)),
+                              Refusal)  # fmt: skip
+            assert_same_as_rest(JSON, body.encode(), DT_FLOAT)
+
+
+EMPTY_LISTS = [
+    (JSON, b'{"signature_name": "one", "inputs": []}'),
+    (JSON, b'{"signature_name": "one", "inputs": [[], []]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[], [], []]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[[]], [[]]]}'),
+    (JSON, b'{"inputs": [[[], []]], "signature_name": "one"}'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), EMPTY_LISTS)
+@pytest.mark.parametrize("dtype", [DT_FLOAT, DT_INT64, DT_BOOL])
+def test_empty_lists_are_read(kind: str, body: bytes, dtype: int) -> None:
+    """Empty lists give the one input an empty array, as on the REST path (issue 53)."""
+    assert isinstance(read_text_request(kind, body, signatures(dtype)), TextRequest)
+    assert_same_as_rest(kind, body, dtype)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"signature_name": "one", "instances": []}',  # the REST path's error, with its text
+     b'{"signature_name": "one", "instances": [[], [1]]}',  # ragged
+     b'{"signature_name": "one", "instances": [[], [[]]]}',
+     b'{"inputs": {"a": [], "b": []}}'],  # named inputs
+)  # fmt: skip
+def test_other_empty_lists_left_to_the_rest_path(body: bytes) -> None:
+    read = read_text_request(JSON, body, signatures(DT_FLOAT))
+    assert not isinstance(read, TextRequest)
+    assert_same_as_rest(JSON, body, DT_FLOAT, must_read=False)

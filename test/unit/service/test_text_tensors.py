@@ -129,8 +129,6 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (CSV, b"\n\n", DT_FLOAT),
         (JSON, b"[[1, 2], []]", DT_FLOAT),  # ragged with an empty list
         (JSON, b"[[1, 2]] [[3, 4]]", DT_FLOAT),  # JSON lines in a JSON body
-        (JSON, b"[[]]", DT_FLOAT),
-        (JSON, b"[]", DT_FLOAT),
         (JSON, b"[1 2]", DT_FLOAT),
         (JSON, b"[1,,2]", DT_FLOAT),
         (JSON, b"[01, 2]", DT_FLOAT),  # not JSON
@@ -155,6 +153,13 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
 )
 def test_bodies_left_to_the_rest_path(kind: str, body: bytes, dtype: int) -> None:
     assert read(kind, body, dtype) is None
+
+
+@pytest.mark.parametrize("body", [b"[[]]", b"[]", b"[[], []]", b'{"inputs": [[[]]]}'])
+def test_empty_lists_are_read_as_the_rest_path_reads_them(body: bytes) -> None:
+    """Read since issue 53's one-implementation part (the REST way before)."""
+    for dtype in DTYPES:
+        assert_same_as_rest(JSON, body, dtype, must_read=True)
 
 
 @pytest.mark.parametrize(("kind", "text"), CASES)
