@@ -14,15 +14,15 @@ would read into exactly the same arrays are read here, without a Python object p
 A body that gives one input a value of another type (``null``; ``true`` or ``false`` for an
 input that is not bool; a number for a bool input; a fraction, a NaN, an infinity or a value
 out of range for an integer input) is refused as the REST path refuses it
-(``text_refusals``, ``text_csv``: a 400 in its words); a ragged list for the one input too
-(``text_ragged``). Anything else returns None and ``text_codecs`` writes TF Serving's REST
-request instead, so that its answer and its errors are the REST path's: strings or other
-non-number bytes (CSV's ``NaN`` is a string to ``text_rest``), ragged named inputs,
-``{"instances": []}``, a NaN or an infinity spelt otherwise than JSON's words, a body giving
-two inputs values they refuse (the REST path's order decides), and inputs of string, uint64
-or mixed dtypes (strings and ``{"b64": ...}`` objects were read here for a while and sent
-over gRPC, but the stack then held more memory than the REST way: see docs/performance.md,
-issue 53).
+(``text_refusals``, ``text_csv``: a 400 in its words); so is a ragged list given to the one
+input or to one of named inputs (``text_ragged``). Anything else returns None and
+``text_codecs`` writes TF Serving's REST request instead, so that its answer and its errors
+are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a string to
+``text_rest``), two ragged named inputs, ``{"instances": []}``, a NaN or an infinity spelt
+otherwise than JSON's words, a body giving two inputs values they refuse (the REST path's
+order decides), and inputs of string, uint64 or mixed dtypes (strings and ``{"b64": ...}``
+objects were read here for a while and sent over gRPC, but the stack then held more memory
+than the REST way: see docs/performance.md, issue 53).
 
 Values are parsed as doubles and then cast, as the REST path does (a float32 is rounded
 from the double, not from the text). Where the REST path reads a value otherwise than the
