@@ -112,7 +112,7 @@ def test_the_service_does_not_load_tensorflow() -> None:
 TEXT_ENTRY = "text_codecs"
 TEXT_FAMILY = frozenset(
     {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_csv", "text_refusals",
-     "text_ragged"}
+     "text_ragged", "text_mixed"}
 )  # fmt: skip
 TEXT_LIBRARIES = frozenset({"json", "orjson", "csv", "simplejson", "ujson", "rapidjson"})
 # The service's other modules that import a JSON library, and why none of them reads an

@@ -2,13 +2,13 @@
 route that gets such a body without ``inference.py`` calls :func:`read_body`, and no other
 module of the service parses or converts one (``test/unit/test_import_boundaries.py``).
 
-The family behind it: ``text_tensors`` (with ``text_json``, ``text_csv``, ``text_refusals``,
-``text_ragged``) reads a body into the inputs' arrays, or refuses it with the REST path's
-400; ``text_rest`` writes TF Serving's REST request for what cannot be arrays yet (strings
-and ``{"b64": ...}``, classify and regress, models whose signatures cannot be asked for),
-with the njs's rules (held to them by the parity tests), and reads the same values for a
-binary Accept. A codec per media type (``CODECS``) joins the two, so that a media type is
-read in one place.
+The family behind it: ``text_tensors`` (with ``text_json``, ``text_csv``, ``text_mixed``,
+``text_refusals``, ``text_ragged``) reads a body into the inputs' arrays, or refuses it with
+the REST path's 400; ``text_rest`` writes TF Serving's REST request for what cannot be arrays
+yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
+asked for), with the njs's rules (held to them by the parity tests), and reads the same
+values for a binary Accept. A codec per media type (``CODECS``) joins the two, so that a
+media type is read in one place.
 
 What a caller gets is the body read once into one of:
 

@@ -9,7 +9,8 @@ would read into exactly the same arrays are read here, without a Python object p
 - JSON and JSON lines (``text_json``): a rectangular list of numbers (``NaN``,
   ``Infinity`` and ``-Infinity`` among them for float inputs; ``true`` and ``false`` for
   bool inputs), or named inputs in rows or columns, under any signature
-  (``signature_name``), with any number of inputs; nested empty lists for the one input.
+  (``signature_name``), with any number of inputs, of one dtype or of several
+  (``text_mixed``); nested empty lists for the one input.
 
 A body that gives one input a value of another type (``null``; ``true`` or ``false`` for an
 input that is not bool; a number for a bool input; a fraction, a NaN, an infinity or a value
@@ -20,7 +21,7 @@ input or to one of named inputs (``text_ragged``). Anything else returns None an
 are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a string to
 ``text_rest``), two ragged named inputs, ``{"instances": []}``, a NaN or an infinity spelt
 otherwise than JSON's words, a body giving two inputs values they refuse (the REST path's
-order decides), and inputs of string, uint64 or mixed dtypes (strings and ``{"b64": ...}``
+order decides), and inputs of string or uint64 dtypes (strings and ``{"b64": ...}``
 objects were read here for a while and sent over gRPC, but the stack then held more memory
 than the REST way: see docs/performance.md, issue 53).
 
@@ -37,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service import text_csv, text_json, text_ragged, text_refusals
+from sagemaker_tfs.service import text_csv, text_json, text_mixed, text_ragged, text_refusals
 from sagemaker_tfs.service.text_json import Document, JsonInputs
 from sagemaker_tfs.service.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
@@ -75,14 +76,26 @@ def read_json_request(
     if signature is None or not signature.inputs:
         return None
     names = list(signature.inputs)
-    dtype = text_json.same_dtype({name: _dtype(spec) for name, spec in signature.inputs.items()})
+    dtypes = {name: _dtype(spec) for name, spec in signature.inputs.items()}
+    dtype = text_json.same_dtype(dtypes)
     if dtype is None:
-        return None
+        return _mixed_request(document, names, dtypes, signature)
     read = text_json.read_document(document, names, dtype) or _empty_lists(document, names, dtype)
     if read is None:
         refusal = text_refusals.value_refusal(document, names, dtype)
         return refusal or text_ragged.ragged_refusal(document, names, dtype)
     return TextRequest(read.arrays, read.columnar, signature)
+
+
+def _mixed_request(document: Document, names: list[str], dtypes: dict[str, np.dtype | None],
+                   signature: Signature) -> TextRequest | None:  # fmt: skip
+    """Named inputs of several dtypes (``text_mixed``), or None (a dtype not read here, or a
+    body it does not read)."""
+    known = {name: dtype for name, dtype in dtypes.items() if dtype is not None}
+    if len(known) != len(dtypes):
+        return None
+    read = text_mixed.read_mixed(document, names, known)
+    return None if read is None else TextRequest(read.arrays, read.columnar, signature)
 
 
 def _empty_lists(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -449,3 +450,89 @@ def test_random_ragged_named_inputs(seed: int, monkeypatch: pytest.MonkeyPatch) 
             refused += isinstance(read, Refusal)
             assert_same_as_rest(kind, body, DT_FLOAT, must_read=False)
     assert refused > 5
+
+
+def assert_mixed_same_as_rest(kind: str, body: bytes, dtypes: dict[str, int]) -> bool:
+    """The arrays read for inputs of ``dtypes`` (by name) equal the REST path's, or the body
+    is left to it; whether it was read."""
+    ours = {"serving_default": Signature("serving_default", "",
+                                         {n: TensorSpec(n, d, None) for n, d in dtypes.items()},
+                                         {})}  # fmt: skip
+    read = read_text_request(kind, body, ours)
+    inputs = {name: GraphTensor(f"{name}:0", dtype, None) for name, dtype in dtypes.items()}
+    theirs = ServableSignature("serving_default", "tensorflow/serving/predict", inputs, {})
+    try:
+        expected = parse_predict_request(parse_json_object(convert(kind, body).encode()), theirs)
+    except (HttpError, ServingError) as error:
+        assert not isinstance(read, TextRequest), (body, str(error))
+        return False
+    if read is None:
+        return False
+    assert isinstance(read, TextRequest), (body, read)
+    arrays, columnar = expected
+    assert read.columnar == columnar and sorted(read.arrays) == sorted(arrays)
+    for name, array in arrays.items():
+        got = read.arrays[name]
+        assert got.dtype == array.dtype and got.shape == array.shape, (name, body)
+        assert got.tobytes() == array.tobytes(), (name, body)
+    return True
+
+
+MIXED = [  # read since issue 53's one-implementation part (the REST way before)
+    (JSON, b'{"inputs": {"a": [1.5, -0.0], "b": [2, 2147483647]}}'),
+    (JSON, b'{"instances": [{"a": 1.5, "b": 2}, {"a": NaN, "b": -3}]}'),
+    (JSON, b'{"instances": [{"b": [1, 2], "a": [[0.1], [2]]}, {"b": [3, 4], "a": [[5], [6]]}]}'),
+    (LINES, b'{"a": 1e-3, "b": 7}\n{"a": 2, "b": 8}\n'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), MIXED)
+@pytest.mark.parametrize("dtypes", [(DT_FLOAT, DT_INT64), (DT_DOUBLE, DT_INT32),
+                                    (DT_HALF, DT_INT64)])  # fmt: skip
+def test_inputs_of_mixed_dtypes_are_read(kind: str, body: bytes, dtypes: tuple[int, int]) -> None:
+    assert assert_mixed_same_as_rest(kind, body, dict(zip("ab", dtypes, strict=True)))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [1.5], "b": [2.5]}}',  # the int input given a fraction: the REST way
+     b'{"inputs": {"a": [null], "b": [2]}}', b'{"inputs": {"a": [1.5], "b": [true]}}',
+     b'{"inputs": {"a": [1.5], "b": [3000000000]}}',
+     b'{"instances": [{"a": 1, "b": [2]}, {"a": 1, "b": 3}]}'],
+)  # fmt: skip
+def test_mixed_dtypes_left_to_the_rest_path(body: bytes) -> None:
+    assert not assert_mixed_same_as_rest(JSON, body, {"a": DT_FLOAT, "b": DT_INT32})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixed_dtypes_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows, columns and JSON lines for a float, an integer and a bool input, read with tiny
+    pieces: the REST path's arrays."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    dtypes = {"a": rng.choice([DT_FLOAT, DT_DOUBLE, DT_HALF]), "b": rng.choice([DT_INT32,
+              DT_INT64]), "c": DT_BOOL}  # fmt: skip
+    words = {
+        "a": lambda: rng.choice(["1.5", "-0.0", "2e-3", "NaN", "7"]),
+        "b": lambda: str(rng.randint(-9, 99)),
+        "c": lambda: rng.choice(["true", "false"]),
+    }
+    for _ in range(10):
+        shapes = {name: [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] for name in "abc"}
+        rows = rng.randint(1, 4)
+        values = {name: [nested(shapes[name], words[name]) for _ in range(rows)] for name in "abc"}
+        row_texts = [", ".join(f'"{n}": {values[n][row]}' for n in "cab") for row in range(rows)]
+        records = [f"{{{text}}}" for text in row_texts]
+        columns = ", ".join(f'"{n}": {listed(values[n])}' for n in "bca")
+        for kind, body in [
+            (JSON, f'{{"instances": {listed(records)}}}'),
+            (JSON, f'{{"inputs": {{{columns}}}}}'),
+            (LINES, "\n".join(records)),
+        ]:
+            assert assert_mixed_same_as_rest(kind, body.encode(), dtypes), body  # fmt: skip
+
+
+def nested(shape: list[int], word: Any) -> str:
+    if not shape:
+        return str(word())
+    return listed([nested(shape[1:], word) for _ in range(shape[0])])

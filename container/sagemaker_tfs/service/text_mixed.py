@@ -1,0 +1,97 @@
+"""Named inputs of different dtypes (a float feature beside an integer one) read into their
+arrays as the REST path reads them, for ``text_tensors`` (issue 53).
+
+``text_json`` finds the document's layout once (which number belongs to which input); the
+numbers are then parsed a piece at a time (orjson, as ``text_json`` does), and each piece's
+numbers are cast by the dtype of the input that owns them (``text_json.numbers_as``: doubles
+cast to float inputs, integers checked against an integer input's range and wrapped into
+it, ``true``/``false`` for bool inputs) into one array per dtype, in the body's order; the
+layout then cuts each input's array out of its dtype's. A value an input does not take, or
+anything the single-dtype reader would not read, is None: the caller writes the REST
+request, whose answer and errors are the REST path's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sagemaker_tfs.service import text_json
+from sagemaker_tfs.service.text_json import Document, JsonInputs, Layout
+
+_WORD_LETTERS = text_json.WORD_CHARS  # of true, false and null
+
+
+def read_mixed(document: Document, names: list[str],
+               dtypes: dict[str, np.dtype]) -> JsonInputs | None:  # fmt: skip
+    """The arrays of inputs ``names`` of ``dtypes`` (by name; more than one dtype) that the
+    REST path reads from the document, or None (see the module)."""
+    read = text_json.pieces_and_layout(document, names)
+    if read is None:
+        return None
+    pieces, layout = read
+    if not layout.order:  # a plain list: one input, one dtype
+        return None
+    kinds = sorted(set(dtypes.values()), key=str)
+    owners = _owner_kinds(layout, names, dtypes, kinds)
+    by_kind = [np.zeros(layout.numbers, kind) for kind in kinds]
+    booleans = any(kind.kind == "b" for kind in kinds)
+    filled = 0
+    for piece in pieces:
+        values = text_json.piece_values(piece, booleans=booleans)
+        if values is None or filled + len(values) > layout.numbers:
+            return None
+        if not values:
+            continue
+        assert piece is not None  # piece_values reads no None
+        words = any(letter in piece for letter in _WORD_LETTERS)
+        if not _cast_piece(values, owners.at(filled, len(values)), kinds, by_kind, filled, words):
+            return None
+        filled += len(values)
+    if filled != layout.numbers:
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    for kind, numbers in zip(kinds, by_kind, strict=True):
+        cut = layout.arrays(numbers, names)
+        arrays.update((name, cut[name]) for name in names if dtypes[name] == kind)
+    return JsonInputs(arrays, document.key == "inputs")
+
+
+class _Owners:
+    """The dtype (an index into the kinds) of each number, from the layout: a row's numbers
+    are its members' blocks one after another."""
+
+    def __init__(self, sizes: np.ndarray, member_kinds: np.ndarray) -> None:
+        self.ends = np.cumsum(sizes)
+        self.row_size = int(self.ends[-1])
+        self.member_kinds = member_kinds
+
+    def at(self, start: int, count: int) -> np.ndarray:
+        within = np.arange(start, start + count, dtype=np.int64) % self.row_size
+        return self.member_kinds[np.searchsorted(self.ends, within, side="right")]
+
+
+def _owner_kinds(layout: Layout, names: list[str], dtypes: dict[str, np.dtype],
+                 kinds: list[np.dtype]) -> _Owners:  # fmt: skip
+    sizes = np.array([int(np.prod(shape)) for shape in layout.shapes], np.int64)
+    member_kinds = np.array([kinds.index(dtypes[names[index]]) for index in layout.order])
+    return _Owners(sizes, member_kinds)
+
+
+def _cast_piece(values: list, owners: np.ndarray, kinds: list[np.dtype],
+                by_kind: list[np.ndarray], filled: int, words: bool) -> bool:  # fmt: skip
+    """Each of the piece's values cast by its input's dtype into that dtype's array; False
+    for a value the input does not take."""
+    objects = np.empty(len(values), object)
+    objects[:] = values
+    for index, (kind, numbers) in enumerate(zip(kinds, by_kind, strict=True)):
+        at = np.flatnonzero(owners == index)
+        if not at.size:
+            continue
+        mine = objects[at]
+        if words and kind.kind != "b" and any(v is None or type(v) is bool for v in mine):
+            return False  # a word given a number's input: the REST path's error
+        cast = text_json.numbers_as(list(mine), kind)
+        if cast is None:
+            return False
+        numbers[filled + at] = cast
+    return True
