@@ -174,12 +174,18 @@ def make_dtype_echo(model_dir: Path) -> None:
 
 def _mixed_inputs_graph() -> dict:
     """A float input beside an integer one, of any shapes (issue 53's mixed dtypes):
-    ``a`` (float32) -> ``a2`` = 2a, ``b`` (int64) -> ``b2`` = 2b."""
+    ``a`` (float32) -> ``a2`` = 2a, ``b`` (int64) -> ``b2`` = 2b; signature ``uint64``:
+    ``x`` (uint64) -> ``y`` = x."""
     a = tf.compat.v1.placeholder(tf.float32, shape=None, name="a")
     b = tf.compat.v1.placeholder(tf.int64, shape=None, name="b")
     a2 = tf.multiply(a, tf.constant(2.0), name="a2")
     b2 = tf.multiply(b, tf.constant(2, tf.int64), name="b2")
-    return {"serving_default": _signature({"a": a, "b": b}, {"a2": a2, "b2": b2}, PREDICT)}
+    x = tf.compat.v1.placeholder(tf.uint64, shape=None, name="x")
+    y = tf.identity(x, name="y")
+    return {
+        "serving_default": _signature({"a": a, "b": b}, {"a2": a2, "b2": b2}, PREDICT),
+        "uint64": _signature({"x": x}, {"y": y}, PREDICT),
+    }
 
 
 def make_mixed_inputs(model_dir: Path) -> None:

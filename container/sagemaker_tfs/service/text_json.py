@@ -390,6 +390,7 @@ REST_INT_RANGES = {
     np.dtype(np.uint8): _UINT32_RANGE,
     np.dtype(np.uint16): _UINT32_RANGE,
     np.dtype(np.uint32): _UINT32_RANGE,
+    np.dtype(np.uint64): (0, 2**64 - 1),
 }
 
 
@@ -410,7 +411,7 @@ def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
         if not all(type(value) is int for value in values):
             return None
         try:
-            wide = objects.astype(np.int64)
+            wide = objects.astype(np.uint64 if dtype == np.uint64 else np.int64)
         except OverflowError:
             return None
         return wide.astype(dtype) if fits(wide, dtype) else None

@@ -21,7 +21,7 @@ input or to one of named inputs (``text_ragged``). Anything else returns None an
 are the REST path's: strings or other non-number bytes (CSV's ``NaN`` is a string to
 ``text_rest``), two ragged named inputs, ``{"instances": []}``, a NaN or an infinity spelt
 otherwise than JSON's words, a body giving two inputs values they refuse (the REST path's
-order decides), and inputs of string or uint64 dtypes (strings and ``{"b64": ...}``
+order decides), CSV for a uint64 input, and string inputs (strings and ``{"b64": ...}``
 objects were read here for a while and sent over gRPC, but the stack then held more memory
 than the REST way: see docs/performance.md, issue 53).
 
@@ -49,7 +49,7 @@ DEFAULT_SIGNATURE = "serving_default"
 _READ_TYPES = {
     tensors.tf_dtype(np.dtype(dtype)): np.dtype(dtype)
     for dtype in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-                  np.uint8, np.uint16, np.uint32, np.bool_)
+                  np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
 }  # fmt: skip
 
 
@@ -141,7 +141,8 @@ def _csv_request(body: bytes, signature: Signature | None) -> TextRequest | Refu
         return None
     ((name, spec),) = signature.inputs.items()
     dtype = _dtype(spec)
-    if dtype is None or dtype.kind == "b":  # CSV has no booleans: strings to text_rest
+    # CSV has no booleans (strings to text_rest); text_csv reads no uint64 beyond an int64
+    if dtype is None or dtype.kind == "b" or dtype == np.uint64:
         return None
     read = text_csv.read_csv(body, dtype)
     if read is None or isinstance(read, Refusal):

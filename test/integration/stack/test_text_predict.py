@@ -454,3 +454,26 @@ def test_mixed_dtypes_over_grpc(multi_model: Stack, content_type: str, body: byt
                                        body, accept, MIXED)  # fmt: skip
     assert status == 200
     assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
+UINT64_BODIES = [  # to mixed_inputs' uint64 signature; over gRPC (or refused by the service)
+    b'"instances": [0, 18446744073709551615, 9223372036854775808]',
+    b'"inputs": [[1, 2], [3, 4]]',
+    b'"instances": [1, -1]',  # refused, as the REST path refuses it
+    b'"inputs": [1, 2.5]',
+    b'"instances": [18446744073709551616]',  # beyond a uint64: a double, refused
+]
+
+
+@pytest.mark.parametrize("values", UINT64_BODIES)
+def test_uint64_over_grpc(multi_model: Stack, values: bytes) -> None:
+    """A uint64 input: the REST path's bytes, over gRPC, or its 400 from the service (fails
+    before: the REST way)."""
+    body = b'{"signature_name": "uint64", %s}' % values
+    grpc_before = answered_by(multi_model, "GRPC")
+    counted = requests_counted(multi_model, MIXED)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{MIXED}/invoke", JSON, body, None,
+                                       MIXED)  # fmt: skip
+    refused = status == 400
+    assert answered_by(multi_model, "GRPC") == grpc_before + (not refused)
+    assert requests_counted(multi_model, MIXED) == counted + 1 + (not refused)

@@ -536,3 +536,22 @@ def nested(shape: list[int], word: Any) -> str:
     if not shape:
         return str(word())
     return listed([nested(shape[1:], word) for _ in range(shape[0])])
+
+
+DT_UINT64 = tensors.tf_dtype(np.dtype(np.uint64))
+
+
+@pytest.mark.parametrize(
+    ("body", "read"),
+    [(b'{"signature_name": "one", "instances": [0, 18446744073709551615, 9223372036854775808]}',
+      TextRequest),
+     (b'{"inputs": {"a": [[1, 2]], "b": [18446744073709551615]}}', TextRequest),
+     (b'{"instances": [{"a": 1, "b": 2}, {"a": 3, "b": -4}]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [1, 2.5]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [18446744073709551616]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [7, null]}', Refusal)],
+)  # fmt: skip
+def test_uint64_inputs(body: bytes, read: type) -> None:
+    """uint64 inputs: read, or refused, as the REST path reads them (the REST way before)."""
+    assert isinstance(read_text_request(JSON, body, signatures(DT_UINT64)), read)
+    assert_same_as_rest(JSON, body, DT_UINT64)
