@@ -7,11 +7,14 @@ numbers are cast by the dtype of the input that owns them (``text_json.numbers_a
 cast to float inputs, integers checked against an integer input's range and wrapped into
 it, ``true``/``false`` for bool inputs) into one array per dtype, in the body's order; the
 layout then cuts each input's array out of its dtype's. A value an input does not take, or
-anything the single-dtype reader would not read, is None: the caller writes the REST
-request, whose answer and errors are the REST path's.
+anything the single-dtype reader would not read, is None: the caller has ``text_refusals``
+word the REST path's 400 (its ``owner_kinds`` judge each value by its input's dtype), else
+writes the REST request, whose answer and errors are the REST path's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -32,7 +35,7 @@ def read_mixed(document: Document, names: list[str],
     if not layout.order:  # a plain list: one input, one dtype
         return None
     kinds = sorted(set(dtypes.values()), key=str)
-    owners = _owner_kinds(layout, names, dtypes, kinds)
+    owners = owner_kinds(layout, names, dtypes, kinds)
     by_kind = [np.zeros(layout.numbers, kind) for kind in kinds]
     booleans = any(kind.kind == "b" for kind in kinds)
     filled = 0
@@ -56,7 +59,7 @@ def read_mixed(document: Document, names: list[str],
     return JsonInputs(arrays, document.key == "inputs")
 
 
-class _Owners:
+class Owners:
     """The dtype (an index into the kinds) of each number, from the layout: a row's numbers
     are its members' blocks one after another."""
 
@@ -70,11 +73,12 @@ class _Owners:
         return self.member_kinds[np.searchsorted(self.ends, within, side="right")]
 
 
-def _owner_kinds(layout: Layout, names: list[str], dtypes: dict[str, np.dtype],
-                 kinds: list[np.dtype]) -> _Owners:  # fmt: skip
+def owner_kinds(layout: Layout, names: list[str], dtypes: Mapping[str, np.dtype],
+                kinds: list[np.dtype]) -> Owners:  # fmt: skip
+    """Which of ``kinds`` each number of the layout is read as (``layout.order`` not empty)."""
     sizes = np.array([int(np.prod(shape)) for shape in layout.shapes], np.int64)
     member_kinds = np.array([kinds.index(dtypes[names[index]]) for index in layout.order])
-    return _Owners(sizes, member_kinds)
+    return Owners(sizes, member_kinds)
 
 
 def _cast_piece(values: list, owners: np.ndarray, kinds: list[np.dtype],

@@ -22,12 +22,12 @@ alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service import text_json
+from sagemaker_tfs.service import text_json, text_mixed
 from sagemaker_tfs.service.text_json import Document, Layout
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.tfs_json import rapidjson_double
@@ -39,14 +39,20 @@ class Refusal(NamedTuple):
     message: str
 
 
-def value_refusal(document: Document, names: list[str], dtype: np.dtype) -> Refusal | None:
+def value_refusal(document: Document, names: list[str],
+                  dtypes: np.dtype | Mapping[str, np.dtype]) -> Refusal | None:  # fmt: skip
     """The REST path's refusal of a body that gives one input a value it does not take, or
-    None (no such value, or not a body this module words: see the module)."""
+    None (no such value, or not a body this module words: see the module). ``dtypes``: the
+    inputs' one dtype, or each input's by name."""
     read = text_json.pieces_and_layout(document, names)
     if read is None:
         return None
     pieces, layout = read
-    refused = _refused_flags(pieces, layout.numbers, dtype)
+    if isinstance(dtypes, np.dtype):
+        dtypes = dict.fromkeys(names, dtypes)
+        refused = _refused_flags(pieces, layout.numbers, dtypes[names[0]])
+    else:
+        refused = _mixed_refused_flags(pieces, layout, names, dtypes)
     if refused is None:
         return None
     by_input = layout.arrays(refused, names)
@@ -57,7 +63,7 @@ def value_refusal(document: Document, names: list[str], dtype: np.dtype) -> Refu
     flags = by_input[name].reshape(-1)
     first = int(np.argmax(flags))
     value, kind = _value_at(pieces, _position(layout, names, name, first))
-    text = f"JSON Value: {value} Type: {kind} is not of expected type: {_type_name(dtype)}"
+    text = f"JSON Value: {value} Type: {kind} is not of expected type: {_type_name(dtypes[name])}"
     if document.key == "inputs":
         return Refusal(text)
     row = first // max(1, flags.size // len(by_input[name]))
@@ -89,6 +95,27 @@ def _refused_flags(pieces: Iterable[bytes | None], count: int,
         )
         filled += len(values)
     return flags if filled == count and flags.any() else None
+
+
+def _mixed_refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[str],
+                         dtypes: Mapping[str, np.dtype]) -> np.ndarray | None:  # fmt: skip
+    """``_refused_flags`` for inputs of several dtypes, each value judged by its input's."""
+    if not layout.order:
+        return None
+    kinds = sorted(set(dtypes.values()), key=str)
+    owners = text_mixed.owner_kinds(layout, names, dtypes, kinds)
+    flags = np.empty(layout.numbers, bool)
+    filled = 0
+    for piece in pieces:
+        values = text_json.piece_values(piece, booleans=True)
+        if values is None or filled + len(values) > layout.numbers:
+            return None
+        at = owners.at(filled, len(values))
+        flags[filled : filled + len(values)] = [
+            not _taken(value, kinds[kind]) for value, kind in zip(values, at, strict=True)
+        ]
+        filled += len(values)
+    return flags if filled == layout.numbers and flags.any() else None
 
 
 def _all_taken(piece: bytes, values: list, dtype: np.dtype) -> bool:

@@ -88,14 +88,17 @@ def read_json_request(
 
 
 def _mixed_request(document: Document, names: list[str], dtypes: dict[str, np.dtype | None],
-                   signature: Signature) -> TextRequest | None:  # fmt: skip
-    """Named inputs of several dtypes (``text_mixed``), or None (a dtype not read here, or a
-    body it does not read)."""
+                   signature: Signature) -> TextRequest | Refusal | None:  # fmt: skip
+    """Named inputs of several dtypes (``text_mixed``), or the REST path's refusal of a value
+    one of them does not take (``text_refusals``), or None (a dtype not read here, or a body
+    neither reads)."""
     known = {name: dtype for name, dtype in dtypes.items() if dtype is not None}
     if len(known) != len(dtypes):
         return None
     read = text_mixed.read_mixed(document, names, known)
-    return None if read is None else TextRequest(read.arrays, read.columnar, signature)
+    if read is None:
+        return text_refusals.value_refusal(document, names, known)
+    return TextRequest(read.arrays, read.columnar, signature)
 
 
 def _empty_lists(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:

@@ -477,3 +477,19 @@ def test_uint64_over_grpc(multi_model: Stack, values: bytes) -> None:
     refused = status == 400
     assert answered_by(multi_model, "GRPC") == grpc_before + (not refused)
     assert requests_counted(multi_model, MIXED) == counted + 1 + (not refused)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [1.5], "b": [2.5]}}',
+     b'{"instances": [{"a": 1, "b": 2}, {"a": null, "b": 3}]}',
+     b'{"inputs": {"a": [true], "b": [2]}}'],
+)  # fmt: skip
+def test_mixed_dtypes_refused_alike(multi_model: Stack, body: bytes) -> None:
+    """A value one of the inputs does not take: the REST path's 400 and words, from the
+    service (fails before: the REST way)."""
+    before = requests_counted(multi_model, MIXED)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{MIXED}/invoke", JSON, body, None,
+                                       MIXED)  # fmt: skip
+    assert status == 400
+    assert requests_counted(multi_model, MIXED) == before + 1

@@ -465,6 +465,7 @@ def assert_mixed_same_as_rest(kind: str, body: bytes, dtypes: dict[str, int]) ->
         expected = parse_predict_request(parse_json_object(convert(kind, body).encode()), theirs)
     except (HttpError, ServingError) as error:
         assert not isinstance(read, TextRequest), (body, str(error))
+        assert not isinstance(read, Refusal) or read.message == str(error), body
         return False
     if read is None:
         return False
@@ -500,8 +501,34 @@ def test_inputs_of_mixed_dtypes_are_read(kind: str, body: bytes, dtypes: tuple[i
      b'{"inputs": {"a": [1.5], "b": [3000000000]}}',
      b'{"instances": [{"a": 1, "b": [2]}, {"a": 1, "b": 3}]}'],
 )  # fmt: skip
-def test_mixed_dtypes_left_to_the_rest_path(body: bytes) -> None:
+def test_mixed_dtypes_refused_as_the_rest_path_refuses_them(body: bytes) -> None:
+    """A value one input does not take: the REST path's 400 (a ragged one: the REST way)."""
     assert not assert_mixed_same_as_rest(JSON, body, {"a": DT_FLOAT, "b": DT_INT32})
+    inputs = {"a": TensorSpec("a", DT_FLOAT, None), "b": TensorSpec("b", DT_INT32, None)}
+    read = read_text_request(JSON, body, {"serving_default": Signature("serving_default", "",
+                                                                       inputs, {})})  # fmt: skip
+    assert isinstance(read, Refusal) == (b"[2]}," not in body)  # the ragged one: None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_mixed_dtypes_refused(seed: int) -> None:
+    """A float and an int32 input in rows, one value made null, a fraction or too large for
+    one of them: the REST path's message."""
+    rng = random.Random(seed)
+    dtypes = {"a": DT_FLOAT, "b": DT_INT32}
+    for _ in range(20):
+        rows = [[f"{rng.randint(0, 9)}.5", str(rng.randint(-9, 9))] for _ in range(4)]
+        row, column = rng.randrange(4), rng.randrange(2)
+        rows[row][column] = rng.choice(["null", "true"] + ["2.5", "3000000000"] * column)
+        records = [f'{{"a": {a}, "b": {b}}}' for a, b in rows]
+        for kind, body in [(JSON, f'{{"instances": {listed(records)}}}'),
+                           (LINES, "\n".join(records))]:  # fmt: skip
+            assert not assert_mixed_same_as_rest(kind, body.encode(), dtypes)
+            signature = Signature(
+                "serving_default", "", {n: TensorSpec(n, d, None) for n, d in dtypes.items()}, {}
+            )
+            read = read_text_request(kind, body.encode(), {"serving_default": signature})
+            assert isinstance(read, Refusal), body
 
 
 @pytest.mark.parametrize("seed", range(6))
