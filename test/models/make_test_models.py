@@ -172,6 +172,26 @@ def make_dtype_echo(model_dir: Path) -> None:
     _save_tf1_graph(model_dir / "1", _dtype_echo_graph)
 
 
+def _mixed_inputs_graph() -> dict:
+    """A float input beside an integer one, of any shapes (issue 53's mixed dtypes):
+    ``a`` (float32) -> ``a2`` = 2a, ``b`` (int64) -> ``b2`` = 2b; signature ``uint64``:
+    ``x`` (uint64) -> ``y`` = x."""
+    a = tf.compat.v1.placeholder(tf.float32, shape=None, name="a")
+    b = tf.compat.v1.placeholder(tf.int64, shape=None, name="b")
+    a2 = tf.multiply(a, tf.constant(2.0), name="a2")
+    b2 = tf.multiply(b, tf.constant(2, tf.int64), name="b2")
+    x = tf.compat.v1.placeholder(tf.uint64, shape=None, name="x")
+    y = tf.identity(x, name="y")
+    return {
+        "serving_default": _signature({"a": a, "b": b}, {"a2": a2, "b2": b2}, PREDICT),
+        "uint64": _signature({"x": x}, {"y": y}, PREDICT),
+    }
+
+
+def make_mixed_inputs(model_dir: Path) -> None:
+    _save_tf1_graph(model_dir / "1", _mixed_inputs_graph)
+
+
 def _shapes_graph() -> dict:
     """One input of each shape kind a TF1 SignatureDef can record, for the shape checks:
     ``any`` (a placeholder without a shape: ``unknown_rank``), ``scale`` (shape ``[]``: a true
@@ -508,6 +528,7 @@ MODELS: dict[str, Callable[[Path], None]] = {
     "two_inputs": make_two_inputs,
     "int_doubler": make_int_doubler,
     "dtype_echo": make_dtype_echo,
+    "mixed_inputs": make_mixed_inputs,
     "shapes": make_shapes,
     "jpeg_classifier": make_jpeg_classifier,
     "jpeg_mobilenet_v2": make_jpeg_mobilenet_v2,
@@ -547,6 +568,8 @@ def _sample_feeds(name: str) -> dict[str, np.ndarray]:
         return {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
     if name == "int_doubler":
         return {"n": np.arange(3, dtype=np.int64)}
+    if name == "mixed_inputs":
+        return {"a": np.ones(2, np.float32), "b": np.arange(3, dtype=np.int64)}
     if name == "dtype_echo":
         return {"x": np.array([b"a"], dtype=object)}
     if name == "multi_io":

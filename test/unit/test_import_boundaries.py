@@ -20,10 +20,11 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "container" / "sagemaker_tf
 TENSORFLOW = ("tensorflow", "tensorflow_serving", "keras")
 
 
-def imported_modules(path: Path) -> set[str]:
-    """The absolute module names a source file imports (relative imports resolved)."""
+def imported_modules(path: Path, root: Path = PACKAGE_ROOT) -> set[str]:
+    """The absolute module names a source file imports (relative imports resolved; ``root``:
+    the folder of the package ``sagemaker_tfs``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = ".".join(("sagemaker_tfs", *path.relative_to(PACKAGE_ROOT).parent.parts))
+    package = ".".join(("sagemaker_tfs", *path.relative_to(root).parent.parts))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -105,3 +106,82 @@ def test_the_service_does_not_load_tensorflow() -> None:
         if path.stem != "__init__"
     )
     assert loaded_after_import(service, TENSORFLOW) == []
+
+
+# The service's JSON / JSON lines / CSV reading (issue 53): one module family, one entry point.
+TEXT_ENTRY = "text_codecs"
+TEXT_FAMILY = frozenset(
+    {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_csv", "text_refusals",
+     "text_ragged", "text_mixed"}
+)  # fmt: skip
+TEXT_LIBRARIES = frozenset({"json", "orjson", "csv", "simplejson", "ujson", "rapidjson"})
+# The service's other modules that import a JSON library, and why none of them reads an
+# invocation's body with it.
+JSON_NOT_FOR_BODIES = {
+    "answers": "the fast path's answers written as JSON, not a request read",
+    "app": "the answer to a session's opening written",
+    "invoke": "a handler's result written as JSON; the model server's error answer checked",
+    "multi_model": "the supervisor's list of loaded models (the control API's answer) read",
+    "sessions": "a stateful session's control body (NEW_SESSION / CLOSE), not a model input",
+    "stream_server": "the stream handshake's refusals written",
+}
+
+
+def text_reading_outside_the_family(service: Path) -> dict[str, list[str]]:
+    """Modules of ``service`` outside the text family that import one of its internals (not
+    its entry point) or a JSON/CSV library without a reason in ``JSON_NOT_FOR_BODIES``."""
+    internals = tuple(f"sagemaker_tfs.service.{name}" for name in TEXT_FAMILY - {TEXT_ENTRY})
+    found = {}
+    for path in sorted(service.glob("*.py")):
+        if path.stem in TEXT_FAMILY:
+            continue
+        imported = imported_modules(path, service.parent)
+        bad = [name for name in imported if name.startswith(internals)]
+        if path.stem not in JSON_NOT_FOR_BODIES:
+            bad += [name for name in imported if name.split(".")[0] in TEXT_LIBRARIES]
+        if bad:
+            found[path.stem] = sorted(bad)
+    return found
+
+
+def test_only_the_text_family_reads_json_and_csv_bodies() -> None:
+    """Every route (``text_predict``/``invoke`` for the JSON answer, ``inputs`` for a binary
+    Accept) calls ``text_codecs.read_body``: no other module of the service parses or converts
+    a JSON, JSON lines or CSV body, nor reaches past the entry point into the family."""
+    assert text_reading_outside_the_family(PACKAGE_ROOT / "service") == {}
+    routes = ("inputs", "text_predict")
+    for route in routes:
+        source = PACKAGE_ROOT / "service" / f"{route}.py"
+        assert f"sagemaker_tfs.service.{TEXT_ENTRY}" in imported_modules(source)
+    assert not (PACKAGE_ROOT / "service" / "conversion.py").exists()
+
+
+def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
+    """Each module let import a JSON library still does (the list does not go stale), and the
+    family is where the service's modules are."""
+    service = PACKAGE_ROOT / "service"
+    for module in JSON_NOT_FOR_BODIES:
+        imported = imported_modules(service / f"{module}.py")
+        assert any(name.split(".")[0] in TEXT_LIBRARIES for name in imported), module
+    assert all((service / f"{module}.py").exists() for module in TEXT_FAMILY)
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("fast_path", "import json"),
+        ("targets", "import orjson"),
+        ("inputs", "from sagemaker_tfs.service import text_rest"),
+        ("invoke", "from sagemaker_tfs.service.text_tensors import read_csv_request"),
+    ],
+)
+def test_the_family_check_sees_a_reader_outside_it(tmp_path: Path, module: str, line: str) -> None:
+    """The check above fails on a copy of the service where one module imports a JSON library
+    or one of the family's internals."""
+    service = tmp_path / "sagemaker_tfs" / "service"
+    service.mkdir(parents=True)
+    for path in (PACKAGE_ROOT / "service").glob("*.py"):
+        (service / path.name).write_text(path.read_text())
+    target = service / f"{module}.py"
+    target.write_text(target.read_text() + f"\n{line}\n")
+    assert module in text_reading_outside_the_family(service)

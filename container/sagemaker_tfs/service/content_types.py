@@ -3,7 +3,7 @@ Accept list (``answer_type``, kept in ``ParsedRequest.answer``); and what every 
 shares: the bound on what a request may make us allocate and the exceptions that mean a
 corrupted body.
 
-JSON, JSON lines and CSV (``CONVERTIBLE_TYPES``) are read by ``conversion``; the fast path's
+JSON, JSON lines and CSV (``CONVERTIBLE_TYPES``) are read by ``text_codecs``; the fast path's
 inputs (``INPUT_TYPES``) by ``inputs`` (NumPy, JSON/CSV) and ``image_inputs`` (images and
 image streams); its answers (``OUTPUT_TYPES``) are written by ``answers``.
 """
@@ -13,11 +13,12 @@ from __future__ import annotations
 import struct
 import tokenize
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import MediaType
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -112,3 +113,14 @@ def one_line_json_type(accept: Sequence[MediaType]) -> str | None:
     if not json_types:
         return None
     return types[0] if types[0] in json_types else JSON
+
+
+def single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
+    """The one input a body of ``kind`` carries: a 400 when the signature has another number."""
+    if len(inputs) == 1:
+        return next(iter(inputs.values()))
+    names = ", ".join(sorted(inputs)) or "none"
+    hint = f"; send {NPZ} with one array per input" if kind != NPZ else ""
+    raise HttpError(
+        400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
+    )

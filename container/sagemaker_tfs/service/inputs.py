@@ -2,7 +2,7 @@
 signature.
 
 ``application/x-npy`` (one input), ``application/x-npz`` (one array per input) and JSON, JSON
-lines and CSV bodies sent with a binary Accept (read by the njs's rules, ``conversion``);
+lines and CSV bodies sent with a binary Accept (read by the njs's rules, by ``text_codecs``);
 images and image streams are ``image_inputs``'. Every problem with the request raises
 :class:`HttpError` with an HTTP status and a message that says what is wrong.
 """
@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from sagemaker_tfs.service import conversion
+from sagemaker_tfs.service import text_codecs
 from sagemaker_tfs.service.content_types import (
-    CSV,
     DECODE_ERRORS,
     IMAGE_STREAM,
     INPUT_TYPES,
@@ -30,6 +29,7 @@ from sagemaker_tfs.service.content_types import (
     NPY,
     NPZ,
     TEXT_TYPES,
+    single_input,
 )
 from sagemaker_tfs.service.image_inputs import ImageOptions, images_to_batch, split_image_stream
 from sagemaker_tfs.wire import pixels, tensors
@@ -76,7 +76,7 @@ def decode_request(
     if not body:
         raise HttpError(400, f"Empty request body for {kind}")
     if kind == NPY:
-        spec = _single_input(inputs, kind)
+        spec = single_input(inputs, kind)
         return DecodedInputs({spec.name: conform_array(decode_npy(body), spec)}, {})
     if kind == NPZ:
         arrays = {
@@ -84,25 +84,13 @@ def decode_request(
         }
         return DecodedInputs(arrays, {})
     if kind in TEXT_TYPES:
-        named = _text_inputs(body, kind, inputs)
-        arrays = {
-            name: conform_array(_as_array(value, name), inputs[name]) for name, value in named
-        }
-        return DecodedInputs(arrays, {})
-    spec = _single_input(inputs, kind)
+        named = text_codecs.read_body(kind, body, text_codecs.ForInputs(inputs))
+        return DecodedInputs({name: conform_array(array, inputs[name]) for name, array in named},
+                             {})  # fmt: skip
+    spec = single_input(inputs, kind)
     images = split_image_stream(body) if kind == IMAGE_STREAM else [body]
     batch, cast = images_to_batch(images, spec, options)
     return DecodedInputs({spec.name: batch}, {spec.name: cast} if cast else {})
-
-
-def _single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
-    if len(inputs) == 1:
-        return next(iter(inputs.values()))
-    names = ", ".join(sorted(inputs)) or "none"
-    hint = f"; send {NPZ} with one array per input" if kind != NPZ else ""
-    raise HttpError(
-        400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
-    )
 
 
 def decode_npy(body: bytes) -> np.ndarray:
@@ -259,52 +247,3 @@ def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
             f"got an array of {array.dtype}",
         )
     return array.astype(target, copy=False)
-
-
-def _text_inputs(
-    body: bytes, kind: str, inputs: Mapping[str, TensorSpec]
-) -> list[tuple[str, object]]:
-    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named nested lists, read
-    by the njs's rules (:func:`conversion.read_values`): TF Serving's ``inputs`` (columns) or
-    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
-    if kind == CSV:
-        spec = _single_input(inputs, kind)
-        rows = conversion.read_values(kind, body)
-        assert isinstance(rows, list)  # CSV reads as the list of its rows
-        return [(spec.name, _csv_instances(rows, spec))]
-    document = conversion.read_values(kind, body)
-    if isinstance(document, dict) and "inputs" in document:
-        value = document["inputs"]
-        if isinstance(value, dict):
-            _check_names(value, inputs)
-            return list(value.items())
-        return [(_single_input(inputs, kind).name, value)]
-    rows = document.get("instances") if isinstance(document, dict) else document
-    if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
-        _check_names(rows[0], inputs)
-        return [(name, [row.get(name) for row in rows]) for name in rows[0]]
-    return [(_single_input(inputs, kind).name, rows)]
-
-
-def _csv_instances(instances: list, spec: TensorSpec) -> list:
-    """One-value rows are instances of one value each (as the njs path sends them): a batch
-    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
-    one_column = bool(instances) and not isinstance(instances[0], list)
-    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
-        return [[value] for value in instances]
-    return instances
-
-
-def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
-    unknown = sorted(set(named) - set(inputs))
-    if unknown:
-        raise HttpError(
-            400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
-        )
-
-
-def _as_array(value: object, name: str) -> np.ndarray:
-    try:
-        return np.asarray(value)
-    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
-        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None

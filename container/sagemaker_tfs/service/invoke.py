@@ -1,4 +1,4 @@
-"""One invocation: the user's handlers, else the JSON/CSV conversion, else the binary fast path.
+"""One invocation: the user's handlers, else JSON/CSV (``text_predict``), else the binary fast path.
 
 User code runs once per request, whatever happens: failover (``model_servers.Failover``)
 wraps only the stack's own calls to a model server, never a handler.
@@ -19,7 +19,7 @@ import requests
 
 from sagemaker_tfs import client
 from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
-from sagemaker_tfs.service import conversion, fast_path, text_predict
+from sagemaker_tfs.service import fast_path, text_codecs, text_predict
 from sagemaker_tfs.service.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON
@@ -182,7 +182,7 @@ class Invoker:
             return self.call_user_code(user_code, request, body.data, failover, record)
         convertible = request.content_type.name in CONVERTIBLE_TYPES
         if convertible and body.length > self.limits.text_body_mb << 20:
-            raise conversion.text_too_large(self.limits.text_body_mb)
+            raise text_codecs.text_too_large(self.limits.text_body_mb)
         failover = Failover(candidates, partial(build_context, request))
         if convertible and request.answer.tfs_json:
             record.route = ROUTE_CONVERSION
@@ -248,15 +248,15 @@ class Invoker:
 
     def predict_text(self, request: ParsedRequest, body: RequestBody, failover: Failover[Context],
                      record: InvocationRecord) -> Reply:  # fmt: skip
-        """A JSON or CSV body with a JSON answer: read into the inputs' arrays and sent over
-        gRPC where ``text_predict`` can (the same answer, bytes and all), else converted to
-        TF Serving's JSON request and posted to the model server's REST API. Once read into
-        the arrays, the body is let go of (a failover sends the arrays again)."""
+        """A JSON or CSV body with a JSON answer, read once by ``text_codecs``: into the
+        inputs' arrays and sent over gRPC where it can be (the same answer, bytes and all),
+        else as TF Serving's REST request, posted to the model server's REST API. Once read
+        into the arrays, the body is let go of (a failover sends the arrays again)."""
         timeout = self.limits.model_server_timeout
         signature = failover(lambda context: text_predict.signature_for(request, context))
-        inputs = text_predict.read_inputs(request, body.data, signature) if signature else None
-        if inputs is None:
-            converted = conversion.convert(request.content_type.name, body.data).encode("utf-8")
+        inputs = text_predict.read_inputs(request, body.data, signature)
+        if isinstance(inputs, text_codecs.RestRequest):
+            converted = inputs.body
             check_deadline(request, self.limits)  # converting may have waited for the CPU
             response = failover(lambda context: self.post(context.rest_uri, converted, record))
             answer = text_predict.as_passed_on(response.status_code, [response.content], request)

@@ -1,4 +1,4 @@
-"""CSV bodies of numbers read into an input's array as the REST path (``conversion``, then
+"""CSV bodies of numbers read into an input's array as the REST path (``text_rest``, then
 the model server's JSON reader) would read them, for ``text_tensors`` (issues 36 and 53).
 
 NumPy's C reader (``np.loadtxt``) reads a piece of whole lines at a time into the array,
@@ -7,7 +7,7 @@ double of its text, the difference is recorded and applied (``-0``: see
 ``_unsign_integer_zeros``); an integer input given a point, an exponent or a value beyond
 its range is refused with the REST path's 400 (``_integer_refusal``). Anything else (bytes
 that are not numbers, CSV's ``NaN`` and ``inf`` among them, rows of several widths, a lone
-``\r``, values beyond a double) is None: conversion's or the model server's error.
+``\r``, values beyond a double) is None: text_rest's or the model server's error.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def read_csv(body: bytes, dtype: np.dtype) -> np.ndarray | Refusal | None:
     refusal of an integer input given another number, or None."""
     if not _only_bytes(body, _CSV_ALLOWED) or _A_DIGIT.search(body) is None:
         return None
-    if body.count(b"\r") != body.count(b"\r\n"):  # a lone \r: one line to conversion
+    if body.count(b"\r") != body.count(b"\r\n"):  # a lone \r: one line to text_rest
         return None
     if not is_integral(dtype):
         return _csv_array(body, dtype)
@@ -60,7 +60,7 @@ def read_csv(body: bytes, dtype: np.dtype) -> np.ndarray | Refusal | None:
 
 
 def _csv_array(body: bytes, dtype: np.dtype) -> np.ndarray | None:
-    """Rows of numbers -> (rows,) for one field per row (conversion sends each row's value as
+    """Rows of numbers -> (rows,) for one field per row (text_rest sends each row's value as
     an instance), else (rows, fields). Read a piece of whole lines at a time into the
     input's array, so that NumPy's reader (which grows its doubles as it goes) holds a
     piece's values, not the body's."""
@@ -153,7 +153,7 @@ def _only_bytes(body: bytes, allowed: np.ndarray) -> bool:
 
 def _unsign_integer_zeros(body: bytes, values: np.ndarray) -> bool:
     """Makes CSV's integer negative zeros (``-0``, ``-00``) the zero they are on the REST path,
-    in place: conversion copies ``-0`` as JSON's integer ``-0``, which the model server reads
+    in place: text_rest copies ``-0`` as JSON's integer ``-0``, which the model server reads
     as the integer 0 (a float input gets +0.0), while ``-0.0``, ``-.0`` or ``-0e1`` stay the
     negative zero NumPy read. False when the text's negative zeros cannot be matched to the
     array's, one for one (the caller then leaves the body to the REST path).
@@ -257,7 +257,7 @@ def _first_refused(text: bytes, dtype: np.dtype, row: int) -> Refusal | int:
 
 
 def _rest_value(text: bytes) -> int | float:
-    """A CSV number as the REST path gives it to the model server's reader (conversion
+    """A CSV number as the REST path gives it to the model server's reader (text_rest
     writes an integer without its sign or leading zeros; the reader makes one beyond an
     int64's or a uint64's range a double)."""
     if b"." in text or b"e" in text or b"E" in text:

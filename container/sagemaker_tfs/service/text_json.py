@@ -1,6 +1,6 @@
 """JSON and JSON lines bodies read into a signature's input arrays without a Python object per
-number, as the REST path (``conversion.convert``, then the model server's JSON reader) would
-read them; ``text_tensors`` is the entry point (issues 36 and 53).
+number, as the REST path (``text_rest.convert``, then the model server's JSON reader) would
+read them; ``text_codecs`` is the family's entry point (issues 36 and 53).
 
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
@@ -390,6 +390,7 @@ REST_INT_RANGES = {
     np.dtype(np.uint8): _UINT32_RANGE,
     np.dtype(np.uint16): _UINT32_RANGE,
     np.dtype(np.uint32): _UINT32_RANGE,
+    np.dtype(np.uint64): (0, 2**64 - 1),
 }
 
 
@@ -410,7 +411,7 @@ def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
         if not all(type(value) is int for value in values):
             return None
         try:
-            wide = objects.astype(np.int64)
+            wide = objects.astype(np.uint64 if dtype == np.uint64 else np.int64)
         except OverflowError:
             return None
         return wide.astype(dtype) if fits(wide, dtype) else None

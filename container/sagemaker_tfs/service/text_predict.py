@@ -1,13 +1,15 @@
-"""JSON and CSV bodies with a JSON answer, no ``inference.py``: read into the input's array
-(``text_tensors``), sent over gRPC (the streamed Predict from 4 MiB), answered with the bytes
-TF Serving's REST API would have written (``wire/tfs_json``), a block of rows at a time.
+"""JSON and CSV bodies with a JSON answer, no ``inference.py``: read into the inputs' arrays
+by ``text_codecs`` (the one entry point of the family that reads them), sent over gRPC (the
+streamed Predict from 4 MiB), answered with the bytes TF Serving's REST API would have
+written (``wire/tfs_json``), a block of rows at a time.
 
-A client cannot tell this path from the REST one (``conversion.convert``, then a POST to the
-model server's REST API): same status, body and Content-Type, errors included. It is several
-times faster and leaner for large bodies: no JSON text of the request is made, and neither
-the service nor the model server makes a Python object per number. Bodies it does not read
-(see ``text_tensors``), other methods than predict, and models whose signatures cannot be
-asked for return None: the caller takes the REST path.
+A client cannot tell this path from the REST one (TF Serving's REST request, written by the
+same family, posted to the model server's REST API): same status, body and Content-Type,
+errors included. It is several times faster and leaner for large bodies: no JSON text of
+the request is made, and neither the service nor the model server makes a Python object per
+number. Bodies the family does not read into arrays (see ``text_tensors``), other methods
+than predict, and models whose signatures cannot be asked for come back from it as that REST
+request: the caller posts it.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service import fast_path, text_tensors
+from sagemaker_tfs.service import fast_path, text_codecs
 from sagemaker_tfs.service.answers import WrittenBody
 from sagemaker_tfs.service.content_types import JSON
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest
-from sagemaker_tfs.service.text_refusals import Refusal
+from sagemaker_tfs.service.text_codecs import ForPredict, Refusal, RestRequest
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature
 from sagemaker_tfs.wire.streamed_predict import StreamError
@@ -103,13 +105,15 @@ def signature_for(request: ParsedRequest, context: Any) -> dict[str, Signature] 
         return None
 
 
-def read_inputs(request: ParsedRequest, body: bytes,
-                signatures: dict[str, Signature]) -> TextInputs | JsonAnswer | None:  # fmt: skip
-    """The body as the inputs' arrays, or the REST path's refusal of it (a 400 with TF
-    Serving's words); None when ``text_tensors`` does not read it."""
-    read = text_tensors.read_text_request(request.content_type.name, body, signatures)
-    if read is None:
-        return None
+def read_inputs(request: ParsedRequest, body: bytes, signatures: dict[str, Signature] | None
+                ) -> TextInputs | JsonAnswer | RestRequest:  # fmt: skip
+    """The body read once by the family's entry point: the inputs' arrays, the REST path's
+    refusal of it (a 400 with TF Serving's words), or TF Serving's REST request for what is
+    not read into arrays (``signatures`` None: they could not be asked for)."""
+    reading = ForPredict(signatures, request.target.method)
+    read = text_codecs.read_body(request.content_type.name, body, reading)
+    if isinstance(read, RestRequest):
+        return read
     if isinstance(read, Refusal):
         return JsonAnswer(400, [tfs_error_body(read.message)], "")
     expected = fast_path.expected_answer_bytes(read.signature, read.arrays, [])

@@ -10,13 +10,18 @@ another level (``Encountered scalar element at level: <L> expecting a list``). H
 walk is done on the body's skeleton (``text_json``: a ``0`` per number) with NumPy, over
 its list openings and numbers in the order they come, without a Python object per number.
 
-Only a JSON document giving one input a list (under ``instances`` or ``inputs``, or bare,
-which conversion wraps into one instance unless it is a list of lists) whose numbers the
-input all accepts is worded here; anything else (named inputs, JSON lines, empty lists,
-numbers the input refuses, more than 64 levels) is left to the REST path.
+A JSON document giving one input a list (under ``instances`` or ``inputs``, or bare, which
+text_rest wraps into one instance unless it is a list of lists) is worded here, and so are
+named inputs, in rows (``instances``, JSON lines: each input's values of every row walked as
+one list) or columns (each input's value walked alone), where exactly one input is ragged
+(the REST path reads them in its signature map's order) and every row names every input
+once; always when the inputs all accept their numbers. Anything else (empty lists, numbers
+an input refuses, more than 64 levels) is left to the REST path.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -25,6 +30,7 @@ from sagemaker_tfs.service.text_json import MAX_DIMS, Document, Pieces
 from sagemaker_tfs.service.text_refusals import Refusal
 
 _OPEN, _CLOSE, _COMMA, _NUMBER = b"[],0"
+_A_NAME = re.compile(rb"([\x80-\xff])")  # text_json's marker bytes, one per input name
 # What may follow each byte of a well-formed skeleton of nested lists.
 _FOLLOWERS = {_OPEN: b"[0]", _NUMBER: b",]", _COMMA: b"[0", _CLOSE: b",]"}
 
@@ -32,20 +38,72 @@ _FOLLOWERS = {_OPEN: b"[0]", _NUMBER: b",]", _COMMA: b"[0", _CLOSE: b",]"}
 def ragged_refusal(document: Document, names: list[str], dtype: np.dtype) -> Refusal | None:
     """The REST path's refusal of a ragged list given to the one input, or None (see the
     module)."""
-    if len(names) != 1 or document.lines:
-        return None
     read = text_json.pieces_and_skeleton(document, names)
     if read is None:
         return None
     pieces, skeleton = read
-    depth = None if b"{" in skeleton else _depth_if_well_formed(skeleton)
+    if b"{" in skeleton:
+        return _named_refusal(pieces, skeleton, len(names), dtype)
+    if len(names) != 1 or document.lines:
+        return None
+    depth = _depth_if_well_formed(skeleton)
     if depth is None or not _numbers_accepted(pieces, skeleton.count(b"0"), dtype):
         return None
     if document.key is None and not _list_of_lists(skeleton, depth):
-        skeleton = b"[" + skeleton + b"]"  # conversion's one instance
+        skeleton = b"[" + skeleton + b"]"  # text_rest's one instance
         depth = np.concatenate(([1], depth + 1, [0])).astype(np.int8)
     message = _walk_error(np.frombuffer(skeleton, np.uint8), depth)
     return None if message is None else Refusal(message)
+
+
+def _named_refusal(pieces: Pieces, skeleton: bytes, inputs: int,
+                   dtype: np.dtype) -> Refusal | None:  # fmt: skip
+    """The refusal of named inputs of which exactly one is ragged (see the module)."""
+    values = _values_by_input(skeleton, inputs)
+    if values is None or not _numbers_accepted(pieces, skeleton.count(b"0"), dtype):
+        return None
+    errors = [_list_error(value) for value in values]
+    found = [error for error in errors if error is not None]
+    return Refusal(found[0]) if len(found) == 1 else None
+
+
+def _values_by_input(skeleton: bytes, inputs: int) -> list[bytes] | None:
+    """Each input's value as one skeleton: in rows, its values of every row in a list; in
+    columns, its value. None unless every row (or the one object) names every input once,
+    in the same order."""
+    if skeleton.startswith(b"[{") and skeleton.endswith(b"}]"):
+        rows, in_rows = skeleton[2:-2].split(b"},{"), True
+    elif skeleton.startswith(b"{") and skeleton.endswith(b"}"):
+        rows, in_rows = [skeleton[1:-1]], False
+    else:
+        return None
+    columns: list[list[bytes]] | None = None
+    for row in rows:
+        parts = _A_NAME.split(row)
+        names, members = parts[1::2], parts[2::2]
+        if parts[0] or len(names) != inputs or len(set(names)) != inputs:
+            return None
+        members = [member.removesuffix(b",") for member in members]
+        if not all(members) or any(b"{" in member or b"}" in member for member in members):
+            return None
+        if columns is None:
+            order, columns = names, [[] for _ in names]
+        if names != order:
+            return None
+        for column, member in zip(columns, members, strict=True):
+            column.append(member)
+    assert columns is not None
+    if not in_rows:
+        return [column[0] for column in columns]
+    return [b"[" + b",".join(column) + b"]" for column in columns]
+
+
+def _list_error(value: bytes) -> str | None:
+    """The REST path's walk's first error on one input's value, if any."""
+    if value == b"0":
+        return None
+    depth = _depth_if_well_formed(value)
+    return None if depth is None else _walk_error(np.frombuffer(value, np.uint8), depth)
 
 
 def _depth_if_well_formed(skeleton: bytes) -> np.ndarray | None:
@@ -83,7 +141,7 @@ def _numbers_accepted(pieces: Pieces, count: int, dtype: np.dtype) -> bool:
 
 
 def _list_of_lists(skeleton: bytes, depth: np.ndarray) -> bool:
-    """Whether every member of the outer list is a list (conversion sends it as the
+    """Whether every member of the outer list is a list (text_rest sends it as the
     instances)."""
     chars = np.frombuffer(skeleton, np.uint8)
     is_list = chars == _OPEN

@@ -1,16 +1,17 @@
 """What the REST path answers a JSON or CSV body, beside what the stack answers it, and which
 of the model server's front ends answered (test_text_predict.py, test_text_cliffs.py).
 
-The REST path is the one the service takes for the bodies its bounded reader does not read:
-the body converted (``conversion.convert``) and posted to the model server's REST API, the
-answer passed on by the service's one-line rule.
+The REST path is the one the service takes for the bodies it does not read into arrays:
+the body converted (``text_rest.convert``: what ``text_codecs.read_body`` gives as a
+``RestRequest``) and posted to the model server's REST API, the answer passed on by the
+service's one-line rule.
 """
 
 from __future__ import annotations
 
 import requests
 from sagemaker_tfs.service.content_types import one_line_json_type
-from sagemaker_tfs.service.conversion import convert
+from sagemaker_tfs.service.text_rest import convert
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list

@@ -2,7 +2,7 @@
 
 Without ``inference.py``, the service reads a numeric JSON or CSV body straight into the input's
 array and sends it over gRPC (``text_predict``); it must answer what converting the body and
-posting it to the model server's REST API answers (``conversion.convert``, what it did before
+posting it to the model server's REST API answers (``text_rest.convert``, what it did before
 and still does for bodies it does not read). Here both run against the same real model server
 in a whole stack (nginx, gunicorn, the Python model server): the stack's answer is compared
 with the answer of the model server's REST port to the converted body, after the one-line rule
@@ -38,6 +38,7 @@ MODEL = "half_plus_three"
 TWO_INPUTS = "two_inputs"
 INTEGERS = "int_doubler"
 DTYPE_ECHO = "dtype_echo"
+MIXED = "mixed_inputs"
 JSON_LINES = "application/jsonlines"
 
 
@@ -56,14 +57,14 @@ def multi_model(
 ) -> Iterator[Stack]:
     """half_plus_three, mobilenet_v2 (its convolutions refuse a matrix), two_inputs
     (y = 2a + b; signature ``doubled``: 2a), int_doubler (int64 n -> 2n) and dtype_echo
-    (x -> x, a signature per dtype)."""
+    (x -> x, a signature per dtype) and mixed_inputs (float a -> 2a, int64 b -> 2b)."""
     root = tmp_path_factory.mktemp("text_predict_mme")
     shutil.copytree(resources_dir / "models" / MODEL, root / "models" / MODEL)
-    for name in ("mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO):
+    for name in ("mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO, MIXED):
         shutil.copytree(test_models(name), root / "models" / name)
     (root / "work").mkdir()
     with running_stack(root / "models", root / "work", multi_model=True) as stack:
-        for name in (MODEL, "mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO):
+        for name in (MODEL, "mobilenet_v2", TWO_INPUTS, INTEGERS, DTYPE_ECHO, MIXED):
             status, answer = load(stack, name, name)
             assert status == 200, answer
         yield stack
@@ -368,3 +369,127 @@ def test_a_large_answer_is_sent_as_it_is_written(single_model: Stack, values: in
         assert int(response.headers["Content-Length"]) == len(response.content)
     by_rest = rest_answer(single_model, f"/v1/models/{MODEL}:predict", CSV, body, None)
     assert (200, JSON, response.content) == by_rest
+
+
+NULL_AND_WORDS_REFUSED = [  # since issue 53's one-implementation part: refused by the service
+    (MODEL, JSON, b'{"instances": [1.0, null, 3.0]}'),
+    (MODEL, JSON, b'{"inputs": [[1.5], [true]]}'),
+    (MODEL, JSON_LINES, b"[1, 2]\n[null, 4]\n"),
+    (TWO_INPUTS, JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"a": null, "b": 0.5}]}'),
+    (TWO_INPUTS, JSON, b'{"inputs": {"a": [1.5, 2.5], "b": [false, 1]}}'),
+    (INTEGERS, JSON, b'{"instances": [1, 2, null]}'),
+    (DTYPE_ECHO, JSON, b'{"signature_name": "bool", "instances": [true, 1]}'),
+    (DTYPE_ECHO, JSON, b'{"signature_name": "uint8", "inputs": [[1, 2], [null, 4]]}'),
+]
+
+
+@pytest.mark.parametrize(("model", "content_type", "body"), NULL_AND_WORDS_REFUSED)
+@pytest.mark.parametrize("accept", [None, "application/jsonlines"])
+def test_null_and_words_refused_alike(multi_model: Stack, model: str, content_type: str,
+                                      body: bytes, accept: str | None) -> None:  # fmt: skip
+    """``null``, or ``true``/``false`` given an input that is not bool, or a number given a
+    bool input: the REST path's 400 and words, from the service; the model server counts no
+    request for it but the parity's own REST post (fails before: the REST way)."""
+    before = requests_counted(multi_model, model)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{model}/invoke", content_type,
+                                       body, accept, model)  # fmt: skip
+    assert status == 400
+    assert requests_counted(multi_model, model) == before + 1
+
+
+EMPTY_LISTS = [  # since issue 53's one-implementation part: over gRPC
+    (MODEL, b'{"inputs": []}'),
+    (DTYPE_ECHO, b'{"signature_name": "int8", "inputs": [[], []]}'),
+    (DTYPE_ECHO, b'{"signature_name": "half", "instances": [[], [], []]}'),
+    (DTYPE_ECHO, b'{"signature_name": "bool", "instances": [[[]], [[]]]}'),
+    (DTYPE_ECHO, b'{"signature_name": "uint16", "inputs": [[[], []]]}'),
+]
+
+
+@pytest.mark.parametrize(("model", "body"), EMPTY_LISTS)
+@pytest.mark.parametrize("accept", [None, "application/json"])
+def test_empty_lists_over_grpc(multi_model: Stack, model: str, body: bytes,
+                               accept: str | None) -> None:  # fmt: skip
+    """Empty lists: the REST path's bytes, over gRPC (fails before: the REST way)."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    assert_same_answers(multi_model, f"/models/{model}/invoke", JSON, body, accept, model)
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
+RAGGED_NAMED = [  # to two_inputs; refused by the service since issue 53's one-implementation part
+    (JSON, b'{"instances": [{"a": [1.0, 2.0], "b": 1}, {"a": [1.5], "b": 2}]}'),
+    (JSON, b'{"instances": [{"a": 1, "b": 1}, {"a": [1], "b": 2}]}'),
+    (JSON, b'{"inputs": {"a": [[1, 2], [3]], "b": [1, 2]}}'),
+    (JSON_LINES, b'{"a": [1, 2], "b": 1}\n{"a": [1, 2, 3], "b": 2}\n'),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), RAGGED_NAMED)
+def test_ragged_named_inputs_refused_alike(multi_model: Stack, content_type: str,
+                                           body: bytes) -> None:  # fmt: skip
+    """One named input ragged: the REST path's 400 and words, from the service; the model
+    server counts no request but the parity's own REST post (fails before: the REST way)."""
+    before = requests_counted(multi_model, TWO_INPUTS)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{TWO_INPUTS}/invoke", content_type,
+                                       body, None, TWO_INPUTS)  # fmt: skip
+    assert status == 400
+    assert requests_counted(multi_model, TWO_INPUTS) == before + 1
+
+
+MIXED_BODIES = [  # to mixed_inputs; over gRPC since issue 53's one-implementation part
+    (JSON, b'{"inputs": {"a": [1.5, -0.0, NaN], "b": [2, 9007199254740993, -4]}}'),
+    (JSON, b'{"instances": [{"a": 1e-3, "b": [1, 2]}, {"a": 2, "b": [3, 4]}]}'),
+    (JSON_LINES, b'{"b": 7, "a": [0.5, 1]}\n{"b": -8, "a": [2, 3]}\n'),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), MIXED_BODIES)
+@pytest.mark.parametrize("accept", [None, "application/jsonlines"])
+def test_mixed_dtypes_over_grpc(multi_model: Stack, content_type: str, body: bytes,
+                                accept: str | None) -> None:  # fmt: skip
+    """A float input beside an int64 one: the REST path's bytes, over gRPC (fails before:
+    the REST way)."""
+    grpc_before = answered_by(multi_model, "GRPC")
+    status, _, _ = assert_same_answers(multi_model, f"/models/{MIXED}/invoke", content_type,
+                                       body, accept, MIXED)  # fmt: skip
+    assert status == 200
+    assert answered_by(multi_model, "GRPC") == grpc_before + 1
+
+
+UINT64_BODIES = [  # to mixed_inputs' uint64 signature; over gRPC (or refused by the service)
+    b'"instances": [0, 18446744073709551615, 9223372036854775808]',
+    b'"inputs": [[1, 2], [3, 4]]',
+    b'"instances": [1, -1]',  # refused, as the REST path refuses it
+    b'"inputs": [1, 2.5]',
+    b'"instances": [18446744073709551616]',  # beyond a uint64: a double, refused
+]
+
+
+@pytest.mark.parametrize("values", UINT64_BODIES)
+def test_uint64_over_grpc(multi_model: Stack, values: bytes) -> None:
+    """A uint64 input: the REST path's bytes, over gRPC, or its 400 from the service (fails
+    before: the REST way)."""
+    body = b'{"signature_name": "uint64", %s}' % values
+    grpc_before = answered_by(multi_model, "GRPC")
+    counted = requests_counted(multi_model, MIXED)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{MIXED}/invoke", JSON, body, None,
+                                       MIXED)  # fmt: skip
+    refused = status == 400
+    assert answered_by(multi_model, "GRPC") == grpc_before + (not refused)
+    assert requests_counted(multi_model, MIXED) == counted + 1 + (not refused)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [1.5], "b": [2.5]}}',
+     b'{"instances": [{"a": 1, "b": 2}, {"a": null, "b": 3}]}',
+     b'{"inputs": {"a": [true], "b": [2]}}'],
+)  # fmt: skip
+def test_mixed_dtypes_refused_alike(multi_model: Stack, body: bytes) -> None:
+    """A value one of the inputs does not take: the REST path's 400 and words, from the
+    service (fails before: the REST way)."""
+    before = requests_counted(multi_model, MIXED)
+    status, _, _ = assert_same_answers(multi_model, f"/models/{MIXED}/invoke", JSON, body, None,
+                                       MIXED)  # fmt: skip
+    assert status == 400
+    assert requests_counted(multi_model, MIXED) == before + 1

@@ -498,7 +498,7 @@ def test_random_bytes_as_csv_give_a_short_printable_message() -> None:
 
 
 def test_text_bodies_with_a_binary_accept_are_read_as_the_njs_path_sends_them() -> None:
-    """Parsed by the same rules whatever the Accept (conversion.read_values)."""
+    """Parsed by the same rules whatever the Accept (text_rest.read_values)."""
     pair = {"x": TensorSpec("x", DT_FLOAT, (-1, 2))}
     vector = {"x": TensorSpec("x", DT_FLOAT, (-1,))}
     flat = decode_widened(b"[1, 2]", content_types.JSON, vector, NO_SCALING)["x"]

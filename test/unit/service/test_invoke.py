@@ -18,7 +18,7 @@ from typing import Any
 import falcon
 import pytest
 import requests
-from sagemaker_tfs.service import conversion, fast_path, text_predict
+from sagemaker_tfs.service import fast_path, text_predict, text_rest
 from sagemaker_tfs.service.connections import RestClient, RestConnectionError
 from sagemaker_tfs.service.content_types import answer_type
 from sagemaker_tfs.service.context import build_context
@@ -352,13 +352,13 @@ def test_a_failover_sends_the_body_converted_once(
     """JSON without inference.py (classify: the REST path): the first model server is down, the
     second answers; the body was converted once, before the calls that failover repeats."""
     converted: list[bytes] = []
-    convert = conversion.convert
+    convert = text_rest.convert
 
     def counted(content_type: str, body: bytes) -> str:
         converted.append(body)
         return convert(content_type, body)
 
-    monkeypatch.setattr(conversion, "convert", counted)
+    monkeypatch.setattr(text_rest, "convert", counted)
     live = http_server(200)
     servers = Fixed(ModelServer(1, closed_port(), None), ModelServer(2, live, None))
     json_body = MediaType("application/json")

@@ -1,7 +1,7 @@
 """The bounded reader takes named inputs, several inputs, ``signature_name`` and JSON lines
 (issue 53), reading exactly what the REST path reads.
 
-The REST path here is the real one, in process (as in test_text_tensors.py): ``conversion
+The REST path here is the real one, in process (as in test_text_tensors.py): ``text_rest
 .convert``, then the model server's JSON reader and Predict's request reader, for a model
 with two signatures: ``serving_default`` (inputs ``a`` and ``b``) and ``one`` (input ``x``).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,12 +19,20 @@ from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service import text_json
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_refusals import Refusal
-from sagemaker_tfs.service.text_tensors import read_text_request
+from sagemaker_tfs.service.text_codecs import CODECS, Refusal, TextRequest
+from sagemaker_tfs.service.text_rest import convert
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+
+def read_text_request(
+    kind: str, body: bytes, signatures: dict[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The family's reading into arrays alone (``text_codecs``' codec of the media type):
+    None where the entry point would write TF Serving's REST request instead."""
+    return CODECS[kind].read_arrays(body, signatures)
+
 
 JSON = "application/json"
 LINES = "application/jsonlines"
@@ -98,7 +107,6 @@ LEFT = [
     (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"b": 1.0, "a": 2.0}]}'),  # keys reordered
     (JSON, b'{"instances": [{"a": 1.0, "b": 2.0, "a": 3.0}]}'),
     (JSON, b'{"instances": [{"a": 1.0, "b": 2.0}, {"a": 3.0, "b": 4.0, "c": 5}]}'),
-    (JSON, b'{"instances": [{"a": [1, 2], "b": 2.0}, {"a": [3], "b": 4.0}]}'),  # ragged
     (JSON, b'{"instances": [{"a": [1, "b": 2]}]}'),  # not JSON
     (JSON, b'{"instances": [{"a" : 1.0, "b": 2.0}]}'),  # a blank before the colon
     (JSON, b'{"instances": [{"a": "1", "b": 2.0}]}'),
@@ -281,3 +289,296 @@ def test_random_integer_refusals_in_pieces(seed: int, monkeypatch: pytest.Monkey
                 refused = read_text_request(kind, body, signatures(dtype))
                 assert refused is not None or dtype == DT_INT64, body  # 3000000000 alone
                 assert_same_as_rest(kind, body, dtype, must_read=False)
+
+
+DT_DOUBLE, DT_INT32, DT_BOOL, DT_HALF = (
+    tensors.tf_dtype(np.dtype(dtype)) for dtype in (np.float64, np.int32, np.bool_, np.float16)
+)
+WRONG_TYPES = [  # refused by the REST path; read since issue 53's one-implementation part
+    (JSON, b'{"instances": [{"a": 1, "b": null}, {"a": 2, "b": 3}]}'),
+    (JSON, b'{"instances": [{"a": [1, 2], "b": 3}, {"a": [4, null], "b": 5}]}'),
+    (JSON, b'{"inputs": {"a": [1, null], "b": [3, 4]}}'),
+    (JSON, b'{"inputs": {"a": [null], "b": 2}}'),
+    (JSON, b'{"signature_name": "one", "instances": [[1, 2], [null, 4]]}'),
+    (JSON, b'{"signature_name": "one", "inputs": [1, 2, null]}'),
+    (JSON, b'{"signature_name": "one", "instances": [true, 1]}'),
+    (JSON, b'{"signature_name": "one", "inputs": [[false], [1]]}'),
+    (JSON, b'{"signature_name": "one", "instances": [1, 2.5, null]}'),  # first: 2.5 or null
+    (JSON, b'{"signature_name": "one", "instances": [NaN, null]}'),
+    (LINES, b'{"a": 1, "b": 2}\n{"a": null, "b": 4}\n'),
+    (LINES, b'{"a": 1, "b": true}\n'),
+]
+
+
+BOOL_WRONG_TYPES = [  # to bool inputs
+    (JSON, b'{"instances": [{"a": true, "b": null}, {"a": false, "b": true}]}'),
+    (JSON, b'{"inputs": {"a": [true, 1], "b": [false, true]}}'),
+    (JSON, b'{"signature_name": "one", "instances": [[true, false], [0, true]]}'),
+    (LINES, b'{"a": true, "b": false}\n{"a": 1.5, "b": true}\n'),
+]
+TYPED_WRONG = [
+    *((kind, body, dtype) for kind, body in WRONG_TYPES
+      for dtype in (DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF)),
+    *((kind, body, DT_BOOL) for kind, body in BOOL_WRONG_TYPES),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "body", "dtype"), TYPED_WRONG)
+def test_null_and_words_refused_as_the_rest_path_refuses_them(
+    kind: str, body: bytes, dtype: int
+) -> None:
+    """``null`` for any input, ``true``/``false`` for one that is not bool, a number for a
+    bool input: the REST path's 400, word for word, never the REST way (issue 53)."""
+    read = read_text_request(kind, body, signatures(dtype))
+    assert isinstance(read, Refusal), (body, read)
+    assert_same_as_rest(kind, body, dtype)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [null], "b": [null]}}',  # two inputs refuse: the REST path's order
+     b'{"instances": [{"a": 1, "b": null}, {"a": [2], "b": 3}]}',  # ragged too
+     b'{"signature_name": "one", "instances": [nul]}',
+     b'{"signature_name": "one", "instances": [-null]}'],
+)  # fmt: skip
+def test_null_left_to_the_rest_path_where_its_order_decides(body: bytes) -> None:
+    assert read_text_request(JSON, body, signatures(DT_FLOAT)) is None
+    assert isinstance(rest_path(JSON, body, DT_FLOAT), str)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_nulls_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Float bodies with a null at a random place, read with tiny pieces: the REST path's
+    message for it."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    for _ in range(15):
+        values = [[str(rng.randint(-9, 9)) + ".5" for _ in range(3)] for _ in range(4)]
+        values[rng.randrange(4)][rng.randrange(3)] = "null"
+        rows = listed([listed(row) for row in values])
+        for body in (f'{{"signature_name": "one", "instances": {rows}}}',
+                     f'{{"signature_name": "one", "inputs": {rows}}}'):  # fmt: skip
+            assert isinstance(read_text_request(JSON, body.encode(), signatures(DT_FLOAT)),
+                              Refusal)  # fmt: skip
+            assert_same_as_rest(JSON, body.encode(), DT_FLOAT)
+
+
+EMPTY_LISTS = [
+    (JSON, b'{"signature_name": "one", "inputs": []}'),
+    (JSON, b'{"signature_name": "one", "inputs": [[], []]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[], [], []]}'),
+    (JSON, b'{"signature_name": "one", "instances": [[[]], [[]]]}'),
+    (JSON, b'{"inputs": [[[], []]], "signature_name": "one"}'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), EMPTY_LISTS)
+@pytest.mark.parametrize("dtype", [DT_FLOAT, DT_INT64, DT_BOOL])
+def test_empty_lists_are_read(kind: str, body: bytes, dtype: int) -> None:
+    """Empty lists give the one input an empty array, as on the REST path (issue 53)."""
+    assert isinstance(read_text_request(kind, body, signatures(dtype)), TextRequest)
+    assert_same_as_rest(kind, body, dtype)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"signature_name": "one", "instances": []}',  # the REST path's error, with its text
+     b'{"signature_name": "one", "instances": [[], [1]]}',  # ragged
+     b'{"signature_name": "one", "instances": [[], [[]]]}',
+     b'{"inputs": {"a": [], "b": []}}'],  # named inputs
+)  # fmt: skip
+def test_other_empty_lists_left_to_the_rest_path(body: bytes) -> None:
+    read = read_text_request(JSON, body, signatures(DT_FLOAT))
+    assert not isinstance(read, TextRequest)
+    assert_same_as_rest(JSON, body, DT_FLOAT, must_read=False)
+
+
+RAGGED_NAMED = [  # refused by the service since issue 53's one-implementation part
+    (JSON, b'{"instances": [{"a": [1, 2], "b": 2.0}, {"a": [3], "b": 4.0}]}'),
+    (JSON, b'{"instances": [{"a": [1, 2], "b": 1}, {"a": [1], "b": 2}]}'),
+    (JSON, b'{"instances": [{"a": 1, "b": 1}, {"a": [1], "b": 2}]}'),
+    (JSON, b'{"instances": [{"a": [[1, 2], [3]], "b": 1}]}'),
+    (JSON, b'{"inputs": {"a": [[1, 2], [3]], "b": [1]}}'),
+    (JSON, b'{"inputs": {"b": [1, 2], "a": [[1], 2]}}'),
+    (LINES, b'{"a": [1, 2], "b": 1}\n{"a": [1, 2, 3], "b": 2}\n'),
+    (JSON, b'{"signature_name": "one", "instances": [{"x": [1]}, {"x": [[2]]}]}'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), RAGGED_NAMED)
+def test_ragged_named_inputs_refused_as_the_rest_path_refuses_them(kind: str, body: bytes) -> None:
+    assert isinstance(read_text_request(kind, body, signatures(DT_FLOAT)), Refusal)
+    assert_same_as_rest(kind, body, DT_FLOAT)
+
+
+def random_value(rng: random.Random, shape: list[int], ragged: bool) -> str:
+    """A nested list of ``shape`` (a number for ``[]``), one of its lists cut short or a
+    number made a list when ``ragged``."""
+    if not shape:
+        return f"[{rng.randint(0, 9)}]" if ragged else str(rng.randint(0, 9))
+    bad = rng.randrange(shape[0]) if ragged else -1
+    items = [random_value(rng, shape[1:], index == bad) for index in range(shape[0])]
+    if ragged and rng.random() < 0.3 and len(items) > 1:
+        items.pop()
+    return listed(items)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_ragged_named_inputs(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named inputs in rows, columns and JSON lines, one or both of them ragged somewhere,
+    read with tiny pieces: the REST path's message, or the REST way (both ragged)."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    refused = 0
+    for _ in range(20):
+        shapes = {name: [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] for name in "ab"}
+        rows = rng.randint(1, 4)
+        bad = {name: rng.random() < 0.6 for name in "ab"}
+        bad_row = rng.randrange(rows)
+        values = {name: [random_value(rng, shapes[name], bad[name] and row == bad_row)
+                         for row in range(rows)] for name in "ab"}  # fmt: skip
+        row_texts = [f'{{"a": {a}, "b": {b}}}' for a, b in zip(values["a"], values["b"],
+                                                               strict=True)]  # fmt: skip
+        columns = {name: listed(values[name]) for name in "ab"}
+        bodies = [
+            (JSON, f'{{"instances": {listed(row_texts)}}}'.encode()),
+            (JSON, f'{{"inputs": {{"b": {columns["b"]}, "a": {columns["a"]}}}}}'.encode()),
+            (LINES, "\n".join(row_texts).encode()),
+        ]
+        for kind, body in bodies:
+            read = read_text_request(kind, body, signatures(DT_FLOAT))
+            refused += isinstance(read, Refusal)
+            assert_same_as_rest(kind, body, DT_FLOAT, must_read=False)
+    assert refused > 5
+
+
+def assert_mixed_same_as_rest(kind: str, body: bytes, dtypes: dict[str, int]) -> bool:
+    """The arrays read for inputs of ``dtypes`` (by name) equal the REST path's, or the body
+    is left to it; whether it was read."""
+    ours = {"serving_default": Signature("serving_default", "",
+                                         {n: TensorSpec(n, d, None) for n, d in dtypes.items()},
+                                         {})}  # fmt: skip
+    read = read_text_request(kind, body, ours)
+    inputs = {name: GraphTensor(f"{name}:0", dtype, None) for name, dtype in dtypes.items()}
+    theirs = ServableSignature("serving_default", "tensorflow/serving/predict", inputs, {})
+    try:
+        expected = parse_predict_request(parse_json_object(convert(kind, body).encode()), theirs)
+    except (HttpError, ServingError) as error:
+        assert not isinstance(read, TextRequest), (body, str(error))
+        assert not isinstance(read, Refusal) or read.message == str(error), body
+        return False
+    if read is None:
+        return False
+    assert isinstance(read, TextRequest), (body, read)
+    arrays, columnar = expected
+    assert read.columnar == columnar and sorted(read.arrays) == sorted(arrays)
+    for name, array in arrays.items():
+        got = read.arrays[name]
+        assert got.dtype == array.dtype and got.shape == array.shape, (name, body)
+        assert got.tobytes() == array.tobytes(), (name, body)
+    return True
+
+
+MIXED = [  # read since issue 53's one-implementation part (the REST way before)
+    (JSON, b'{"inputs": {"a": [1.5, -0.0], "b": [2, 2147483647]}}'),
+    (JSON, b'{"instances": [{"a": 1.5, "b": 2}, {"a": NaN, "b": -3}]}'),
+    (JSON, b'{"instances": [{"b": [1, 2], "a": [[0.1], [2]]}, {"b": [3, 4], "a": [[5], [6]]}]}'),
+    (LINES, b'{"a": 1e-3, "b": 7}\n{"a": 2, "b": 8}\n'),
+]
+
+
+@pytest.mark.parametrize(("kind", "body"), MIXED)
+@pytest.mark.parametrize("dtypes", [(DT_FLOAT, DT_INT64), (DT_DOUBLE, DT_INT32),
+                                    (DT_HALF, DT_INT64)])  # fmt: skip
+def test_inputs_of_mixed_dtypes_are_read(kind: str, body: bytes, dtypes: tuple[int, int]) -> None:
+    assert assert_mixed_same_as_rest(kind, body, dict(zip("ab", dtypes, strict=True)))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"inputs": {"a": [1.5], "b": [2.5]}}',  # the int input given a fraction: the REST way
+     b'{"inputs": {"a": [null], "b": [2]}}', b'{"inputs": {"a": [1.5], "b": [true]}}',
+     b'{"inputs": {"a": [1.5], "b": [3000000000]}}',
+     b'{"instances": [{"a": 1, "b": [2]}, {"a": 1, "b": 3}]}'],
+)  # fmt: skip
+def test_mixed_dtypes_refused_as_the_rest_path_refuses_them(body: bytes) -> None:
+    """A value one input does not take: the REST path's 400 (a ragged one: the REST way)."""
+    assert not assert_mixed_same_as_rest(JSON, body, {"a": DT_FLOAT, "b": DT_INT32})
+    inputs = {"a": TensorSpec("a", DT_FLOAT, None), "b": TensorSpec("b", DT_INT32, None)}
+    read = read_text_request(JSON, body, {"serving_default": Signature("serving_default", "",
+                                                                       inputs, {})})  # fmt: skip
+    assert isinstance(read, Refusal) == (b"[2]}," not in body)  # the ragged one: None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_mixed_dtypes_refused(seed: int) -> None:
+    """A float and an int32 input in rows, one value made null, a fraction or too large for
+    one of them: the REST path's message."""
+    rng = random.Random(seed)
+    dtypes = {"a": DT_FLOAT, "b": DT_INT32}
+    for _ in range(20):
+        rows = [[f"{rng.randint(0, 9)}.5", str(rng.randint(-9, 9))] for _ in range(4)]
+        row, column = rng.randrange(4), rng.randrange(2)
+        rows[row][column] = rng.choice(["null", "true"] + ["2.5", "3000000000"] * column)
+        records = [f'{{"a": {a}, "b": {b}}}' for a, b in rows]
+        for kind, body in [(JSON, f'{{"instances": {listed(records)}}}'),
+                           (LINES, "\n".join(records))]:  # fmt: skip
+            assert not assert_mixed_same_as_rest(kind, body.encode(), dtypes)
+            signature = Signature(
+                "serving_default", "", {n: TensorSpec(n, d, None) for n, d in dtypes.items()}, {}
+            )
+            read = read_text_request(kind, body.encode(), {"serving_default": signature})
+            assert isinstance(read, Refusal), body
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixed_dtypes_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows, columns and JSON lines for a float, an integer and a bool input, read with tiny
+    pieces: the REST path's arrays."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 9))
+    dtypes = {"a": rng.choice([DT_FLOAT, DT_DOUBLE, DT_HALF]), "b": rng.choice([DT_INT32,
+              DT_INT64]), "c": DT_BOOL}  # fmt: skip
+    words = {
+        "a": lambda: rng.choice(["1.5", "-0.0", "2e-3", "NaN", "7"]),
+        "b": lambda: str(rng.randint(-9, 99)),
+        "c": lambda: rng.choice(["true", "false"]),
+    }
+    for _ in range(10):
+        shapes = {name: [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] for name in "abc"}
+        rows = rng.randint(1, 4)
+        values = {name: [nested(shapes[name], words[name]) for _ in range(rows)] for name in "abc"}
+        row_texts = [", ".join(f'"{n}": {values[n][row]}' for n in "cab") for row in range(rows)]
+        records = [f"{{{text}}}" for text in row_texts]
+        columns = ", ".join(f'"{n}": {listed(values[n])}' for n in "bca")
+        for kind, body in [
+            (JSON, f'{{"instances": {listed(records)}}}'),
+            (JSON, f'{{"inputs": {{{columns}}}}}'),
+            (LINES, "\n".join(records)),
+        ]:
+            assert assert_mixed_same_as_rest(kind, body.encode(), dtypes), body  # fmt: skip
+
+
+def nested(shape: list[int], word: Any) -> str:
+    if not shape:
+        return str(word())
+    return listed([nested(shape[1:], word) for _ in range(shape[0])])
+
+
+DT_UINT64 = tensors.tf_dtype(np.dtype(np.uint64))
+
+
+@pytest.mark.parametrize(
+    ("body", "read"),
+    [(b'{"signature_name": "one", "instances": [0, 18446744073709551615, 9223372036854775808]}',
+      TextRequest),
+     (b'{"inputs": {"a": [[1, 2]], "b": [18446744073709551615]}}', TextRequest),
+     (b'{"instances": [{"a": 1, "b": 2}, {"a": 3, "b": -4}]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [1, 2.5]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [18446744073709551616]}', Refusal),
+     (b'{"signature_name": "one", "inputs": [7, null]}', Refusal)],
+)  # fmt: skip
+def test_uint64_inputs(body: bytes, read: type) -> None:
+    """uint64 inputs: read, or refused, as the REST path reads them (the REST way before)."""
+    assert isinstance(read_text_request(JSON, body, signatures(DT_UINT64)), read)
+    assert_same_as_rest(JSON, body, DT_UINT64)

@@ -1,6 +1,6 @@
 """text_tensors reads a JSON or CSV body into exactly the array the REST path feeds the model.
 
-The REST path here is the real one, in process: ``conversion.convert`` (the service), then the
+The REST path here is the real one, in process: ``text_rest.convert`` (the service), then the
 model server's JSON reader (``json_reader.parse_json_object``) and Predict's request reader
 (``predict_json.parse_predict_request``). Every body read here must give the same dtype,
 shape and bits (a negative zero is not a zero), and the same row/columnar kind; a body it does
@@ -20,12 +20,20 @@ from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service import text_csv, text_json
-from sagemaker_tfs.service.conversion import convert
-from sagemaker_tfs.service.text_refusals import Refusal
-from sagemaker_tfs.service.text_tensors import TextRequest, read_text_request
+from sagemaker_tfs.service.text_codecs import CODECS, Refusal, TextRequest
+from sagemaker_tfs.service.text_rest import convert
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+
+def read_text_request(
+    kind: str, body: bytes, signatures: dict[str, Signature]
+) -> TextRequest | Refusal | None:
+    """The family's reading into arrays alone (``text_codecs``' codec of the media type):
+    None where the entry point would write TF Serving's REST request instead."""
+    return CODECS[kind].read_arrays(body, signatures)
+
 
 CSV = "text/csv"
 JSON = "application/json"
@@ -121,8 +129,6 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
         (CSV, b"\n\n", DT_FLOAT),
         (JSON, b"[[1, 2], []]", DT_FLOAT),  # ragged with an empty list
         (JSON, b"[[1, 2]] [[3, 4]]", DT_FLOAT),  # JSON lines in a JSON body
-        (JSON, b"[[]]", DT_FLOAT),
-        (JSON, b"[]", DT_FLOAT),
         (JSON, b"[1 2]", DT_FLOAT),
         (JSON, b"[1,,2]", DT_FLOAT),
         (JSON, b"[01, 2]", DT_FLOAT),  # not JSON
@@ -147,6 +153,13 @@ def test_integer_inputs(kind: str, body: bytes) -> None:
 )
 def test_bodies_left_to_the_rest_path(kind: str, body: bytes, dtype: int) -> None:
     assert read(kind, body, dtype) is None
+
+
+@pytest.mark.parametrize("body", [b"[[]]", b"[]", b"[[], []]", b'{"inputs": [[[]]]}'])
+def test_empty_lists_are_read_as_the_rest_path_reads_them(body: bytes) -> None:
+    """Read since issue 53's one-implementation part (the REST way before)."""
+    for dtype in DTYPES:
+        assert_same_as_rest(JSON, body, dtype, must_read=True)
 
 
 @pytest.mark.parametrize(("kind", "text"), CASES)

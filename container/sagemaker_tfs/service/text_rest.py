@@ -1,21 +1,34 @@
-"""JSON / JSON lines / CSV -> TF Serving REST request, as docs/contract.md's table says.
+"""JSON / JSON lines / CSV -> TF Serving's REST request, as docs/contract.md's table says: the
+``text_codecs`` family's writer of that request, for what cannot be read into the inputs'
+arrays (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
+asked for), and its reader of the same values for a binary Accept.
 
 The same rules as ``nginx/tensorflow_serving.js`` (which does this in nginx for the
-single-model path; test_njs_parity.py runs both on the same cases). The
-Python service uses them for multi-model invocations and for bodies njs handed over
-(:func:`convert`: the request as text, values copied so numbers keep their exact spelling),
-and the fast path reads text bodies sent with a binary Accept by them too
-(:func:`read_values`: the same values, parsed, before they are wrapped into a request).
+single-model path's small bodies; test_njs_parity.py and test_njs_corpus.py run both on the
+same cases): :func:`convert`, the request as text, values copied so numbers keep their exact
+spelling; :func:`named_values`, the same values parsed, before they are wrapped into a
+request, as named arrays. Nothing outside the family calls these: ``text_codecs.read_body``
+is its one entry point.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
-from sagemaker_tfs.service.content_types import CONVERTIBLE_TYPES, JSON, JSON_LINES_TYPES
+import numpy as np
+
+from sagemaker_tfs.service.content_types import (
+    CONVERTIBLE_TYPES,
+    CSV,
+    JSON,
+    JSON_LINES_TYPES,
+    single_input,
+)
 from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.signatures import TensorSpec
 
 TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 _STRICT_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
@@ -142,16 +155,6 @@ def convert_csv(text: str) -> str:
     return _instances(instances)
 
 
-def text_too_large(limit_mb: int) -> HttpError:
-    """The 413 for a JSON or CSV body over the text limit (the njs's ``textTooLarge``)."""
-    return HttpError(
-        413,
-        f"JSON, JSON lines and CSV bodies are converted up to {limit_mb} MB "
-        "(SAGEMAKER_TFS_MAX_TEXT_BODY_MB): send larger inputs as application/x-npy or "
-        "application/x-npz, or raise SAGEMAKER_TFS_MAX_TEXT_BODY_MB",
-    )
-
-
 def _text(content_type: str, body: bytes) -> str:
     if content_type not in CONVERTIBLE_TYPES:
         raise HttpError(415, f"Unsupported Media Type: {content_type}")
@@ -186,3 +189,58 @@ def read_values(content_type: str, body: bytes) -> object:
         return json.loads(convert_csv(text))["instances"]
     except ValueError as error:  # a number of 4300+ digits
         raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
+
+
+def named_values(
+    kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, np.ndarray]]:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named arrays, read by
+    the njs's rules (:func:`read_values`): TF Serving's ``inputs`` (columns) or
+    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
+    return [(name, _as_array(value, name)) for name, value in _named_lists(kind, body, inputs)]
+
+
+def _named_lists(
+    kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, object]]:
+    if kind == CSV:
+        spec = single_input(inputs, kind)
+        rows = read_values(kind, body)
+        assert isinstance(rows, list)  # CSV reads as the list of its rows
+        return [(spec.name, _csv_instances(rows, spec))]
+    document = read_values(kind, body)
+    if isinstance(document, dict) and "inputs" in document:
+        value = document["inputs"]
+        if isinstance(value, dict):
+            _check_names(value, inputs)
+            return list(value.items())
+        return [(single_input(inputs, kind).name, value)]
+    rows = document.get("instances") if isinstance(document, dict) else document
+    if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
+        _check_names(rows[0], inputs)
+        return [(name, [row.get(name) for row in rows]) for name in rows[0]]
+    return [(single_input(inputs, kind).name, rows)]
+
+
+def _csv_instances(instances: list, spec: TensorSpec) -> list:
+    """One-value rows are instances of one value each (as the njs path sends them): a batch
+    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
+    one_column = bool(instances) and not isinstance(instances[0], list)
+    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
+        return [[value] for value in instances]
+    return instances
+
+
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
+    unknown = sorted(set(named) - set(inputs))
+    if unknown:
+        raise HttpError(
+            400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
+        )
+
+
+def _as_array(value: object, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
+        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None

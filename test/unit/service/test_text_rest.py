@@ -1,4 +1,4 @@
-"""docs/contract.md's conversion table in Python (the multi-model and fallback path).
+"""docs/contract.md's conversion table in Python (``text_rest``: the REST request written).
 
 Also the reference container's rule for Accept and the model server's JSON answer: when
 Accept lists application/json or a JSON lines type, the answer is the model server's JSON
@@ -13,7 +13,7 @@ import json
 import pytest
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.service.content_types import one_line_json_type
-from sagemaker_tfs.service.conversion import convert, read_values
+from sagemaker_tfs.service.text_rest import convert, read_values
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list
 
