@@ -9,8 +9,11 @@ so it costs less memory than a standby that duplicates them.
 
 A forked model server is forked twice, so it becomes the supervisor's own child (the
 supervisor is a child subreaper, or PID 1 in the container) and ``ForkedProcess`` gives the
-``Child`` the Popen it expects. While the zygote imports (after the stack starts serving, or
-after the zygote itself died) a model server is spawned the cold way.
+``Child`` the Popen it expects. A model server *restarted* while the zygote imports (in the
+seconds after the stack starts serving, or after the zygote itself died and was started
+again) waits for that import, which started earlier than a cold start would and so ends
+sooner (``ZygoteImporting``: the ``Child`` tries again a moment later); a first start, or one
+with no zygote running, is spawned the cold way.
 
 Not used with the real ``tensorflow_model_server`` binary, which needs no import.
 """
@@ -41,6 +44,16 @@ MAX_BACKOFF_SECONDS = 60.0
 STOP_SECONDS = 5.0
 FORK_SECONDS = 5.0
 NOT_SINGLE_THREADED = 3  # the zygote's exit code when a fork would not be safe (no retry)
+# A restart waiting for the zygote's import asks again this often, and for at most this long
+# (then it starts cold: an import that takes longer is stuck).
+IMPORT_POLL_SECONDS = 0.02
+IMPORT_WAIT_SECONDS = 60.0
+
+
+class ZygoteImporting(OSError):
+    """The zygote still imports: try the start again in ``retry_seconds`` (``Child._restart``)."""
+
+    retry_seconds = IMPORT_POLL_SECONDS
 
 
 class ForkedProcess(subprocess.Popen[bytes]):
@@ -89,24 +102,42 @@ class ModelServerZygote:
         self.restart_at = 0.0
         self.backoff = FIRST_BACKOFF_SECONDS
         self.stopped = False
+        self.waiting_since: float | None = None  # a restart waits for the import since then
         self._lock = threading.Lock()
 
-    def take(self, argv: Sequence[str]) -> subprocess.Popen[bytes] | None:
+    def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """A model server running ``argv`` forked by the zygote; None while there is none
-        ready (the caller spawns one)."""
+        ready (the caller spawns one). With ``wait`` (a restart), ZygoteImporting while the
+        zygote imports, for up to ``IMPORT_WAIT_SECONDS``."""
         with self._lock:
             started = time.monotonic()
             try:
                 if self.channel is None or not self._ready_now(self.channel):
+                    if wait and self.channel is not None and self._may_wait(started):
+                        raise ZygoteImporting(f"{NAME} is importing TensorFlow")
+                    self.waiting_since = None
                     return None
                 pid = self._fork(self.channel, argv)
+            except ZygoteImporting:
+                raise
             except (OSError, ValueError) as error:
                 logger.warning("%s could not fork a model server: %s", NAME, error)
                 self._discard()
                 return None
         self.backoff = FIRST_BACKOFF_SECONDS
-        logger.info("%s forked pid %d in %.3fs", NAME, pid, time.monotonic() - started)
+        waited, self.waiting_since = _waited(started, self.waiting_since), None
+        logger.info("%s forked pid %d in %.3fs%s", NAME, pid, time.monotonic() - started, waited)
         return ForkedProcess(pid, argv)
+
+    def _may_wait(self, now: float) -> bool:
+        """A restart may wait for the import (still running, not waited on too long)."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        if self.waiting_since is None:
+            self.waiting_since = now
+            logger.info("a model server waits for the import of %s (pid %d)", NAME,
+                        self.process.pid)  # fmt: skip
+        return now - self.waiting_since < IMPORT_WAIT_SECONDS
 
     def _ready_now(self, channel: socket.socket) -> bool:
         """Whether the zygote said it has imported TensorFlow (read without waiting)."""
@@ -206,6 +237,10 @@ def adopts_orphans() -> bool:
     except (OSError, AttributeError):
         return False
     return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value == 1
+
+
+def _waited(now: float, since: float | None) -> str:
+    return f" after waiting {now - since:.2f}s for its import" if since is not None else ""
 
 
 def _read_line(channel: socket.socket, timeout: float) -> str:
