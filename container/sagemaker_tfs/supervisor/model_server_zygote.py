@@ -34,14 +34,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sagemaker_tfs.supervisor.children import describe_exit, spawn_for
+from sagemaker_tfs.supervisor.children import spawn_for
+from sagemaker_tfs.supervisor.warm_process import FIRST_BACKOFF_SECONDS, WarmProcess
 
 logger = logging.getLogger(__name__)
 
 NAME = "model server zygote"
-FIRST_BACKOFF_SECONDS = 1.0
-MAX_BACKOFF_SECONDS = 60.0
-STOP_SECONDS = 5.0
 FORK_SECONDS = 5.0
 NOT_SINGLE_THREADED = 3  # the zygote's exit code when a fork would not be safe (no retry)
 # A restart waiting for the zygote's import asks again this often, and for at most this long
@@ -77,13 +75,16 @@ class ForkedProcess(subprocess.Popen[bytes]):
         self._closed_child_pipe_fds = True
 
 
-class ModelServerZygote:
+class ModelServerZygote(WarmProcess):
     """At most one zygote; ``take`` forks a model server from it, ``check`` replaces it.
 
     The same contract as ``StandbyModelServer``: ``take`` runs under the spawn lock (so the
     forked process is recorded before ``reap_orphans`` could reap it), ``check`` in the watch
-    loop.
+    loop. ``stop`` ends the zygote only: its model servers are the supervisor's children and
+    stop with their tier.
     """
+
+    NAME = NAME
 
     def __init__(
         self,
@@ -92,18 +93,10 @@ class ModelServerZygote:
         nice: int = 0,
         command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.zygote"),
     ) -> None:
-        self.env = env
-        self.nice = nice
-        self.command = list(command)
-        self.start_when = start_when
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(env, start_when, nice, command)
         self.channel: socket.socket | None = None
         self.ready = False
-        self.restart_at = 0.0
-        self.backoff = FIRST_BACKOFF_SECONDS
-        self.stopped = False
         self.waiting_since: float | None = None  # a restart waits for the import since then
-        self._lock = threading.Lock()
 
     def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """A model server running ``argv`` forked by the zygote; None while there is none
@@ -150,42 +143,18 @@ class ModelServerZygote:
         channel.sendall(json.dumps(list(argv)).encode() + b"\n")
         return int(_read_line(channel, FORK_SECONDS))
 
-    def check(self, now: float) -> None:
-        """Notice a zygote that exited; start one when none runs."""
-        with self._lock:
-            process = self.process
-        if self.stopped:
-            return
-        if process is not None:
-            code = process.poll()
-            if code is None:
-                return
-            self._forget(process, code, now)
-        if now >= self.restart_at and self.start_when():
-            self._start()
+    def _let_go(self) -> None:
+        self._close_channel()
 
-    def _forget(self, process: subprocess.Popen[bytes], code: int, now: float) -> None:
-        with self._lock:
-            if self.process is process:
-                self.process = None
-                self._close_channel()
-        if code == NOT_SINGLE_THREADED:
-            self.stopped = True
-            logger.error(
-                "%s (pid %d) has threads after its imports: model servers start cold",
-                NAME,
-                process.pid,
-            )
-            return
-        self.restart_at = now + self.backoff
-        logger.warning(
-            "%s (pid %d) %s; a new one starts in %.0fs",
+    def _ends_for_good(self, process: subprocess.Popen[bytes], code: int) -> bool:
+        if code != NOT_SINGLE_THREADED:
+            return False
+        logger.error(
+            "%s (pid %d) has threads after its imports: model servers start cold",
             NAME,
             process.pid,
-            describe_exit(code),
-            self.backoff,
         )
-        self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+        return True
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -209,19 +178,6 @@ class ModelServerZygote:
         if self.channel is not None:
             self.channel.close()
         self.channel, self.ready = None, False
-
-    def stop(self) -> None:
-        """Stop the zygote, if any; none starts after this. Its model servers are the
-        supervisor's children and stop with their tier."""
-        self.stopped = True
-        with self._lock:
-            process, self.process = self.process, None
-            self._close_channel()
-        if process is not None:
-            logger.info("stopping %s (pid %d)", NAME, process.pid)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(STOP_SECONDS)
 
 
 PR_GET_CHILD_SUBREAPER = 37
