@@ -29,6 +29,7 @@ class NginxLauncher(TierLauncher):
     def __post_init__(self) -> None:
         self.work_dir = Path(self.config.work_dir)
         self.public_port = HeldPort(self.config.port)
+        self._handed_from: object = None  # the dead master's Popen, once handed over from
 
     def start(self) -> None:
         try:
@@ -72,9 +73,10 @@ class NginxLauncher(TierLauncher):
     def _hand_over_port(self, nginx: Child) -> None:
         """Before a restart: the workers a ready master left keep the current listening
         socket, and the new master gets a new one that takes every new connection."""
-        previous = nginx.pid
-        if previous is not None and previous in nginx.draining:
+        previous, process = nginx.pid, nginx.process
+        if previous is not None and previous in nginx.draining and process is not self._handed_from:
             self.public_port.hand_over(previous)
+            self._handed_from = process  # once: a start that failed to spawn is tried again
 
     def _holds_connections(self, pgid: int) -> bool:
         return group_connections(pgid, self.config.port) > 0

@@ -146,7 +146,7 @@ def _steer_to(sock: socket.socket, index: int) -> None:
     one-instruction program, ``ret #index``; an index past the group's end falls back to the
     kernel's spread)."""
     program = (ctypes.c_ubyte * 8).from_buffer_copy(struct.pack("HBBI", 0x06, 0, 0, index))
-    sock_fprog = struct.pack("HxxxxxxP", 1, ctypes.addressof(program))
+    sock_fprog = struct.pack("HP", 1, ctypes.addressof(program))  # struct sock_fprog
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, sock_fprog)
 
 
