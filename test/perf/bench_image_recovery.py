@@ -6,10 +6,12 @@ the stack is SIGKILLed ``--kills`` times in turn, from the host (rootful podman:
 container's processes are the host's, so the kill and the clock are on the same side). Per
 kill, recovery is the time from the kill until a process of that kind with a new pid exists, the
 container runs as many processes as before the kill (what the killed one left serving, such as
-a dead gunicorn master's worker, is gone: the supervisor counts the successor as ready) and a
-prediction on a new connection answers correctly; per kind, the requests the clients lost (any
-answer that is not a correct 200). The next kill waits for that, so it never hits a successor
-that is still starting (a failed start, which the supervisor retries after a backoff).
+a dead gunicorn master's worker, is gone: the supervisor counts the successor as ready; a dead
+nginx master's workers are not counted, they serve their clients' kept-alive connections
+until those close) and a prediction on a new connection answers correctly; per kind, the
+requests the clients lost (any answer that is not a correct 200). The next kill waits for
+that, so it never hits a successor that is still starting (a failed start, which the
+supervisor retries after a backoff).
 
 In the image, the model server is ``tensorflow_model_server``; here that is the test stand-in
 (``test/image/stand_in``, the project's Python model server), so its figure is the stand-in's
@@ -91,6 +93,14 @@ def first(init: int, test: Callable[[int], bool]) -> int | None:
     return next((pid for pid in descendant_pids(init) if test(pid)), None)
 
 
+def parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def finder(kind: str, init: int) -> Callable[[], int | None]:
     """How to find the current process of ``kind`` among the container's."""
     gunicorn = "-m gunicorn "
@@ -102,7 +112,10 @@ def finder(kind: str, init: int) -> Callable[[], int | None]:
 
     tests: dict[str, Callable[[int], bool]] = {
         "nginx master": lambda pid: cmdline(pid).startswith("nginx: master"),
-        "nginx worker": lambda pid: cmdline(pid).startswith("nginx: worker"),
+        # A worker of the current master: a killed master's workers serve on (unreplaced)
+        # until their clients' connections close.
+        "nginx worker": lambda pid: cmdline(pid).startswith("nginx: worker")
+        and cmdline(parent_of(pid)).startswith("nginx: master"),
         "gunicorn master": is_gunicorn_master,
         "gunicorn worker": lambda pid: gunicorn in cmdline(pid) and not is_gunicorn_master(pid),
         "stream server": lambda pid: "sagemaker_tfs.service.stream_server" in cmdline(pid),
@@ -152,12 +165,16 @@ def recover(kind: str, find: Callable[[], int | None], init: int, port: int) -> 
     pid = find()
     if pid is None:
         raise SystemExit(f"no {kind} process in the container")
-    processes = len(descendant_pids(init))
+    # A killed nginx master's workers serve the connections they hold until those close (up to
+    # 65 s, docs/reliability.md): they are not waited for, unlike a gunicorn master's worker.
+    serving_on = set(descendant_pids(pid)) if kind == "nginx master" else set()
+    processes = len(descendant_pids(init)) - len(serving_on)
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     deadline = killed_at + 60
     while time.monotonic() < deadline:
-        replaced = find() not in (None, pid) and len(descendant_pids(init)) == processes
+        count = len(set(descendant_pids(init)) - serving_on)
+        replaced = find() not in (None, pid) and count == processes
         if replaced and predicts(port):
             return time.monotonic() - killed_at
         time.sleep(0.02)

@@ -34,6 +34,7 @@ COMPARE = bool(os.environ.get("SAGEMAKER_TFS_RELIABILITY_COMPARE"))
 RECOVERY_TIMEOUT_SECONDS = 120.0
 _STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) "
 _FIRST_START = re.compile(_STAMP + r".*started model-server\[0\] \(pid \d+\): ", re.M)
+_WAITED = re.compile(r"forked pid \d+ in [\d.]+s after waiting ([\d.]+)s for its import")
 _FIRST_READY = re.compile(_STAMP + r".*model-server\[0\]: models .* AVAILABLE", re.M)
 
 
@@ -145,3 +146,43 @@ def test_a_model_server_killed_back_to_back_is_forked_each_time(
     starts = [line for line in later if "started model-server[0] (pid" in line]
     assert len(starts) == 2 and all("from the standby" in line for line in starts), later
     assert again <= bound + 0.5, (again, cold_start)
+
+
+def zygote_importing(stack: Stack) -> bool:
+    """The zygote runs and has not imported TensorFlow yet (its title says so once set)."""
+    return any(
+        "model_server.zygote" in line or "importing TensorFlow" in line
+        for line in map(cmdline, descendant_pids(stack.process.pid))
+    )
+
+
+def test_a_model_server_killed_while_the_zygote_imports_waits_for_it(
+    stacks: Stacks, plain_models: Path
+) -> None:
+    """Killed in the seconds after start-up, while the zygote imports TensorFlow: the
+    replacement is forked once the import is done, not started cold (whose import would
+    start later, and compete with the zygote's for the CPU)."""
+    stack = stacks.start(plain_models)
+    assert wait_for(lambda: zygote_importing(stack), 60, interval=0.005), stack.log_tail()
+    before = len(stack.log_text().splitlines())
+    (pid,) = model_server_pids(stack)
+    kill(pid)
+    killed_at = time.monotonic()
+    still_importing = zygote_importing(stack)
+    assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
+    recovery = time.monotonic() - killed_at
+    cold_start = cold_start_seconds(stack.log_text())
+    report(
+        f"faults: model server killed while the zygote imports: back in {recovery:.2f} s; "
+        f"cold start {cold_start:.2f} s; zygote importing at the kill: {still_importing}"
+    )
+    assert still_importing, "the import was over before the kill: the test proves nothing"
+    log = stack.log_text().splitlines()[before:]
+    starts = [line for line in log if "started model-server[0] (pid" in line]
+    assert len(starts) == 1 and "from the standby" in starts[0], log
+    assert any("waits for the import of model server zygote" in line for line in log), log
+    # Once the import is over, the replacement serves as a forked one does after any kill
+    # (test_a_model_server_killed_back_to_back_is_forked_each_time's bound).
+    waits = [float(m.group(1)) for m in map(_WAITED.search, log) if m]
+    assert len(waits) == 1, log
+    assert recovery <= waits[0] + max(GOAL_SECONDS, cold_start / 2), (recovery, waits, log)

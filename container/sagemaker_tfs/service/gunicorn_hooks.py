@@ -10,11 +10,12 @@ worker a parent-death signal; ``post_worker_init`` (the app loaded) handles it. 
 master dies the worker becomes the supervisor's child (a subreaper, or PID 1 in the image):
 it keeps serving the socket the supervisor holds, and the supervisor stops it (SIGTERM,
 in-flight requests finish) once the new gunicorn's worker is ready. When the supervisor is
-gone too, the worker exits at once. ``post_worker_init`` also leaves the marker by which the
-supervisor knows that a worker of *this* master is ready, since a ping on the shared socket
-could be answered by a leftover worker. ``child_exit`` removes an exited worker's in-flight
-gauges from the metrics directory (prometheus_client's multiprocess mode, when the stack
-counts metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set).
+gone too, the worker exits at once; a worker told to stop looks 20 times a second whether
+its requests are done (``look_often_whether_to_stop``). ``post_worker_init`` also leaves the
+marker by which the supervisor knows that a worker of *this* master is ready, since a ping
+on the shared socket could be answered by a leftover worker. ``child_exit`` removes an exited
+worker's in-flight gauges from the metrics directory (prometheus_client's multiprocess mode,
+when the stack counts metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set).
 
 With stateful sessions on, ``pre_fork`` gives each worker the lowest slot (0 to workers - 1)
 no live worker holds, and ``post_fork`` has the worker listen on its slot's own socket too
@@ -31,6 +32,7 @@ import itertools
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +93,40 @@ def _set_parent_death_signal(worker: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     signal.signal(PARENT_DIED, lambda *_: _on_parent_death(worker))
+    look_often_whether_to_stop()
     if os.getppid() != worker.ppid:  # the master died while the app was loading
         os._exit(1)
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
     Path(config.service_ready_marker(worker.ppid)).touch()
+
+
+# How often gunicorn's gevent worker looks whether it was told to stop (and then whether its
+# requests are done); gunicorn's own is once a second.
+STOP_CHECK_SECONDS = 0.05
+
+
+class _ShorterSleeps:
+    """The ``gevent`` module as gunicorn's gevent worker sees it, with sleeps of at most
+    ``STOP_CHECK_SECONDS``: its loop (``while self.alive: notify(); sleep(1.0)``, then the
+    same for its requests in flight) cannot otherwise be woken."""
+
+    def __init__(self, gevent: Any) -> None:
+        self._gevent = gevent
+
+    def sleep(self, seconds: float = 0, ref: bool = True) -> None:
+        self._gevent.sleep(min(seconds, STOP_CHECK_SECONDS), ref)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gevent, name)
+
+
+def look_often_whether_to_stop() -> None:
+    """A worker told to stop gracefully (SIGTERM: a killed master's worker once its
+    successor's serves) exits within ``STOP_CHECK_SECONDS`` of its last request, not up to
+    two seconds later (one second to see the signal, one more for its requests)."""
+    module: Any = sys.modules.get("gunicorn.workers.ggevent")
+    if module is not None and not isinstance(module.gevent, _ShorterSleeps):
+        module.gevent = _ShorterSleeps(module.gevent)
 
 
 def child_exit(server: Any, worker: Any) -> None:

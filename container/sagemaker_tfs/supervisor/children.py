@@ -228,11 +228,13 @@ class Child:
         try:
             self.start()
         except OSError as error:
-            self.restart_at = time.monotonic() + self.backoff
-            logger.error(
-                "cannot start %s: %s; trying again in %.1fs", self.name, error, self.backoff
-            )
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+            later = getattr(error, "retry_seconds", None)  # e.g. a zygote still importing
+            self.restart_at = time.monotonic() + (later or self.backoff)
+            if later is None:
+                logger.error(
+                    "cannot start %s: %s; trying again in %.1fs", self.name, error, self.backoff
+                )
+                self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _poll_ready(self, now: float) -> None:
         if self.ready or now < self._next_ready_poll:

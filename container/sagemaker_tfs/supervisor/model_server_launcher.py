@@ -4,6 +4,7 @@ model alike), their config files, the standby, and what the health monitor watch
 from __future__ import annotations
 
 import logging
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -100,10 +101,19 @@ class ModelServerLauncher(TierLauncher):
             stop_timeout=MODEL_SERVER_STOP_SECONDS,
             ready_check=ready_check,
             before_start=choose_command,
-            take_standby=self.standby.take if self.standby is not None else None,
+            take_standby=self._take_standby(lambda: child.restarts > 0),
             nice=self.config.model_server_nice,
         )
         self.children.start(TIER, child)
+
+    def _take_standby(
+        self, restarting: Callable[[], bool]
+    ) -> Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None:
+        """The standby's ``take``; the zygote's waits for its import on a restart."""
+        standby = self.standby
+        if isinstance(standby, ModelServerZygote):
+            return lambda argv: standby.take(argv, wait=restarting())
+        return standby.take if standby is not None else None
 
     # --- what the back ends ask ---
 

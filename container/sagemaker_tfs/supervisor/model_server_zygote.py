@@ -9,8 +9,11 @@ so it costs less memory than a standby that duplicates them.
 
 A forked model server is forked twice, so it becomes the supervisor's own child (the
 supervisor is a child subreaper, or PID 1 in the container) and ``ForkedProcess`` gives the
-``Child`` the Popen it expects. While the zygote imports (after the stack starts serving, or
-after the zygote itself died) a model server is spawned the cold way.
+``Child`` the Popen it expects. A model server *restarted* while the zygote imports (in the
+seconds after the stack starts serving, or after the zygote itself died and was started
+again) waits for that import, which started earlier than a cold start would and so ends
+sooner (``ZygoteImporting``: the ``Child`` tries again a moment later); a first start, or one
+with no zygote running, is spawned the cold way.
 
 Not used with the real ``tensorflow_model_server`` binary, which needs no import.
 """
@@ -31,16 +34,24 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sagemaker_tfs.supervisor.children import describe_exit, spawn_for
+from sagemaker_tfs.supervisor.children import spawn_for
+from sagemaker_tfs.supervisor.warm_process import FIRST_BACKOFF_SECONDS, WarmProcess
 
 logger = logging.getLogger(__name__)
 
 NAME = "model server zygote"
-FIRST_BACKOFF_SECONDS = 1.0
-MAX_BACKOFF_SECONDS = 60.0
-STOP_SECONDS = 5.0
 FORK_SECONDS = 5.0
 NOT_SINGLE_THREADED = 3  # the zygote's exit code when a fork would not be safe (no retry)
+# A restart waiting for the zygote's import asks again this often, and for at most this long
+# (then it starts cold: an import that takes longer is stuck).
+IMPORT_POLL_SECONDS = 0.02
+IMPORT_WAIT_SECONDS = 60.0
+
+
+class ZygoteImporting(OSError):
+    """The zygote still imports: try the start again in ``retry_seconds`` (``Child._restart``)."""
+
+    retry_seconds = IMPORT_POLL_SECONDS
 
 
 class ForkedProcess(subprocess.Popen[bytes]):
@@ -64,13 +75,16 @@ class ForkedProcess(subprocess.Popen[bytes]):
         self._closed_child_pipe_fds = True
 
 
-class ModelServerZygote:
+class ModelServerZygote(WarmProcess):
     """At most one zygote; ``take`` forks a model server from it, ``check`` replaces it.
 
     The same contract as ``StandbyModelServer``: ``take`` runs under the spawn lock (so the
     forked process is recorded before ``reap_orphans`` could reap it), ``check`` in the watch
-    loop.
+    loop. ``stop`` ends the zygote only: its model servers are the supervisor's children and
+    stop with their tier.
     """
+
+    NAME = NAME
 
     def __init__(
         self,
@@ -79,34 +93,44 @@ class ModelServerZygote:
         nice: int = 0,
         command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.zygote"),
     ) -> None:
-        self.env = env
-        self.nice = nice
-        self.command = list(command)
-        self.start_when = start_when
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(env, start_when, nice, command)
         self.channel: socket.socket | None = None
         self.ready = False
-        self.restart_at = 0.0
-        self.backoff = FIRST_BACKOFF_SECONDS
-        self.stopped = False
-        self._lock = threading.Lock()
+        self.waiting_since: float | None = None  # a restart waits for the import since then
 
-    def take(self, argv: Sequence[str]) -> subprocess.Popen[bytes] | None:
+    def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """A model server running ``argv`` forked by the zygote; None while there is none
-        ready (the caller spawns one)."""
+        ready (the caller spawns one). With ``wait`` (a restart), ZygoteImporting while the
+        zygote imports, for up to ``IMPORT_WAIT_SECONDS``."""
         with self._lock:
             started = time.monotonic()
             try:
                 if self.channel is None or not self._ready_now(self.channel):
+                    if wait and self.channel is not None and self._may_wait(started):
+                        raise ZygoteImporting(f"{NAME} is importing TensorFlow")
+                    self.waiting_since = None
                     return None
                 pid = self._fork(self.channel, argv)
+            except ZygoteImporting:
+                raise
             except (OSError, ValueError) as error:
                 logger.warning("%s could not fork a model server: %s", NAME, error)
                 self._discard()
                 return None
         self.backoff = FIRST_BACKOFF_SECONDS
-        logger.info("%s forked pid %d in %.3fs", NAME, pid, time.monotonic() - started)
+        waited, self.waiting_since = _waited(started, self.waiting_since), None
+        logger.info("%s forked pid %d in %.3fs%s", NAME, pid, time.monotonic() - started, waited)
         return ForkedProcess(pid, argv)
+
+    def _may_wait(self, now: float) -> bool:
+        """A restart may wait for the import (still running, not waited on too long)."""
+        if self.process is None or self.process.poll() is not None:
+            return False
+        if self.waiting_since is None:
+            self.waiting_since = now
+            logger.info("a model server waits for the import of %s (pid %d)", NAME,
+                        self.process.pid)  # fmt: skip
+        return now - self.waiting_since < IMPORT_WAIT_SECONDS
 
     def _ready_now(self, channel: socket.socket) -> bool:
         """Whether the zygote said it has imported TensorFlow (read without waiting)."""
@@ -119,42 +143,18 @@ class ModelServerZygote:
         channel.sendall(json.dumps(list(argv)).encode() + b"\n")
         return int(_read_line(channel, FORK_SECONDS))
 
-    def check(self, now: float) -> None:
-        """Notice a zygote that exited; start one when none runs."""
-        with self._lock:
-            process = self.process
-        if self.stopped:
-            return
-        if process is not None:
-            code = process.poll()
-            if code is None:
-                return
-            self._forget(process, code, now)
-        if now >= self.restart_at and self.start_when():
-            self._start()
+    def _let_go(self) -> None:
+        self._close_channel()
 
-    def _forget(self, process: subprocess.Popen[bytes], code: int, now: float) -> None:
-        with self._lock:
-            if self.process is process:
-                self.process = None
-                self._close_channel()
-        if code == NOT_SINGLE_THREADED:
-            self.stopped = True
-            logger.error(
-                "%s (pid %d) has threads after its imports: model servers start cold",
-                NAME,
-                process.pid,
-            )
-            return
-        self.restart_at = now + self.backoff
-        logger.warning(
-            "%s (pid %d) %s; a new one starts in %.0fs",
+    def _ends_for_good(self, process: subprocess.Popen[bytes], code: int) -> bool:
+        if code != NOT_SINGLE_THREADED:
+            return False
+        logger.error(
+            "%s (pid %d) has threads after its imports: model servers start cold",
             NAME,
             process.pid,
-            describe_exit(code),
-            self.backoff,
         )
-        self.backoff = min(self.backoff * 2, MAX_BACKOFF_SECONDS)
+        return True
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -179,19 +179,6 @@ class ModelServerZygote:
             self.channel.close()
         self.channel, self.ready = None, False
 
-    def stop(self) -> None:
-        """Stop the zygote, if any; none starts after this. Its model servers are the
-        supervisor's children and stop with their tier."""
-        self.stopped = True
-        with self._lock:
-            process, self.process = self.process, None
-            self._close_channel()
-        if process is not None:
-            logger.info("stopping %s (pid %d)", NAME, process.pid)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(STOP_SECONDS)
-
 
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -206,6 +193,10 @@ def adopts_orphans() -> bool:
     except (OSError, AttributeError):
         return False
     return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value == 1
+
+
+def _waited(now: float, since: float | None) -> str:
+    return f" after waiting {now - since:.2f}s for its import" if since is not None else ""
 
 
 def _read_line(channel: socket.socket, timeout: float) -> str:

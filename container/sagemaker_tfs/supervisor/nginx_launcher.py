@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.children import Child
+from sagemaker_tfs.supervisor.process_groups import DrainingGroups, group_connections
 from sagemaker_tfs.supervisor.sockets import HeldPort, http_answers
 from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
 
@@ -28,6 +29,7 @@ class NginxLauncher(TierLauncher):
     def __post_init__(self) -> None:
         self.work_dir = Path(self.config.work_dir)
         self.public_port = HeldPort(self.config.port)
+        self._handed_from: object = None  # the dead master's Popen, once handed over from
 
     def start(self) -> None:
         try:
@@ -55,14 +57,29 @@ class NginxLauncher(TierLauncher):
             # parent-death signal of their own, before it exits.
             death_signal=signal.SIGTERM,
             pass_fds=(fd,),
-            # A master that dies leaves its workers serving the requests they hold: a graceful
-            # quit lets them finish those (and accept no more) while the new master, started
-            # at once, serves on the same held port.
+            before_start=lambda: self._hand_over_port(nginx),
+            # A master that dies leaves its workers serving the connections they hold, while
+            # the new master, started at once, takes every new connection on the same port.
+            # Once they hold none (or after stop_timeout) they get a graceful quit.
             leftovers_drain_signal=signal.SIGQUIT,
+        )
+        nginx.draining = DrainingGroups(
+            TIER, self._holds_connections, nginx.stop_timeout, self.public_port.forget
         )
         self.children.start(TIER, nginx)
         self._wait_for_public_port(nginx)
         nginx.mark_ready()
+
+    def _hand_over_port(self, nginx: Child) -> None:
+        """Before a restart: the workers a ready master left keep the current listening
+        socket, and the new master gets a new one that takes every new connection."""
+        previous, process = nginx.pid, nginx.process
+        if previous is not None and previous in nginx.draining and process is not self._handed_from:
+            self.public_port.hand_over(previous)
+            self._handed_from = process  # once: a start that failed to spawn is tried again
+
+    def _holds_connections(self, pgid: int) -> bool:
+        return group_connections(pgid, self.config.port) > 0
 
     def _nginx_listens(self, nginx: Child) -> bool:
         return read_pid(self.work_dir / "nginx.pid") == nginx.pid and http_answers(

@@ -170,3 +170,32 @@ def test_numpys_thread_pool_stops_at_a_fork() -> None:
 
 def test_the_zygotes_title_says_it_is_a_standby_that_waits() -> None:
     assert "standby model server (waiting)" in zygote.WAITING_TITLE
+
+
+def test_a_restart_waits_while_the_zygote_imports_and_a_first_start_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A zygote that has not said ``ready`` (a sleeping stand-in): a restart is told to try
+    again (ZygoteImporting), a first start gets None (it starts cold); neither once the
+    wait's bound is over, nor once the zygote is gone."""
+    from sagemaker_tfs.supervisor import model_server_zygote as module
+
+    importing = module.ModelServerZygote(
+        {"PATH": "/usr/bin:/bin"}, lambda: True, command=["sleep", "60"]
+    )
+    importing.check(0.0)
+    try:
+        argv = ["model-server", "0", "60"]
+        assert importing.take(argv) is None
+        with pytest.raises(module.ZygoteImporting) as raised:
+            importing.take(argv, wait=True)
+        assert raised.value.retry_seconds == module.IMPORT_POLL_SECONDS
+        monkeypatch.setattr(module, "IMPORT_WAIT_SECONDS", 0.0)
+        assert importing.take(argv, wait=True) is None  # waited long enough: cold
+        monkeypatch.setattr(module, "IMPORT_WAIT_SECONDS", 60.0)
+        assert importing.process is not None
+        importing.process.kill()
+        importing.process.wait(5)
+        assert importing.take(argv, wait=True) is None  # no zygote: cold
+    finally:
+        importing.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,11 @@ from pathlib import Path
 import pytest
 from process_checks import alive, wait_until
 from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.process_groups import DrainingGroups, group_exists
+from sagemaker_tfs.supervisor.process_groups import (
+    BUSY_CHECK_SECONDS,
+    DrainingGroups,
+    group_exists,
+)
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -100,3 +105,45 @@ def test_a_group_already_gone_is_not_kept(caplog: pytest.LogCaptureFixture) -> N
     draining = DrainingGroups("x")
     draining.drain(2**22 - 3, signal.SIGQUIT, time.monotonic() + 10)  # no such group
     assert len(draining) == 0
+
+
+def test_a_busy_group_serves_on_untold_and_quits_once_idle() -> None:
+    """nginx's case: the leftovers keep serving their connections (``busy``), and only when
+    they hold none are they sent the signal; their end is reported (``gone``)."""
+    holder = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    busy, gone = [True], []
+    draining = DrainingGroups("x", lambda pgid: busy[0], 30.0, gone.append)
+    try:
+        draining.drain(holder.pid, signal.SIGTERM, time.monotonic() + 10)
+        assert holder.pid in draining and len(draining) == 1
+        for _ in range(5):
+            draining.check(time.monotonic())
+            time.sleep(BUSY_CHECK_SECONDS)
+        assert holder.poll() is None, "told to quit while it still served"
+        busy[0] = False
+        time.sleep(BUSY_CHECK_SECONDS)
+        draining.check(time.monotonic())
+        assert holder.wait(5) == -signal.SIGTERM
+        assert wait_until(lambda: not group_exists(holder.pid))
+        draining.check(time.monotonic())
+        assert gone == [holder.pid] and len(draining) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_busy_group_is_told_to_quit_at_its_serving_bound_or_at_the_stop() -> None:
+    holders = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    draining = DrainingGroups("x", lambda pgid: True, 0.3)
+    try:
+        draining.drain(holders[0].pid, signal.SIGTERM, time.monotonic() + 10)
+        time.sleep(0.4)
+        draining.check(time.monotonic())  # past its bound: told although busy
+        assert holders[0].wait(5) == -signal.SIGTERM
+        draining.drain(holders[1].pid, signal.SIGTERM, time.monotonic() + 10)
+        draining.wait_gone(time.monotonic() + 5)  # the stack stops: told at once (and reaped)
+        assert not group_exists(holders[1].pid) and len(draining) == 0
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()

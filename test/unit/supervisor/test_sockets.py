@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,70 @@ def _answer(listener: socket.socket, connections: int) -> None:
             conn.recv(1024)
             with contextlib.suppress(OSError):  # the queued connection's client has gone
                 conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
+def _accepted(listener: socket.socket) -> int:
+    """How many connections wait in ``listener``'s queue (accepted and closed here)."""
+    listener.setblocking(False)
+    count = 0
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        connection.close()
+        count += 1
+
+
+def _connections_go_to(port: int, fd: int, others: list[socket.socket]) -> None:
+    """20 new connections all wait on the socket now at ``fd``, none on ``others``."""
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+    time.sleep(0.05)
+    with socket.socket(fileno=os.dup(fd)) as current:
+        counts = [_accepted(other) for other in others] + [_accepted(current)]
+    for client in clients:
+        client.close()
+    assert counts == [0] * len(others) + [20]
+
+
+def test_a_hand_over_sends_every_new_connection_to_the_new_socket() -> None:
+    """The held port handed over twice while the old sockets' holders live (nginx workers of
+    dead masters), then the first holder gone: the newest socket takes every connection."""
+    port = free_port()
+    held = HeldPort(port)
+    fd = held.ensure()
+    holders: list[subprocess.Popen[bytes]] = []
+    olds: list[socket.socket] = []
+    try:
+        for _ in range(2):
+            holders.append(
+                subprocess.Popen(["sleep", "60"], start_new_session=True, pass_fds=(fd,))
+            )
+            olds.append(socket.socket(fileno=os.dup(fd)))
+            held.hand_over(holders[-1].pid)
+            assert held.fd == fd
+            _connections_go_to(port, fd, olds)
+        holders[0].kill()
+        holders[0].wait()
+        olds.pop(0).close()  # its socket is gone, and the kernel moves the newest to its place
+        held.forget(holders[0].pid)
+        _connections_go_to(port, fd, olds)
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+        for old in olds:
+            old.close()
+        held.close()
+
+
+def test_no_hand_over_when_the_holder_is_gone() -> None:
+    port = free_port()
+    held = HeldPort(port)
+    fd = held.ensure()
+    try:
+        before = os.fstat(fd).st_ino
+        held.hand_over(2**22 - 3)  # no such group: the successor takes the same socket
+        assert held.fd == fd and os.fstat(fd).st_ino == before
+    finally:
+        held.close()
