@@ -66,23 +66,29 @@ def run_model_server(argv: Sequence[str]) -> int:
 def fork_model_server(
     argv: Sequence[str], parent: int, run: Callable[[Sequence[str]], int] = run_model_server
 ) -> int:
-    """The pid of a process running ``run(argv)``, already reparented to ``parent``."""
+    """The pid of a process running ``run(argv)``, already reparented to ``parent``.
+
+    The process tells its own pid once it leads a session of its own: the supervisor signals
+    a model server by its session (its process group), so the pid is not handed out before
+    that group exists (a kill in between would miss it)."""
     read_end, write_end = os.pipe()
     middle = os.fork()
     if middle == 0:
         os.close(read_end)
         try:
-            server = os.fork()
-            if server == 0:
+            if os.fork() == 0:
+                os.setsid()
+                os.write(write_end, str(os.getpid()).encode())
                 os.close(write_end)
                 become(argv, parent, run)
-            os.write(write_end, str(server).encode())
         finally:
             os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        pid = pipe.read()
+        pid = pipe.read()  # until the middle and the server have both closed it
     os.waitpid(middle, 0)  # once it is reaped, its child is the parent's
+    if not pid:
+        raise ChildProcessError("the forked model server died before it led its session")
     return int(pid)
 
 
@@ -103,9 +109,8 @@ def become(argv: Sequence[str], parent: int, run: Callable[[Sequence[str]], int]
 
 
 def detach(parent: int) -> None:
-    """A session of its own, ``parent``'s child that dies with it, stdin from /dev/null,
+    """In the session it leads: ``parent``'s child that dies with it, stdin from /dev/null,
     and in its own autogroup the zygote's nice value (as ``children.child_setup`` does)."""
-    os.setsid()
     follow_parent(parent)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
