@@ -24,11 +24,6 @@ from google.protobuf.message import Message
 
 from sagemaker_tfs.wire import protos
 
-try:  # ml_dtypes ships with TensorFlow's wheels but does not import TensorFlow
-    from ml_dtypes import bfloat16 as _BFLOAT16
-except ImportError:  # pragma: no cover - bfloat16 tensors are then refused with a clear error
-    _BFLOAT16 = None
-
 
 class TensorConversionError(ValueError):
     """A tensor cannot be converted (unsupported dtype, wrong size...)."""
@@ -66,8 +61,6 @@ def _build_dtype_table() -> dict[int, _DtypeInfo]:
         ("DT_COMPLEX128", np.complex128, "dcomplex_val", False),
         ("DT_STRING", np.object_, "string_val", False),
     ]
-    if _BFLOAT16 is not None:
-        entries.append(("DT_BFLOAT16", _BFLOAT16, "half_val", True))
     table = {}
     for name, numpy_type, field, bits in entries:
         enum = _dt(name)
@@ -79,6 +72,30 @@ _BY_ENUM = _build_dtype_table()
 _BY_NUMPY = {info.numpy: info for info in _BY_ENUM.values() if info.numpy != np.object_}
 DT_STRING = _dt("DT_STRING")
 DT_INVALID = _dt("DT_INVALID")
+DT_BFLOAT16 = _dt("DT_BFLOAT16")
+
+
+def _add_bfloat16() -> _DtypeInfo | None:
+    """bfloat16's entry, made the first time a bfloat16 tensor or array is met: importing
+    ml_dtypes (shipped with TensorFlow's wheels, without TensorFlow) took 0.5-1 s of every
+    gunicorn worker's start, where no model of most users has such an input (issue 55's
+    restart time). None without ml_dtypes: bfloat16 is then refused as unsupported."""
+    try:
+        from ml_dtypes import bfloat16
+    except ImportError:  # pragma: no cover - ml_dtypes comes with tensorflow
+        return None
+    info = _DtypeInfo(DT_BFLOAT16, np.dtype(bfloat16), "half_val", True)
+    _BY_ENUM[DT_BFLOAT16] = info
+    _BY_NUMPY[info.numpy] = info
+    return info
+
+
+def dtype_info(enum: int) -> _DtypeInfo | None:
+    """How TensorFlow dtype ``enum`` maps to NumPy and TensorProto (None: unsupported)."""
+    info = _BY_ENUM.get(enum)
+    if info is None and enum == DT_BFLOAT16:
+        return _add_bfloat16()
+    return info
 
 
 def dtype_name(enum: int) -> str:
@@ -89,7 +106,7 @@ def dtype_name(enum: int) -> str:
 
 def numpy_dtype(enum: int) -> np.dtype:
     """The NumPy dtype of a TensorFlow dtype (``object`` for DT_STRING)."""
-    info = _BY_ENUM.get(enum)
+    info = dtype_info(enum)
     if info is None:
         raise TensorConversionError(f"unsupported tensor dtype {dtype_name(enum)}")
     return info.numpy
@@ -101,6 +118,8 @@ def tf_dtype(dtype: np.dtype) -> int:
     if dtype.kind in "OSU":
         return DT_STRING
     info = _BY_NUMPY.get(dtype.newbyteorder("=") if dtype.byteorder == ">" else dtype)
+    if info is None and dtype.name == "bfloat16":  # ml_dtypes is imported: the array has one
+        info = _add_bfloat16()
     if info is None:
         raise TensorConversionError(f"unsupported array dtype {dtype}")
     return info.enum
@@ -223,7 +242,8 @@ def tensor_chunks(array: np.ndarray) -> list[bytes | memoryview]:
         return [header.SerializeToString()]
     if array.size == 0:
         return [header.SerializeToString()]
-    info = _BY_ENUM[enum]
+    info = dtype_info(enum)
+    assert info is not None  # tf_dtype knew it
     payload = _packed_values(np.ascontiguousarray(array).reshape(-1), info)
     number = protos.TensorProto.DESCRIPTOR.fields_by_name[info.val_field].number
     tag = varint((number << 3) | _LEN)
@@ -258,7 +278,7 @@ def _from_val_field(proto: Message, info: _DtypeInfo, count: int) -> np.ndarray:
 
 def to_ndarray(proto: Message) -> np.ndarray:
     """Make a NumPy array of a TensorProto (DT_STRING gives an object array of bytes)."""
-    info = _BY_ENUM.get(proto.dtype)
+    info = dtype_info(proto.dtype)
     if info is None:
         raise TensorConversionError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = shape_of(proto)

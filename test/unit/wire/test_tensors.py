@@ -73,7 +73,8 @@ def test_typed_val_fields_decode(dtype: type) -> None:
     reference = tf.make_ndarray(tf_proto)
     values_proto = as_ours(tf_proto)
     values_proto.ClearField("tensor_content")
-    info = tensors._BY_ENUM[values_proto.dtype]
+    info = tensors.dtype_info(values_proto.dtype)
+    assert info is not None
     values_proto.ClearField(info.val_field)
     field = getattr(values_proto, info.val_field)
     if info.val_is_bits:
