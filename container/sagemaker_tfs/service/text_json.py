@@ -76,9 +76,23 @@ def byte_table(allowed: bytes) -> np.ndarray:
 
 
 _RUN_CHARS = NUMBER_CHARS + NON_FINITE_CHARS + WORD_CHARS
-_ALLOWED = byte_table(_RUN_CHARS + b",[]{}" + WHITESPACE + _MARKERS)
-_IS_NUMBER = byte_table(_RUN_CHARS)
-_IS_STRUCTURE = byte_table(b",[]{}" + _MARKERS)
+_OUTSIDE = 0x01  # a byte the skeleton does not take (strings' quotes, letters of other words)
+
+
+def _skeleton_classes() -> bytes:
+    """The translation of a piece that classes its bytes: a run's character is ``0``, a blank
+    one space, structure and markers stay as they are, any other byte is ``_OUTSIDE``."""
+    table = bytearray([_OUTSIDE]) * 256
+    for byte in _RUN_CHARS:
+        table[byte] = _NUMBER_MARK
+    for byte in WHITESPACE:
+        table[byte] = ord(" ")
+    for byte in b",[]{}" + _MARKERS:
+        table[byte] = byte
+    return bytes(table)
+
+
+_SKELETON_CLASSES = _skeleton_classes()
 _TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
 
@@ -211,14 +225,14 @@ class Pieces:
         for piece in self:
             if piece is None:
                 return None
-            chunk = np.frombuffer(piece, np.uint8)
-            if not _ALLOWED[chunk].all():
+            classes = piece.translate(_SKELETON_CLASSES)  # C speed: ~6x NumPy's lookups
+            if bytes((_OUTSIDE,)) in classes:
                 return None
-            number = _IS_NUMBER[chunk]
-            first = number.copy()
-            first[1:] &= ~number[:-1]
-            keep = _IS_STRUCTURE[chunk] | first
-            parts.append(np.where(first, np.uint8(_NUMBER_MARK), chunk)[keep].tobytes())
+            chunk = np.frombuffer(classes, np.uint8)
+            number = chunk == _NUMBER_MARK
+            keep = chunk != ord(" ")  # a run's first character, structure and markers
+            keep[1:] &= ~(number[1:] & number[:-1])
+            parts.append(chunk[keep].tobytes())
         return b",".join(parts)
 
 
@@ -405,17 +419,17 @@ def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
     ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
     if dtype.kind == "b":  # true and false only, as the REST path's reader takes them
         return np.array(values, bool) if all(type(value) is bool for value in values) else None
-    objects = np.array(values, dtype=object)
     if is_integral(dtype):
         if not all(type(value) is int for value in values):
             return None
         try:
-            wide = objects.astype(np.int64)
+            wide = np.array(values, dtype=object).astype(np.int64)
         except OverflowError:
             return None
         return wide.astype(dtype) if fits(wide, dtype) else None
     with np.errstate(over="ignore"):  # beyond the dtype: infinity, on the REST path too
-        return objects.astype(dtype)
+        # each value made a double, then the dtype (as from objects), without the objects
+        return np.array(values, np.float64).astype(dtype)
 
 
 def fits(values: np.ndarray, dtype: np.dtype) -> bool:
