@@ -134,16 +134,17 @@ def find_document(body: bytes, lines: bool) -> Document | None:
 
 def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
     """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
-    document, or None (see the module)."""
-    read = pieces_and_layout(document, names)
+    document, or None (see the module). One pass over the pieces makes both the skeleton
+    and the numbers, which its layout then cuts (or refuses for their count)."""
+    pieces = _pieces(document, names)
+    read = None if pieces is None else pieces.skeleton_and_numbers(dtype)
     if read is None:
         return None
-    pieces, layout = read
-    numbers = _parse_numbers(pieces, layout.numbers, dtype)
-    if numbers is None:
+    skeleton, numbers = read
+    layout = _layout(_bracketed(skeleton, document), document, len(names))
+    if layout is None or layout.numbers != numbers.size:
         return None
-    arrays = layout.arrays(numbers, names)
-    return JsonInputs(arrays, document.key == "inputs")
+    return JsonInputs(layout.arrays(numbers, names), document.key == "inputs")
 
 
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
@@ -158,6 +159,15 @@ def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Lay
 
 def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, bytes] | None:
     """The document's pieces and its skeleton (JSON lines' in brackets), or None."""
+    pieces = _pieces(document, names)
+    skeleton = None if pieces is None else pieces.skeleton()
+    if pieces is None or skeleton is None:
+        return None
+    return pieces, _bracketed(skeleton, document)
+
+
+def _pieces(document: Document, names: list[str]) -> Pieces | None:
+    """The document's value a piece at a time, or None: a value or names not read here."""
     body, start, end = document.body, document.start, document.end
     if start >= end or body[start : start + 1] not in (b"[", b"{") or len(names) > MAX_INPUTS:
         return None
@@ -165,11 +175,12 @@ def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, b
         return None
     named = document.key is not None or document.lines
     tokens = [b'"%s":' % name.encode() for name in names] if named else []
-    pieces = Pieces(body, start, end, tokens, document.lines)
-    skeleton = pieces.skeleton()
-    if skeleton is None:
-        return None
-    return pieces, b"[" + skeleton + b"]" if document.lines else skeleton
+    return Pieces(body, start, end, tokens, document.lines)
+
+
+def _bracketed(skeleton: bytes, document: Document) -> bytes:
+    """JSON lines' skeleton in the brackets of the list of instances they are."""
+    return b"[" + skeleton + b"]" if document.lines else skeleton
 
 
 def _lstrip(body: bytes, start: int) -> int:
@@ -223,17 +234,49 @@ class Pieces:
         """The skeleton of the value (see the module), or None for a byte outside it."""
         parts = []
         for piece in self:
-            if piece is None:
+            part = _skeleton_part(piece)
+            if part is None:
                 return None
-            classes = piece.translate(_SKELETON_CLASSES)  # C speed: ~6x NumPy's lookups
-            if bytes((_OUTSIDE,)) in classes:
-                return None
-            chunk = np.frombuffer(classes, np.uint8)
-            number = chunk == _NUMBER_MARK
-            keep = chunk != ord(" ")  # a run's first character, structure and markers
-            keep[1:] &= ~(number[1:] & number[:-1])
-            parts.append(chunk[keep].tobytes())
+            parts.append(part)
         return b",".join(parts)
+
+    def skeleton_and_numbers(self, dtype: np.dtype) -> tuple[bytes, np.ndarray] | None:
+        """The skeleton and the numbers in order, in one pass: each piece's by orjson
+        (brackets, braces and markers made spaces), made an array as the model server's
+        reader does; None for a byte outside the skeleton or a piece that is not numbers."""
+        cuts = self.body.count(b",", self.start, self.end)
+        if self.lines:
+            cuts += self.body.count(b"\n", self.start, self.end)
+        out = np.empty(cuts + 1, dtype)  # each number but the last is followed by a cut
+        parts, filled = [], 0
+        for piece in self:
+            part = _skeleton_part(piece)
+            values = None if part is None else piece_values(piece, dtype.kind == "b")
+            if values is None:
+                return None
+            parts.append(part)
+            if not values:  # blanks between two cuts: the skeleton's check finds any error
+                continue
+            array = numbers_as(values, dtype)
+            if array is None or filled + len(array) > out.size:
+                return None
+            out[filled : filled + len(array)] = array
+            filled += len(array)
+        return b",".join(parts), out[:filled]
+
+
+def _skeleton_part(piece: bytes | None) -> bytes | None:
+    """A piece's skeleton, or None for a byte outside it."""
+    if piece is None:
+        return None
+    classes = piece.translate(_SKELETON_CLASSES)  # C speed: ~6x NumPy's table lookups
+    if bytes((_OUTSIDE,)) in classes:
+        return None
+    chunk = np.frombuffer(classes, np.uint8)
+    number = chunk == _NUMBER_MARK
+    keep = chunk != ord(" ")  # a run's first character, structure and markers
+    keep[1:] &= ~(number[1:] & number[:-1])
+    return chunk[keep].tobytes()
 
 
 # --------------------------------------------------------------------------- layouts
@@ -345,25 +388,6 @@ def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
 
 
 # --------------------------------------------------------------------------- numbers
-
-
-def _parse_numbers(pieces: Pieces, count: int, dtype: np.dtype) -> np.ndarray | None:
-    """The numbers in order, by orjson a piece at a time (brackets, braces and markers made
-    spaces), each piece made an array as the model server's reader does."""
-    out = np.empty(count, dtype)
-    filled = 0
-    for piece in pieces:
-        values = piece_values(piece, booleans=dtype.kind == "b")
-        if values is None:
-            return None
-        if not values:  # blanks between two cuts: the skeleton's check finds any error
-            continue
-        array = numbers_as(values, dtype)
-        if array is None or filled + len(array) > count:
-            return None
-        out[filled : filled + len(array)] = array
-        filled += len(array)
-    return out if filled == count else None
 
 
 def piece_values(piece: bytes | None, booleans: bool = False) -> list | None:
