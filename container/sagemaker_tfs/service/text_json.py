@@ -252,11 +252,12 @@ class Pieces:
         parts, filled = [], 0
         for piece in self:
             classes = _classes(piece)
-            values = None if classes is None else piece_values(piece, dtype.kind == "b")
+            flat = classes is not None and _is_flat(classes)
+            values = None if classes is None else piece_values(piece, dtype.kind == "b", flat)
             if classes is None or values is None:
                 return None
             # a flat piece that orjson read: one number (one run) between two commas
-            parts.append(b",".join([b"0"] * len(values)) if _is_flat(classes) else _part(classes))
+            parts.append(b",".join([b"0"] * len(values)) if flat else _part(classes))
             if not values:  # blanks between two cuts: the skeleton's check finds any error
                 continue
             array = numbers_as(values, dtype)
@@ -400,16 +401,18 @@ def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
 # --------------------------------------------------------------------------- numbers
 
 
-def piece_values(piece: bytes | None, booleans: bool = False) -> list | None:
+def piece_values(piece: bytes | None, booleans: bool = False, flat: bool = False) -> list | None:
     """A piece's numbers (Python's, by orjson), or None: not a piece of numbers. With
     ``booleans``, its values whatever they are (a bool input's reader checks them); without,
-    a piece with a letter of true, false or null is None too."""
+    a piece with a letter of true, false or null is None too. ``flat``: the piece has no
+    brackets, braces or markers to make spaces (``_is_flat``)."""
     if piece is None:
         return None
     if not booleans and any(letter in piece for letter in _WORD_LETTERS):
         return None
     try:
-        return orjson.loads(b"[" + _non_finite_as_strings(piece.translate(_TO_SPACES)) + b"]")
+        spaced = piece if flat else piece.translate(_TO_SPACES)
+        return orjson.loads(b"[" + _non_finite_as_strings(spaced) + b"]")
     except orjson.JSONDecodeError:
         return None
 
