@@ -225,7 +225,7 @@ class Pieces:
             return None
         if self.lines:
             piece = piece.translate(_LINES_AS_COMMAS)
-        if not self.tokens:
+        if not self.tokens or b'"' not in piece:  # a name is in quotes: none in this piece
             return piece
         for marker, token in zip(_MARKERS, self.tokens, strict=False):
             piece = piece.replace(token, bytes((marker,)))
@@ -257,7 +257,7 @@ class Pieces:
             if classes is None or values is None:
                 return None
             # a flat piece that orjson read: one number (one run) between two commas
-            parts.append(b",".join([b"0"] * len(values)) if flat else _part(classes))
+            parts.append((b",0" * len(values))[1:] if flat else _part(classes))
             if not values:  # blanks between two cuts: the skeleton's check finds any error
                 continue
             array = numbers_as(values, dtype)
