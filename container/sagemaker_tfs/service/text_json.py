@@ -4,24 +4,22 @@ read them; ``text_tensors`` is the entry point (issues 36 and 53).
 
 A document is ``{"instances": V}`` or ``{"inputs": V}`` (with ``"signature_name"`` before or
 after it, or not at all), a bare list (conversion's instances), or JSON lines (each line an
-instance). V is a rectangular list of numbers (``NaN``, ``Infinity`` and ``-Infinity``
-among them for float inputs, as the REST path's reader takes them; ``true`` and ``false``
-for bool inputs), or, for named inputs, a
-list of objects that each name every input once (rows), or one such object (columns). The
-reading is done on the body's *skeleton*: its brackets, braces and commas, each run of
-number characters (the words' letters among them) as one ``0``, and each input's name
-(``"a":``) as one marker byte. A rectangular list, or rows that repeat the first row's
-layout, have exactly the skeleton their shapes make, which is checked by building it; the
-numbers are then parsed by orjson a piece at a time (what the model server's reader uses)
-and cut into the inputs by that layout.
+instance). V is a rectangular list of numbers (``NaN``, ``Infinity`` and ``-Infinity`` among
+them for float inputs, as the REST path's reader takes them; ``true`` and ``false`` for bool
+inputs), or, for named inputs, a list of objects that each name every input once (rows), or one
+such object (columns). The reading is done on the body's *skeleton*: its brackets, braces and
+commas, each run of number characters (the words' letters among them) as one ``0``, and each
+input's name (``"a":``) as one marker byte. A rectangular list, or rows that repeat the first
+row's layout, have exactly the skeleton their shapes make, which is checked by building it; the
+numbers are then parsed by orjson a piece at a time (what the model server's reader uses) and
+cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
 path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings,
-booleans for other inputs, null, other keys,
-input names that need escapes, ragged lists, other spellings of a NaN or an infinity
-(``-NaN``, ``Inf``: the REST path refuses them too), an integer input given a NaN, an
-infinity, a fraction or a value beyond its range, inputs of different dtypes, and names
-written with a blank before their colon.
+booleans for other inputs, null, other keys, input names that need escapes, ragged lists, other
+spellings of a NaN or an infinity (``-NaN``, ``Inf``: the REST path refuses them too), an
+integer input given a NaN, an infinity, a fraction or a value beyond its range, inputs of
+different dtypes, and names written with a blank before their colon.
 """
 
 from __future__ import annotations
@@ -70,30 +68,15 @@ _TAIL = re.compile(
 _TAIL_BYTES = 1024
 
 
-def byte_table(allowed: bytes) -> np.ndarray:
-    table = np.zeros(256, dtype=bool)
-    table[list(allowed)] = True
-    return table
-
-
 _RUN_CHARS = NUMBER_CHARS + NON_FINITE_CHARS + WORD_CHARS
 _OUTSIDE = 0x01  # a byte the skeleton does not take (strings' quotes, letters of other words)
-
-
-def _skeleton_classes() -> bytes:
-    """The translation of a piece that classes its bytes: a run's character is ``0``, a blank
-    one space, structure and markers stay as they are, any other byte is ``_OUTSIDE``."""
-    table = bytearray([_OUTSIDE]) * 256
-    for byte in _RUN_CHARS:
-        table[byte] = _NUMBER_MARK
-    for byte in WHITESPACE:
-        table[byte] = ord(" ")
-    for byte in b",[]{}" + _MARKERS:
-        table[byte] = byte
-    return bytes(table)
-
-
-_SKELETON_CLASSES = _skeleton_classes()
+# A piece's bytes classed: a run's character is 0, a blank one space, structure and markers
+# stay as they are, any other byte is _OUTSIDE.
+_SKELETON_CLASSES = bytes(
+    _NUMBER_MARK if byte in _RUN_CHARS else ord(" ") if byte in WHITESPACE
+    else byte if byte in b",[]{}" + _MARKERS else _OUTSIDE
+    for byte in range(256)
+)  # fmt: skip
 _TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
 
@@ -116,6 +99,9 @@ class JsonInputs(NamedTuple):
     columnar: bool
 
 
+Parts = list[bytes | int]  # a skeleton's, a piece's each (a flat piece's: its count of numbers)
+
+
 def find_document(body: bytes, lines: bool) -> Document | None:
     """The value of a JSON body (or JSON lines) to read, or None for another document."""
     if lines:
@@ -136,13 +122,22 @@ def find_document(body: bytes, lines: bool) -> Document | None:
 def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
     """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
     document, or None (see the module). One pass over the pieces makes both the skeleton
-    and the numbers, which its layout then cuts (or refuses for their count)."""
+    and the numbers, which its layout then cuts (or refuses for their count); a plain list
+    of numbers' skeleton is never made whole (it would be held beside the numbers)."""
     pieces = _pieces(document, names)
     read = None if pieces is None else pieces.skeleton_and_numbers(dtype)
     if read is None:
         return None
-    skeleton, numbers = read
-    layout = _layout(_bracketed(skeleton, document), document, len(names))
+    parts, numbers = read
+    count = None if document.lines else _plain_list(parts)
+    if count is not None:  # [0,0,...,0]: what _layout makes of it
+        shape = (count,) if document.key is not None else (1, count)
+        layout: Layout | None = Layout(None, [shape], []) if len(names) == 1 else None
+    else:
+        flat = (part if isinstance(part, bytes) else (b",0" * part)[1:] for part in parts)
+        skeleton = b",".join(flat)  # a flat piece's: 0,0,...,0
+        skeleton = b"[" + skeleton + b"]" if document.lines else skeleton
+        layout = _layout(skeleton, document, len(names))
     if layout is None or layout.numbers != numbers.size:
         return None
     return JsonInputs(layout.arrays(numbers, names), document.key == "inputs")
@@ -164,7 +159,7 @@ def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, b
     skeleton = None if pieces is None else pieces.skeleton()
     if pieces is None or skeleton is None:
         return None
-    return pieces, _bracketed(skeleton, document)
+    return pieces, b"[" + skeleton + b"]" if document.lines else skeleton
 
 
 def _pieces(document: Document, names: list[str]) -> Pieces | None:
@@ -177,11 +172,6 @@ def _pieces(document: Document, names: list[str]) -> Pieces | None:
     named = document.key is not None or document.lines
     tokens = [b'"%s":' % name.encode() for name in names] if named else []
     return Pieces(body, start, end, tokens, document.lines)
-
-
-def _bracketed(skeleton: bytes, document: Document) -> bytes:
-    """JSON lines' skeleton in the brackets of the list of instances they are."""
-    return b"[" + skeleton + b"]" if document.lines else skeleton
 
 
 def _lstrip(body: bytes, start: int) -> int:
@@ -241,7 +231,7 @@ class Pieces:
             parts.append(_part(classes))
         return b",".join(parts)
 
-    def skeleton_and_numbers(self, dtype: np.dtype) -> tuple[bytes, np.ndarray] | None:
+    def skeleton_and_numbers(self, dtype: np.dtype) -> tuple[Parts, np.ndarray] | None:
         """The skeleton and the numbers in order, in one pass: each piece's by orjson
         (brackets, braces and markers made spaces), made an array as the model server's
         reader does; None for a byte outside the skeleton or a piece that is not numbers."""
@@ -257,7 +247,7 @@ class Pieces:
             if classes is None or values is None:
                 return None
             # a flat piece that orjson read: one number (one run) between two commas
-            parts.append((b",0" * len(values))[1:] if flat else _part(classes))
+            parts.append(len(values) if flat else _part(classes))
             if not values:  # blanks between two cuts: the skeleton's check finds any error
                 continue
             array = numbers_as(values, dtype)
@@ -265,7 +255,22 @@ class Pieces:
                 return None
             out[filled : filled + len(array)] = array
             filled += len(array)
-        return b",".join(parts), out[:filled]
+        return parts, out[:filled]
+
+
+def _plain_list(parts: Parts) -> int | None:
+    """How many numbers the skeleton's parts (a flat piece's as its count) hold when they
+    join into a plain list, ``[0,0,...,0]``; otherwise None."""
+    first, last, middle = parts[0], parts[-1], parts[1:-1]
+    if not isinstance(first, bytes) or not isinstance(last, bytes) or first[:1] != b"[":
+        return None
+    ends = [first[1:-1]] if len(parts) == 1 else [first[1:], last[:-1]]
+    counts = [part for part in middle if isinstance(part, int) and part > 0]
+    if last[-1:] != b"]" or len(counts) != len(middle):
+        return None
+    if any(not end or end != (b",0" * ((len(end) + 1) // 2))[1:] for end in ends):
+        return None
+    return sum(counts) + sum((len(end) + 1) // 2 for end in ends)
 
 
 def _classes(piece: bytes | None) -> bytes | None:
