@@ -100,6 +100,7 @@ class JsonInputs(NamedTuple):
 
 
 Parts = list[bytes | int]  # a skeleton's, a piece's each (a flat piece's: its count of numbers)
+Read = tuple[Parts, np.ndarray]
 
 
 def find_document(body: bytes, lines: bool) -> Document | None:
@@ -121,36 +122,29 @@ def find_document(body: bytes, lines: bool) -> Document | None:
 
 def read_document(document: Document, names: list[str], dtype: np.dtype) -> JsonInputs | None:
     """The arrays of inputs ``names`` (all of ``dtype``) that the REST path reads from the
-    document, or None (see the module). One pass over the pieces makes both the skeleton
-    and the numbers, which its layout then cuts (or refuses for their count); a plain list
-    of numbers' skeleton is never made whole (it would be held beside the numbers)."""
-    pieces = _pieces(document, names)
-    read = None if pieces is None else pieces.skeleton_and_numbers(dtype)
-    if read is None:
-        return None
-    parts, numbers = read
-    count = None if document.lines else _plain_list(parts)
-    if count is not None:  # [0,0,...,0]: what _layout makes of it
-        shape = (count,) if document.key is not None else (1, count)
-        layout: Layout | None = Layout(None, [shape], []) if len(names) == 1 else None
+    document, or None (see the module). A list of numbers is read in one pass that makes
+    both its skeleton (as counts: never whole) and its numbers; other values' skeleton is
+    made and checked first, so that it is never held beside the numbers."""
+    body, at = document.body, _lstrip(document.body, document.start + 1)
+    listed = body[document.start : document.start + 1] == b"[" and body[at : at + 1] not in b"[{"
+    if document.lines or not listed:  # its skeleton first: never beside the numbers
+        found = pieces_and_layout(document, names)
+        layout = None if found is None else found[1]
+        read = None if found is None else found[0].skeleton_and_numbers(dtype, kept=False)
     else:
-        flat = (part if isinstance(part, bytes) else (b",0" * part)[1:] for part in parts)
-        skeleton = b",".join(flat)  # a flat piece's: 0,0,...,0
-        skeleton = b"[" + skeleton + b"]" if document.lines else skeleton
-        layout = _layout(skeleton, document, len(names))
-    if layout is None or layout.numbers != numbers.size:
+        pieces = _pieces(document, names)
+        read = None if pieces is None else pieces.skeleton_and_numbers(dtype)
+        layout = None if read is None else _list_layout(read[0], document, len(names))
+    if read is None or layout is None or layout.numbers != read[1].size:
         return None
-    return JsonInputs(layout.arrays(numbers, names), document.key == "inputs")
+    return JsonInputs(layout.arrays(read[1], names), document.key == "inputs")
 
 
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
     """The document's pieces and the layout of its numbers (see the module), or None."""
     read = pieces_and_skeleton(document, names)
-    if read is None:
-        return None
-    pieces, skeleton = read
-    layout = _layout(skeleton, document, len(names))
-    return None if layout is None else (pieces, layout)
+    layout = None if read is None else _layout(read[1], document, len(names))
+    return None if read is None or layout is None else (read[0], layout)
 
 
 def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, bytes] | None:
@@ -231,10 +225,10 @@ class Pieces:
             parts.append(_part(classes))
         return b",".join(parts)
 
-    def skeleton_and_numbers(self, dtype: np.dtype) -> tuple[Parts, np.ndarray] | None:
-        """The skeleton and the numbers in order, in one pass: each piece's by orjson
-        (brackets, braces and markers made spaces), made an array as the model server's
-        reader does; None for a byte outside the skeleton or a piece that is not numbers."""
+    def skeleton_and_numbers(self, dtype: np.dtype, kept: bool = True) -> Read | None:
+        """The skeleton's parts (unless not ``kept``) and the numbers, each piece's by orjson
+        (made an array as the model server's reader does), in one pass; None for a byte
+        outside the skeleton or a piece that is not numbers."""
         cuts = self.body.count(b",", self.start, self.end)
         if self.lines:
             cuts += self.body.count(b"\n", self.start, self.end)
@@ -246,8 +240,8 @@ class Pieces:
             values = None if classes is None else piece_values(piece, dtype.kind == "b", flat)
             if classes is None or values is None:
                 return None
-            # a flat piece that orjson read: one number (one run) between two commas
-            parts.append(len(values) if flat else _part(classes))
+            if kept:  # a flat piece that orjson read: one number (one run) between two commas
+                parts.append(len(values) if flat else _part(classes))
             if not values:  # blanks between two cuts: the skeleton's check finds any error
                 continue
             array = numbers_as(values, dtype)
@@ -258,19 +252,27 @@ class Pieces:
         return parts, out[:filled]
 
 
+def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None:
+    """A list's layout: a plain list's from its counts (as _layout reads ``[0,...,0]``)."""
+    count = _plain_list(parts)
+    if count is not None:
+        shape = (count,) if document.key is not None else (1, count)
+        return Layout(None, [shape], []) if inputs == 1 else None
+    flat = (part if isinstance(part, bytes) else (b",0" * part)[1:] for part in parts)
+    return _layout(b",".join(flat), document, inputs)  # a flat piece's: 0,0,...,0
+
+
 def _plain_list(parts: Parts) -> int | None:
     """How many numbers the skeleton's parts (a flat piece's as its count) hold when they
     join into a plain list, ``[0,0,...,0]``; otherwise None."""
     first, last, middle = parts[0], parts[-1], parts[1:-1]
-    if not isinstance(first, bytes) or not isinstance(last, bytes) or first[:1] != b"[":
+    counts = [part for part in middle if isinstance(part, int) and part > 0]
+    if not isinstance(first, bytes) or not isinstance(last, bytes) or len(counts) < len(middle):
         return None
     ends = [first[1:-1]] if len(parts) == 1 else [first[1:], last[:-1]]
-    counts = [part for part in middle if isinstance(part, int) and part > 0]
-    if last[-1:] != b"]" or len(counts) != len(middle):
-        return None
-    if any(not end or end != (b",0" * ((len(end) + 1) // 2))[1:] for end in ends):
-        return None
-    return sum(counts) + sum((len(end) + 1) // 2 for end in ends)
+    flat = all(end and end == (b",0" * ((len(end) + 1) // 2))[1:] for end in ends)
+    plain = flat and first[:1] == b"[" and last[-1:] == b"]"
+    return sum(counts) + sum((len(end) + 1) // 2 for end in ends) if plain else None
 
 
 def _classes(piece: bytes | None) -> bytes | None:
@@ -455,10 +457,9 @@ def is_integral(dtype: np.dtype) -> bool:
 
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
     """What ``json_tensors`` makes of a list of values: a bool input's booleans; Python
-    numbers cast by NumPy (a
-    double to a float32 or a float16 rounds once more), integer inputs given integers only,
-    within ``REST_INT_RANGES`` and then wrapped into the dtype; the strings of
-    ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs only)."""
+    numbers cast by NumPy (a double to a float32 or a float16 rounds once more), integer
+    inputs given integers only, within ``REST_INT_RANGES`` and then wrapped into the dtype;
+    the strings of ``_non_finite_as_strings`` cast to NaN and the infinities (float inputs)."""
     if dtype.kind == "b":  # true and false only, as the REST path's reader takes them
         return np.array(values, bool) if all(type(value) is bool for value in values) else None
     if is_integral(dtype):
@@ -474,9 +475,8 @@ def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
 
 
 def _doubles(values: list) -> np.ndarray:
-    """Python numbers each made a double (as NumPy casts them from objects), by the array
-    module's C loop (~25% faster than NumPy's); the strings of ``_non_finite_as_strings``
-    by NumPy, which reads them."""
+    """Python numbers each made a double (as NumPy casts objects) by the array module's C
+    loop (~25% faster than NumPy's); the strings of ``_non_finite_as_strings`` by NumPy."""
     try:
         return np.frombuffer(array.array("d", values), np.float64)
     except TypeError:  # a string among them
