@@ -65,7 +65,17 @@ def joined_texts(values: np.ndarray, separator: bytes | list[bytes]) -> bytes:
     _lay_out(cells, nine.astype(np.int64), exponent, group, np.signbit(flat))
     if cells_per_text == _TEXT_CELLS:
         _copy_others(cells, flat, ~laid_out, certain & ~reads_back & is_double)
-    return cells.T.tobytes().translate(None, b"\0")[: -len(separators[-1]) or None]
+    cells[cells_per_text:, -1] = 0  # no separator after the last text
+    return _texts_in_order(cells).translate(None, b"\0")
+
+
+def _texts_in_order(cells: np.ndarray) -> bytes:
+    """The matrix's columns one after another: a character position (a row) at a time into
+    a text per row (long strided copies; NumPy's transposed copy goes a few cells at a time)."""
+    texts = np.empty(cells.shape[::-1], np.uint8)
+    for position, row in enumerate(cells):
+        texts[:, position] = row
+    return texts.tobytes()
 
 
 def _separator_cells(separators: list[bytes], count: int) -> np.ndarray:
