@@ -25,7 +25,6 @@ from sagemaker_tfs.service.text_json import (
     PARSE_BYTES,
     REST_INT_RANGES,
     WHITESPACE,
-    byte_table,
     fits,
     is_integral,
 )
@@ -39,7 +38,8 @@ ROW_OF_FIELDS_BYTES = 256 << 10
 _A_DIGIT = re.compile(rb"[0-9]")
 _A_POINT_OR_EXPONENT = re.compile(rb"[.eE]")
 _CSV_SEPARATOR = re.compile(rb"[,\n]")
-_CSV_ALLOWED = byte_table(NUMBER_CHARS + b"," + WHITESPACE)
+_CSV_ALLOWED = np.zeros(256, dtype=bool)  # a table of the bytes a CSV body is read with
+_CSV_ALLOWED[list(NUMBER_CHARS + b"," + WHITESPACE)] = True
 # A CSV body with its blanks made separators and exponents lower case (_negative_zeros_in).
 _ZEROS_DELETED = bytes.maketrans(WHITESPACE + b"E", b"," * len(WHITESPACE) + b"e")
 _NEGATIVE_ZERO_ENDINGS = (b"-,", b"-e", b"-.,", b"-.e")

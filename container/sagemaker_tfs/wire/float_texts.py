@@ -55,16 +55,27 @@ def joined_texts(values: np.ndarray, separator: bytes | list[bytes]) -> bytes:
         nine = np.where(long, long_digits, nine)
         exponent = np.where(long, long_exponent, exponent)
     laid_out = reads_back | long
-    cells_per_text = _LAID_OUT_CELLS if laid_out.all() else _TEXT_CELLS
+    group = _layout_groups(exponent, long)
+    cells_per_text = _laid_out_cells(group) if laid_out.all() else _TEXT_CELLS
     # a text per column (each character position one contiguous row), transposed at the end
     separator_cells = _separator_cells(separators, flat.size)
     cells = np.empty((cells_per_text + separator_cells.shape[0], flat.size), np.uint8)
     cells[:cells_per_text] = 0
     cells[cells_per_text:] = separator_cells
-    _lay_out(cells, nine.astype(np.int64), exponent, long, np.signbit(flat))
+    _lay_out(cells, nine.astype(np.int64), exponent, group, np.signbit(flat))
     if cells_per_text == _TEXT_CELLS:
         _copy_others(cells, flat, ~laid_out, certain & ~reads_back & is_double)
-    return cells.T.tobytes().translate(None, b"\0")[: -len(separators[-1]) or None]
+    cells[cells_per_text:, -1] = 0  # no separator after the last text
+    return _texts_in_order(cells).translate(None, b"\0")
+
+
+def _texts_in_order(cells: np.ndarray) -> bytes:
+    """The matrix's columns one after another: a character position (a row) at a time into
+    a text per row (long strided copies; NumPy's transposed copy goes a few cells at a time)."""
+    texts = np.empty(cells.shape[::-1], np.uint8)
+    for position, row in enumerate(cells):
+        texts[:, position] = row
+    return texts.tobytes()
 
 
 def _separator_cells(separators: list[bytes], count: int) -> np.ndarray:
@@ -78,12 +89,28 @@ def _separator_cells(separators: list[bytes], count: int) -> np.ndarray:
     return np.tile(period, count // len(separators))
 
 
-def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np.ndarray,
+def _layout_groups(exponent: np.ndarray, long: np.ndarray) -> np.ndarray:
+    """Each value's layout: ``exponent + 4`` for fixed notation (exponents -4 to the
+    precision, ``%.9g``'s where ``long``, else ``%.6g``'s), 13 for scientific."""
+    fixed = (exponent >= -4) & (exponent < np.where(long, 9, 6))
+    return np.where(fixed, exponent + 4, 13)
+
+
+def _laid_out_cells(group: np.ndarray) -> int:
+    """The cells that the widest text of these layouts takes, its sign's included: nine
+    digits and a point, ``.0`` after nine integral digits, ``0.000`` before nine digits."""
+    low, high = int(group.min()), int(group.max())
+    widest = 15 if high == 13 else max(11, 10 - (low - 4))
+    return 1 + widest
+
+
+def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, group: np.ndarray,
              negative: np.ndarray) -> None:  # fmt: skip
     """The texts of values given as nine digits (an integer) and the exponent of the first,
-    ``%.9g`` where ``long`` else ``%.6g`` (its digits then followed by three zeros), into
-    the columns of ``cells``: the values of one notation and exponent (most of an array: one
-    or a few) laid out at once."""
+    laid out as their ``group`` says (``_layout_groups``: a ``%.6g`` text's digits are
+    followed by three zeros), into the first columns of ``cells`` (as many as the widest
+    text takes): the values of one notation and exponent (most of an array: one or a few)
+    laid out at once."""
     digits = np.empty((9, nine.size), np.uint8)  # a row per digit, as characters
     kept = np.empty((9, nine.size), bool)  # up to the last digit that is not 0
     rest, seen = nine.astype(np.int32), np.zeros(nine.size, bool)
@@ -92,12 +119,11 @@ def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np
         digit = rest - higher * 10
         seen |= digit != 0
         digits[index], kept[index], rest = digit + _ZERO, seen, higher
-    fixed = (exponent >= -4) & (exponent < np.where(long, 9, 6))
-    group = np.where(fixed, exponent + 4, 13)  # a short value's last three digits: zeros
     cells[0] = np.where(negative, _MINUS, 0)
+    width = min(_LAID_OUT_CELLS, _laid_out_cells(group))
     counts = np.bincount(group)
     if counts.max() == group.size:  # one layout (values of one magnitude): no reordering
-        cells[1:_LAID_OUT_CELLS] = _group_texts(int(group[0]), digits, kept, exponent)
+        cells[1:width] = _group_texts(int(group[0]), digits, kept, exponent)[: width - 1]
         return
     order = np.argsort(group, kind="stable")  # each layout's values side by side
     digits, kept, exponent = digits[:, order], kept[:, order], exponent[order]
@@ -107,7 +133,7 @@ def _lay_out(cells: np.ndarray, nine: np.ndarray, exponent: np.ndarray, long: np
         rows = slice(start, start + int(counts[key]))
         texts[:, rows] = _group_texts(key, digits[:, rows], kept[:, rows], exponent[rows])
         start = rows.stop
-    cells[1:_LAID_OUT_CELLS, order] = texts
+    cells[1:width, order] = texts[: width - 1]
 
 
 def _group_texts(key: int, digits: np.ndarray, kept: np.ndarray,
@@ -193,7 +219,8 @@ def rounded_digits(
         certain = np.abs(shift) <= _EXACT_POWERS
         scaled = _scaled(magnitude, np.where(certain, shift, 0))
         exact = (shift >= 0) & (shift <= (_EXACT_FLOAT_PRODUCT if of_floats else -1))
-        certain &= (np.abs(scaled - np.floor(scaled) - 0.5) > 2 * np.spacing(scaled)) | exact
+        if not exact.all():  # (a float's values of usual magnitudes: all exact, no tie test)
+            certain &= (np.abs(scaled - np.floor(scaled) - 0.5) > 2 * np.spacing(scaled)) | exact
         digits = np.where(certain, np.rint(scaled), 10.0 ** (precision - 1))
         carried = digits == 10.0**precision
         digits = np.where(carried, 10.0 ** (precision - 1), digits)
@@ -209,6 +236,10 @@ def rounded_digits(
 
 def _scaled(values: np.ndarray, power: np.ndarray) -> np.ndarray:
     """``values * 10**power``, one correctly rounded operation for |power| <= 22."""
+    if power.size and power.min() == power.max():  # one power (one magnitude): a scalar
+        one = int(power.flat[0])
+        scalar = _POWERS[min(abs(one), _EXACT_POWERS)]
+        return values * scalar if one >= 0 else values / scalar
     factor = _POWERS[np.minimum(np.abs(power), _EXACT_POWERS)]
     if power.min(initial=0) >= 0:
         return values * factor

@@ -113,9 +113,19 @@ def joined_floats(vector: np.ndarray) -> str:
 def joined_rows(rows: np.ndarray) -> str:
     """``", ".join(render_array_rows(rows, ..., single_line=True))`` for a float array of
     two or more dimensions, laid out with the brackets between rows as separators."""
+    return _joined_row_bytes(rows).decode("ascii")
+
+
+def _joined_row_bytes(rows: np.ndarray) -> bytes:
     inner = rows.shape[1:]
-    opening = "[" * len(inner)
-    return opening + joined_texts(rows, _row_separators(inner)).decode("ascii") + "]" * len(inner)
+    return b"[" * len(inner) + joined_texts(rows, _row_separators(inner)) + b"]" * len(inner)
+
+
+def _joined_float_bytes(vector: np.ndarray) -> bytes:
+    """``joined_floats(vector)`` as ASCII, without a str of the text made on the way."""
+    if vector.size <= FEW_FLOATS:
+        return joined_floats(vector).encode("ascii")
+    return joined_texts(vector, b", ")
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,9 +256,10 @@ def _rows_per_piece(array: np.ndarray) -> int:
 
 
 def _array_pieces(array: np.ndarray, depth: int, single: bool, b64: bool,
-                  close: str | None = None) -> Iterator[str]:  # fmt: skip
+                  close: str | None = None) -> Iterator[str | bytes]:  # fmt: skip
     """``render_array(array, depth, single, b64)`` in pieces of whole rows; ``close``
-    replaces its closing bracket (the row answer's ``\\n    ]``)."""
+    replaces its closing bracket (the row answer's ``\\n    ]``). Float texts come as ASCII
+    bytes (a block's text is not copied into a str and back)."""
     if array.ndim == 0 or array.shape[0] == 0:
         text = render_array(array, depth, single, b64)
         yield text if close is None else text[:-1] + close
@@ -263,10 +274,10 @@ def _array_pieces(array: np.ndarray, depth: int, single: bool, b64: bool,
     for start in range(0, array.shape[0], step):
         piece = array[start : start + step]
         if floats and array.ndim == 1:
-            yield (joiner if start else "") + joined_floats(piece)
+            yield (joiner.encode() if start else b"") + _joined_float_bytes(piece)
             continue
         if floats and piece.size > FEW_FLOATS and 0 < piece[0].size <= ROW_SEPARATORS:
-            yield (joiner if start else "") + joined_rows(piece)
+            yield (joiner.encode() if start else b"") + _joined_row_bytes(piece)
             continue
         rows = render_array_rows(piece, depth + 1, b64, single)
         yield (joiner if start else "") + joiner.join(rows)
@@ -296,11 +307,12 @@ def predict_answer_pieces(outputs: Mapping[str, np.ndarray], columnar: bool) -> 
         yield _utf8("{\n" + INDENT + '"predictions": ')
         pieces = _row_pieces(outputs, aliases, batch_size)
     for piece in pieces:
-        yield _utf8(piece)
+        yield piece if isinstance(piece, bytes) else _utf8(piece)
     yield b"\n}"
 
 
-def _columnar_pieces(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> Iterator[str]:
+def _columnar_pieces(outputs: Mapping[str, np.ndarray],
+                     aliases: list[str]) -> Iterator[str | bytes]:  # fmt: skip
     if len(aliases) == 1:
         alias = aliases[0]
         yield from _array_pieces(outputs[alias], 1, False, _as_b64(alias, outputs[alias]))
@@ -313,7 +325,7 @@ def _columnar_pieces(outputs: Mapping[str, np.ndarray], aliases: list[str]) -> I
 
 
 def _row_pieces(outputs: Mapping[str, np.ndarray], aliases: list[str],
-                batch_size: int) -> Iterator[str]:  # fmt: skip
+                batch_size: int) -> Iterator[str | bytes]:  # fmt: skip
     close = "\n" + INDENT + "]"
     if len(aliases) == 1:
         alias = aliases[0]

@@ -582,3 +582,31 @@ def test_uint64_inputs(body: bytes, read: type) -> None:
     """uint64 inputs: read, or refused, as the REST path reads them (the REST way before)."""
     assert isinstance(read_text_request(JSON, body, signatures(DT_UINT64)), read)
     assert_same_as_rest(JSON, body, DT_UINT64)
+
+
+PLAIN_LIST_FLAWS = [", ,", " 1 2", ",[1]", "]", "[", " - 1"]  # wrong wherever they go
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plain_lists_read_in_one_pass_in_pieces(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list of numbers is read in one pass, its flat pieces' skeleton kept as counts
+    (issue 53's speed): cut into tiny pieces, with blanks, the arrays are the REST path's;
+    with a flaw anywhere (two commas, two numbers, a list, a bracket), both refuse it."""
+    rng = random.Random(seed)
+    monkeypatch.setattr(text_json, "PARSE_BYTES", rng.randint(1, 12))
+    for _ in range(12):
+        values = np.round(
+            np.random.default_rng(rng.randint(0, 99)).normal(size=rng.randint(1, 60)), 4
+        )
+        texts = [rng.choice(["", " ", "\n"]) + repr(value) for value in values.tolist()]
+        if rng.random() < 0.3:
+            texts[rng.randrange(len(texts))] = rng.choice(["NaN", "-0", "7", "1e3"])
+        inside = ",".join(texts)
+        for wrapped in (b'{"signature_name": "one", "instances": [%s]}', b'{"inputs": [%s], '
+                        b'"signature_name": "one"}'):  # fmt: skip
+            assert_same_as_rest(JSON, wrapped % inside.encode())
+            at = rng.randrange(len(inside) + 1)
+            flawed = inside[:at] + rng.choice(PLAIN_LIST_FLAWS) + inside[at:]
+            read = read_text_request(JSON, wrapped % flawed.encode(), signatures(DT_FLOAT))
+            assert read is None or isinstance(read, Refusal), flawed
+            assert isinstance(rest_path(JSON, wrapped % flawed.encode(), DT_FLOAT), str), flawed
