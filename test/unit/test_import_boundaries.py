@@ -108,6 +108,14 @@ def test_the_service_does_not_load_tensorflow() -> None:
     assert loaded_after_import(service, TENSORFLOW) == []
 
 
+def test_a_service_worker_starts_without_ml_dtypes() -> None:
+    """Importing ml_dtypes took 0.5-1 s of every gunicorn worker's start (issue 55: a killed
+    gunicorn master's successor serves only once its worker has imported the service); it
+    is imported when a bfloat16 tensor is first met (``wire/tensors.py``)."""
+    worker = ["sagemaker_tfs.service.app", "sagemaker_tfs.service.stream_server"]
+    assert loaded_after_import(worker, ("ml_dtypes",)) == []
+
+
 # The service's JSON / JSON lines / CSV reading (issue 53): one module family, one entry point.
 TEXT_ENTRY = "text_codecs"
 TEXT_FAMILY = frozenset(

@@ -28,11 +28,6 @@ import numpy as np
 
 from sagemaker_tfs.wire.float_texts import joined_texts, non_finite_text
 
-try:  # ships with TensorFlow; bfloat16 tensors need it
-    from ml_dtypes import bfloat16 as _BFLOAT16
-except ImportError:  # pragma: no cover
-    _BFLOAT16 = None
-
 INDENT = "    "
 B64_KEY = "b64"
 BYTES_SUFFIX = "_bytes"  # string outputs with an alias ending so are written as b64 objects
@@ -182,7 +177,7 @@ def element_texts(array: np.ndarray, as_b64: bool) -> list[str]:
     kind = array.dtype.kind
     if kind == "f":
         return format_floats(array)
-    if _BFLOAT16 is not None and array.dtype == _BFLOAT16:
+    if array.dtype.name == "bfloat16":  # ml_dtypes's, not imported here: see wire/tensors.py
         return format_floats(array.astype(np.float32))
     if kind in "iu":
         return list(map(str, array.reshape(-1).tolist()))
