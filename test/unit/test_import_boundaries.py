@@ -193,3 +193,62 @@ def test_the_family_check_sees_a_reader_outside_it(tmp_path: Path, module: str, 
     target = service / f"{module}.py"
     target.write_text(target.read_text() + f"\n{line}\n")
     assert module in text_reading_outside_the_family(service)
+
+
+def package_import_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports (lazy imports and
+    those under ``TYPE_CHECKING`` included: a cycle of either is still a knot to read)."""
+    modules = {}
+    for path in PACKAGE_ROOT.rglob("*.py"):
+        parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for imported in imported_modules(path):
+            pieces = imported.split(".")
+            owners = (".".join(pieces[:end]) for end in range(len(pieces), 0, -1))
+            owner = next((candidate for candidate in owners if candidate in modules), None)
+            if owner is not None and owner != name:
+                found.add(owner)
+        graph[name] = found
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in graph[module]:
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            part = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    """Issue 56: the supervisor's launcher and its back ends imported each other (through
+    ``TYPE_CHECKING``), and the health monitor borrowed helpers from one of them."""
+    assert import_cycles(package_import_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.stack_config import StackConfig
+from sagemaker_tfs.supervisor.atomic_files import write_atomically
+from sagemaker_tfs.supervisor.model_server_configs import grpc_target
 from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, StatusAnswer
-from sagemaker_tfs.supervisor.shared_model_servers import target, write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def status_target(config: StackConfig, instance: Instance, python_model_server: 
     """Where a model server's health is asked: the Python model server's status socket, else
     (``tensorflow_model_server``, or a path too long) its gRPC socket or port."""
     path = config.status_socket_path(instance.grpc_port) if python_model_server else None
-    return f"unix:{path}" if path else target(config, instance)
+    return f"unix:{path}" if path else grpc_target(config, instance)
 
 
 def asked_names(server: WatchedServer) -> tuple[str, ...]:

@@ -128,6 +128,12 @@ def model_server_args(
     return args + grpc_socket_args(instance, config)
 
 
+def grpc_target(config: StackConfig, instance: Instance) -> str:
+    """The model server's gRPC address for the supervisor: its unix socket, else its port."""
+    socket_path = config.grpc_socket_path(instance.grpc_port)
+    return f"unix:{socket_path}" if socket_path else f"127.0.0.1:{instance.grpc_port}"
+
+
 def grpc_socket_args(instance: Instance, config: StackConfig) -> list[str]:
     """``--grpc_socket_path`` of one model server: the service calls it over that socket."""
     path = config.grpc_socket_path(instance.grpc_port)

@@ -22,8 +22,8 @@ from sagemaker_tfs.supervisor.model_availability import ModelLoadError, wait_unt
 from sagemaker_tfs.supervisor.model_server_configs import render_model_config
 from sagemaker_tfs.wire.errors import HttpError
 
-if TYPE_CHECKING:  # the launcher imports this module
-    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
+if TYPE_CHECKING:
+    from sagemaker_tfs.supervisor.registry import ModelServerProcesses
 
 DEFAULT_MULTI_MODEL_PORTS = PortRange(9000, 9999)
 
@@ -59,7 +59,7 @@ class PerModelServers:
 
     copies = 1
 
-    def __init__(self, config: StackConfig, launcher: ModelServerLauncher) -> None:
+    def __init__(self, config: StackConfig, launcher: ModelServerProcesses) -> None:
         self._config = config
         self._launcher = launcher
         self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])

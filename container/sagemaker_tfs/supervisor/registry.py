@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +53,20 @@ class ModelServers(Protocol):
         """The resident memory of the processes that serve (or will serve) ``name``."""
 
     def close(self) -> None: ...
+
+
+class ModelServerProcesses(Protocol):
+    """What a back end asks of the model server launcher: start a supervised model server,
+    stop it, and its pid (None when not running). The launcher implements it; the back ends
+    depend on this, not on the launcher, which chooses and makes them."""
+
+    def start_model_server(
+        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+    ) -> None: ...
+
+    def stop_model_server(self, key: str) -> None: ...
+
+    def model_server_pid(self, key: str) -> int | None: ...
 
 
 @dataclass

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -36,13 +35,14 @@ from typing import TYPE_CHECKING
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.stack_config import StackConfig
+from sagemaker_tfs.supervisor.atomic_files import write_atomically
 from sagemaker_tfs.supervisor.memory import process_rss_bytes
 from sagemaker_tfs.supervisor.model_availability import ModelLoadError
-from sagemaker_tfs.supervisor.model_server_configs import render_model_config
+from sagemaker_tfs.supervisor.model_server_configs import grpc_target, render_model_config
 from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
 
-if TYPE_CHECKING:  # the launcher imports this module
-    from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
+if TYPE_CHECKING:
+    from sagemaker_tfs.supervisor.registry import ModelServerProcesses
 
 logger = logging.getLogger(__name__)
 
@@ -73,14 +73,14 @@ class SharedModelServers:
     def __init__(
         self,
         config: StackConfig,
-        launcher: ModelServerLauncher,
+        launcher: ModelServerProcesses,
         client_factory: Callable[[str], ModelServiceClient] = ModelServiceClient,
     ) -> None:
         self._config = config
         self._pid_of = launcher.model_server_pid
         self.servers = [
             SharedModelServer(
-                f"model-server[{index}]", instance, client_factory(target(config, instance))
+                f"model-server[{index}]", instance, client_factory(grpc_target(config, instance))
             )
             for index, instance in enumerate(config.instances)
         ]
@@ -259,16 +259,3 @@ class SharedModelServers:
         for name, reason in lost.items():
             self.on_lost(name, reason)
         self._on_each(self._reload_quietly)
-
-
-def target(config: StackConfig, instance: Instance) -> str:
-    """The model server's gRPC address for the supervisor: its unix socket, else its port."""
-    socket_path = config.grpc_socket_path(instance.grpc_port)
-    return f"unix:{socket_path}" if socket_path else f"127.0.0.1:{instance.grpc_port}"
-
-
-def write_atomically(path: str, text: str) -> None:
-    """A model server that restarts reads the old file or the new one, never half of one."""
-    partial = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    Path(partial).write_text(text, encoding="utf-8")
-    os.replace(partial, path)
