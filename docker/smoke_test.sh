@@ -11,7 +11,7 @@ echo "smoke test: the model server binary"
 /usr/bin/tensorflow_model_server --version
 
 echo "smoke test: the service, the stream server, the supervisor and the gRPC helper import"
-/opt/venv/bin/python -c "import sagemaker_tfs.service.app, sagemaker_tfs.service.stream_server, sagemaker_tfs.supervisor.main, sagemaker_tfs.client"
+/opt/venv/bin/python -c "import sagemaker_tfs.service.edge.app, sagemaker_tfs.service.stream.stream_server, sagemaker_tfs.supervisor.main, sagemaker_tfs.client"
 
 echo "smoke test: nginx -t on the configurations serve renders"
 /opt/venv/bin/python - "$work" <<'PYTHON'

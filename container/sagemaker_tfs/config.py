@@ -44,7 +44,7 @@ MULTI_MODEL_INSTANCES = 2
 MIN_MAX_CONCURRENT_INVOCATIONS = 64
 CONCURRENT_INVOCATIONS_PER_CPU = 32
 # MB of large request bodies (1 MB or more) the service works on at once
-# (SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT; 0: no bound; service/body_budget.py). Default: 64 per
+# (SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT; 0: no bound; service/edge/body_budget.py). Default: 64 per
 # CPU: with 100 MB bodies on 2 cores, one at a time answered more a second than eight at once
 # (docs/performance.md), and each body in flight costs several times its size.
 BODY_MB_IN_FLIGHT_PER_CPU = 64
@@ -61,10 +61,11 @@ MAX_NICE = 19
 # inference.py 1.03-1.36x), but a CPU-bound handler's p99 at capacity was 4x longer and /ping's
 # p99 under it 13-20 ms against 8-10: "normal" unless a user measures batch on their own load
 # (docs/performance.md, "The scheduling policy on a shared instance").
-# Each policy's name here -> the name of its constant in ``os`` (supervisor/scheduling.py).
+# Each policy's name here -> the name of its constant in ``os``
+# (supervisor/processes/scheduling.py).
 SCHED_POLICIES = {"batch": "SCHED_BATCH", "normal": "SCHED_OTHER"}
 DEFAULT_SCHED_POLICY = "normal"
-# The bidirectional stream (service/stream_server.py): the largest message either way, how
+# The bidirectional stream (service/stream/stream_server.py): the largest message either way, how
 # long a connection may pass no message before it is closed, how many connections at once,
 # how often the stream server pings the client (and how long the client has to answer; 0: no
 # pings, SageMaker pings every 60 s itself).

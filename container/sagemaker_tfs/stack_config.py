@@ -113,7 +113,7 @@ class StackConfig:
     # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
     max_concurrent_invocations: int
     # MB of request bodies of 1 MB or more that the service works on at once, shared among
-    # its workers; more wait their turn (service/body_budget.py), 0 for no bound.
+    # its workers; more wait their turn (service/edge/body_budget.py), 0 for no bound.
     max_body_mb_in_flight: int
 
     @property

@@ -72,7 +72,8 @@ def test_no_compilers_caches_certificates_or_tensorflow(built_image: Image) -> N
 def test_service_imports_from_the_venv_without_tensorflow(built_image: Image) -> None:
     out = run_in(
         built_image,
-        "/opt/venv/bin/python -c 'import sys, sagemaker_tfs.service.app, sagemaker_tfs.wire.protos;"
+        "/opt/venv/bin/python -c 'import sys, sagemaker_tfs.service.edge.app,"
+        " sagemaker_tfs.wire.protos;"
         ' print("tensorflow" in sys.modules)\'',
     )
     assert out.strip() == "False"

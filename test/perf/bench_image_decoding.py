@@ -50,8 +50,8 @@ def main() -> None:
     from sagemaker_tfs.wire.signatures import TensorSpec
 
     try:
-        from sagemaker_tfs.service import image_inputs
-        from sagemaker_tfs.service import inputs as decoder
+        from sagemaker_tfs.service.codecs import image_inputs
+        from sagemaker_tfs.service.codecs import inputs as decoder
     except ImportError:  # a version from before payloads.py was split (A/B runs)
         from sagemaker_tfs.service import payloads as decoder
 
@@ -63,7 +63,7 @@ def main() -> None:
         return decoder.decode_request(body, content_type, inputs, options).widened()
 
     if args.one_thread:
-        from sagemaker_tfs.service import native_threads
+        from sagemaker_tfs.service.codecs import native_threads
 
         native_threads.usable_cores = lambda: 1
     if args.always_on_cores:

@@ -118,7 +118,7 @@ def finder(kind: str, init: int) -> Callable[[], int | None]:
         and cmdline(parent_of(pid)).startswith("nginx: master"),
         "gunicorn master": is_gunicorn_master,
         "gunicorn worker": lambda pid: gunicorn in cmdline(pid) and not is_gunicorn_master(pid),
-        "stream server": lambda pid: "sagemaker_tfs.service.stream_server" in cmdline(pid),
+        "stream server": lambda pid: "sagemaker_tfs.service.stream.stream_server" in cmdline(pid),
         "model server": lambda pid: " model-server " in cmdline(pid),
     }
     return lambda: first(init, tests[kind])

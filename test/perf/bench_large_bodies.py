@@ -8,7 +8,7 @@ Starts ``sagemaker-tfs serve`` on this machine with the bundled ``half_plus_thre
 - ``application/x-npz`` bodies of 100 MB and 1000 MB (an ``.npy`` as the one member, stored as
   ``np.savez`` stores it; answered as ``.npz``);
 - a 100 MB CSV and a 100 MB JSON body (answered as JSON): over the njs limit, so the service
-  reads them into the input's array and sends it over gRPC (``service/text_predict.py``;
+  reads them into the input's array and sends it over gRPC (``service/routing/text_predict.py``;
   before issue 36 it converted them to JSON text and posted that to the model server's REST
   API, which parsed it again);
 - with ``--transform-mb``, a CSV file of that size through ``sagemaker-tfs transform

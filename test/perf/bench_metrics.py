@@ -49,7 +49,9 @@ from sagemaker_tfs.supervisor.metrics.model_servers import (  # noqa: E402
     MonitoredServer,
     fetch,
 )
-from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH  # noqa: E402
+from sagemaker_tfs.supervisor.model_servers.model_server_configs import (
+    MONITORING_PATH,
+)  # noqa: E402
 from whole_stack import RunningStack, running_stack  # noqa: E402
 
 SMALL_JSON = b'{"instances": [1.0, 2.0, 5.0]}'

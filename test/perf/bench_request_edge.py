@@ -38,10 +38,10 @@ def main() -> None:
     req = falcon.Request(env)
     instances = [Instance(9000, 8501), Instance(9002, 8503)]
     try:
-        from sagemaker_tfs.service.connections import Channels
-        from sagemaker_tfs.service.context import build_context
-        from sagemaker_tfs.service.model_servers import InstancePicker, InstanceRotation
+        from sagemaker_tfs.service.handlers.context import build_context
         from sagemaker_tfs.service.request import parse_request
+        from sagemaker_tfs.service.routing.connections import Channels
+        from sagemaker_tfs.service.routing.model_servers import InstancePicker, InstanceRotation
 
         picker, channels = InstancePicker(instances), Channels()
 
@@ -50,7 +50,7 @@ def main() -> None:
             build_context(request, InstanceRotation(picker, channels).first())
 
     except ImportError:  # before the parsed request
-        from sagemaker_tfs.service.context import build_context
+        from sagemaker_tfs.service.handlers.context import build_context
         from sagemaker_tfs.service.routing import InstancePicker, route
 
         picker = InstancePicker(instances)

@@ -40,7 +40,7 @@ from whole_stack import Stack, stack_with_code  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = REPO_ROOT / "test" / "resources" / "models" / "half_plus_three"
 ECHO = "def stream_handler(messages, context):\n    yield from messages\n"
-STREAM_SERVER = "sagemaker_tfs.service.stream_server"
+STREAM_SERVER = "sagemaker_tfs.service.stream.stream_server"
 
 
 def rss_mb(pid: int) -> float:

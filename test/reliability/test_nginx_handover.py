@@ -16,7 +16,7 @@ import time
 
 import pytest
 from reliability_support import Stacks
-from sagemaker_tfs.supervisor.process_groups import group_connections, group_exists
+from sagemaker_tfs.supervisor.processes.process_groups import group_connections, group_exists
 from traffic import PLAIN_PATHS, kill, nginx_master_pid, wait_until_serving
 from whole_stack import Stack, wait_for
 

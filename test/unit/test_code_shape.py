@@ -9,6 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "container" / "sagemaker_tfs"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
+MAX_FOLDER_MODULES = 15
 # Functions that are tables: one entry a line, read as a list, not as logic.
 TABLES = {
     "_flag_list": "tensorflow_model_server's flags, one FlagSpec each (model_server/flags.py)",
@@ -26,6 +27,30 @@ def test_no_module_is_over_500_lines() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def crowded_folders(root: Path = PACKAGE) -> dict[str, int]:
+    """Folders with more than ``MAX_FOLDER_MODULES`` modules side by side (``__init__.py`` not
+    counted): issue 56 split service/ (38) and supervisor/ (27) into subpackages."""
+    counts = {
+        str(folder.relative_to(root)): len([p for p in folder.glob("*.py") if p.stem != "__init__"])
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]
+    }
+    return {folder: count for folder, count in counts.items() if count > MAX_FOLDER_MODULES}
+
+
+def test_no_folder_holds_more_than_15_modules() -> None:
+    assert crowded_folders() == {}
+
+
+def test_the_folder_check_counts_modules(tmp_path: Path) -> None:
+    for index in range(MAX_FOLDER_MODULES):
+        (tmp_path / "fits").mkdir(exist_ok=True)
+        (tmp_path / "fits" / f"m{index}.py").write_text("")
+    (tmp_path / "fits" / "__init__.py").write_text("")
+    assert crowded_folders(tmp_path) == {}
+    (tmp_path / "fits" / "one_more.py").write_text("")
+    assert crowded_folders(tmp_path) == {"fits": MAX_FOLDER_MODULES + 1}
 
 
 def long_functions(path: Path, root: Path = PACKAGE) -> dict[str, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,7 @@ def test_package_boundaries(part: str, forbidden: tuple[str, ...]) -> None:
 
 
 def test_the_import_reader_sees_what_a_module_imports() -> None:
-    source = PACKAGE_ROOT / "service" / "fast_path.py"
+    source = PACKAGE_ROOT / "service" / "routing" / "fast_path.py"
     assert "sagemaker_tfs.client" in imported_modules(source)
     assert "sagemaker_tfs.wire.errors.HttpError" in imported_modules(source)
 
@@ -101,10 +102,10 @@ def test_the_client_loads_neither_pillow_nor_orjson_nor_tensorflow() -> None:
 def test_the_service_does_not_load_tensorflow() -> None:
     """The service runs in the image's slim venv, which has no TensorFlow."""
     service = sorted(
-        f"sagemaker_tfs.service.{path.stem}"
-        for path in (PACKAGE_ROOT / "service").glob("*.py")
-        if path.stem != "__init__"
+        ".".join(("sagemaker_tfs", *path.relative_to(PACKAGE_ROOT).with_suffix("").parts))
+        for path in service_modules(PACKAGE_ROOT / "service").values()
     )
+    assert len(service) > 30
     assert loaded_after_import(service, TENSORFLOW) == []
 
 
@@ -112,11 +113,12 @@ def test_a_service_worker_starts_without_ml_dtypes() -> None:
     """Importing ml_dtypes took 0.5-1 s of every gunicorn worker's start (issue 55: a killed
     gunicorn master's successor serves only once its worker has imported the service); it
     is imported when a bfloat16 tensor is first met (``wire/tensors.py``)."""
-    worker = ["sagemaker_tfs.service.app", "sagemaker_tfs.service.stream_server"]
+    worker = ["sagemaker_tfs.service.edge.app", "sagemaker_tfs.service.stream.stream_server"]
     assert loaded_after_import(worker, ("ml_dtypes",)) == []
 
 
 # The service's JSON / JSON lines / CSV reading (issue 53): one module family, one entry point.
+TEXT_PACKAGE = "codecs"
 TEXT_ENTRY = "text_codecs"
 TEXT_FAMILY = frozenset(
     {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_csv", "text_refusals",
@@ -135,12 +137,23 @@ JSON_NOT_FOR_BODIES = {
 }
 
 
+def service_modules(service: Path) -> dict[str, Path]:
+    """The service's modules by name, in whichever of its subpackages they are (the names are
+    unique across them)."""
+    paths = [path for path in service.rglob("*.py") if path.stem != "__init__"]
+    modules = {path.stem: path for path in paths}
+    assert len(modules) == len(paths), "two modules of the service share a name"
+    return modules
+
+
 def text_reading_outside_the_family(service: Path) -> dict[str, list[str]]:
     """Modules of ``service`` outside the text family that import one of its internals (not
     its entry point) or a JSON/CSV library without a reason in ``JSON_NOT_FOR_BODIES``."""
-    internals = tuple(f"sagemaker_tfs.service.{name}" for name in TEXT_FAMILY - {TEXT_ENTRY})
+    internals = tuple(
+        f"sagemaker_tfs.service.{TEXT_PACKAGE}.{name}" for name in TEXT_FAMILY - {TEXT_ENTRY}
+    )
     found = {}
-    for path in sorted(service.glob("*.py")):
+    for _, path in sorted(service_modules(service).items()):
         if path.stem in TEXT_FAMILY:
             continue
         imported = imported_modules(path, service.parent)
@@ -157,21 +170,22 @@ def test_only_the_text_family_reads_json_and_csv_bodies() -> None:
     Accept) calls ``text_codecs.read_body``: no other module of the service parses or converts
     a JSON, JSON lines or CSV body, nor reaches past the entry point into the family."""
     assert text_reading_outside_the_family(PACKAGE_ROOT / "service") == {}
-    routes = ("inputs", "text_predict")
-    for route in routes:
-        source = PACKAGE_ROOT / "service" / f"{route}.py"
-        assert f"sagemaker_tfs.service.{TEXT_ENTRY}" in imported_modules(source)
-    assert not (PACKAGE_ROOT / "service" / "conversion.py").exists()
+    modules = service_modules(PACKAGE_ROOT / "service")
+    for route in ("inputs", "text_predict"):
+        entry = f"sagemaker_tfs.service.{TEXT_PACKAGE}.{TEXT_ENTRY}"
+        assert entry in imported_modules(modules[route])
+    assert "conversion" not in modules
 
 
 def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
     """Each module let import a JSON library still does (the list does not go stale), and the
     family is where the service's modules are."""
-    service = PACKAGE_ROOT / "service"
+    modules = service_modules(PACKAGE_ROOT / "service")
     for module in JSON_NOT_FOR_BODIES:
-        imported = imported_modules(service / f"{module}.py")
+        imported = imported_modules(modules[module])
         assert any(name.split(".")[0] in TEXT_LIBRARIES for name in imported), module
-    assert all((service / f"{module}.py").exists() for module in TEXT_FAMILY)
+    codecs = PACKAGE_ROOT / "service" / TEXT_PACKAGE
+    assert all((codecs / f"{module}.py").exists() for module in TEXT_FAMILY)
 
 
 @pytest.mark.parametrize(
@@ -179,18 +193,16 @@ def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
     [
         ("fast_path", "import json"),
         ("targets", "import orjson"),
-        ("inputs", "from sagemaker_tfs.service import text_rest"),
-        ("invoke", "from sagemaker_tfs.service.text_tensors import read_csv_request"),
+        ("inputs", "from sagemaker_tfs.service.codecs import text_rest"),
+        ("invoke", "from sagemaker_tfs.service.codecs.text_tensors import read_csv_request"),
     ],
 )
 def test_the_family_check_sees_a_reader_outside_it(tmp_path: Path, module: str, line: str) -> None:
     """The check above fails on a copy of the service where one module imports a JSON library
     or one of the family's internals."""
     service = tmp_path / "sagemaker_tfs" / "service"
-    service.mkdir(parents=True)
-    for path in (PACKAGE_ROOT / "service").glob("*.py"):
-        (service / path.name).write_text(path.read_text())
-    target = service / f"{module}.py"
+    shutil.copytree(PACKAGE_ROOT / "service", service, ignore=shutil.ignore_patterns("__pycache__"))
+    target = service_modules(service)[module]
     target.write_text(target.read_text() + f"\n{line}\n")
     assert module in text_reading_outside_the_family(service)
 
@@ -252,3 +264,49 @@ def test_no_import_cycles() -> None:
 def test_the_cycle_check_sees_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+# The layers inside the service and the supervisor, lowest first: a module imports modules of
+# its own layer or lower ones. "" stands for the modules at the folder's top (the service's
+# shared vocabulary of a request; the supervisor's tiers and its main loop).
+LAYERS = {
+    "service": (("codecs",), ("",), ("routing",), ("handlers",), ("edge", "stream")),
+    "supervisor": (("processes",), ("metrics",), ("multi_model",), ("model_servers",), ("",)),
+}
+
+
+def layer_of(module: str, part: str) -> int | None:
+    """The rank of ``module`` (dotted) among ``part``'s layers; None outside ``part``."""
+    pieces = module.split(".")
+    if pieces[:2] != ["sagemaker_tfs", part] or len(pieces) < 3:
+        return None
+    folder = pieces[2] if (PACKAGE_ROOT / part / pieces[2]).is_dir() else ""
+    return next(rank for rank, names in enumerate(LAYERS[part]) if folder in names)
+
+
+def upward_imports(graph: dict[str, set[str]], part: str) -> list[str]:
+    found = []
+    for module, imported in sorted(graph.items()):
+        rank = layer_of(module, part)
+        for name in sorted(imported):
+            other = layer_of(name, part)
+            if rank is not None and other is not None and other > rank:
+                found.append(f"{module} -> {name}")
+    return found
+
+
+@pytest.mark.parametrize("part", sorted(LAYERS))
+def test_no_import_from_a_lower_layer_to_a_higher_one(part: str) -> None:
+    folders = {path.name for path in (PACKAGE_ROOT / part).iterdir() if path.is_dir()}
+    assert folders - {"__pycache__"} == {name for layer in LAYERS[part] for name in layer} - {""}
+    assert upward_imports(package_import_graph(), part) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {
+        "sagemaker_tfs.service.codecs.answers": {"sagemaker_tfs.service.edge.app"},
+        "sagemaker_tfs.service.edge.app": {"sagemaker_tfs.service.codecs.answers"},
+    }
+    assert upward_imports(graph, "service") == [
+        "sagemaker_tfs.service.codecs.answers -> sagemaker_tfs.service.edge.app"
+    ]

@@ -4,7 +4,7 @@ It imports TensorFlow and the model server's modules, then reads one line from s
 JSON list of a model server's command line (``... sagemaker_tfs.cli model-server FLAGS``).
 It then takes that command line as its process title (what ``ps`` shows) and runs as that
 model server. An empty stdin (the supervisor went away) ends it. The supervisor keeps one
-waiting: see ``sagemaker_tfs.supervisor.standby_model_server``.
+waiting: see ``sagemaker_tfs.supervisor.model_servers.standby_model_server``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 One process imports TensorFlow and the model server's modules once, then forks a model
 server for every command line it is sent, in milliseconds, however many model servers die in
 a row (the standby it replaces serves one restart, then a new one imports for seconds). Its
-stdin is a socket to the supervisor (``sagemaker_tfs.supervisor.model_server_zygote``):
+stdin is a socket to the supervisor
+(``sagemaker_tfs.supervisor.model_servers.model_server_zygote``):
 
 - once imported it writes ``ready``; a line with a JSON list (a model server's command line,
   ``... sagemaker_tfs.cli model-server FLAGS``) is answered with the pid of a model server

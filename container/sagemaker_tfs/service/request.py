@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import falcon
 
-from sagemaker_tfs.service.content_types import JSON, AnswerType, answer_type
+from sagemaker_tfs.service.codecs.content_types import JSON, AnswerType, answer_type
 from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS
+from sagemaker_tfs.supervisor.model_servers.health import VERDICT_MAX_AGE_SECONDS
 
 NJS_MODULE_CANDIDATES = (
     "/usr/lib/nginx/modules/ngx_http_js_module.so",
@@ -165,7 +165,7 @@ def _upstream_servers(config: StackConfig, parameters: str) -> str:
     )
 
 
-# A session id: its worker's slot, "-", 32 hex digits (service/sessions.py).
+# A session id: its worker's slot, "-", 32 hex digits (service/edge/sessions.py).
 SESSION_ID_PATTERN = "[0-9a-f]{32}"
 
 

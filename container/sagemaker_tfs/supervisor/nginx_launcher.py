@@ -10,10 +10,10 @@ from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.supervisor import nginx_config
-from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.process_groups import DrainingGroups, group_connections
-from sagemaker_tfs.supervisor.sockets import HeldPort, http_answers
-from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
+from sagemaker_tfs.supervisor.processes.children import Child
+from sagemaker_tfs.supervisor.processes.process_groups import DrainingGroups, group_connections
+from sagemaker_tfs.supervisor.processes.sockets import HeldPort, http_answers
+from sagemaker_tfs.supervisor.processes.startup import StartupError, TierLauncher, exit_of
 
 logger = logging.getLogger(__name__)
 

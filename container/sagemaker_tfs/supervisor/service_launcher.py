@@ -9,9 +9,9 @@ from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.stack_config import SERVICE_READY_MARKER, STACK_CONFIG_ENV, StackConfig
-from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.sockets import HeldSocket, service_answers_ping
-from sagemaker_tfs.supervisor.startup import StartupError, TierLauncher, exit_of
+from sagemaker_tfs.supervisor.processes.children import Child
+from sagemaker_tfs.supervisor.processes.sockets import HeldSocket, service_answers_ping
+from sagemaker_tfs.supervisor.processes.startup import StartupError, TierLauncher, exit_of
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 TIER = "Python service"
@@ -89,10 +89,10 @@ class ServiceLauncher(TierLauncher):
         child.mark_ready()
 
     def _start_stream_server(self) -> Child:
-        """The bidirectional stream's server (``service/stream_server.py``)."""
+        """The bidirectional stream's server (``service/stream/stream_server.py``)."""
         stream = Child(
             STREAM_SERVER,
-            [sys.executable, "-m", "sagemaker_tfs.service.stream_server"],
+            [sys.executable, "-m", "sagemaker_tfs.service.stream.stream_server"],
             self.env,
             stop_timeout=STREAM_SERVER_STOP_SECONDS,
             ready_check=self._stream_server_answers,
@@ -129,6 +129,6 @@ def gunicorn_command(config: StackConfig, fd: int) -> list[str]:
         f"--worker-tmp-dir={config.work_dir}",  # heartbeat files: nothing outside the work dir
         # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
         f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
-        "--config=python:sagemaker_tfs.service.gunicorn_hooks",
-        "sagemaker_tfs.service.app:create_app()",
+        "--config=python:sagemaker_tfs.service.edge.gunicorn_hooks",
+        "sagemaker_tfs.service.edge.app:create_app()",
     ]

@@ -25,21 +25,25 @@ from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor import model_server_launcher, nginx_launcher, service_launcher
-from sagemaker_tfs.supervisor.children import ChildGroup, reap_orphans
-from sagemaker_tfs.supervisor.code_download import CodeDownloadError, download_code
-from sagemaker_tfs.supervisor.control_api import ControlServer
-from sagemaker_tfs.supervisor.health import HealthMonitor
+from sagemaker_tfs.supervisor import nginx_launcher, service_launcher
 from sagemaker_tfs.supervisor.metrics.endpoint import MetricsServer, start_metrics_endpoint
-from sagemaker_tfs.supervisor.model_server_configs import MONITORING_PATH
-from sagemaker_tfs.supervisor.model_server_launcher import ModelServerLauncher
-from sagemaker_tfs.supervisor.model_service_client import FORK_SUPPORT_VARIABLE, USER_FORK_SUPPORT
+from sagemaker_tfs.supervisor.model_servers import model_server_launcher
+from sagemaker_tfs.supervisor.model_servers.health import HealthMonitor
+from sagemaker_tfs.supervisor.model_servers.model_server_configs import MONITORING_PATH
+from sagemaker_tfs.supervisor.model_servers.model_server_launcher import ModelServerLauncher
+from sagemaker_tfs.supervisor.model_servers.model_service_client import (
+    FORK_SUPPORT_VARIABLE,
+    USER_FORK_SUPPORT,
+)
+from sagemaker_tfs.supervisor.model_servers.per_model_servers import PerModelServers
+from sagemaker_tfs.supervisor.model_servers.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.multi_model.code_download import CodeDownloadError, download_code
+from sagemaker_tfs.supervisor.multi_model.control_api import ControlServer
+from sagemaker_tfs.supervisor.multi_model.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
-from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
-from sagemaker_tfs.supervisor.registry import ModelRegistry, ModelServers
+from sagemaker_tfs.supervisor.processes.children import ChildGroup, reap_orphans
+from sagemaker_tfs.supervisor.processes.startup import POLL_SECONDS, StartupError
 from sagemaker_tfs.supervisor.service_launcher import STREAM_SERVER, ServiceLauncher
-from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
-from sagemaker_tfs.supervisor.startup import POLL_SECONDS, StartupError
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)

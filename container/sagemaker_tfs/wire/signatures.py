@@ -1,7 +1,7 @@
 """A served model's signatures as the model server's metadata describes them.
 
 Read from the ``signature_def`` of GetModelMetadata (:mod:`sagemaker_tfs.client`) and used by
-the fast path's decoders (:mod:`sagemaker_tfs.service.inputs`) to decode requests into what
+the fast path's decoders (:mod:`sagemaker_tfs.service.codecs.inputs`) to decode requests into what
 each input wants. No TensorFlow, Pillow or orjson: the client imports it.
 """
 

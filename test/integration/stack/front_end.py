@@ -200,8 +200,8 @@ def start_front_end(
         sys.executable, "-m", "gunicorn", f"--bind=unix:{config.service_socket}",
         f"--workers={config.gunicorn_workers}", f"--worker-class={config.gunicorn_worker_class}",
         f"--timeout={config.gunicorn_timeout}",
-        "--config=python:sagemaker_tfs.service.gunicorn_hooks",
-        "sagemaker_tfs.service.app:create_app()",
+        "--config=python:sagemaker_tfs.service.edge.gunicorn_hooks",
+        "sagemaker_tfs.service.edge.app:create_app()",
     ]  # fmt: skip
     nginx_path = work_dir / "nginx.conf"
     nginx_path.write_text(nginx_config.render(config))

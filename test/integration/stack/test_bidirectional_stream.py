@@ -324,13 +324,13 @@ def test_refusals_before_the_handshake_are_json(stack: Stack) -> None:
 
 
 def test_the_supervisor_restarts_a_stream_server_that_dies(stack: Stack) -> None:
-    (pid,) = stack.child_pids("sagemaker_tfs.service.stream_server")
+    (pid,) = stack.child_pids("sagemaker_tfs.service.stream.stream_server")
     with open_stream(stack.url) as connection:
         assert exchange(connection, ["before"]) == ["before"]
         os.kill(pid, signal.SIGKILL)
         assert close_of(connection)[0] in (1006, None, 1011)
     assert wait_for(lambda: _echoes(stack), 30), stack.log_tail()
-    (new_pid,) = stack.child_pids("sagemaker_tfs.service.stream_server")
+    (new_pid,) = stack.child_pids("sagemaker_tfs.service.stream.stream_server")
     assert new_pid != pid
     assert stack.ping() == 200
 

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 from front_end import FrontEnd, start_front_end
-from sagemaker_tfs.supervisor.health import VERDICT_MAX_AGE_SECONDS, Verdict, write_verdict
+from sagemaker_tfs.supervisor.model_servers.health import (
+    VERDICT_MAX_AGE_SECONDS,
+    Verdict,
+    write_verdict,
+)
 
 if TYPE_CHECKING:
     import requests

@@ -1,6 +1,6 @@
-"""``/ping`` follows the model servers' health (supervisor/health.py): a dead or hung model
-server turns it 503 within the bound of docs/reliability.md, and 200 again once it is back; in
-multi-model mode a model that fails to load does not.
+"""``/ping`` follows the model servers' health (supervisor/model_servers/health.py): a dead or
+hung model server turns it 503 within the bound of docs/reliability.md, and 200 again once it
+is back; in multi-model mode a model that fails to load does not.
 
 A single-model stack and both multi-model kinds (shared model servers, one per model), each a
 whole stack with the Python model server; the model server is killed (SIGKILL), or hung with

@@ -133,7 +133,7 @@ def test_serves_and_stops_everything_on_sigterm(start_stack: StartStack, bundled
             ("nginx", "nginx"),
             ("gunicorn", "gunicorn"),
             ("model server", MODEL_SERVER_MARKER),
-            ("stream server", "sagemaker_tfs.service.stream_server"),
+            ("stream server", "sagemaker_tfs.service.stream.stream_server"),
         )
     }
     assert all(len(pids) == 1 for pids in children.values()), children

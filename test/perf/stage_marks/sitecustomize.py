@@ -23,16 +23,16 @@ from typing import Any
 
 # module -> {qualified name: (mark on entry, mark on return, role whose line is then written)}
 HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
-    "sagemaker_tfs.service.app": {
+    "sagemaker_tfs.service.edge.app": {
         "Invocations.on_post": ("handler_start", "answer_handed_to_gunicorn", "service"),
     },
-    "sagemaker_tfs.service.fast_path": {"check": ("fast_path_start", None, None)},
-    "sagemaker_tfs.service.inputs": {"decode_request": (None, "decoded", None)},
+    "sagemaker_tfs.service.routing.fast_path": {"check": ("fast_path_start", None, None)},
+    "sagemaker_tfs.service.codecs.inputs": {"decode_request": (None, "decoded", None)},
     "sagemaker_tfs.wire.predict_messages": {
         "encode_predict_request": (None, "request_encoded", None),
         "decode_predict_response": ("answer_received", None, None),
     },
-    "sagemaker_tfs.service.answers": {
+    "sagemaker_tfs.service.codecs.answers": {
         "encode_answer": ("answer_decoded", "answer_encoded", None),
     },
     "sagemaker_tfs.model_server.grpc.grpc_api": {

@@ -1,4 +1,4 @@
-"""sagemaker_tfs.service.app: how answers are handed to falcon, and the routes of each mode.
+"""sagemaker_tfs.service.edge.app: how answers are handed to falcon, and the routes of each mode.
 
 Small answers are sent whole, large chunk lists in pieces.
 """
@@ -19,13 +19,13 @@ from gunicorn.http.body import Body, LengthReader
 from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
-from sagemaker_tfs.service import app, sessions
-from sagemaker_tfs.service.answers import WrittenBody
-from sagemaker_tfs.service.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
-from sagemaker_tfs.service.body_budget import BodyBudget
-from sagemaker_tfs.service.connections import Channels, RestClient
-from sagemaker_tfs.service.invoke import Reply
-from sagemaker_tfs.service.multi_model import ModelDirectory
+from sagemaker_tfs.service.codecs.answers import WrittenBody
+from sagemaker_tfs.service.edge import app, sessions
+from sagemaker_tfs.service.edge.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
+from sagemaker_tfs.service.edge.body_budget import BodyBudget
+from sagemaker_tfs.service.handlers.invoke import Reply
+from sagemaker_tfs.service.handlers.multi_model import ModelDirectory
+from sagemaker_tfs.service.routing.connections import Channels, RestClient
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import SESSION_HEADER, TARGET_MODEL_HEADER

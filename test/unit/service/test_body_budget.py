@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from sagemaker_tfs.service.body_budget import LARGE_BODY_BYTES, BodyBudget, GivenBackWhenClosed
+from sagemaker_tfs.service.edge.body_budget import LARGE_BODY_BYTES, BodyBudget, GivenBackWhenClosed
 
 MB = 1 << 20
 

@@ -1,4 +1,5 @@
-"""sagemaker_tfs.service.errors: every error the service answers is JSON, with falcon's headers."""
+"""sagemaker_tfs.service.errors: every error the service answers is JSON, with falcon's
+headers."""
 
 from __future__ import annotations
 

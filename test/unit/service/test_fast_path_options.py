@@ -16,12 +16,13 @@ import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
-from sagemaker_tfs.service import fast_path, inputs
-from sagemaker_tfs.service.content_types import answer_type
-from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.codecs import inputs
+from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.handlers.context import build_context
 from sagemaker_tfs.service.metrics import InvocationRecord
-from sagemaker_tfs.service.model_servers import ModelServer
 from sagemaker_tfs.service.request import ParsedRequest
+from sagemaker_tfs.service.routing import fast_path
+from sagemaker_tfs.service.routing.model_servers import ModelServer
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire import pixels, predict_messages, protos, streamed_predict
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType

@@ -7,7 +7,7 @@ import time
 import gevent
 import gunicorn.workers.ggevent as ggevent
 import pytest
-from sagemaker_tfs.service import gunicorn_hooks
+from sagemaker_tfs.service.edge import gunicorn_hooks
 
 
 def test_the_gevent_workers_sleeps_are_cut_to_the_stop_check(

@@ -1,5 +1,5 @@
-"""sagemaker_tfs.service.inputs, image_inputs, content_types and answers: request decoding and
-response encoding, with real files."""
+"""sagemaker_tfs.service.codecs.inputs, image_inputs, content_types and answers: request
+decoding and response encoding, with real files."""
 
 from __future__ import annotations
 
@@ -20,8 +20,14 @@ from payload_bytes import (
     zip_needing_version_11_3,
 )
 from PIL import Image
-from sagemaker_tfs.service import answers, content_types, image_inputs, inputs, native_threads
-from sagemaker_tfs.service.image_inputs import ImageOptions
+from sagemaker_tfs.service.codecs import (
+    answers,
+    content_types,
+    image_inputs,
+    inputs,
+    native_threads,
+)
+from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list

@@ -18,18 +18,25 @@ from typing import Any
 import falcon
 import pytest
 import requests
-from sagemaker_tfs.service import fast_path, text_predict, text_rest
-from sagemaker_tfs.service.connections import RestClient, RestConnectionError
-from sagemaker_tfs.service.content_types import answer_type
-from sagemaker_tfs.service.context import build_context
+from sagemaker_tfs.service.codecs import text_rest
+from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.errors import Overloaded
-from sagemaker_tfs.service.handlers import UserCode
-from sagemaker_tfs.service.image_inputs import ImageOptions
-from sagemaker_tfs.service.invoke import Invoker, Limits, Reply, model_server_error, queue_full
+from sagemaker_tfs.service.handlers.context import build_context
+from sagemaker_tfs.service.handlers.invoke import (
+    Invoker,
+    Limits,
+    Reply,
+    model_server_error,
+    queue_full,
+)
+from sagemaker_tfs.service.handlers.streaming import HandlerStream
+from sagemaker_tfs.service.handlers.user_code import UserCode
 from sagemaker_tfs.service.metrics import InvocationRecord
-from sagemaker_tfs.service.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.request import ParsedRequest, RequestBody
-from sagemaker_tfs.service.streaming import HandlerStream
+from sagemaker_tfs.service.routing import fast_path, text_predict
+from sagemaker_tfs.service.routing.connections import RestClient, RestConnectionError
+from sagemaker_tfs.service.routing.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL, HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list

@@ -10,10 +10,10 @@ import time
 
 import pytest
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service import model_servers
-from sagemaker_tfs.service.connections import Channels
 from sagemaker_tfs.service.errors import ModelServerUnavailable
-from sagemaker_tfs.service.model_servers import (
+from sagemaker_tfs.service.routing import model_servers
+from sagemaker_tfs.service.routing.connections import Channels
+from sagemaker_tfs.service.routing.model_servers import (
     Candidates,
     Failover,
     InstancePicker,

@@ -1,4 +1,4 @@
-"""sagemaker_tfs.service.multi_model: the service reads what the registry writes.
+"""sagemaker_tfs.service.handlers.multi_model: the service reads what the registry writes.
 
 The registry's control API runs in the supervisor; here its model descriptions are made by
 the registry's own ``LoadedModel.describe`` and handed to the service's ``ModelDirectory``
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service.code_namespaces import prefix_of
-from sagemaker_tfs.service.connections import Channels
-from sagemaker_tfs.service.handlers import UserCodeError
-from sagemaker_tfs.service.multi_model import ModelDirectory, ModelLocation
-from sagemaker_tfs.supervisor.registry import LoadedModel
+from sagemaker_tfs.service.handlers.code_namespaces import prefix_of
+from sagemaker_tfs.service.handlers.multi_model import ModelDirectory, ModelLocation
+from sagemaker_tfs.service.handlers.user_code import UserCodeError
+from sagemaker_tfs.service.routing.connections import Channels
+from sagemaker_tfs.supervisor.multi_model.registry import LoadedModel
 from sagemaker_tfs.wire.errors import HttpError
 
 

@@ -1,4 +1,5 @@
-"""sagemaker_tfs.service.native_threads: calls spread over native threads, also under gevent."""
+"""sagemaker_tfs.service.codecs.native_threads: calls spread over native threads, also under
+gevent."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import textwrap
 import threading
 
 import pytest
-from sagemaker_tfs.service import native_threads
+from sagemaker_tfs.service.codecs import native_threads
 
 needs_two_cores = pytest.mark.skipif(
     native_threads.usable_cores() < 2, reason="one usable core: the calls run one by one"
@@ -63,7 +64,7 @@ def test_under_gevent_the_calls_run_on_native_threads() -> None:
     script = textwrap.dedent("""
         from gevent import monkey
         monkey.patch_all()
-        from sagemaker_tfs.service import native_threads
+        from sagemaker_tfs.service.codecs import native_threads
         native_lock = monkey.get_original("_thread", "allocate_lock")
         started = {1: native_lock(), 2: native_lock()}
         for lock in started.values():
@@ -88,7 +89,7 @@ def test_under_gevent_other_greenlets_run_while_the_calls_do() -> None:
         from gevent import monkey
         monkey.patch_all()
         import gevent
-        from sagemaker_tfs.service import native_threads
+        from sagemaker_tfs.service.codecs import native_threads
         native_sleep = monkey.get_original("time", "sleep")
         ticks = []
         def count_ticks():

@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service import answers, content_types
+from sagemaker_tfs.service.codecs import answers, content_types
 from sagemaker_tfs.wire import protos, streamed_predict
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors

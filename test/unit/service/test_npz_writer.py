@@ -7,7 +7,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service import answers, content_types, npz_writer
+from sagemaker_tfs.service.codecs import answers, content_types, npz_writer
 from sagemaker_tfs.wire import protos, streamed_predict
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import falcon
 import falcon.testing
 import pytest
-from sagemaker_tfs.service.content_types import AnswerType
-from sagemaker_tfs.service.context import build_context
-from sagemaker_tfs.service.model_servers import ModelServer
-from sagemaker_tfs.service.request import ParsedRequest, RequestBody, model_named_by, parse_request
+from sagemaker_tfs.service.codecs.content_types import AnswerType
+from sagemaker_tfs.service.handlers.context import build_context
+from sagemaker_tfs.service.request import (
+    ParsedRequest,
+    RequestBody,
+    model_named_by,
+    parse_request,
+)
+from sagemaker_tfs.service.routing.model_servers import ModelServer
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CUSTOM_ATTRIBUTES_HEADER, TARGET_MODEL_HEADER

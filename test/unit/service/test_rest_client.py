@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from sagemaker_tfs.service.connections import RestClient, RestConnectionError
+from sagemaker_tfs.service.routing.connections import RestClient, RestConnectionError
 from sagemaker_tfs.wire.http_messages import read_header_fields
 
 # (connection number, request number on it, body) -> raw answer, or None to close at once

@@ -1,4 +1,4 @@
-"""Stateful sessions held by one worker (service/sessions.py) and answered at the edge
+"""Stateful sessions held by one worker (service/edge/sessions.py) and answered at the edge
 (app.serve_in_sessions): open, find, close, expiry, the bound, and SageMaker's headers."""
 
 from __future__ import annotations
@@ -7,11 +7,9 @@ import json
 import re
 
 import pytest
-from sagemaker_tfs.service.app import serve_in_sessions
-from sagemaker_tfs.service.content_types import answer_type
-from sagemaker_tfs.service.invoke import Reply, SessionState
-from sagemaker_tfs.service.request import ParsedRequest, RequestBody
-from sagemaker_tfs.service.sessions import (
+from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.edge.app import serve_in_sessions
+from sagemaker_tfs.service.edge.sessions import (
     CLOSE,
     NEW_SESSION,
     Session,
@@ -19,6 +17,8 @@ from sagemaker_tfs.service.sessions import (
     control_request,
     requested_session,
 )
+from sagemaker_tfs.service.handlers.invoke import Reply, SessionState
+from sagemaker_tfs.service.request import ParsedRequest, RequestBody
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType

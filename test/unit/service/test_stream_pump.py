@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from sagemaker_tfs.service.stream_pump import (
+from sagemaker_tfs.service.stream.stream_pump import (
     FRAME_OVERHEAD_BYTES,
     FramesByBytes,
     Keepalive,

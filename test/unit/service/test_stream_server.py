@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.service.stream_server import missing_handler_reason, parse_handshake
+from sagemaker_tfs.service.stream.stream_server import missing_handler_reason, parse_handshake
 from sagemaker_tfs.wire.errors import HttpError
 from websockets.datastructures import Headers
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sagemaker_tfs.service import stream_session
-from sagemaker_tfs.service.stream_session import (
+from sagemaker_tfs.service.stream import stream_session
+from sagemaker_tfs.service.stream.stream_session import (
     Activity,
     HandlerMisuse,
     IncomingMessages,

@@ -1,6 +1,6 @@
-"""A handler's iterator as a streamed answer (service/streaming.py, invoke._handler_result):
-started before anything is sent, passed on chunk by chunk, cut short when it fails, closed
-(not drained) when the client goes away, each ending counted."""
+"""A handler's iterator as a streamed answer (service/handlers/streaming.py,
+invoke._handler_result): started before anything is sent, passed on chunk by chunk, cut short
+when it fails, closed (not drained) when the client goes away, each ending counted."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 
 import falcon
 import pytest
-from sagemaker_tfs.service.metrics import InvocationRecord
-from sagemaker_tfs.service.streaming import (
+from sagemaker_tfs.service.handlers.streaming import (
     CLOSED,
     COMPLETE,
     FAILED,
@@ -20,6 +19,7 @@ from sagemaker_tfs.service.streaming import (
     as_chunk,
     is_stream,
 )
+from sagemaker_tfs.service.metrics import InvocationRecord
 
 
 class Outcomes(InvocationRecord):

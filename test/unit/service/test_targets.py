@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service.model_servers import InstancePicker
-from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target, rest_uri
+from sagemaker_tfs.service.routing.model_servers import InstancePicker
+from sagemaker_tfs.service.targets import (
+    ModelTarget,
+    check_model_name,
+    model_target,
+    rest_uri,
+)
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import custom_attributes
 

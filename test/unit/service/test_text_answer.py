@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service import text_predict
-from sagemaker_tfs.service.answers import WrittenBody
+from sagemaker_tfs.service.codecs.answers import WrittenBody
+from sagemaker_tfs.service.routing import text_predict
 from sagemaker_tfs.wire.tfs_json import predict_answer_pieces
 
 

@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.service import handlers
-from sagemaker_tfs.service.handlers import UserCodeError
+from sagemaker_tfs.service.handlers import user_code as loading
+from sagemaker_tfs.service.handlers.user_code import UserCodeError
 
 
 def write(path: Path, text: str) -> Path:
@@ -17,8 +17,8 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_no_script_means_no_user_code(tmp_path: Path) -> None:
-    assert handlers.load_user_code(None, str(tmp_path)) is None
-    assert handlers.load_user_code(str(tmp_path / "code"), str(tmp_path)) is None
+    assert loading.load_user_code(None, str(tmp_path)) is None
+    assert loading.load_user_code(str(tmp_path / "code"), str(tmp_path)) is None
 
 
 def test_handler_wins_over_the_pair(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_handler_wins_over_the_pair(tmp_path: Path) -> None:
         "def input_handler(d, c): return 'i'\n"
         "def output_handler(r, c): return 'o'\n",
     )
-    user_code = handlers.load_user_code(str(code), str(tmp_path))
+    user_code = loading.load_user_code(str(code), str(tmp_path))
     assert user_code is not None and user_code.handler is not None
     assert user_code.handler(None, None) == "h"
     assert user_code.input_handler is None
@@ -41,7 +41,7 @@ def test_the_pair(tmp_path: Path) -> None:
         code / "inference.py",
         "def input_handler(d, c): return 1\ndef output_handler(r, c): return 2\n",
     )
-    user_code = handlers.load_user_code(str(code), str(tmp_path))
+    user_code = loading.load_user_code(str(code), str(tmp_path))
     assert user_code is not None and user_code.handler is None
     assert user_code.input_handler(None, None) == 1 and user_code.output_handler(None, None) == 2
 
@@ -52,13 +52,13 @@ def test_a_script_with_only_stream_handler(tmp_path: Path) -> None:
     write(
         code / "inference.py", "def stream_handler(messages, context):\n    yield from messages\n"
     )
-    assert handlers.load_user_code(str(code), str(tmp_path)) is None
-    every = handlers.load_any_handlers(str(code), str(tmp_path))
+    assert loading.load_user_code(str(code), str(tmp_path)) is None
+    every = loading.load_any_handlers(str(code), str(tmp_path))
     assert every is not None and not every.serves_requests
     assert every.stream_handler is not None
     assert list(every.stream_handler(iter(["a", b"b"]), None)) == ["a", b"b"]
     with pytest.raises(UserCodeError, match="must define handler"):
-        handlers.load_script(str(code / "inference.py"))  # multi-model: not a handler
+        loading.load_script(str(code / "inference.py"))  # multi-model: not a handler
 
 
 def test_stream_handler_beside_a_handler(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_stream_handler_beside_a_handler(tmp_path: Path) -> None:
     write(
         code / "inference.py", "def handler(d, c): return 1\ndef stream_handler(m, c): return m\n"
     )
-    user_code = handlers.load_user_code(str(code), str(tmp_path))
+    user_code = loading.load_user_code(str(code), str(tmp_path))
     assert user_code is not None and user_code.serves_requests
     assert user_code.handler is not None and user_code.stream_handler is not None
 
@@ -75,21 +75,21 @@ def test_no_handler_at_all_names_the_stream_form_too(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "inference.py", "x = 1\n")
     with pytest.raises(UserCodeError, match=r"or stream_handler\(messages, context\)"):
-        handlers.load_user_code(str(code), str(tmp_path))
+        loading.load_user_code(str(code), str(tmp_path))
 
 
 def test_half_a_pair_is_an_error(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "inference.py", "def input_handler(d, c): return 1\n")
     with pytest.raises(UserCodeError, match="must define handler"):
-        handlers.load_user_code(str(code), str(tmp_path))
+        loading.load_user_code(str(code), str(tmp_path))
 
 
 def test_import_errors_name_the_script(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "inference.py", "import module_that_is_not_there\n")
     with pytest.raises(UserCodeError, match="inference.py failed: ModuleNotFoundError"):
-        handlers.load_user_code(str(code), str(tmp_path))
+        loading.load_user_code(str(code), str(tmp_path))
 
 
 def test_code_lib_is_importable(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_code_lib_is_importable(tmp_path: Path) -> None:
         "import unit_test_lib_module\ndef handler(d, c): return unit_test_lib_module.VALUE\n",
     )
     try:
-        user_code = handlers.load_user_code(str(code), str(tmp_path))
+        user_code = loading.load_user_code(str(code), str(tmp_path))
         assert user_code is not None and user_code.handler(None, None) == 42
     finally:
         sys.path[:] = [p for p in sys.path if not p.startswith(str(tmp_path))]
@@ -110,26 +110,26 @@ def test_code_lib_is_importable(tmp_path: Path) -> None:
 def test_two_scripts_do_not_clash(tmp_path: Path) -> None:
     first = write(tmp_path / "a" / "inference.py", "def handler(d, c): return 'a'\n")
     second = write(tmp_path / "b" / "inference.py", "def handler(d, c): return 'b'\n")
-    assert handlers.load_script(str(first)).handler(None, None) == "a"
-    assert handlers.load_script(str(second)).handler(None, None) == "b"
+    assert loading.load_script(str(first)).handler(None, None) == "a"
+    assert loading.load_script(str(second)).handler(None, None) == "b"
 
 
 def test_requirements_skipped_when_lib_exists(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "requirements.txt", "this-package-does-not-exist-anywhere==0\n")
     (code / "lib").mkdir()
-    assert handlers.install_requirements(str(code), str(tmp_path)) is False
+    assert loading.install_requirements(str(code), str(tmp_path)) is False
 
 
 def test_no_requirements_file(tmp_path: Path) -> None:
-    assert handlers.install_requirements(str(tmp_path), str(tmp_path)) is False
-    assert handlers.install_requirements(None, str(tmp_path)) is False
+    assert loading.install_requirements(str(tmp_path), str(tmp_path)) is False
+    assert loading.install_requirements(None, str(tmp_path)) is False
 
 
 def test_failed_install_raises_with_pip_output(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "requirements.txt", "./no-such-file.whl\n")
     with pytest.raises(UserCodeError, match="requirements.txt failed") as raised:
-        handlers.ensure_requirements(str(code), str(tmp_path / "work"))
+        loading.ensure_requirements(str(code), str(tmp_path / "work"))
     assert "no-such-file.whl" in str(raised.value)
     assert not (tmp_path / "work" / "user_packages.done").exists()

@@ -21,8 +21,12 @@ from pathlib import Path
 
 import pytest
 from process_checks import alive, wait_until
-from sagemaker_tfs.supervisor import children
-from sagemaker_tfs.supervisor.children import FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS, Child
+from sagemaker_tfs.supervisor.processes import children
+from sagemaker_tfs.supervisor.processes.children import (
+    FIRST_BACKOFF_SECONDS,
+    MAX_BACKOFF_SECONDS,
+    Child,
+)
 
 ENV = {"PATH": "/usr/bin:/bin"}
 READY_POLL = children.READY_POLL_SECONDS + 0.02
@@ -39,7 +43,9 @@ def test_a_ready_child_is_restarted_at_once_every_time(caplog: pytest.LogCapture
             old_pid = child.pid
             os.kill(old_pid, signal.SIGKILL)
             child.process.wait()
-            with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.children"):
+            with caplog.at_level(
+                logging.WARNING, logger="sagemaker_tfs.supervisor.processes.children"
+            ):
                 child.check(now)
             # Restarted within the same check, no delay, however many kills came before.
             assert child.pid != old_pid and child.running()
@@ -59,7 +65,7 @@ def test_a_child_that_cannot_start_backs_off_doubling(caplog: pytest.LogCaptureF
     child.start()
     now = time.monotonic()
     delays = []
-    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.children"):
+    with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.processes.children"):
         for _ in range(7):
             child.process.wait()
             child.check(now)
@@ -93,7 +99,7 @@ def test_a_restart_that_cannot_spawn_is_retried_after_the_backoff(
         program.rename(tmp_path / "gone")
         os.kill(child.pid, signal.SIGKILL)
         child.process.wait()
-        with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.children"):
+        with caplog.at_level(logging.ERROR, logger="sagemaker_tfs.supervisor.processes.children"):
             child.check(now)  # no exception
         assert not child.running() and child.restart_at is not None
         assert any("cannot start something" in r.getMessage() for r in caplog.records)
@@ -165,7 +171,7 @@ def test_a_stopped_child_is_not_restarted() -> None:
 
 PARENT_SCRIPT = textwrap.dedent("""
     import signal, sys, threading, time
-    from sagemaker_tfs.supervisor.children import Child
+    from sagemaker_tfs.supervisor.processes.children import Child
 
     env = {"PATH": "/usr/bin:/bin"}
     children = []
@@ -226,7 +232,7 @@ def test_a_child_group_stops_its_tiers_in_reverse_order(caplog: pytest.LogCaptur
     for tier, name in (("first", "a"), ("first", "b"), ("second", "c"), ("third", "d")):
         group.start(tier, Child(name, ["sleep", "60"], ENV, stop_timeout=5))
     assert [c.name for c in group.children()] == ["d", "c", "a", "b"]
-    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.children"):
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.processes.children"):
         group.stop()
     stopped = [r.getMessage().split()[1] for r in caplog.records if "stopping" in r.getMessage()]
     assert stopped == ["d", "c", "a", "b"]
@@ -245,7 +251,7 @@ def test_a_child_group_stops_each_tier_by_its_deadline(caplog: pytest.LogCapture
     time.sleep(0.3)  # the traps are set
     started = time.monotonic()
     deadlines = {"front": started + 0.5, "back": started + 1.0}
-    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.children"):
+    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.processes.children"):
         group.stop(deadlines.get)
     assert 0.9 <= time.monotonic() - started < 3.0
     warnings = [r.getMessage() for r in caplog.records]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from sagemaker_tfs.supervisor.code_download import (
+from sagemaker_tfs.supervisor.multi_model.code_download import (
     CodeDownloadError,
     download_code,
     list_keys,
@@ -171,7 +171,7 @@ def test_a_failed_object_download_keeps_the_previous_code(tmp_path: Path) -> Non
 
 def test_one_log_line_per_download(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     client = StandInS3("bucket", {"code/a.py": b"abc", "code/lib/b.py": b"de"})
-    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.code_download"):
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.multi_model.code_download"):
         download_code("bucket", "code", str(tmp_path / "t"), client)
     assert [r.getMessage() for r in caplog.records] == [
         f"downloaded 2 files (5 bytes) from s3://bucket/code/ into {tmp_path / 't'}"
@@ -182,7 +182,7 @@ def test_an_empty_prefix_listing_is_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = StandInS3("bucket", {"other/a.py": b"abc"})
-    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.code_download"):
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.multi_model.code_download"):
         result = download_code("bucket", "code", str(tmp_path / "t"), client)
     assert result.files == 0 and (tmp_path / "t").is_dir()
     assert [r.levelno for r in caplog.records] == [logging.WARNING]

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.service.connections import Channels
-from sagemaker_tfs.service.multi_model import (
+from sagemaker_tfs.service.handlers.multi_model import (
     UNIVERSAL_CODE_DIR,
     ControlClient,
     ModelDirectory,
     ModelLocation,
 )
+from sagemaker_tfs.service.routing.connections import Channels
 from sagemaker_tfs.stack_config import StackConfig
+from sagemaker_tfs.supervisor.processes.startup import StartupError
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor
-from sagemaker_tfs.supervisor.startup import StartupError
 from stack_configs import StackConfigBuilder
 
 BOTH = {

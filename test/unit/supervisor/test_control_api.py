@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from launchers import RecordingLauncher
-from sagemaker_tfs.supervisor.control_api import ControlServer
-from sagemaker_tfs.supervisor.per_model_servers import PerModelServers
-from sagemaker_tfs.supervisor.registry import ModelRegistry
+from sagemaker_tfs.supervisor.model_servers.per_model_servers import PerModelServers
+from sagemaker_tfs.supervisor.multi_model.control_api import ControlServer
+from sagemaker_tfs.supervisor.multi_model.registry import ModelRegistry
 from stack_configs import StackConfigBuilder, make_model
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.supervisor.health import (
+from sagemaker_tfs.supervisor.model_servers.health import (
     MISSES_BEFORE_DOWN,
     PROBE_NAME,
     HealthMonitor,
@@ -24,7 +24,7 @@ from sagemaker_tfs.supervisor.health import (
     WatchedServer,
     status_target,
 )
-from sagemaker_tfs.supervisor.model_service_client import StatusAnswer
+from sagemaker_tfs.supervisor.model_servers.model_service_client import StatusAnswer
 from stack_configs import StackConfigBuilder
 
 AVAILABLE = StatusAnswer(True, True)
@@ -188,7 +188,7 @@ def test_each_change_of_verdict_is_logged_once(
     target = "unix:/w/model-server[0].sock.status"
     health.watch(server())
     health.answer(target, a=AVAILABLE)
-    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.health"):
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.model_servers.health"):
         for answer in (AVAILABLE, AVAILABLE, LOADING, LOADING, AVAILABLE):
             health.answer(target, a=answer)
             health.monitor.check_once()
@@ -291,7 +291,7 @@ def test_a_degraded_instance_is_logged_once_as_a_warning(
     health: Fixture, caplog: pytest.LogCaptureFixture
 ) -> None:
     health.answer("unix:/w/model-server[0].sock.status", a=AVAILABLE)
-    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.health"):
+    with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.model_servers.health"):
         for pid in (None, None, 11):
             health.watch(server(), server("model-server[1]", pid=pid))
             health.answer("unix:/w/model-server[1].sock.status", a=AVAILABLE)

@@ -18,7 +18,6 @@ import pytest
 from metrics_scrape import Scrape
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import HistogramMetricFamily
-from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.metrics.endpoint import (
     MetricsServer,
     ServiceWorkers,
@@ -32,6 +31,7 @@ from sagemaker_tfs.supervisor.metrics.model_servers import (
     with_label,
 )
 from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, StackCollector
+from sagemaker_tfs.supervisor.processes.children import Child
 from sagemaker_tfs.wire.errors import HttpError
 
 # A model server's exposition as TF Serving writes it (and our model server, with "# EOF").

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 from sagemaker_tfs.model_server import zygote
-from sagemaker_tfs.supervisor.model_server_zygote import adopts_orphans
+from sagemaker_tfs.supervisor.model_servers.model_server_zygote import adopts_orphans
 
 # The real serve loop; the "model server" exits with the code argv[1] after argv[2] seconds.
 STAND_IN = textwrap.dedent("""
@@ -31,8 +31,9 @@ STAND_IN = textwrap.dedent("""
 
 DRIVER = textwrap.dedent("""
     import json, os, signal, sys, time
-    from sagemaker_tfs.supervisor.children import Child, become_subreaper, reap_orphans
-    from sagemaker_tfs.supervisor.model_server_zygote import ModelServerZygote, adopts_orphans
+    from sagemaker_tfs.supervisor.processes.children import Child, become_subreaper, reap_orphans
+    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
+        ModelServerZygote, adopts_orphans)
 
     def until(condition, timeout=10.0):
         deadline = time.monotonic() + timeout
@@ -178,7 +179,7 @@ def test_a_restart_waits_while_the_zygote_imports_and_a_first_start_does_not(
     """A zygote that has not said ``ready`` (a sleeping stand-in): a restart is told to try
     again (ZygoteImporting), a first start gets None (it starts cold); neither once the
     wait's bound is over, nor once the zygote is gone."""
-    from sagemaker_tfs.supervisor import model_server_zygote as module
+    from sagemaker_tfs.supervisor.model_servers import model_server_zygote as module
 
     importing = module.ModelServerZygote(
         {"PATH": "/usr/bin:/bin"}, lambda: True, command=["sleep", "60"]

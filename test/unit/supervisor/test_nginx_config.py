@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service import sessions
+from sagemaker_tfs.service.edge import sessions
 from sagemaker_tfs.supervisor import nginx_config
 from stack_configs import StackConfigBuilder
 

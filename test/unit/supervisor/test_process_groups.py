@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from process_checks import alive, wait_until
-from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.process_groups import (
+from sagemaker_tfs.supervisor.processes.children import Child
+from sagemaker_tfs.supervisor.processes.process_groups import (
     BUSY_CHECK_SECONDS,
     DrainingGroups,
     group_exists,

@@ -12,15 +12,15 @@ from cgroup_trees import V1_NO_LIMIT, hybrid, legacy, unified
 from launchers import RecordingLauncher, StuckLauncher
 from sagemaker_tfs.container_limits import CgroupView
 from sagemaker_tfs.ports import Instance, PortRange
-from sagemaker_tfs.supervisor.memory import (
+from sagemaker_tfs.supervisor.model_servers.per_model_servers import PerModelServers, PortPool
+from sagemaker_tfs.supervisor.multi_model.memory import (
     DEFAULT_OVERHEAD_BYTES,
     ModelMemory,
     available_memory_bytes,
     cgroup_headroom,
     files_bytes,
 )
-from sagemaker_tfs.supervisor.per_model_servers import PerModelServers, PortPool
-from sagemaker_tfs.supervisor.registry import (
+from sagemaker_tfs.supervisor.multi_model.registry import (
     MIB,
     ModelRegistry,
     resolve_model_url,

@@ -14,7 +14,7 @@ ENV = {"PATH": "/usr/bin:/bin"}
 PACKAGE_ROOT = str(Path(sagemaker_tfs.__file__).resolve().parents[1])
 POLICY_PROBE = """
 import os, subprocess, sys, threading
-from sagemaker_tfs.supervisor.scheduling import use_sched_policy
+from sagemaker_tfs.supervisor.processes.scheduling import use_sched_policy
 use_sched_policy(sys.argv[1])
 seen = []
 thread = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(0)))

@@ -12,9 +12,12 @@ import pytest
 from google.protobuf import text_format
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.model_availability import ModelLoadError
-from sagemaker_tfs.supervisor.model_service_client import ModelServiceError, ModelState
-from sagemaker_tfs.supervisor.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.model_servers.model_service_client import (
+    ModelServiceError,
+    ModelState,
+)
+from sagemaker_tfs.supervisor.model_servers.shared_model_servers import SharedModelServers
+from sagemaker_tfs.supervisor.multi_model.registry import ModelLoadError
 from sagemaker_tfs.wire import protos
 from stack_configs import StackConfigBuilder
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from local_ports import free_port
 from sagemaker_tfs.ports import port_is_free
-from sagemaker_tfs.supervisor.sockets import HeldPort, HeldSocket, http_answers
+from sagemaker_tfs.supervisor.processes.sockets import HeldPort, HeldSocket, http_answers
 
 
 def test_the_service_socket_is_held_with_one_fd_and_made_again_when_unlinked(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor import model_service_client, stack_supervisor
+from sagemaker_tfs.supervisor import stack_supervisor
+from sagemaker_tfs.supervisor.model_servers import model_service_client
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor, child_environment
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder
@@ -29,7 +30,7 @@ def test_gunicorn_command(stack_config: StackConfigBuilder) -> None:
         f"--worker-tmp-dir={config.work_dir}",  # nothing written outside the work dir
     ):
         assert flag in argv
-    assert argv[-1] == "sagemaker_tfs.service.app:create_app()"
+    assert argv[-1] == "sagemaker_tfs.service.edge.app:create_app()"
 
 
 def test_children_reuse_large_allocations_unless_told_otherwise(
@@ -67,8 +68,9 @@ def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
 
 FORKS_WHILE_A_CALL_WAITS = """
 import signal, threading
-from sagemaker_tfs.supervisor.children import spawn
-from sagemaker_tfs.supervisor.model_service_client import ModelServiceClient, ModelServiceError
+from sagemaker_tfs.supervisor.processes.children import spawn
+from sagemaker_tfs.supervisor.model_servers.model_service_client import (
+    ModelServiceClient, ModelServiceError)
 
 client = ModelServiceClient("unix:{socket}")
 

@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 from process_checks import alive, wait_until
-from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.standby_model_server import FIRST_BACKOFF_SECONDS, StandbyModelServer
+from sagemaker_tfs.supervisor.model_servers.standby_model_server import (
+    FIRST_BACKOFF_SECONDS,
+    StandbyModelServer,
+)
+from sagemaker_tfs.supervisor.processes.children import Child
 
 ENV = {"PATH": "/usr/bin:/bin"}
 # Waits for one line, writes it to argv[1] with its pid, then serves (sleeps) as told.
@@ -101,7 +104,7 @@ def test_a_child_restarts_as_the_standby_and_logs_it(
 
         os.kill(first, signal.SIGKILL)
         child.process.wait()
-        with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.children"):
+        with caplog.at_level(logging.INFO, logger="sagemaker_tfs.supervisor.processes.children"):
             child.check(time.monotonic())
         assert child.pid == waiting.pid
         assert wait_until(lambda: _received(handed_over) != [])
@@ -122,7 +125,9 @@ def test_a_standby_that_dies_is_replaced_after_a_backoff(
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
 
-    with caplog.at_level(logging.WARNING, logger="sagemaker_tfs.supervisor.standby_model_server"):
+    with caplog.at_level(
+        logging.WARNING, logger="sagemaker_tfs.supervisor.model_servers.standby_model_server"
+    ):
         standby.check(now)
     assert standby.process is None  # not at once: a standby that cannot start must not spin
     assert f"standby model server (pid {first.pid}) was killed by SIGKILL" in caplog.text

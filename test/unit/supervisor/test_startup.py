@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sagemaker_tfs.supervisor.startup import poll_until
+from sagemaker_tfs.supervisor.processes.startup import poll_until
 
 
 def test_true_as_soon_as_the_condition_holds() -> None:

@@ -32,11 +32,11 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.children import Child
 from sagemaker_tfs.supervisor.metrics.edge_log import EdgeLog
 from sagemaker_tfs.supervisor.metrics.model_servers import MonitoredServer, exposition
 from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, StackCollector
-from sagemaker_tfs.supervisor.unix_http import UnixHttpServer
+from sagemaker_tfs.supervisor.processes.children import Child
+from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpServer
 
 logger = logging.getLogger(__name__)
 

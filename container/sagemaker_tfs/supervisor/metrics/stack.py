@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from sagemaker_tfs.supervisor.children import Child
-from sagemaker_tfs.supervisor.memory import process_rss_bytes
+from sagemaker_tfs.supervisor.processes.children import Child
+from sagemaker_tfs.supervisor.processes.process_memory import process_rss_bytes
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.metrics import PREFIX
 

@@ -1,0 +1,133 @@
+"""The one entry point of the service's JSON / JSON lines / CSV reading (issue 53): every
+route that gets such a body without ``inference.py`` calls :func:`read_body`, and no other
+module of the service parses or converts one (``test/unit/test_import_boundaries.py``).
+
+The family behind it: ``text_tensors`` (with ``text_json``, ``text_csv``, ``text_mixed``,
+``text_refusals``, ``text_ragged``) reads a body into the inputs' arrays, or refuses it with
+the REST path's 400; ``text_rest`` writes TF Serving's REST request for what cannot be arrays
+yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
+asked for), with the njs's rules (held to them by the parity tests), and reads the same
+values for a binary Accept. A codec per media type (``CODECS``) joins the two, so that a
+media type is read in one place.
+
+What a caller gets is the body read once into one of:
+
+- ``TextRequest``: the inputs' arrays and the signature, exactly what the REST path would
+  feed the model (predict, over gRPC);
+- ``Refusal``: the REST path's 400 for the body, in its words;
+- ``RestRequest``: TF Serving's REST request, for the model server's REST API;
+- for a binary Accept (``ForInputs``), the named arrays by the njs's rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple, overload
+
+import numpy as np
+
+from sagemaker_tfs.service.codecs import text_rest, text_tensors
+from sagemaker_tfs.service.codecs.content_types import CSV, JSON, JSON_LINES_TYPES
+from sagemaker_tfs.service.codecs.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text_tensors import TextRequest
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+
+__all__ = [
+    "CODECS",
+    "ForInputs",
+    "ForPredict",
+    "Refusal",
+    "RestRequest",
+    "TextRequest",
+    "read_body",
+    "text_too_large",
+]
+
+ArrayReader = Callable[[bytes, Mapping[str, Signature]], TextRequest | Refusal | None]
+
+
+class RestRequest(NamedTuple):
+    """TF Serving's REST request for the body (``text_rest.convert``), to post as it is."""
+
+    body: bytes
+
+
+class ForPredict(NamedTuple):
+    """A body to send to the model: ``signatures``, the model's by name (None when they could
+    not be asked for); ``method``, TF Serving's (only predict is read into arrays)."""
+
+    signatures: Mapping[str, Signature] | None
+    method: str = "predict"
+
+
+class ForInputs(NamedTuple):
+    """A body sent with a binary Accept: read into arrays for ``inputs`` by the njs's rules."""
+
+    inputs: Mapping[str, TensorSpec]
+
+
+@dataclass(frozen=True)
+class TextCodec:
+    """One media type's reading: into the inputs' arrays when it can (``read_arrays``: None
+    when it cannot), else into TF Serving's REST request; or named arrays for a binary
+    Accept."""
+
+    media_type: str
+    read_arrays: ArrayReader
+
+    def for_predict(self, body: bytes, reading: ForPredict) -> TextRequest | Refusal | RestRequest:
+        if reading.signatures is not None and reading.method == "predict":
+            read = self.read_arrays(body, reading.signatures)
+            if read is not None:
+                return read
+        return RestRequest(text_rest.convert(self.media_type, body).encode("utf-8"))
+
+    def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
+        return text_rest.named_values(self.media_type, body, reading.inputs)
+
+
+def _codecs() -> dict[str, TextCodec]:
+    json_lines = partial(text_tensors.read_json_request, lines=True)
+    codecs = {JSON: TextCodec(JSON, text_tensors.read_json_request),
+              CSV: TextCodec(CSV, text_tensors.read_csv_request)}  # fmt: skip
+    codecs.update((kind, TextCodec(kind, json_lines)) for kind in JSON_LINES_TYPES)
+    return codecs
+
+
+CODECS = _codecs()  # by media type
+
+
+def text_too_large(limit_mb: int) -> HttpError:
+    """The 413 for a JSON or CSV body over the text limit (the njs's ``textTooLarge``)."""
+    return HttpError(
+        413,
+        f"JSON, JSON lines and CSV bodies are converted up to {limit_mb} MB "
+        "(SAGEMAKER_TFS_MAX_TEXT_BODY_MB): send larger inputs as application/x-npy or "
+        "application/x-npz, or raise SAGEMAKER_TFS_MAX_TEXT_BODY_MB",
+    )
+
+
+@overload
+def read_body(
+    kind: str, body: bytes, reading: ForPredict
+) -> TextRequest | Refusal | RestRequest: ...
+
+
+@overload
+def read_body(kind: str, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]: ...
+
+
+def read_body(
+    kind: str, body: bytes, reading: ForPredict | ForInputs
+) -> TextRequest | Refusal | RestRequest | list[tuple[str, np.ndarray]]:
+    """The body of media type ``kind`` read once, as ``reading`` asks (see the module); a
+    type with no codec is a 415, a body that cannot be read at all the REST path's 400."""
+    codec = CODECS.get(kind)
+    if codec is None:
+        raise HttpError(415, f"Unsupported Media Type: {kind}")
+    if isinstance(reading, ForInputs):
+        return codec.for_inputs(body, reading)
+    return codec.for_predict(body, reading)

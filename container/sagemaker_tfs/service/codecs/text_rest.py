@@ -1,0 +1,246 @@
+"""JSON / JSON lines / CSV -> TF Serving's REST request, as docs/contract.md's table says: the
+``text_codecs`` family's writer of that request, for what cannot be read into the inputs'
+arrays (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
+asked for), and its reader of the same values for a binary Accept.
+
+The same rules as ``nginx/tensorflow_serving.js`` (which does this in nginx for the
+single-model path's small bodies; test_njs_parity.py and test_njs_corpus.py run both on the
+same cases): :func:`convert`, the request as text, values copied so numbers keep their exact
+spelling; :func:`named_values`, the same values parsed, before they are wrapped into a
+request, as named arrays. Nothing outside the family calls these: ``text_codecs.read_body``
+is its one entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from sagemaker_tfs.service.codecs.content_types import (
+    CONVERTIBLE_TYPES,
+    CSV,
+    JSON,
+    JSON_LINES_TYPES,
+    single_input,
+)
+from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.signatures import TensorSpec
+
+TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
+_STRICT_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_LOOSE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_WHITESPACE = " \t\r\n"
+# What ECMAScript's String.prototype.trim removes (the njs trims with it); Python's strip()
+# removes another set (\x1c-\x1f and \x85 but not the byte order mark \ufeff).
+ECMASCRIPT_WHITESPACE = (
+    "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def strip_ecmascript_whitespace(text: str) -> str:
+    """``text.trim()`` as the njs computes it."""
+    return text.strip(ECMASCRIPT_WHITESPACE)
+
+
+def _instances(texts: list[str]) -> str:
+    return '{"instances": [' + ",".join(texts) + "]}"
+
+
+class JsonValue(NamedTuple):
+    """A JSON value as sent (numbers keep their spelling) and as parsed."""
+
+    text: str
+    value: object
+
+
+def split_json_lines(text: str) -> list[JsonValue]:
+    """Objects or lists separated only by whitespace -> each one's text and value."""
+    decoder = json.JSONDecoder()
+    values = []
+    index = 0
+    while index < len(text):
+        if text[index] in _WHITESPACE:
+            index += 1
+            continue
+        if text[index] not in "{[":
+            raise HttpError(
+                400, f"Invalid JSON lines: expected an object or a list at offset {index}"
+            )
+        try:
+            value, end = decoder.raw_decode(text, index)
+        except (ValueError, RecursionError) as error:
+            raise HttpError(400, f"Invalid JSON lines: {describe(error)}") from None
+        values.append(JsonValue(text[index:end], value))
+        index = end
+    if not values:
+        raise HttpError(400, "Empty request body")
+    return values
+
+
+def _json_lines_or_none(text: str) -> list[JsonValue]:
+    """JSON lines when the text is such, else [] (the caller reports its own JSON error)."""
+    try:
+        return split_json_lines(text)
+    except HttpError:
+        return []
+
+
+def _is_tfs_request(value: object) -> bool:
+    return isinstance(value, dict) and any(key in value for key in TFS_REQUEST_KEYS)
+
+
+def _is_list_of_lists(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
+
+
+def read_json(text: str) -> JsonValue | list[JsonValue]:
+    """A JSON body: its one value, or the values of JSON lines when it holds several values
+    separated by whitespace."""
+    if not strip_ecmascript_whitespace(text):
+        raise HttpError(400, "Empty request body")
+    try:
+        return JsonValue(text, json.loads(text))
+    except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
+        lines = _json_lines_or_none(text)
+        if len(lines) < 2:
+            raise HttpError(400, f"Invalid JSON: {describe(error)}") from None
+        return lines
+
+
+def convert_json(text: str) -> str:
+    """A JSON body as TF Serving's request: a request passes as it is, a list of lists
+    becomes the instances, anything else one instance; JSON lines, their values."""
+    document = read_json(text)
+    if isinstance(document, list):
+        return _instances([line.text for line in document])
+    if _is_tfs_request(document.value):
+        return text
+    if _is_list_of_lists(document.value):
+        return '{"instances": ' + text + "}"
+    return _instances([text])
+
+
+def _csv_field(field: str) -> str:
+    value = strip_ecmascript_whitespace(field)
+    if _STRICT_NUMBER.fullmatch(value):
+        return value
+    if _LOOSE_NUMBER.fullmatch(value):
+        return repr(float(value)) if any(c in value for c in ".eE") else str(int(value))
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1].replace('""', '"')
+    return json.dumps(value)
+
+
+def convert_csv(text: str) -> str:
+    rows = [
+        line.removesuffix("\r") for line in text.split("\n") if strip_ecmascript_whitespace(line)
+    ]
+    if not rows:
+        raise HttpError(400, "Empty request body")
+    width = len(rows[0].split(","))
+    instances = []
+    for number, row in enumerate(rows, start=1):
+        fields = row.split(",")
+        if len(fields) != width:
+            raise HttpError(
+                400, f"Invalid CSV: row {number} has {len(fields)} fields, expected {width}"
+            )
+        values = [_csv_field(field) for field in fields]
+        instances.append(values[0] if width == 1 else "[" + ",".join(values) + "]")
+    return _instances(instances)
+
+
+def _text(content_type: str, body: bytes) -> str:
+    if content_type not in CONVERTIBLE_TYPES:
+        raise HttpError(415, f"Unsupported Media Type: {content_type}")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HttpError(400, f"The request body is not UTF-8: {error}") from None
+
+
+def convert(content_type: str, body: bytes) -> str:
+    """The TF Serving REST request body for a convertible ``content_type``."""
+    text = _text(content_type, body)
+    if content_type == JSON:
+        return convert_json(text)
+    if content_type in JSON_LINES_TYPES:
+        return _instances([line.text for line in split_json_lines(text)])
+    return convert_csv(text)
+
+
+def read_values(content_type: str, body: bytes) -> object:
+    """The body's values, read by the rules (and with the errors) of :func:`convert`, before
+    it wraps them into TF Serving's request: a JSON document as it is (the list of its values
+    when it holds several), JSON lines as the list of their values, CSV as the list of its
+    rows (a one-field row: its value). The fast path reads these into input arrays."""
+    text = _text(content_type, body)
+    if content_type == JSON:
+        document = read_json(text)
+        return [line.value for line in document] if isinstance(document, list) else document.value
+    if content_type in JSON_LINES_TYPES:
+        return [line.value for line in split_json_lines(text)]
+    try:
+        return json.loads(convert_csv(text))["instances"]
+    except ValueError as error:  # a number of 4300+ digits
+        raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
+
+
+def named_values(
+    kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, np.ndarray]]:
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named arrays, read by
+    the njs's rules (:func:`read_values`): TF Serving's ``inputs`` (columns) or
+    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
+    return [(name, _as_array(value, name)) for name, value in _named_lists(kind, body, inputs)]
+
+
+def _named_lists(
+    kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, object]]:
+    if kind == CSV:
+        spec = single_input(inputs, kind)
+        rows = read_values(kind, body)
+        assert isinstance(rows, list)  # CSV reads as the list of its rows
+        return [(spec.name, _csv_instances(rows, spec))]
+    document = read_values(kind, body)
+    if isinstance(document, dict) and "inputs" in document:
+        value = document["inputs"]
+        if isinstance(value, dict):
+            _check_names(value, inputs)
+            return list(value.items())
+        return [(single_input(inputs, kind).name, value)]
+    rows = document.get("instances") if isinstance(document, dict) else document
+    if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
+        _check_names(rows[0], inputs)
+        return [(name, [row.get(name) for row in rows]) for name in rows[0]]
+    return [(single_input(inputs, kind).name, rows)]
+
+
+def _csv_instances(instances: list, spec: TensorSpec) -> list:
+    """One-value rows are instances of one value each (as the njs path sends them): a batch
+    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
+    one_column = bool(instances) and not isinstance(instances[0], list)
+    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
+        return [[value] for value in instances]
+    return instances
+
+
+def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
+    unknown = sorted(set(named) - set(inputs))
+    if unknown:
+        raise HttpError(
+            400, f"Inputs {unknown} are not in the signature (inputs: {', '.join(sorted(inputs))})"
+        )
+
+
+def _as_array(value: object, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
+        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None

@@ -1,0 +1,2 @@
+"""The handler runtime: the user's ``inference.py``, its ``Context``, one invocation, streamed
+answers."""

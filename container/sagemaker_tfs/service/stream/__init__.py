@@ -1,0 +1,1 @@
+"""The bidirectional stream's server and its connections."""
