@@ -30,7 +30,7 @@ setup(
         "boto3>=1.28",  # shared multi-model code from S3 (code_download.py); AWS_ENDPOINT_URL_S3
         "prometheus-client>=0.20",  # the metrics path (supervisor/metrics/endpoint.py)
         # <18: stream_pump.StreamConnection swaps the sync assembler's frame queue (not public API)
-        "websockets>=17,<18",  # the bidirectional stream's server (service/stream_server.py)
+        "websockets>=17,<18",  # the bidirectional stream's server (service/stream/stream_server.py)
     ],
     extras_require={
         # setproctitle: a standby model server shows its real command line once it serves
