@@ -110,10 +110,9 @@ class WrittenBody(NamedTuple):
 
 
 class Codec:
-    """One media type's codec, as falcon's media handlers: whether the fast path reads a
-    request body of ``media_type`` (``reads``, ``read``) and whether it writes an answer of it
-    (``writes``, ``write``). ``registry.CODECS`` holds one per media type; ``inputs`` and
-    ``answers`` find them there, so a new media type is one codec registered."""
+    """One media type's codec (``registry.CODECS`` holds one per type): whether the fast path
+    reads a body of ``media_type`` (``reads``, ``read``), whether it writes an answer of it
+    (``writes``, ``write``)."""
 
     reads = False
     writes = False
@@ -128,13 +127,11 @@ class Codec:
         raise NotImplementedError(f"{self.media_type} is not read")
 
     def write(self, outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
-        """Named outputs -> the answer's body, as chunks sent one after the other (NumPy
-        answers refer to the output buffers instead of copying them into one ``bytes``)."""
+        """Named outputs -> the answer's chunks (NumPy answers refer to the output buffers)."""
         raise NotImplementedError(f"{self.media_type} is not written")
 
     def write_arriving(self, answer: StreamedTensors) -> list[Chunk] | StreamedBody:
-        """``write`` of an answer still arriving from the model server; by default, once it
-        has all arrived."""
+        """``write`` of an answer still arriving; by default, once it has all arrived."""
         return self.write(answer.complete())
 
 

@@ -1,12 +1,8 @@
-"""The NumPy codecs: ``application/x-npy`` (one input or output) and ``application/x-npz`` (one
-array per input or output), read as views of the request body and written as views of the
-outputs, and the streamed answer's pieces read ahead of sending them.
-
-Reading: a .npy body is one input; an .npz body holds an array per input, each member a view
-of the body when stored (what ``np.savez`` writes), read out of the archive when deflated;
-every declared size is checked before anything is allocated. Writing: an .npy answer is a
-header and the output's bytes in C order; an .npz answer (``npz_writer``) and the .npy of one
-numeric output are passed on piece by piece while they arrive from the model server.
+"""The NumPy codecs: ``application/x-npy`` (one input or output) and ``application/x-npz`` (an
+array per input or output), read as views of the body (an .npz member read out of the archive
+only when deflated; every declared size checked before anything is allocated) and written as
+views of the outputs; an .npz answer (``npz_writer``) and the .npy of one numeric output are
+passed on piece by piece while they arrive from the model server.
 
 Passing an answer on piece by piece in one loop makes the two hops take turns: while the
 worker waits for nginx to take a piece, nobody asks gRPC for the next one, so the model server

@@ -1,16 +1,10 @@
 """The fast path's codecs in one registry by media type (as falcon's media handlers): for each
-media type it takes, one ``Codec`` that says whether it reads a request body of the type and
-whether it writes an answer of it, and does both. ``inputs`` reads and ``answers`` writes
-through ``CODECS``; the 415 and 406 refusals and the Accept list's choice follow from what is
-registered, so a new media type is one codec registered here (the njs sends the service any
-type it does not convert itself).
-
-Registered: ``application/json`` (TF Serving's ``{"predictions": ...}``) and
-``application/jsonlines`` (the same, sent on one line), read as the njs reads them
-(``text_codecs.read_body``), as are the other JSON lines names (read only) and ``text/csv``
-(one output written); ``numpy_codecs``' ``.npy`` and ``.npz``; ``image_inputs``' image types and
-image streams (read only). Also here: the answer's media type, decided once per request from
-its Accept list (``answer_type``, kept in ``ParsedRequest.answer``).
+type, one ``Codec`` that says whether it reads a body of the type and whether it writes an
+answer of it, and does both. ``inputs`` and ``answers`` go through ``CODECS``, and the 415, the
+406 and the Accept list's choice follow from it: a new media type is one codec registered (the
+njs sends the service any type it does not convert). Here: JSON and JSON lines (read by
+``text_codecs.read_body``, written as TF Serving's ``{"predictions": ...}``) and CSV; and the
+answer's media type, decided once per request from Accept (``answer_type``).
 """
 
 from __future__ import annotations
