@@ -63,9 +63,7 @@ def main() -> None:
         return decoder.decode_request(body, content_type, inputs, options).widened()
 
     if args.one_thread:
-        from sagemaker_tfs.service.codecs import native_threads
-
-        native_threads.usable_cores = lambda: 1
+        image_inputs.usable_cores = lambda: 1
     if args.always_on_cores:
         image_inputs.DECODE_ON_CORES_MIN_BYTES = 0
 

@@ -128,10 +128,10 @@ TEXT_LIBRARIES = frozenset({"json", "orjson", "csv", "simplejson", "ujson", "rap
 # The service's other modules that import a JSON library, and why none of them reads an
 # invocation's body with it.
 JSON_NOT_FOR_BODIES = {
-    "answers": "the fast path's answers written as JSON, not a request read",
     "app": "the answer to a session's opening written",
     "invoke": "a handler's result written as JSON; the model server's error answer checked",
     "multi_model": "the supervisor's list of loaded models (the control API's answer) read",
+    "registry": "the fast path's answers written as JSON, not a request read",
     "sessions": "a stateful session's control body (NEW_SESSION / CLOSE), not a model input",
     "stream_server": "the stream handshake's refusals written",
 }
@@ -166,12 +166,13 @@ def text_reading_outside_the_family(service: Path) -> dict[str, list[str]]:
 
 
 def test_only_the_text_family_reads_json_and_csv_bodies() -> None:
-    """Every route (``text_predict``/``invoke`` for the JSON answer, ``inputs`` for a binary
-    Accept) calls ``text_codecs.read_body``: no other module of the service parses or converts
-    a JSON, JSON lines or CSV body, nor reaches past the entry point into the family."""
+    """Every route (``text_predict``/``invoke`` for the JSON answer, the registry's text codecs
+    for a binary Accept) calls ``text_codecs.read_body``: no other module of the service parses
+    or converts a JSON, JSON lines or CSV body, nor reaches past the entry point into the
+    family."""
     assert text_reading_outside_the_family(PACKAGE_ROOT / "service") == {}
     modules = service_modules(PACKAGE_ROOT / "service")
-    for route in ("inputs", "text_predict"):
+    for route in ("registry", "text_predict"):
         entry = f"sagemaker_tfs.service.{TEXT_PACKAGE}.{TEXT_ENTRY}"
         assert entry in imported_modules(modules[route])
     assert "conversion" not in modules

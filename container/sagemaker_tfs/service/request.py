@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import falcon
 
-from sagemaker_tfs.service.codecs.content_types import JSON, AnswerType, answer_type
+from sagemaker_tfs.service.codecs.content_types import JSON
+from sagemaker_tfs.service.codecs.registry import AnswerType, answer_type
 from sagemaker_tfs.service.targets import ModelTarget, check_model_name, model_target
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import (
@@ -58,7 +59,7 @@ class RequestBody:
 class ParsedRequest:
     """``content_type``: application/json when the request names none. ``accept``: the types
     listed, in order (empty: none); ``answer``: the answer's media type they decide, for each
-    way of answering (``content_types.answer_type``); ``arrival``: when nginx received it
+    way of answering (``registry.answer_type``); ``arrival``: when nginx received it
     (epoch seconds), None when nginx did not say; ``session_id``: the
     ``X-Amzn-SageMaker-Session-Id`` header, None when absent."""
 

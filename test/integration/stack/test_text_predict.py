@@ -26,7 +26,7 @@ import requests
 from control_socket import load
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from rest_parity import answered_by, requests_counted, rest_answer, stack_answer
-from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.codecs.registry import answer_type
 from sagemaker_tfs.wire.http_headers import accept_list
 from whole_stack import Stack, running_stack
 

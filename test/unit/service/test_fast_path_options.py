@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from sagemaker_tfs import client
 from sagemaker_tfs.service.codecs import inputs
-from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.codecs.registry import answer_type
 from sagemaker_tfs.service.handlers.context import build_context
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest

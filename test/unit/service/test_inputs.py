@@ -25,7 +25,7 @@ from sagemaker_tfs.service.codecs import (
     content_types,
     image_inputs,
     inputs,
-    native_threads,
+    registry,
 )
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.wire import errors
@@ -233,13 +233,13 @@ def test_bad_bodies(body: bytes, content_type: str, status: int, match: str) -> 
 
 def test_accept_negotiation() -> None:
     def choose(header: str | None) -> str | None:
-        return content_types.choose_output_type(accept_list(header))
+        return registry.CODECS.choose_output_type(accept_list(header))
 
     assert choose(None) == "application/json"
     assert choose("*/*") == "application/json"
     assert choose("text/html, application/x-npy;q=0.9") == "application/x-npy"
     assert choose("text/html") is None
-    refused = content_types.not_acceptable(accept_list("text/html"))
+    refused = registry.CODECS.not_acceptable(accept_list("text/html"))
     assert refused.status == 406 and refused.message.startswith("Not Acceptable: text/html")
 
 
@@ -526,7 +526,7 @@ def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     two native threads (the threshold lowered so that these small images take that way)."""
     if request.param == "on the cores":
         monkeypatch.setattr(image_inputs, "DECODE_ON_CORES_MIN_BYTES", 0)
-        monkeypatch.setattr(native_threads, "usable_cores", lambda: 2)
+        monkeypatch.setattr(image_inputs, "usable_cores", lambda: 2)
     return request.param
 
 
@@ -534,13 +534,13 @@ def test_only_a_batch_of_a_mib_or_more_is_decoded_on_the_cores(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spread: list[int] = []
-    on_cores = native_threads.map_on_cores
+    on_cores = image_inputs.map_on_cores
 
     def recording_map_on_cores(function: Callable[[int], None], items: Sequence[int]) -> list:
         spread.append(len(items))
         return on_cores(function, items)
 
-    monkeypatch.setattr(native_threads, "map_on_cores", recording_map_on_cores)
+    monkeypatch.setattr(image_inputs, "map_on_cores", recording_map_on_cores)
     side = 256  # 256 x 256 x 3 uint8 = 192 KiB per image
     spec = {"x": TensorSpec("x", DT_UINT8, (-1, side, side, 3))}
     image = image_bytes((side, side), fmt="JPEG", color=RED)

@@ -1,5 +1,5 @@
-"""sagemaker_tfs.service.codecs.native_threads: calls spread over native threads, also under
-gevent."""
+"""sagemaker_tfs.service.codecs.image_inputs' map_on_cores: calls spread over native threads,
+also under gevent."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import textwrap
 import threading
 
 import pytest
-from sagemaker_tfs.service.codecs import native_threads
+from sagemaker_tfs.service.codecs import image_inputs
 
 needs_two_cores = pytest.mark.skipif(
-    native_threads.usable_cores() < 2, reason="one usable core: the calls run one by one"
+    image_inputs.usable_cores() < 2, reason="one usable core: the calls run one by one"
 )
 
 
@@ -24,14 +24,14 @@ def test_calls_run_at_the_same_time_and_results_keep_their_order() -> None:
         both_running.wait()
         return item * 10
 
-    assert native_threads.map_on_cores(call, [1, 2]) == [10, 20]
+    assert image_inputs.map_on_cores(call, [1, 2]) == [10, 20]
 
 
 def test_the_first_failing_item_is_raised_once_every_run_has_stopped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two runs, items 0-2 and 3-5: each stops at its first failure."""
-    monkeypatch.setattr(native_threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(image_inputs, "usable_cores", lambda: 2)
     ended: list[int] = []
 
     def call(item: int) -> int:
@@ -41,18 +41,18 @@ def test_the_first_failing_item_is_raised_once_every_run_has_stopped(
         return item
 
     with pytest.raises(ValueError, match="item 1 is bad"):
-        native_threads.map_on_cores(call, list(range(6)))
+        image_inputs.map_on_cores(call, list(range(6)))
     assert sorted(ended) == [0, 3]
 
 
 def test_many_items_keep_their_order() -> None:
-    assert native_threads.map_on_cores(lambda item: item * 2, list(range(101))) == [
+    assert image_inputs.map_on_cores(lambda item: item * 2, list(range(101))) == [
         item * 2 for item in range(101)
     ]
 
 
 def test_one_item_runs_in_the_calling_thread() -> None:
-    assert native_threads.map_on_cores(lambda _: threading.get_ident(), [0]) == [
+    assert image_inputs.map_on_cores(lambda _: threading.get_ident(), [0]) == [
         threading.get_ident()
     ]
 
@@ -64,7 +64,7 @@ def test_under_gevent_the_calls_run_on_native_threads() -> None:
     script = textwrap.dedent("""
         from gevent import monkey
         monkey.patch_all()
-        from sagemaker_tfs.service.codecs import native_threads
+        from sagemaker_tfs.service.codecs import image_inputs
         native_lock = monkey.get_original("_thread", "allocate_lock")
         started = {1: native_lock(), 2: native_lock()}
         for lock in started.values():
@@ -72,7 +72,7 @@ def test_under_gevent_the_calls_run_on_native_threads() -> None:
         def call(item):
             started[item].release()
             return started[3 - item].acquire(timeout=10)  # blocks the hub if not native
-        print(native_threads.map_on_cores(call, [1, 2]))
+        print(image_inputs.map_on_cores(call, [1, 2]))
         """)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
@@ -89,7 +89,7 @@ def test_under_gevent_other_greenlets_run_while_the_calls_do() -> None:
         from gevent import monkey
         monkey.patch_all()
         import gevent
-        from sagemaker_tfs.service.codecs import native_threads
+        from sagemaker_tfs.service.codecs import image_inputs
         native_sleep = monkey.get_original("time", "sleep")
         ticks = []
         def count_ticks():
@@ -99,7 +99,7 @@ def test_under_gevent_other_greenlets_run_while_the_calls_do() -> None:
         gevent.spawn(count_ticks)
         gevent.sleep(0)
         before = len(ticks)
-        native_threads.map_on_cores(native_sleep, [0.3, 0.3])
+        image_inputs.map_on_cores(native_sleep, [0.3, 0.3])
         print(len(ticks) - before)
         """)
     done = subprocess.run(

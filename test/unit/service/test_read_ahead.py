@@ -1,4 +1,5 @@
-"""sagemaker_tfs.service.codecs.read_ahead: a streamed answer's pieces received ahead of sending."""
+"""sagemaker_tfs.service.codecs.numpy_codecs.read_ahead: a streamed answer's pieces received
+ahead of sending."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sagemaker_tfs.service.codecs.read_ahead import read_ahead
+from sagemaker_tfs.service.codecs.numpy_codecs import read_ahead
 
 
 def test_items_come_in_order_and_all() -> None:
@@ -71,7 +72,7 @@ def test_under_gevent_the_reader_is_a_greenlet_and_sending_overlaps_receiving() 
         from gevent import monkey
         monkey.patch_all()
         import time, gevent
-        from sagemaker_tfs.service.codecs.read_ahead import read_ahead
+        from sagemaker_tfs.service.codecs.numpy_codecs import read_ahead
         def source():
             for item in range(4):
                 gevent.sleep(0.1)  # receiving one piece

@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.testing
 import pytest
-from sagemaker_tfs.service.codecs.content_types import AnswerType
+from sagemaker_tfs.service.codecs.registry import AnswerType
 from sagemaker_tfs.service.handlers.context import build_context
 from sagemaker_tfs.service.request import (
     ParsedRequest,

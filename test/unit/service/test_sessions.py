@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from sagemaker_tfs.service.codecs.content_types import answer_type
+from sagemaker_tfs.service.codecs.registry import answer_type
 from sagemaker_tfs.service.edge.app import serve_in_sessions
 from sagemaker_tfs.service.edge.sessions import (
     CLOSE,

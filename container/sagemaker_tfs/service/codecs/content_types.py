@@ -1,11 +1,11 @@
-"""The service's content types; the answer's media type, decided once per request from its
-Accept list (``answer_type``, kept in ``ParsedRequest.answer``); and what every body decoder
-shares: the bound on what a request may make us allocate and the exceptions that mean a
-corrupted body.
+"""What every codec of the service shares: the media type names, the bound on what a request
+may make us allocate, the exceptions that mean a corrupted body, what a codec reads into
+(``DecodedInputs``) and writes (chunks, ``StreamedBody``), and ``Codec``, the interface each
+media type's codec implements.
 
-JSON, JSON lines and CSV (``CONVERTIBLE_TYPES``) are read by ``text_codecs``; the fast path's
-inputs (``INPUT_TYPES``) by ``inputs`` (NumPy, JSON/CSV) and ``image_inputs`` (images and
-image streams); its answers (``OUTPUT_TYPES``) are written by ``answers``.
+The codecs themselves, one per media type, are in ``registry`` (which says which types the
+fast path reads and writes); JSON, JSON lines and CSV (``CONVERTIBLE_TYPES``) are read by
+``text_codecs``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,18 @@ from __future__ import annotations
 import struct
 import tokenize
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
+from sagemaker_tfs.wire import pixels, tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import MediaType
+from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 NPY = "application/x-npy"
 NPZ = "application/x-npz"
@@ -29,9 +35,6 @@ CSV = "text/csv"
 CONVERTIBLE_TYPES = (JSON, *JSON_LINES_TYPES, CSV)
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "application/x-image"})
 IMAGE_STREAM = "application/x-image-stream"
-TEXT_TYPES = frozenset(CONVERTIBLE_TYPES)
-INPUT_TYPES = frozenset({NPY, NPZ, IMAGE_STREAM, *IMAGE_TYPES, *TEXT_TYPES})
-OUTPUT_TYPES = (JSON, JSONLINES, NPY, NPZ, CSV)
 
 # Bound on what a request may make us allocate, checked from the sizes it declares (npy
 # headers, zip members, image dimensions) before anything is allocated.
@@ -58,48 +61,78 @@ DECODE_ERRORS = (
 )
 
 
-class AnswerType(NamedTuple):
-    """The answer's media type, decided once per request from its Accept list, for each way
-    of answering. ``tfs_json``: a JSON or CSV body is answered with TF Serving's JSON (the
-    first type listed, if any, is JSON, JSON lines or ``*/*``), else it takes the fast path;
-    ``one_line``: that JSON's Content-Type when it is put on one line, None: as the model
-    server wrote it (application/json); ``fast_path``: the fast path's answer type, None: one
-    it does not write (406); ``handler``: the Accept header a handler's ``Context`` gives
-    (application/json for none or ``*/*``)."""
+@dataclass(frozen=True)
+class ImageOptions:
+    """How decoded pixels become float inputs: ``value = pixel * scale + offset``.
 
-    tfs_json: bool
-    one_line: str | None
-    fast_path: str | None
-    handler: str
+    ``SAGEMAKER_TFS_IMAGE_SCALE`` / ``_OFFSET`` (``StackConfig.image_scale`` / ``image_offset``);
+    integer inputs always get the raw 0-255 pixels. Example: MobileNet-style [-1, 1] inputs
+    use scale ``0.00784313725`` (2/255) and offset ``-1``.
+    """
+
+    scale: float = 1.0
+    offset: float = 0.0
 
 
-def answer_type(accept: tuple[MediaType, ...], header: str) -> AnswerType:
-    """``accept``: the Accept header's types (``http_headers.accept_list``); ``header``: as sent."""
-    first = accept[0].name if accept else ""
-    return AnswerType(
-        tfs_json=first in ("", "*/*", JSON, *JSON_LINES_TYPES),
-        one_line=one_line_json_type(accept),
-        fast_path=choose_output_type(accept),
-        handler=JSON if header in ("", "*/*") else header,
-    )
+@dataclass(frozen=True)
+class DecodedInputs:
+    """A request's inputs by alias. Image inputs that the model wants as floats are still
+    ``uint8`` pixels here, with their ``casts``: the model server widens them when it can
+    (``wire.pixels``), so that a quarter of the bytes travel."""
+
+    arrays: dict[str, np.ndarray]
+    casts: dict[str, PixelCast]
+
+    def widened(self) -> dict[str, np.ndarray]:
+        """The arrays as the signature wants them."""
+        return pixels.widen(self.arrays, self.casts)
+
+    def widened_bytes(self) -> int:
+        """The size of the arrays as the signature wants them."""
+        return pixels.widened_bytes(self.arrays, self.casts)
 
 
-def choose_output_type(accept: Sequence[MediaType]) -> str | None:
-    """The first supported type of an Accept header's types; JSON when none or ``*/*``; None
-    when it lists only types the fast path does not write."""
-    if not accept:
-        return JSON
-    for entry in accept:
-        if entry.name in OUTPUT_TYPES:
-            return entry.name
-        if entry.name in ("*/*", "application/*"):
-            return JSON
-    return None
+Chunk = bytes | memoryview
 
 
-def not_acceptable(accept: Sequence[MediaType]) -> HttpError:
-    listed = ", ".join(entry.name for entry in accept)
-    return HttpError(406, f"Not Acceptable: {listed}; supported: {', '.join(OUTPUT_TYPES)}")
+class StreamedBody(NamedTuple):
+    """An answer sent while it is still being received: its length and its chunks."""
+
+    length: int
+    chunks: Iterator[Chunk]
+
+
+class WrittenBody(NamedTuple):
+    """An answer written while it is sent, its length unknown until the end (sent chunked):
+    a JSON answer of a text body, whose text would be 1-1.5x the body if held whole."""
+
+    chunks: Iterator[bytes]
+
+
+class Codec:
+    """One media type's codec (``registry.CODECS`` holds one per type): whether the fast path
+    reads a body of ``media_type`` (``reads``, ``read``), whether it writes an answer of it
+    (``writes``, ``write``)."""
+
+    reads = False
+    writes = False
+
+    def __init__(self, media_type: str) -> None:
+        self.media_type = media_type
+
+    def read(
+        self, body: bytes, inputs: Mapping[str, TensorSpec], options: ImageOptions
+    ) -> DecodedInputs:
+        """A non-empty body -> the inputs' arrays by alias (an ``HttpError`` if it is bad)."""
+        raise NotImplementedError(f"{self.media_type} is not read")
+
+    def write(self, outputs: Mapping[str, np.ndarray]) -> list[Chunk]:
+        """Named outputs -> the answer's chunks (NumPy answers refer to the output buffers)."""
+        raise NotImplementedError(f"{self.media_type} is not written")
+
+    def write_arriving(self, answer: StreamedTensors) -> list[Chunk] | StreamedBody:
+        """``write`` of an answer still arriving; by default, once it has all arrived."""
+        return self.write(answer.complete())
 
 
 def one_line_json_type(accept: Sequence[MediaType]) -> str | None:
@@ -124,3 +157,39 @@ def single_input(inputs: Mapping[str, TensorSpec], kind: str) -> TensorSpec:
     raise HttpError(
         400, f"{kind} carries one input but the signature has {len(inputs)} ({names}){hint}"
     )
+
+
+def only_output(outputs: Mapping[str, np.ndarray], output_type: str) -> np.ndarray:
+    """The one output an answer of ``output_type`` holds: a 406 when the model returns more."""
+    if len(outputs) == 1:
+        return next(iter(outputs.values()))
+    raise HttpError(
+        406,
+        f"The model returns {len(outputs)} outputs ({', '.join(sorted(outputs))}); "
+        f"{output_type} holds one: ask for {NPZ} or {JSON}",
+    )
+
+
+def conform_array(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Check an array against an input: same-kind dtype casts are allowed, others refused.
+
+    Its shape is not checked: TF Serving's Predict feeds any shape and the model's graph
+    decides (its error comes back as a 400), so one request gets one answer whatever the
+    Accept header sends it through."""
+    if spec.is_string:
+        if array.dtype.kind not in "SUO":
+            raise HttpError(
+                400, f"Input {spec.name} expects DT_STRING, got an array of {array.dtype}"
+            )
+        return array
+    try:
+        target = tensors.numpy_dtype(spec.dtype)
+    except tensors.TensorConversionError as error:
+        raise HttpError(400, f"Input {spec.name}: {error}") from None
+    if array.dtype != target and not np.can_cast(array.dtype, target, casting="same_kind"):
+        raise HttpError(
+            400,
+            f"Input {spec.name} expects {tensors.dtype_name(spec.dtype)}, "
+            f"got an array of {array.dtype}",
+        )
+    return array.astype(target, copy=False)

@@ -5,23 +5,51 @@
 image; all records form one batch). Images are converted to what the signature's input wants
 (dtype, height, width, channels, RGB order); a DT_STRING input gets the encoded bytes
 unchanged. Each image is decoded straight into its place in the batch, the images of a large
-batch on all cores.
+batch on all cores (``map_on_cores``).
+
+Decoding releases the GIL, so a large batch is spread over the container's CPUs on native
+threads, whichever gunicorn worker class runs the service: under the gevent worker
+``threading`` is monkey-patched and an ordinary thread pool would run greenlets on one core;
+gevent's own executor uses native threads and lets the request's greenlet wait cooperatively.
+The pool is made on first use in each worker process (gunicorn forks the workers, and a pool's
+threads do not survive a fork).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
+import itertools
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from sagemaker_tfs.service.codecs import native_threads
-from sagemaker_tfs.service.codecs.content_types import DECODE_ERRORS, MAX_DECODED_BYTES, NPY
+from sagemaker_tfs.container_limits import stack_cpus
+from sagemaker_tfs.service.codecs.content_types import (
+    DECODE_ERRORS,
+    IMAGE_STREAM,
+    MAX_DECODED_BYTES,
+    NPY,
+    Codec,
+    DecodedInputs,
+    ImageOptions,
+    single_input,
+)
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.pixels import PixelCast
 from sagemaker_tfs.wire.signatures import TensorSpec
+
+__all__ = ["ImageCodec", "ImageOptions", "images_to_batch", "map_on_cores", "usable_cores"]
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 _RECORD_HEADER = 4
 _CHANNELS_TO_MODE = {1: "L", 3: "RGB", 4: "RGBA"}
@@ -33,17 +61,18 @@ MAX_IMAGE_PIXELS = 64 * 1024 * 1024
 DECODE_ON_CORES_MIN_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
-class ImageOptions:
-    """How decoded pixels become float inputs: ``value = pixel * scale + offset``.
+class ImageCodec(Codec):
+    """An image type (one image) or ``application/x-image-stream`` (a batch): read only."""
 
-    ``SAGEMAKER_TFS_IMAGE_SCALE`` / ``_OFFSET`` (``StackConfig.image_scale`` / ``image_offset``);
-    integer inputs always get the raw 0-255 pixels. Example: MobileNet-style [-1, 1] inputs
-    use scale ``0.00784313725`` (2/255) and offset ``-1``.
-    """
+    reads = True
 
-    scale: float = 1.0
-    offset: float = 0.0
+    def read(
+        self, body: bytes, inputs: Mapping[str, TensorSpec], options: ImageOptions
+    ) -> DecodedInputs:
+        spec = single_input(inputs, self.media_type)
+        images = split_image_stream(body) if self.media_type == IMAGE_STREAM else [body]
+        batch, cast = images_to_batch(images, spec, options)
+        return DecodedInputs({spec.name: batch}, {spec.name: cast} if cast else {})
 
 
 def split_image_stream(body: bytes) -> list[bytes]:
@@ -102,7 +131,7 @@ def images_to_batch(
     # Each image is decoded straight into its place in the batch (no stacking copy); a large
     # batch on all cores, as Pillow decodes without the GIL.
     if batch.nbytes >= DECODE_ON_CORES_MIN_BYTES:
-        native_threads.map_on_cores(decode_into_batch, range(len(images)))
+        map_on_cores(decode_into_batch, range(len(images)))
     else:
         for index in range(len(images)):
             decode_into_batch(index)
@@ -220,3 +249,73 @@ def _to_input_dtype(
     raise HttpError(
         400, f"Input {spec.name} of type {tensors.dtype_name(spec.dtype)} cannot take images"
     )
+
+
+_lock = threading.Lock()
+_pool: tuple[int, concurrent.futures.Executor] | None = None  # (pid of its process, pool)
+
+
+def usable_cores() -> int:
+    """The cores this process may use: the container's CPU count (its quota and affinity)."""
+    return stack_cpus()
+
+
+def map_on_cores(function: Callable[[Item], Result], items: Sequence[Item]) -> list[Result]:
+    """``[function(item) for item in items]``, the items cut into one run of neighbours per
+    usable core, each run on its own thread (one hand-off per core, not per item: 64 small
+    images would otherwise cost more in hand-offs than in decoding). If calls fail, the
+    failure of the first item in order is raised once every run has stopped."""
+    workers = min(usable_cores(), len(items))
+    if workers < 2:
+        return [function(item) for item in items]
+    bounds = [len(items) * worker // workers for worker in range(workers + 1)]
+    executor = _executor()
+    runs = [
+        executor.submit(_run, function, items[begin:end])
+        for begin, end in itertools.pairwise(bounds)
+    ]
+    results: list[Result] = []
+    failure: Exception | None = None
+    for run in runs:
+        done, error = run.result()
+        results.extend(done)
+        failure = failure or error
+    if failure is not None:
+        raise failure
+    return results
+
+
+def _run(
+    function: Callable[[Item], Result], items: Sequence[Item]
+) -> tuple[list[Result], Exception | None]:
+    """The results of the calls up to the first failing one, and its exception if any."""
+    results = []
+    for item in items:
+        try:
+            results.append(function(item))
+        except Exception as error:  # noqa: BLE001 - map_on_cores raises it, in item order
+            return results, error
+    return results, None
+
+
+def _executor() -> concurrent.futures.Executor:
+    global _pool
+    with _lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), _new_executor(usable_cores()))
+        return _pool[1]
+
+
+def _new_executor(workers: int) -> concurrent.futures.Executor:
+    if _under_gevent():
+        from gevent.threadpool import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(max_workers=workers)
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=workers, thread_name_prefix="native-threads"
+    )
+
+
+def _under_gevent() -> bool:
+    gevent_monkey = sys.modules.get("gevent.monkey")
+    return gevent_monkey is not None and gevent_monkey.is_module_patched("threading")

@@ -21,9 +21,8 @@ import falcon
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service import errors
-from sagemaker_tfs.service.codecs import native_threads
 from sagemaker_tfs.service.codecs.answers import StreamedBody, WrittenBody
-from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
+from sagemaker_tfs.service.codecs.image_inputs import ImageOptions, usable_cores
 from sagemaker_tfs.service.edge import sessions
 from sagemaker_tfs.service.edge.body_budget import BodyBudget, GivenBackWhenClosed
 from sagemaker_tfs.service.edge.sessions import Sessions
@@ -474,7 +473,7 @@ def create_app(config: StackConfig | None = None) -> falcon.App:
         "service ready: %s gevent=%s image_decoding_cores=%d sessions=%s",
         service.describe(),
         gevent,
-        native_threads.usable_cores(),
+        usable_cores(),
         _describe_sessions(service.sessions),
     )
     return build_app(service)

@@ -26,6 +26,7 @@ from sagemaker_tfs import client
 from sagemaker_tfs.service.codecs import answers, content_types, inputs
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.codecs.inputs import DecodedInputs
+from sagemaker_tfs.service.codecs.registry import CODECS
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest
@@ -64,8 +65,8 @@ def check(request: ParsedRequest) -> None:
             "use application/json",
         )
     if request.answer.fast_path is None:
-        raise content_types.not_acceptable(request.accept)
-    if kind not in content_types.INPUT_TYPES:
+        raise CODECS.not_acceptable(request.accept)
+    if not CODECS.reads(kind):
         raise HttpError(415, f"Unsupported Media Type: {kind}")
 
 
