@@ -28,8 +28,8 @@ import functools
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ParamSpec
 
 import grpc
 import numpy as np
@@ -48,6 +48,7 @@ _default_timeout = DEFAULT_TIMEOUT_SECONDS  # set_default_timeout
 # back within a second or two), and the pause between tries.
 UNAVAILABLE_RETRY_SECONDS = 20.0
 UNAVAILABLE_PAUSE_SECONDS = 0.1
+P = ParamSpec("P")
 # No message size limits; and a channel whose model server was restarted reconnects within
 # a second instead of gRPC's default backoff (up to 2 minutes).
 CHANNEL_OPTIONS = (
@@ -236,44 +237,6 @@ def _version_number(version: int | str) -> int:
     return number
 
 
-def predict(
-    context: Any,
-    inputs: Mapping[str, Any],
-    *,
-    signature_name: str = DEFAULT_SIGNATURE,
-    output_filter: Iterable[str] = (),
-    model_name: str | None = None,
-    model_version: int | str | None = None,
-    timeout: float | None = None,
-    stream_answer: bool = False,
-    pixel_casts: Mapping[str, PixelCast] | None = None,
-    unavailable_retry_seconds: float = UNAVAILABLE_RETRY_SECONDS,
-) -> dict[str, np.ndarray]:
-    """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs out.
-
-    ``output_filter``: the output names wanted (default: all). ``stream_answer``: send the
-    request and receive the answer in pieces (worth it from a few MB of inputs or outputs
-    on; a small call costs ~1 ms more). ``pixel_casts``: inputs given as integer pixels that
-    the model wants as floats (``{"images": PixelCast("float32")}``); with ``stream_answer``
-    the project's model server widens them, so a quarter of the bytes travel; otherwise they
-    are widened here before sending. ``unavailable_retry_seconds``: how long a model server
-    that cannot be reached is asked again (see ``predict_answer``). ``timeout``: the call's
-    deadline in seconds; by default, the stack's (``set_default_timeout``).
-    """
-    return predict_answer(
-        context,
-        inputs,
-        signature_name=signature_name,
-        output_filter=output_filter,
-        model_name=model_name,
-        model_version=model_version,
-        timeout=timeout,
-        stream_answer=stream_answer,
-        pixel_casts=pixel_casts,
-        unavailable_retry_seconds=unavailable_retry_seconds,
-    ).complete()
-
-
 def predict_answer(
     context: Any,
     inputs: Mapping[str, Any],
@@ -291,8 +254,15 @@ def predict_answer(
     (``streamed_predict.StreamedTensors``). An error while reading raises ``grpc.RpcError``,
     or ``streamed_predict.StreamError`` for an answer that does not match its header.
 
-    A model server that cannot be reached (UNAVAILABLE: it died or restarts) is asked again
-    every 100 ms for up to ``unavailable_retry_seconds`` (predictions are idempotent)."""
+    ``output_filter``: the output names wanted (default: all). ``stream_answer``: send the
+    request and receive the answer in pieces (worth it from a few MB of inputs or outputs
+    on; a small call costs ~1 ms more). ``pixel_casts``: inputs given as integer pixels that
+    the model wants as floats (``{"images": PixelCast("float32")}``); with ``stream_answer``
+    the project's model server widens them, so a quarter of the bytes travel; otherwise they
+    are widened here before sending. ``timeout``: the call's deadline in seconds; by
+    default, the stack's (``set_default_timeout``). A model server that cannot be reached
+    (UNAVAILABLE: it died or restarts) is asked again every 100 ms for up to
+    ``unavailable_retry_seconds`` (predictions are idempotent)."""
     spec = model_spec(context, signature_name, model_name, model_version)
     channel = channel_of(context)
     deadline = time.monotonic() + unavailable_retry_seconds
@@ -305,6 +275,22 @@ def predict_answer(
             if error.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() >= deadline:
                 raise
             time.sleep(UNAVAILABLE_PAUSE_SECONDS)
+
+
+def _completed(answer: Callable[P, StreamedTensors]) -> Callable[P, dict[str, np.ndarray]]:
+    """``predict``: ``answer`` (``predict_answer``) with its outputs read to the end, its
+    arguments the same (``inspect.signature`` shows them, through ``__wrapped__``)."""
+
+    @functools.wraps(answer, assigned=("__module__",))
+    def predict(*args: P.args, **kwargs: P.kwargs) -> dict[str, np.ndarray]:
+        """Run Predict on the context's model: NumPy (or array-like) inputs in, NumPy outputs
+        out. ``predict_answer``'s arguments; its answer read to the end."""
+        return answer(*args, **kwargs).complete()
+
+    return predict
+
+
+predict = _completed(predict_answer)
 
 
 def predict_one(context: Any, array: Any, **kwargs: Any) -> np.ndarray:

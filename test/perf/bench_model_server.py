@@ -116,8 +116,8 @@ Workloads = dict[str, tuple[str, np.ndarray]]  # model -> (input alias, input ar
 def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], object]], Workloads]:
     """``Servable.predict`` on each model in this process; also each model's input alias."""
     import tensorflow as tf
-    from sagemaker_tfs.model_server.serving.manager import list_versions
     from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
+    from sagemaker_tfs.model_server.serving.version_dirs import list_versions
 
     calls = {}
     workloads: Workloads = {}

@@ -1,4 +1,4 @@
-"""The package's size rules (docs/DESIGN.md "Package layout"): no module over 500 lines and no
+"""The package's size rules (docs/DESIGN.md "Package layout"): no module over 400 lines and no
 function over 60, tables excepted (named below, each with why)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "container" / "sagemaker_tfs"
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_FOLDER_MODULES = 15
 # Functions that are tables: one entry a line, read as a list, not as logic.
@@ -20,7 +20,7 @@ def package_modules() -> list[Path]:
     return sorted(path for path in PACKAGE.rglob("*.py") if "protos" not in path.parts)
 
 
-def test_no_module_is_over_500_lines() -> None:
+def test_no_module_is_over_400_lines() -> None:
     long = {
         str(path.relative_to(PACKAGE)): lines
         for path in package_modules()

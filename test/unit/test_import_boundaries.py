@@ -117,12 +117,14 @@ def test_a_service_worker_starts_without_ml_dtypes() -> None:
     assert loaded_after_import(worker, ("ml_dtypes",)) == []
 
 
-# The service's JSON / JSON lines / CSV reading (issue 53): one module family, one entry point.
+# The service's JSON / JSON lines / CSV reading (issue 53): one module family, one entry point
+# (in codecs/), its internals in codecs/text/.
 TEXT_PACKAGE = "codecs"
 TEXT_ENTRY = "text_codecs"
+TEXT_INTERNALS = "text"
 TEXT_FAMILY = frozenset(
-    {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_csv", "text_refusals",
-     "text_ragged", "text_mixed"}
+    {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_numbers", "text_csv",
+     "text_refusals", "text_ragged", "text_mixed"}
 )  # fmt: skip
 TEXT_LIBRARIES = frozenset({"json", "orjson", "csv", "simplejson", "ujson", "rapidjson"})
 # The service's other modules that import a JSON library, and why none of them reads an
@@ -150,7 +152,8 @@ def text_reading_outside_the_family(service: Path) -> dict[str, list[str]]:
     """Modules of ``service`` outside the text family that import one of its internals (not
     its entry point) or a JSON/CSV library without a reason in ``JSON_NOT_FOR_BODIES``."""
     internals = tuple(
-        f"sagemaker_tfs.service.{TEXT_PACKAGE}.{name}" for name in TEXT_FAMILY - {TEXT_ENTRY}
+        f"sagemaker_tfs.service.{TEXT_PACKAGE}.{TEXT_INTERNALS}.{name}"
+        for name in TEXT_FAMILY - {TEXT_ENTRY}
     )
     found = {}
     for _, path in sorted(service_modules(service).items()):
@@ -186,7 +189,9 @@ def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
         imported = imported_modules(modules[module])
         assert any(name.split(".")[0] in TEXT_LIBRARIES for name in imported), module
     codecs = PACKAGE_ROOT / "service" / TEXT_PACKAGE
-    assert all((codecs / f"{module}.py").exists() for module in TEXT_FAMILY)
+    assert (codecs / f"{TEXT_ENTRY}.py").exists()
+    internals = TEXT_FAMILY - {TEXT_ENTRY}
+    assert all((codecs / TEXT_INTERNALS / f"{module}.py").exists() for module in internals)
 
 
 @pytest.mark.parametrize(
@@ -194,8 +199,8 @@ def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
     [
         ("fast_path", "import json"),
         ("targets", "import orjson"),
-        ("inputs", "from sagemaker_tfs.service.codecs import text_rest"),
-        ("invoke", "from sagemaker_tfs.service.codecs.text_tensors import read_csv_request"),
+        ("inputs", "from sagemaker_tfs.service.codecs.text import text_rest"),
+        ("invoke", "from sagemaker_tfs.service.codecs.text.text_tensors import read_csv_request"),
     ],
 )
 def test_the_family_check_sees_a_reader_outside_it(tmp_path: Path, module: str, line: str) -> None:

@@ -111,7 +111,7 @@ def become(argv: Sequence[str], parent: int, run: Callable[[Sequence[str]], int]
 
 def detach(parent: int) -> None:
     """In the session it leads: ``parent``'s child that dies with it, stdin from /dev/null,
-    and in its own autogroup the zygote's nice value (as ``children.child_setup`` does)."""
+    and in its own autogroup the zygote's nice value (as ``spawning.child_setup`` does)."""
     follow_parent(parent)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

@@ -3,10 +3,10 @@
  *
  * /invocations without code/inference.py: JSON, JSON lines and CSV bodies are turned into
  * TF Serving REST requests here and sent to the model servers (location /tfs/), so no
- * Python is in the path: the very bytes sagemaker_tfs/service/codecs/text_rest.py writes for the
- * same body, or its refusal's status (test/unit/supervisor/test_njs_parity.py). Anything
- * else, and a body this cannot convert exactly (HandOver), goes to the Python service
- * (@python_service).
+ * Python is in the path: the very bytes sagemaker_tfs/service/codecs/text/text_rest.py
+ * writes for the same body, or its refusal's status (test/unit/supervisor/test_njs_parity.py).
+ * Anything else, and a body this cannot convert exactly (HandOver), goes to the Python
+ * service (@python_service).
  * /ping: the supervisor's health verdict, read from a file (no model server call).
  * Shedding: an invocation whose timeout passed before it could be sent, or that the model
  * server refused because its batch queue is full, is answered 503 (Retry-After from nginx,

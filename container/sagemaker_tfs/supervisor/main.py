@@ -16,8 +16,8 @@ from sagemaker_tfs.config import DEFAULT_WORK_DIR, load_config
 from sagemaker_tfs.container_limits import cpu_count, describe_memory, memory_limit
 from sagemaker_tfs.env_reader import ConfigError
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.processes.children import become_subreaper
 from sagemaker_tfs.supervisor.processes.scheduling import use_sched_policy
+from sagemaker_tfs.supervisor.processes.spawning import become_subreaper
 from sagemaker_tfs.supervisor.processes.startup import StartupError, StopRequested
 from sagemaker_tfs.supervisor.stack_supervisor import Supervisor
 

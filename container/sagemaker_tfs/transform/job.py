@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 SPLIT_TYPES = ("None", "Line", "RecordIO", "TFRecord")
 COMPRESSION_TYPES = ("None", "Gzip")
@@ -244,29 +244,16 @@ def parse_args(argv: Sequence[str]) -> TransformJob:
         on_sagemaker = _sagemaker_target(args)
     elif args.image:
         raise JobConfigError("--image is only used with --on-sagemaker ROLE_ARN")
-    job = TransformJob(
-        input=args.manifest or args.input,
-        manifest=args.manifest is not None,
-        output=args.output,
-        content_type=args.content_type,
-        model_dir=args.model_dir,
-        endpoint=args.endpoint.rstrip("/") if args.endpoint else None,
-        accept=args.accept,
-        split_type=args.split_type,
-        compression=args.compression,
-        batch_strategy=args.batch_strategy,
-        max_payload_mb=args.max_payload_mb,
-        max_concurrent_transforms=args.max_concurrent_transforms,
-        assemble_with=args.assemble_with,
-        input_filter=args.input_filter,
-        output_filter=args.output_filter,
-        join_source=args.join_source,
-        invocations_timeout=args.invocations_timeout,
-        invocations_max_retries=args.invocations_max_retries,
-        env=dict(args.env),
-        progress=args.progress,
-        on_sagemaker=on_sagemaker,
-    )
+    # The options that are not passed on as they are; every other field is its option's value.
+    given = {
+        "input": args.manifest or args.input,
+        "manifest": args.manifest is not None,
+        "endpoint": args.endpoint.rstrip("/") if args.endpoint else None,
+        "env": dict(args.env),
+        "on_sagemaker": on_sagemaker,
+    }
+    as_given = {option.name: getattr(args, option.name) for option in fields(TransformJob)}
+    job = TransformJob(**{**as_given, **given})
     validate(job)
     return job
 

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 from local_ports import free_port
-from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, HttpReply
+from sagemaker_tfs.model_server.rest.http_loop import HttpLoop
+from sagemaker_tfs.model_server.rest.http_replies import HttpReply
 from sagemaker_tfs.model_server.rest.request_reader import Request
 
 BIG = b"x" * (8 << 20)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import requests
 from sagemaker_tfs.service.codecs.content_types import one_line_json_type
-from sagemaker_tfs.service.codecs.text_rest import convert
+from sagemaker_tfs.service.codecs.text.text_rest import convert
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list

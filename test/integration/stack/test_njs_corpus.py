@@ -19,7 +19,7 @@ import pytest
 from front_end import FrontEnd, start_front_end
 from njs_corpus import Case, fuzzed_bodies, loose_number_rows, shape_bodies
 from njs_functions import call_njs, needs_node
-from sagemaker_tfs.service.codecs.text_rest import convert
+from sagemaker_tfs.service.codecs.text.text_rest import convert
 from sagemaker_tfs.wire.errors import HttpError
 
 pytestmark = [pytest.mark.timeout(300), needs_node]

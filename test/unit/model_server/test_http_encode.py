@@ -1,8 +1,8 @@
-"""``http_loop.encode``: the answer's bytes as clients read them."""
+"""``http_replies.encode``: the answer's bytes as clients read them."""
 
 from __future__ import annotations
 
-from sagemaker_tfs.model_server.rest.http_loop import HttpReply, encode
+from sagemaker_tfs.model_server.rest.http_replies import HttpReply, encode
 
 
 def test_an_answer_has_its_length_type_and_extra_headers() -> None:

@@ -11,7 +11,7 @@ from sagemaker_tfs.model_server.model_server_config import (
     model_specs,
     parse_text,
 )
-from sagemaker_tfs.model_server.serving.manager import list_versions
+from sagemaker_tfs.model_server.serving.version_dirs import list_versions
 
 CONFIG = """
 model_config_list: {

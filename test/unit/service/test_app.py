@@ -20,9 +20,9 @@ from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service.codecs.answers import WrittenBody
-from sagemaker_tfs.service.edge import app, sessions
-from sagemaker_tfs.service.edge.app import SEND_PIECE_BYTES, _send, enlarge_send_buffer
+from sagemaker_tfs.service.edge import app, http_bodies, sessions
 from sagemaker_tfs.service.edge.body_budget import BodyBudget
+from sagemaker_tfs.service.edge.http_bodies import SEND_PIECE_BYTES, _send, enlarge_send_buffer
 from sagemaker_tfs.service.handlers.invoke import Reply
 from sagemaker_tfs.service.handlers.multi_model import ModelDirectory
 from sagemaker_tfs.service.routing.connections import Channels, RestClient
@@ -180,7 +180,7 @@ def test_a_body_is_read_into_one_buffer_of_its_size() -> None:
     request = body_request(data, size)
     tracemalloc.start()
     try:
-        body = app.read_body(request)
+        body = http_bodies.read_body(request)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -190,5 +190,5 @@ def test_a_body_is_read_into_one_buffer_of_its_size() -> None:
 
 def test_a_body_shorter_than_its_content_length_is_a_400() -> None:
     with pytest.raises(HttpError, match="ended after 10 of its 20 bytes") as raised:
-        app.read_body(body_request(b"x" * 10, 20))
+        http_bodies.read_body(body_request(b"x" * 10, 20))
     assert raised.value.status == 400

@@ -174,7 +174,7 @@ def test_a_truncated_streamed_predict_is_a_clear_502() -> None:
         assert caught.value.status == 502
         assert "ended after 19997 of the 20000 bytes" in str(caught.value)
         # an .npz or .npy is passed on as it arrives: sending it stops at the missing bytes
-        # (app._send_streamed: a 502 for an answer small enough to gather, else cut short)
+        # (http_bodies._send_streamed: a 502 for an answer small enough to gather, else cut short)
         for output_type in ("application/x-npz", "application/x-npy"):
             body, _ = predict(context, prepared(x, output_type))
             with pytest.raises(streamed_predict.StreamError, match="ended after 19997"):

@@ -18,9 +18,9 @@ from typing import Any
 import falcon
 import pytest
 import requests
-from sagemaker_tfs.service.codecs import text_rest
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.codecs.registry import answer_type
+from sagemaker_tfs.service.codecs.text import text_rest
 from sagemaker_tfs.service.errors import Overloaded
 from sagemaker_tfs.service.handlers.context import build_context
 from sagemaker_tfs.service.handlers.invoke import (

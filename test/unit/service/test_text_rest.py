@@ -13,7 +13,7 @@ import json
 import pytest
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.service.codecs.content_types import one_line_json_type
-from sagemaker_tfs.service.codecs.text_rest import convert, read_values
+from sagemaker_tfs.service.codecs.text.text_rest import convert, read_values
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list
 

@@ -19,9 +19,9 @@ from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
-from sagemaker_tfs.service.codecs import text_csv, text_json
+from sagemaker_tfs.service.codecs.text import text_csv, text_json
+from sagemaker_tfs.service.codecs.text.text_rest import convert
 from sagemaker_tfs.service.codecs.text_codecs import CODECS, Refusal, TextRequest
-from sagemaker_tfs.service.codecs.text_rest import convert
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from process_checks import alive, wait_until
-from sagemaker_tfs.supervisor.processes import children
+from sagemaker_tfs.supervisor.processes import children, spawning
 from sagemaker_tfs.supervisor.processes.children import (
     FIRST_BACKOFF_SECONDS,
     MAX_BACKOFF_SECONDS,
@@ -223,7 +223,7 @@ def test_spawn_uses_one_long_lived_thread() -> None:
         names.add(threading.current_thread().name)
 
     for _ in range(3):
-        children._SPAWNER.submit(record).result()
+        spawning._SPAWNER.submit(record).result()
     assert len(names) == 1 and next(iter(names)).startswith("spawner")
 
 

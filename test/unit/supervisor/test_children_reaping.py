@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from sagemaker_tfs.supervisor.processes.children import Child, become_subreaper, reap_orphans
+from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
+from sagemaker_tfs.supervisor.processes.spawning import become_subreaper
 
 reap = sys.argv[1] == "reap"
 go = Path(sys.argv[2])

@@ -31,7 +31,8 @@ STAND_IN = textwrap.dedent("""
 
 DRIVER = textwrap.dedent("""
     import json, os, signal, sys, time
-    from sagemaker_tfs.supervisor.processes.children import Child, become_subreaper, reap_orphans
+    from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
+    from sagemaker_tfs.supervisor.processes.spawning import become_subreaper
     from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
         ModelServerZygote, adopts_orphans)
 

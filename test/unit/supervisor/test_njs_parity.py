@@ -22,7 +22,7 @@ from njs_corpus import CSV, fuzzed_bodies, loose_number_rows, shape_bodies
 from njs_functions import call_njs, needs_node
 from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.service.codecs.content_types import one_line_json_type
-from sagemaker_tfs.service.codecs.text_rest import convert
+from sagemaker_tfs.service.codecs.text.text_rest import convert
 from sagemaker_tfs.service.targets import valid_version
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list, custom_attributes, media_type

@@ -68,7 +68,7 @@ def test_grpc_fork_handlers_are_off_in_the_supervisor_only(
 
 FORKS_WHILE_A_CALL_WAITS = """
 import signal, threading
-from sagemaker_tfs.supervisor.processes.children import spawn
+from sagemaker_tfs.supervisor.processes.spawning import spawn
 from sagemaker_tfs.supervisor.model_servers.model_service_client import (
     ModelServiceClient, ModelServiceError)
 

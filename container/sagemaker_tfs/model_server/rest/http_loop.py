@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
-import email.utils
 import errno
-import functools
 import itertools
 import logging
 import queue
@@ -37,9 +34,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from http import HTTPStatus
-from typing import Protocol
 
+from sagemaker_tfs.model_server.rest.http_replies import App, HttpReply, closes, encode
 from sagemaker_tfs.model_server.rest.request_reader import Request, RequestReader, SilentClose
 from sagemaker_tfs.wire.http_messages import HeadError
 
@@ -49,29 +45,6 @@ RECV_BYTES = 256 * 1024
 _SEND_BUFFERS = 64  # buffers per sendmsg
 _ACCEPT_PAUSE_SECONDS = 0.1  # out of file descriptors: accept again after this
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-
-@dataclasses.dataclass
-class HttpReply:
-    status: int
-    body: bytes
-    content_type: str | None = "application/json"
-    headers: tuple[tuple[str, str], ...] = ()
-    close: bool = False  # the connection closes once this answer has left
-
-
-class App(Protocol):
-    def respond(self, request: Request) -> HttpReply: ...
-
-    def runs_inline(self, request: Request) -> bool: ...
-
-    def ran(self, request: Request, reply: HttpReply, seconds: float) -> None: ...
-
-    def error_reply(self, status: int, message: str) -> HttpReply: ...
-
-    def waited_too_long(self) -> HttpReply: ...
-
-    def ran_too_long(self, request: Request) -> HttpReply | None: ...
 
 
 class _Connection:
@@ -420,38 +393,3 @@ class HttpLoop:
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # closed at shutdown, or full: the loop is awake
             self._wake_writer.send(b"w")
-
-
-def encode(reply: HttpReply, method: str, keep_alive: bool) -> list[bytes]:
-    """The answer's head and body (no body for HEAD); ``Connection: close`` when the
-    connection ends after it."""
-    lines = [
-        f"HTTP/1.1 {reply.status} {_phrase(reply.status)}",
-        f"Date: {_http_date(int(time.time()))}",
-    ]
-    if reply.content_type:
-        lines.append(f"Content-Type: {reply.content_type}")
-    if closes(reply, keep_alive):
-        lines.append("Connection: close")
-    lines.append(f"Content-Length: {len(reply.body)}")
-    lines.extend(f"{name}: {value}" for name, value in reply.headers)
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return [head] if method == "HEAD" else [head, reply.body]
-
-
-def closes(reply: HttpReply, keep_alive: bool) -> bool:
-    return reply.close or not keep_alive
-
-
-@functools.cache
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
-
-
-@functools.lru_cache(maxsize=1)
-def _http_date(second: int) -> str:
-    """The ``Date`` header's text, made once a second (``email.utils`` takes ~5 us)."""
-    return email.utils.formatdate(second, usegmt=True)

@@ -15,7 +15,7 @@ from tensorflow.core.framework import types_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
-from sagemaker_tfs.model_server.rest.json_writer import debug_string
+from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_kind
 from sagemaker_tfs.model_server.serving.signatures import short_dtype_name
 from sagemaker_tfs.wire.tfs_json import B64_KEY
 
@@ -200,24 +200,8 @@ def _int_fits(value: Any, dtype: int) -> bool:
 
 
 def _type_error_message(value: Any, dtype: int) -> str:
-    kind = _json_type(value)
+    kind = json_kind(value).capitalize()
     return (
         f"JSON Value: {debug_string(value)} Type: {kind} is not of expected type: "
         f"{short_dtype_name(dtype)}"
     )
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "Null"
-    if value is True:
-        return "True"
-    if value is False:
-        return "False"
-    if isinstance(value, dict):
-        return "Object"
-    if isinstance(value, list):
-        return "Array"
-    if isinstance(value, str):
-        return "String"
-    return "Number"

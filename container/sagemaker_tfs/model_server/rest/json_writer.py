@@ -18,6 +18,7 @@ from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 from sagemaker_tfs.wire.tfs_json import quote, rapidjson_double, render_document, render_object
 
 MAX_DEBUG_VALUE_BYTES = 256
+_CONSTANTS = {None: "null", True: "true", False: "false"}
 
 # --------------------------------------------------------------------------- value rendering
 
@@ -45,17 +46,23 @@ def _render_value(value: Any, depth: int) -> str:
 
 
 def _render_scalar(value: Any) -> str:
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return "null"
-    if isinstance(value, str):
+    kind = json_kind(value)
+    if kind == "string":
         return quote(value)
-    if isinstance(value, int):
-        return str(value)
-    return rapidjson_double(value)
+    if kind == "number":
+        return str(value) if isinstance(value, int) else rapidjson_double(value)
+    return kind  # true, false, null: the kind is its own text
+
+
+def json_kind(value: Any) -> str:
+    """A parsed JSON value's kind: null, true, false, object, array, string or number."""
+    if value is None or isinstance(value, bool):
+        return _CONSTANTS[value]
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "number"
 
 
 # --------------------------------------------------------------------------- documents

@@ -22,7 +22,8 @@ from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.rest.http_loop import HttpLoop, HttpReply
+from sagemaker_tfs.model_server.rest.http_loop import HttpLoop
+from sagemaker_tfs.model_server.rest.http_replies import HttpReply
 from sagemaker_tfs.model_server.rest.json_writer import format_error
 from sagemaker_tfs.model_server.rest.request_reader import Request
 from sagemaker_tfs.model_server.rest.rest_api import RestApi

@@ -28,7 +28,7 @@ import numpy as np
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.batching_parameters import BatchingParameters
-from sagemaker_tfs.model_server.serving.saved_model_servable import RunFunction
+from sagemaker_tfs.model_server.serving.servable import RunFunction
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL
 
 logger = logging.getLogger(__name__)

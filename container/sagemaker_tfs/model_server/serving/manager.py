@@ -13,7 +13,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
 from sagemaker_tfs.model_server.model_server_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.serving.garbage import COLLECTOR
 from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving.version_dirs import directory_stamp, list_versions
 
 logger = logging.getLogger(__name__)
 
@@ -41,37 +41,6 @@ class VersionState:
     state: int = State.START
     error: ServingError | None = None
     servable: Servable | None = None
-
-
-# A directory changed this recently may change again within its mtime's granularity unseen.
-SETTLED_SECONDS = 2.0
-
-
-def directory_stamp(base_path: str) -> tuple[int, int] | None:
-    """(inode, mtime) of a settled base path: the same stamp means the same version
-    directories (adding, removing or renaming one changes the mtime). None when the
-    directory is missing or changed too recently to tell."""
-    try:
-        stat = os.stat(base_path)
-    except OSError:
-        return None
-    if time.time_ns() - stat.st_mtime_ns < SETTLED_SECONDS * 1e9:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
-
-
-def list_versions(base_path: str) -> dict[int, str]:
-    """Version number -> directory; hidden and non-numeric names are ignored."""
-    try:
-        entries = list(os.scandir(base_path))
-    except OSError:
-        return {}
-    versions: dict[int, str] = {}
-    for entry in entries:
-        if entry.name.startswith(".") or not entry.name.isdigit() or not entry.is_dir():
-            continue
-        versions[int(entry.name)] = entry.path
-    return versions
 
 
 class Model:

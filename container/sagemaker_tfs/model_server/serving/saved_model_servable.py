@@ -25,8 +25,7 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -34,11 +33,10 @@ from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.saved_model.loader_impl import SavedModelLoader, get_init_op
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
-from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.classify_regress import (
     CLASSIFY_METHOD,
-    PREDICT_METHOD,
     REGRESS_METHOD,
     REGRESS_OUTPUT,
     check_regression_outputs,
@@ -48,19 +46,22 @@ from sagemaker_tfs.model_server.serving.classify_regress import (
     regression_result,
     serialized_examples,
 )
+from sagemaker_tfs.model_server.serving.predict_checks import (
+    check_inputs,
+    check_predict_method,
+    output_aliases,
+)
 from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
+from sagemaker_tfs.model_server.serving.servable import BatchedRuns, RunFunction
 from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     SignatureTable,
-    datatype_of,
-    short_dtype_name,
 )
 
 # Session callables kept per version: one per (signature, inputs, outputs) that requests ask
 # for; output filters are the client's choice, so the oldest go past this many.
 MAX_CALLABLES = 64
 # Runs feeds (in input alias order) and returns fetches (in output alias order).
-RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
 # Graphs up to this size (their GraphDef, constants included) get a second callable per
 # signature that runs in the caller's thread.
 INLINE_GRAPH_MAX_BYTES = 16 << 20
@@ -110,7 +111,7 @@ class ServableOptions:
     method_name_check: bool = False
 
 
-class SavedModelServable(SignatureTable):
+class SavedModelServable(SignatureTable, BatchedRuns):
     """A loaded model version: its session, signatures and predict/classify/regress."""
 
     def __init__(
@@ -137,7 +138,6 @@ class SavedModelServable(SignatureTable):
         self._callables: dict[tuple[str, tuple[str, ...], tuple[str, ...]], SessionRunner] = {}
         self._inline_allowed = meta_graph.graph_def.ByteSize() <= INLINE_GRAPH_MAX_BYTES
         self._callables_lock = threading.Lock()
-        self._batcher: BatchSubmitter | None = None
         self._in_flight = 0
         self._closed = False
         self._idle = threading.Condition()
@@ -176,14 +176,6 @@ class SavedModelServable(SignatureTable):
             raise
         METRICS.record_load(path, True, stages)
         return servable
-
-    @property
-    def batched(self) -> bool:
-        return self._batcher is not None
-
-    def set_batcher(self, batcher: BatchSubmitter | None) -> None:
-        """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
-        self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
         """Refuse new runs, wait (bounded) for runs in flight, then close the session."""
@@ -386,77 +378,3 @@ def _check_variables_restored(
             "served in a TF1 session as TF Serving runs it (export Keras models with "
             "model.export())"
         )
-
-
-class BatchSubmitter(Protocol):
-    """What a servable needs from the batch scheduler (implemented in ``batch_scheduler``)."""
-
-    def submit(
-        self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
-    ) -> list[np.ndarray]:
-        """Run ``runner`` on ``values`` merged with other tasks of ``key``; this task's part."""
-        ...
-
-
-# ----- predict checks (shared with the TFLite servable) -----
-
-PREDICTION_METHODS = (PREDICT_METHOD, CLASSIFY_METHOD, REGRESS_METHOD)
-
-
-def check_predict_method(signature: ServableSignature, method_name_check: bool) -> None:
-    """With ``--enable_signature_method_name_check``, Predict runs only signatures of the
-    three serving methods (INTERNAL, as TF Serving answers); otherwise any signature."""
-    if method_name_check and signature.method_name not in PREDICTION_METHODS:
-        raise ServingError(
-            Code.INTERNAL,
-            "Expected prediction signature method_name to be one of "
-            f"{{{', '.join(PREDICTION_METHODS)}}}. Was: {signature.method_name}",
-        )
-
-
-def check_inputs(
-    signature: ServableSignature,
-    inputs: dict[str, np.ndarray],
-    rank_strict: dict[str, str] | None = None,
-) -> None:
-    """The inputs are the signature's, of its dtypes; shapes are the graph's business, but
-    for inputs that reach a kernel needing their recorded rank (``rank_guard``)."""
-    sent = set(inputs)
-    expected = set(signature.inputs)
-    if sent != expected:
-        raise invalid_argument(
-            f"input size does not match signature: {len(sent)}!={len(expected)} "
-            f"len({{{','.join(sorted(sent))}}}) != len({{{','.join(sorted(expected))}}}). "
-            f"Sent extra: {{{','.join(sorted(sent - expected))}}}. "
-            f"Missing but required: {{{','.join(sorted(expected - sent))}}}."
-        )
-    for index, alias in enumerate(sorted(inputs)):
-        spec = signature.inputs[alias]
-        given = datatype_of(inputs[alias])
-        if given != spec.dtype:
-            raise invalid_argument(
-                f"Expects arg[{index}] to be {short_dtype_name(spec.dtype)} but "
-                f"{short_dtype_name(given)} is provided"
-            )
-        op_type = (rank_strict or {}).get(alias)
-        if op_type and spec.shape is not None and inputs[alias].ndim != len(spec.shape):
-            raise invalid_argument(
-                f"input {alias} goes to {op_type}, which needs a {len(spec.shape)}-dimensional "
-                f"input: got shape {list(inputs[alias].shape)}"
-            )
-
-
-def output_aliases(signature: ServableSignature, output_filter: Sequence[str]) -> tuple[str, ...]:
-    if not output_filter:
-        return tuple(signature.outputs)
-    seen: set[str] = set()
-    for alias in output_filter:
-        if alias not in signature.outputs:
-            raise invalid_argument(
-                f"output tensor alias not found in signature: {alias} Outputs expected to be "
-                f"in the set {{{','.join(signature.outputs)}}}."
-            )
-        if alias in seen:
-            raise invalid_argument(f"duplicate output tensor alias: {alias}")
-        seen.add(alias)
-    return tuple(output_filter)

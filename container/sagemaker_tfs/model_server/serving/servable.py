@@ -8,11 +8,12 @@ this protocol, so a third format is one new module, not a change to them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+
 if TYPE_CHECKING:
-    import numpy as np
     from tensorflow_serving.apis import (
         classification_pb2,
         get_model_metadata_pb2,
@@ -20,8 +21,33 @@ if TYPE_CHECKING:
         regression_pb2,
     )
 
-    from sagemaker_tfs.model_server.serving.saved_model_servable import BatchSubmitter
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
+
+RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+
+
+class BatchSubmitter(Protocol):
+    """What a servable needs from the batch scheduler (implemented in ``batch_scheduler``)."""
+
+    def submit(
+        self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
+    ) -> list[np.ndarray]:
+        """Run ``runner`` on ``values`` merged with other tasks of ``key``; this task's part."""
+        ...
+
+
+class BatchedRuns:
+    """A servable's batcher (``--enable_batching``), which its runs go through, or None."""
+
+    _batcher: BatchSubmitter | None = None
+
+    @property
+    def batched(self) -> bool:
+        return self._batcher is not None
+
+    def set_batcher(self, batcher: BatchSubmitter | None) -> None:
+        """Route every run through ``batcher`` (see ``batch_scheduler.BatchScheduler``)."""
+        self._batcher = batcher
 
 
 class Servable(Protocol):

@@ -32,11 +32,8 @@ import tensorflow as tf
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
-from sagemaker_tfs.model_server.serving.saved_model_servable import (
-    BatchSubmitter,
-    check_inputs,
-    output_aliases,
-)
+from sagemaker_tfs.model_server.serving.predict_checks import check_inputs, output_aliases
+from sagemaker_tfs.model_server.serving.servable import BatchedRuns
 from sagemaker_tfs.model_server.serving.signatures import SignatureTable
 from sagemaker_tfs.model_server.serving.tflite_signatures import serving_signatures, tensor_map
 
@@ -158,7 +155,7 @@ def _common_rows(values: Any) -> int | None:
     return rows.pop()
 
 
-class TfLiteServable(SignatureTable):
+class TfLiteServable(SignatureTable, BatchedRuns):
     """A loaded ``model.tflite``: a ``servable.Servable`` as ``SavedModelServable`` is."""
 
     def __init__(
@@ -184,7 +181,6 @@ class TfLiteServable(SignatureTable):
             if per_pool > 1
             else None
         )
-        self._batcher: BatchSubmitter | None = None
 
     @classmethod
     def load(
@@ -199,13 +195,6 @@ class TfLiteServable(SignatureTable):
         seconds = time.perf_counter() - started
         METRICS.record_load(str(path.parent), True, {"restore_graph": seconds})
         return servable
-
-    @property
-    def batched(self) -> bool:
-        return self._batcher is not None
-
-    def set_batcher(self, batcher: BatchSubmitter | None) -> None:
-        self._batcher = batcher
 
     def close(self, drain_timeout: float = 30.0) -> None:
         """Nothing to do: interpreters hold no resources beyond memory, and the lanes' idle

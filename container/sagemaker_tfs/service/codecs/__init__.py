@@ -1,2 +1,2 @@
-"""Request and answer bodies by media type: JSON, JSON lines and CSV (the ``text_`` family),
-images, NumPy."""
+"""Request and answer bodies by media type: JSON, JSON lines and CSV (``text_codecs``, its
+internals in ``text/``), images, NumPy."""

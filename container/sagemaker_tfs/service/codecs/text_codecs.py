@@ -28,10 +28,10 @@ from typing import NamedTuple, overload
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs import text_rest, text_tensors
 from sagemaker_tfs.service.codecs.content_types import CSV, JSON, JSON_LINES_TYPES
-from sagemaker_tfs.service.codecs.text_refusals import Refusal
-from sagemaker_tfs.service.codecs.text_tensors import TextRequest
+from sagemaker_tfs.service.codecs.text import text_rest, text_tensors
+from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_tensors import TextRequest
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 

@@ -9,20 +9,17 @@ container, and a child subreaper elsewhere.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import ctypes
 import logging
 import os
 import signal
 import subprocess
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from sagemaker_tfs.supervisor.processes.process_groups import DrainingGroups, wait_group_gone
+from sagemaker_tfs.supervisor.processes.spawning import ProcessOwner, owned_processes, spawn
 
 logger = logging.getLogger(__name__)
 
@@ -32,22 +29,6 @@ MAX_BACKOFF_SECONDS = 10.0
 # A child without a readiness check counts as started once it has run this long.
 READY_AFTER_SECONDS = 2.0
 GROUP_EXIT_SECONDS = 1.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-PR_SET_CHILD_SUBREAPER = 36
-
-
-class ProcessOwner(Protocol):
-    """What started a supervised process and reaps it (a Child, the standby)."""
-
-    process: subprocess.Popen[bytes] | None
-
-
-# Every owner that has started a process, and a lock that makes "fork + record the Popen"
-# atomic for reap_orphans: otherwise it could reap a process that exited before its Popen was
-# stored, and Popen would then report exit code 0 instead of the real one. A process handed
-# from one owner to another (the standby becoming a Child) moves under this lock too.
-_spawn_lock = threading.Lock()
-_started_children: weakref.WeakSet[ProcessOwner] = weakref.WeakSet()
 
 
 class Child:
@@ -118,12 +99,11 @@ class Child:
         # the children in order, and the whole group (e.g. gunicorn workers) can be killed.
         if self.before_start is not None:
             self.before_start()
-        with _spawn_lock:
+        with owned_processes.recording(self):
             standby = self.take_standby(self.argv) if self.take_standby is not None else None
             self.process = standby or spawn(
                 self.argv, self.env, self.death_signal, self.pass_fds, nice=self.nice
             )
-            _started_children.add(self)
         self.started_at = time.monotonic()
         self.ready = False
         self.restart_at = None
@@ -372,10 +352,9 @@ def spawn_for(
     nice: int = 0,
 ) -> subprocess.Popen[bytes]:
     """``spawn`` a process and record it as ``owner``'s, atomically for ``reap_orphans``."""
-    with _spawn_lock:
+    with owned_processes.recording(owner):
         owner.process = spawn(argv, env, death_signal, stdin=stdin, nice=nice)
-        _started_children.add(owner)
-        return owner.process
+    return owner.process
 
 
 def describe_exit(code: int) -> str:
@@ -387,84 +366,6 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-try:
-    _prctl: Callable[..., int] | None = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):
-    _prctl = None
-
-
-AUTOGROUP_FILE = "/proc/self/autogroup"
-
-
-def child_setup(
-    death_signal: signal.Signals, parent_pid: int, nice: int = 0
-) -> Callable[[], None] | None:
-    """A ``preexec_fn``: ``death_signal`` when the parent dies, and ``nice`` levels lower.
-
-    PR_SET_PDEATHSIG survives exec, so a SIGKILLed supervisor leaves no child serving on its
-    ports; if the parent died between fork and prctl, the child signals itself. The nice
-    value survives exec and every thread inherits it. Where the kernel shares the CPU between
-    sessions first (autogroup: a host's root cgroup), the child's new session is niced too.
-    """
-    prctl = _prctl
-    if prctl is None and not nice:
-        return None
-
-    def preexec() -> None:
-        if nice:
-            os.nice(nice)
-            with contextlib.suppress(OSError), open(AUTOGROUP_FILE, "w") as autogroup:
-                autogroup.write(str(nice))
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(death_signal))
-            if os.getppid() != parent_pid:
-                os.kill(os.getpid(), death_signal)
-
-    return preexec
-
-
-def spawn(
-    argv: Sequence[str],
-    env: dict[str, str],
-    death_signal: signal.Signals,
-    pass_fds: Sequence[int] = (),
-    stdin: int | None = None,
-    nice: int = 0,
-) -> subprocess.Popen[bytes]:
-    """Start a child from the one long-lived spawner thread.
-
-    The parent-death signal fires when the *thread* that forked the child ends, not only the
-    process: children started from short-lived threads (control API requests) would be killed
-    as soon as their request was answered.
-    """
-    preexec = child_setup(death_signal, os.getpid(), nice)
-    return _SPAWNER.submit(
-        lambda: subprocess.Popen(
-            list(argv),
-            env=env,
-            start_new_session=True,
-            pass_fds=tuple(pass_fds),
-            stdin=stdin,
-            preexec_fn=preexec,  # noqa: PLW1509
-        )
-    ).result()
-
-
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
-
-
-def become_subreaper() -> bool:
-    """Make orphaned descendants (e.g. workers of a dead nginx master) our children.
-
-    In the container ``serve`` is PID 1 and gets them anyway; on a host this gives the same
-    behaviour. Linux only: elsewhere this logs at DEBUG and returns False.
-    """
-    if _prctl is None or _prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1)) != 0:
-        logger.debug("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
-        return False
-    return True
-
-
 def reap_orphans() -> None:
     """Wait for exited processes that are not a Child's own: orphans reparented to us.
 
@@ -472,7 +373,7 @@ def reap_orphans() -> None:
     child; unless it waits for them they stay zombies forever. A Child's process is left alone
     (only peeked at with WNOWAIT): Popen.poll reaps it and needs its exit status.
     """
-    with _spawn_lock:
+    with owned_processes.lock:
         while True:
             try:
                 exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -480,12 +381,7 @@ def reap_orphans() -> None:
                 return  # no children at all
             if exited is None:
                 return  # none has exited
-            own = {
-                child.process.pid
-                for child in list(_started_children)
-                if child.process is not None and child.process.returncode is None
-            }
-            if exited.si_pid in own:
+            if exited.si_pid in owned_processes.running_pids():
                 return  # Popen.poll reaps it on the next round
             try:
                 pid, status = os.waitpid(exited.si_pid, os.WNOHANG)

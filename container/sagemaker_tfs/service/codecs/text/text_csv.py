@@ -20,15 +20,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs.text_json import (
+from sagemaker_tfs.service.codecs.text.text_json import PARSE_BYTES, WHITESPACE
+from sagemaker_tfs.service.codecs.text.text_numbers import (
     NUMBER_CHARS,
-    PARSE_BYTES,
     REST_INT_RANGES,
-    WHITESPACE,
     fits,
     is_integral,
 )
-from sagemaker_tfs.service.codecs.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
 from sagemaker_tfs.wire.tfs_json import rapidjson_double
 
 SCAN_BYTES = 4 << 20  # bytes checked at a time (boolean masks of this size)

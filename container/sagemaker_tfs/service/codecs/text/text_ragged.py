@@ -25,9 +25,9 @@ import re
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs import text_json
-from sagemaker_tfs.service.codecs.text_json import MAX_DIMS, Document, Pieces
-from sagemaker_tfs.service.codecs.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text import text_json, text_numbers
+from sagemaker_tfs.service.codecs.text.text_json import MAX_DIMS, Document, Pieces
+from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
 
 _OPEN, _CLOSE, _COMMA, _NUMBER = b"[],0"
 _A_NAME = re.compile(rb"([\x80-\xff])")  # text_json's marker bytes, one per input name
@@ -131,10 +131,10 @@ def _numbers_accepted(pieces: Pieces, count: int, dtype: np.dtype) -> bool:
     a value's), and there are ``count`` of them."""
     seen = 0
     for piece in pieces:
-        values = text_json.piece_values(piece, booleans=dtype.kind == "b")
+        values = text_numbers.piece_values(piece, booleans=dtype.kind == "b")
         if values is None:
             return False
-        if values and text_json.numbers_as(values, dtype) is None:
+        if values and text_numbers.numbers_as(values, dtype) is None:
             return False
         seen += len(values)
     return seen == count

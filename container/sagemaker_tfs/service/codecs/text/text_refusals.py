@@ -27,8 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs import text_json, text_mixed
-from sagemaker_tfs.service.codecs.text_json import Document, Layout
+from sagemaker_tfs.service.codecs.text import text_json, text_mixed, text_numbers
+from sagemaker_tfs.service.codecs.text.text_json import Document, Layout
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.tfs_json import rapidjson_double
 
@@ -86,7 +86,7 @@ def _refused_flags(pieces: Iterable[bytes | None], count: int,
     flags = np.empty(count, bool)
     filled = 0
     for piece in pieces:
-        values = text_json.piece_values(piece, booleans=True)
+        values = text_numbers.piece_values(piece, booleans=True)
         if values is None or filled + len(values) > count:
             return None
         assert piece is not None  # piece_values reads no None
@@ -107,7 +107,7 @@ def _mixed_refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: 
     flags = np.empty(layout.numbers, bool)
     filled = 0
     for piece in pieces:
-        values = text_json.piece_values(piece, booleans=True)
+        values = text_numbers.piece_values(piece, booleans=True)
         if values is None or filled + len(values) > layout.numbers:
             return None
         at = owners.at(filled, len(values))
@@ -120,9 +120,9 @@ def _mixed_refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: 
 
 def _all_taken(piece: bytes, values: list, dtype: np.dtype) -> bool:
     """Whether the input takes every value of the piece, by C loops (the usual piece)."""
-    if dtype.kind != "b" and any(letter in piece for letter in text_json.WORD_CHARS):
+    if dtype.kind != "b" and any(letter in piece for letter in text_numbers.WORD_CHARS):
         return False  # a true, false or null
-    return dtype.kind == "f" or text_json.numbers_as(values, dtype) is not None
+    return dtype.kind == "f" or text_numbers.numbers_as(values, dtype) is not None
 
 
 def _refused(values: list, dtype: np.dtype) -> np.ndarray:
@@ -138,7 +138,7 @@ def _taken(value: object, dtype: np.dtype) -> bool:
         return False
     if dtype.kind == "f":
         return True
-    low, high = text_json.REST_INT_RANGES[dtype]
+    low, high = text_numbers.REST_INT_RANGES[dtype]
     return type(value) is int and low <= value <= high
 
 
@@ -157,7 +157,7 @@ def _value_at(pieces: Iterable[bytes | None], position: int) -> tuple[str, str]:
     integer as it is, the words as they are) and its JSON type's name."""
     seen = 0
     for piece in pieces:
-        values = text_json.piece_values(piece, booleans=True) or []
+        values = text_numbers.piece_values(piece, booleans=True) or []
         if position < seen + len(values):
             return _quoted(values[position - seen])
         seen += len(values)

@@ -24,14 +24,20 @@ different dtypes, and names written with a blank before their colon.
 
 from __future__ import annotations
 
-import array
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
-import orjson
+
+from sagemaker_tfs.service.codecs.text.text_numbers import (
+    NON_FINITE_CHARS,
+    NUMBER_CHARS,
+    WORD_CHARS,
+    numbers_as,
+    piece_values,
+)
 
 MAX_DIMS = 64  # the model server's limit on a JSON tensor's dimensions
 MAX_INPUTS = 64  # names get one marker byte each, from 0x80 (bytes never outside a string)
@@ -39,20 +45,9 @@ MAX_INPUTS = 64  # names get one marker byte each, from 0x80 (bytes never outsid
 PARSE_BYTES = 1 << 20
 
 WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
-NUMBER_CHARS = b"0123456789.eE+-"
-# The letters of NaN, Infinity and -Infinity: JSON number runs in the skeleton, as the REST
-# path's JSON reader takes them (for float inputs; an integer input refuses them).
-NON_FINITE_CHARS = b"NaIinfty"
-# The letters of true, false and null besides those: in runs too, which only a bool input
-# reads (``piece_values``; a null goes the REST way).
-WORD_CHARS = b"ruls"
-# Each non-finite word as a string orjson reads and NumPy casts to its value; the longer
-# word first, so that ``-Infinity`` is not read as ``-`` then ``Infinity``.
-_NON_FINITE_WORDS = ((b"-Infinity", b'"-inf"'), (b"Infinity", b'"inf"'), (b"NaN", b'"nan"'))
 _MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
 _A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
-_WORD_LETTERS = [bytes((letter,)) for letter in WORD_CHARS]
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 _RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
 _BLANK = rb"[ \t\n\r]*"
@@ -77,7 +72,6 @@ _SKELETON_CLASSES = bytes(
     else byte if byte in b",[]{}" + _MARKERS else _OUTSIDE
     for byte in range(256)
 )  # fmt: skip
-_TO_SPACES = bytes.maketrans(b"[]{}" + _MARKERS, b" " * (4 + MAX_INPUTS))
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
 
 
@@ -403,98 +397,3 @@ def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
         shape.insert(0, count)
         child = b"[" + (child + b",") * (count - 1) + child + b"]"  # no list of copies
     return tuple(shape) if child == skeleton else None
-
-
-# --------------------------------------------------------------------------- numbers
-
-
-def piece_values(piece: bytes | None, booleans: bool = False, flat: bool = False) -> list | None:
-    """A piece's numbers (Python's, by orjson), or None: not a piece of numbers. With
-    ``booleans``, its values whatever they are (a bool input's reader checks them); without,
-    a piece with a letter of true, false or null is None too. ``flat``: the piece has no
-    brackets, braces or markers to make spaces (``_is_flat``)."""
-    if piece is None:
-        return None
-    if not booleans and any(letter in piece for letter in _WORD_LETTERS):
-        return None
-    try:
-        spaced = piece if flat else piece.translate(_TO_SPACES)
-        return orjson.loads(b"[" + _non_finite_as_strings(spaced) + b"]")
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _non_finite_as_strings(piece: bytes) -> bytes:
-    """``NaN``, ``Infinity`` and ``-Infinity`` (which orjson refuses) as the strings ``"nan"``,
-    ``"inf"`` and ``"-inf"``, which NumPy casts to the values the REST path's reader gives
-    (a NaN without a sign bit). Any other spelling (``-NaN``, ``Inf``, ``nan``, a word against
-    a digit) stays unreadable to orjson: the body goes the REST way, whose reader refuses it
-    too. Pieces without a capital, the usual ones, are returned as they are."""
-    if b"N" not in piece and b"I" not in piece:
-        return piece
-    for word, string in _NON_FINITE_WORDS:
-        piece = piece.replace(word, string)
-    return piece
-
-
-# The integers the REST path's reader gives each integer input (TF Serving's: an int8 or
-# an int16 takes an int32's range, an unsigned input a uint32's), cast to it with wrapping.
-_INT32_RANGE, _UINT32_RANGE = (-(2**31), 2**31 - 1), (0, 2**32 - 1)
-REST_INT_RANGES = {
-    np.dtype(np.int8): _INT32_RANGE,
-    np.dtype(np.int16): _INT32_RANGE,
-    np.dtype(np.int32): _INT32_RANGE,
-    np.dtype(np.int64): (-(2**63), 2**63 - 1),
-    np.dtype(np.uint8): _UINT32_RANGE,
-    np.dtype(np.uint16): _UINT32_RANGE,
-    np.dtype(np.uint32): _UINT32_RANGE,
-    np.dtype(np.uint64): (0, 2**64 - 1),
-}
-
-
-def is_integral(dtype: np.dtype) -> bool:
-    return dtype.kind in "iu"
-
-
-def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
-    """What ``json_tensors`` makes of a list of values: a bool input's booleans; numbers cast
-    by NumPy (a double to a float32 or float16 rounds once more); integer inputs given only
-    integers in ``REST_INT_RANGES``, wrapped into the dtype; ``_non_finite_as_strings``'s."""
-    if dtype.kind == "b":  # true and false only, as the REST path's reader takes them
-        return np.array(values, bool) if all(type(value) is bool for value in values) else None
-    if is_integral(dtype):
-        if not all(type(value) is int for value in values):
-            return None
-        try:
-            wide_type = np.uint64 if dtype == np.uint64 else np.int64
-            wide = np.array(values, dtype=object).astype(wide_type)
-        except OverflowError:
-            return None
-        return wide.astype(dtype) if fits(wide, dtype) else None
-    with np.errstate(over="ignore"):  # beyond the dtype: infinity, on the REST path too
-        return _doubles(values).astype(dtype)
-
-
-def _doubles(values: list) -> np.ndarray:
-    """Python numbers each made a double (as NumPy casts objects) by the array module's C
-    loop (~25% faster than NumPy's); the strings of ``_non_finite_as_strings`` by NumPy."""
-    try:
-        return np.frombuffer(array.array("d", values), np.float64)
-    except TypeError:  # a string among them
-        return np.array(values, np.float64)
-
-
-def fits(values: np.ndarray, dtype: np.dtype) -> bool:
-    """Values the REST path gives the same input: finite, integers in ``REST_INT_RANGES``."""
-    if values.size == 0:
-        return False
-    if is_integral(dtype):
-        low, high = REST_INT_RANGES[dtype]
-        return bool(low <= values.min() and values.max() <= high)
-    return bool(np.isfinite(values).all())
-
-
-def same_dtype(dtypes: Mapping[str, np.dtype | None]) -> np.dtype | None:
-    """The one dtype of all inputs, or None (unread dtypes, or several)."""
-    found = set(dtypes.values())
-    return found.pop() if len(found) == 1 and None not in found else None

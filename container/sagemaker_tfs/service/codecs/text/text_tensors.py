@@ -38,9 +38,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs import text_csv, text_json, text_mixed, text_ragged, text_refusals
-from sagemaker_tfs.service.codecs.text_json import Document, JsonInputs
-from sagemaker_tfs.service.codecs.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text import (
+    text_csv,
+    text_json,
+    text_mixed,
+    text_numbers,
+    text_ragged,
+    text_refusals,
+)
+from sagemaker_tfs.service.codecs.text.text_json import Document, JsonInputs
+from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
@@ -77,7 +84,7 @@ def read_json_request(
         return None
     names = list(signature.inputs)
     dtypes = {name: _dtype(spec) for name, spec in signature.inputs.items()}
-    dtype = text_json.same_dtype(dtypes)
+    dtype = text_numbers.same_dtype(dtypes)
     if dtype is None:
         return _mixed_request(document, names, dtypes, signature)
     read = text_json.read_document(document, names, dtype) or _empty_lists(document, names, dtype)

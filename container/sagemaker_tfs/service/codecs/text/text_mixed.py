@@ -3,7 +3,7 @@ arrays as the REST path reads them, for ``text_tensors`` (issue 53).
 
 ``text_json`` finds the document's layout once (which number belongs to which input); the
 numbers are then parsed a piece at a time (orjson, as ``text_json`` does), and each piece's
-numbers are cast by the dtype of the input that owns them (``text_json.numbers_as``: doubles
+numbers are cast by the dtype of the input that owns them (``text_numbers.numbers_as``: doubles
 cast to float inputs, integers checked against an integer input's range and wrapped into
 it, ``true``/``false`` for bool inputs) straight into that input's array, at the place the
 layout gives them (no array of all the numbers). A value an input does not take, or
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs import text_json
-from sagemaker_tfs.service.codecs.text_json import Document, JsonInputs, Layout
+from sagemaker_tfs.service.codecs.text import text_json, text_numbers
+from sagemaker_tfs.service.codecs.text.text_json import Document, JsonInputs, Layout
 
-_WORD_LETTERS = text_json.WORD_CHARS  # of true, false and null
+_WORD_LETTERS = text_numbers.WORD_CHARS  # of true, false and null
 
 
 def read_mixed(document: Document, names: list[str],
@@ -41,7 +41,7 @@ def read_mixed(document: Document, names: list[str],
     booleans = any(dtype.kind == "b" for dtype in member_dtypes)
     filled = 0
     for piece in pieces:
-        values = text_json.piece_values(piece, booleans=booleans)
+        values = text_numbers.piece_values(piece, booleans=booleans)
         if values is None or filled + len(values) > layout.numbers:
             return None
         if not values:
@@ -105,7 +105,7 @@ def _cast_piece(values: list, owners: Owners, filled: int, flat: list[np.ndarray
         kind = numbers.dtype
         if words and kind.kind != "b" and any(v is None or type(v) is bool for v in mine):
             return False  # a word given a number's input: the REST path's error
-        cast = text_json.numbers_as(list(mine), kind)
+        cast = text_numbers.numbers_as(list(mine), kind)
         if cast is None:
             return False
         numbers[index[at]] = cast

@@ -1,0 +1,1 @@
+"""The JSON, JSON lines and CSV readers behind ``codecs/text_codecs.py``, their one entry point."""
