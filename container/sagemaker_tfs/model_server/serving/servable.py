@@ -9,7 +9,7 @@ this protocol, so a third format is one new module, not a change to them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 
     from sagemaker_tfs.model_server.serving.saved_model_servable import BatchSubmitter
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
+
+    # A tensor in or out of a run: an array of any shape and dtype, spelled without numpy's
+    # default type arguments (Any) so that the module passes mypy's disallow_any_explicit.
+    Tensor: TypeAlias = np.ndarray[tuple[int, ...], np.dtype[np.generic[object]]]
 
 
 class Servable(Protocol):
@@ -45,9 +49,9 @@ class Servable(Protocol):
     def predict(
         self,
         signature_name: str,
-        inputs: dict[str, np.ndarray],
+        inputs: dict[str, Tensor],
         output_filter: Sequence[str] = (),
-    ) -> dict[str, np.ndarray]: ...
+    ) -> dict[str, Tensor]: ...
 
     def classify(
         self, signature_name: str, request_input: input_pb2.Input
