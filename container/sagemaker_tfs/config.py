@@ -11,14 +11,34 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sagemaker_tfs.container_limits import CpuCount, cpu_count
 from sagemaker_tfs.env_reader import ConfigError, EnvReader
 from sagemaker_tfs.model_discovery import ModelSpec, discover_models
-from sagemaker_tfs.ports import Instance, allocate_instances, parse_port, parse_port_range
-from sagemaker_tfs.stack_config import MAX_UNIX_SOCKET_PATH_BYTES, BatchingConfig, StackConfig
+from sagemaker_tfs.ports import (
+    Instance,
+    PortRange,
+    allocate_instances,
+    parse_port,
+    parse_port_range,
+)
+from sagemaker_tfs.settings import (
+    MAX_UNIX_SOCKET_PATH_BYTES,
+    BatchingConfig,
+    BatchTransformSettings,
+    Limits,
+    MetricsSettings,
+    ModelServerSettings,
+    MultiModelSettings,
+    NginxSettings,
+    ServiceSettings,
+    SessionSettings,
+    StreamSettings,
+    WorkDir,
+)
+from sagemaker_tfs.stack_config import StackConfig
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
@@ -115,153 +135,204 @@ def load_config(
     model_dir = os.path.abspath(
         model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
     )
-    work_dir = os.path.abspath(work_dir or DEFAULT_WORK_DIR)
+    work = WorkDir(os.path.abspath(work_dir or DEFAULT_WORK_DIR))
     if port is None:
         raw_port = env.raw("SAGEMAKER_BIND_TO_PORT")
         port = DEFAULT_PORT if raw_port is None else parse_port("SAGEMAKER_BIND_TO_PORT", raw_port)
     else:
         port = parse_port("--port", port)
-    batch_transform = env.boolean("SAGEMAKER_BATCH", False)
+    batch = _batch_settings(env)
+    service = _service_settings(env, batch.enabled)
+    multi = _multi_model_settings(env, multi_model, work)
+    served = _models_and_ports(env, model_dir, multi, port)
     return StackConfig(
         model_dir=model_dir,
-        work_dir=work_dir,
         port=port,
-        multi_model=multi_model,
-        code_dir=_code_dir(model_dir),
         cpus=cpu_total,
-        **_models_and_ports(env, model_dir, multi_model, port, has_gpu),
-        **_service_settings(env, work_dir, batch_transform),
-        **_model_server_settings(env, batch_transform, cpu_total),
-        **_feature_settings(env, multi_model, work_dir, cpu_total),
+        models=served.models,
+        default_model=served.default_model,
+        code_dir=_code_dir(model_dir),
+        instances=served.instances,
+        safe_port_range=served.safe_port_range,
+        sched_policy=env.choice(
+            "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, tuple(SCHED_POLICIES)
+        )
+        or DEFAULT_SCHED_POLICY,
+        work=work,
+        nginx=_nginx_settings(env, batch.enabled),
+        service=service,
+        model_servers=_model_server_settings(
+            env, batch.enabled, cpu_total, _gpu_sharers(served, multi, has_gpu)
+        ),
+        multi_model=multi,
+        batch=batch,
+        metrics=MetricsSettings(env.boolean("SAGEMAKER_TFS_METRICS", True), _metrics_path(env)),
+        limits=_limits(env, cpu_total),
+        stream=_stream_settings(env),
+        sessions=_session_settings(env, work, service.workers),
     )
+
+
+@dataclass(frozen=True)
+class _ServedModels:
+    """The models found and the shared model servers' ports."""
+
+    models: tuple[ModelSpec, ...]
+    default_model: str | None
+    instances: tuple[Instance, ...]
+    safe_port_range: PortRange | None
+    instance_count: int
 
 
 def _models_and_ports(
-    env: EnvReader, model_dir: str, multi_model: bool, port: int, has_gpu: Callable[[], bool]
-) -> dict[str, Any]:
-    """The models found, the model servers' ports and their share of a GPU."""
+    env: EnvReader, model_dir: str, multi: MultiModelSettings, port: int
+) -> _ServedModels:
+    """The models found and the model servers' ports."""
     raw_range = env.raw("SAGEMAKER_SAFE_PORT_RANGE")
     safe_port_range = None if raw_range is None else parse_port_range(raw_range)
     requested_default = env.raw("SAGEMAKER_TFS_DEFAULT_MODEL_NAME")
-    per_model = env.boolean("SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL", False) and multi_model
     instance_count = env.required_integer(
-        "SAGEMAKER_TFS_INSTANCE_COUNT", MULTI_MODEL_INSTANCES if multi_model else 1
+        "SAGEMAKER_TFS_INSTANCE_COUNT", MULTI_MODEL_INSTANCES if multi.enabled else 1
     )
-    if multi_model:
+    if multi.enabled:
         if not Path(model_dir).is_dir():
             raise ConfigError(f"the multi-model directory {model_dir} does not exist")
-        models: tuple[ModelSpec, ...] = ()
         # Shared model servers get their ports now; per-model ones when a model loads.
         instances: tuple[Instance, ...] = (
-            () if per_model else allocate_instances(instance_count, safe_port_range, port)
+            ()
+            if multi.server_per_model
+            else allocate_instances(instance_count, safe_port_range, port)
         )
-    else:
-        models = discover_models(model_dir)
-        if not models:
-            raise ConfigError(
-                f"no model found in {model_dir}: expected MODEL/VERSION/saved_model.pb "
-                "or VERSION/saved_model.pb (VERSION numeric)"
-            )
-        instances = allocate_instances(instance_count, safe_port_range, port)
+        return _ServedModels((), None, instances, safe_port_range, instance_count)
+    models = discover_models(model_dir)
+    if not models:
+        raise ConfigError(
+            f"no model found in {model_dir}: expected MODEL/VERSION/saved_model.pb "
+            "or VERSION/saved_model.pb (VERSION numeric)"
+        )
+    return _ServedModels(
+        models,
+        _choose_default_model(models, requested_default),
+        allocate_instances(instance_count, safe_port_range, port),
+        safe_port_range,
+        instance_count,
+    )
+
+
+def _nginx_settings(env: EnvReader, batch_transform: bool) -> NginxSettings:
+    return NginxSettings(
+        log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS) or "error",
+        proxy_read_timeout=_timeouts(env, batch_transform)[0],
+        access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
+        access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
+    )
+
+
+def _service_settings(env: EnvReader, batch_transform: bool) -> ServiceSettings:
+    """gunicorn and the images' scale."""
+    return ServiceSettings(
+        workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
+        threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
+        worker_class=_worker_class(env),
+        timeout=_timeouts(env, batch_transform)[1],
+        log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS) or "info",
+        image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
+        image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
+    )
+
+
+def _model_server_settings(
+    env: EnvReader,
+    batch_transform: bool,
+    cpus: int,
+    gpu_sharers: int | None,
+) -> ModelServerSettings:
+    """Batching, TensorFlow's pools, the wait for models, the standby, a GPU's share."""
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
-    gpu_shared = instance_count > 1 and not multi_model and has_gpu()
-    return {
-        "models": models,
-        "default_model": None if multi_model else _choose_default_model(models, requested_default),
-        "instances": instances,
-        "safe_port_range": safe_port_range,
-        "model_server_per_model": per_model,
-        "gpu_memory_margin": gpu_margin,
-        "gpu_memory_fraction": (
-            round((1.0 - gpu_margin) / instance_count, 4) if gpu_shared else None
-        ),
-    }
+    return ModelServerSettings(
+        batching=_batching(env, batch_transform, cpus),
+        inter_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpus),
+        intra_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpus),
+        omp_num_threads=env.string("OMP_NUM_THREADS", "1"),
+        wait_time_seconds=env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
+        gpu_memory_margin=gpu_margin,
+        gpu_memory_fraction=(round((1.0 - gpu_margin) / gpu_sharers, 4) if gpu_sharers else None),
+        timeout=_timeouts(env, batch_transform)[2],
+        standby=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
+        zygote=env.boolean("SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE", True),
+        nice=_nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
+    )
 
 
-def _service_settings(env: EnvReader, work_dir: str, batch_transform: bool) -> dict[str, Any]:
-    """nginx, gunicorn, their timeouts and limits, Batch Transform's parameters, sessions."""
-    nginx_timeout, gunicorn_timeout, model_server_timeout = _timeouts(env, batch_transform)
+def _gpu_sharers(
+    served: _ServedModels, multi: MultiModelSettings, has_gpu: Callable[[], bool]
+) -> int | None:
+    """How many single-model instances share the GPU, None when they do not share one."""
+    shared = served.instance_count > 1 and not multi.enabled and has_gpu()
+    return served.instance_count if shared else None
+
+
+def _multi_model_settings(env: EnvReader, multi_model: bool, work: WorkDir) -> MultiModelSettings:
+    return MultiModelSettings(
+        enabled=multi_model,
+        server_per_model=env.boolean("SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL", False) and multi_model,
+        universal_bucket=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
+        universal_prefix=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),
+        universal_code_dir=_universal_code_dir(env, multi_model, work),
+    )
+
+
+def _batch_settings(env: EnvReader) -> BatchTransformSettings:
+    return BatchTransformSettings(
+        enabled=env.boolean("SAGEMAKER_BATCH", False),
+        max_concurrent_transforms=env.integer("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", None),
+        strategy=_batch_strategy(env),
+        max_payload_in_mb=env.integer("SAGEMAKER_MAX_PAYLOAD_IN_MB", None, minimum=0),
+    )
+
+
+def _limits(env: EnvReader, cpus: int) -> Limits:
+    """The request bodies' limits and the admission bounds."""
     max_body_mb, max_text_body_mb = _body_limits(env)
-    workers = env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1)
-    sessions = _sessions_on(env)
-    _check_session_sockets(work_dir, workers, sessions)
-    return {
-        "nginx_log_level": env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS)
-        or "error",
-        "nginx_proxy_read_timeout": nginx_timeout,
-        "gunicorn_workers": workers,
-        "gunicorn_threads": env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
-        "gunicorn_worker_class": _worker_class(env),
-        "gunicorn_timeout": gunicorn_timeout,
-        "gunicorn_log_level": env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS)
-        or "info",
-        "model_server_timeout": model_server_timeout,
-        "max_body_mb": max_body_mb,
-        "max_text_body_mb": max_text_body_mb,
-        "batch_transform": batch_transform,
-        "max_concurrent_transforms": env.integer("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", None),
-        "batch_strategy": _batch_strategy(env),
-        "max_payload_in_mb": env.integer("SAGEMAKER_MAX_PAYLOAD_IN_MB", None, minimum=0),
-        "service_socket": os.path.join(work_dir, "gunicorn.sock"),
-        "control_socket": os.path.join(work_dir, "supervisor.sock"),
-        "sessions": sessions,
-        "session_ttl_seconds": env.required_integer(
-            "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
-        ),
-        "max_sessions": env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
-    }
-
-
-def _model_server_settings(env: EnvReader, batch_transform: bool, cpus: int) -> dict[str, Any]:
-    """Batching, TensorFlow's pools, the wait for models, the standby model server."""
-    return {
-        "batching": _batching(env, batch_transform, cpus),
-        "inter_op_parallelism": _parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpus),
-        "intra_op_parallelism": _parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpus),
-        "omp_num_threads": env.string("OMP_NUM_THREADS", "1"),
-        "wait_time_seconds": env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
-        "standby_model_server": env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
-        "model_server_zygote": env.boolean("SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE", True),
-        "model_server_nice": _nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
-        "sched_policy": env.choice(
-            "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, tuple(SCHED_POLICIES)
-        ),
-    }
-
-
-def _feature_settings(
-    env: EnvReader, multi_model: bool, work_dir: str, cpus: int
-) -> dict[str, Any]:
-    """Universal code, images, metrics, the access log, the stream and the admission bound."""
-    return {
-        "universal_bucket": env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
-        "universal_prefix": env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),
-        "universal_code_dir": _universal_code_dir(env, multi_model, work_dir),
-        "image_scale": env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
-        "image_offset": env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
-        "metrics": env.boolean("SAGEMAKER_TFS_METRICS", True),
-        "metrics_path": _metrics_path(env),
-        "access_log": env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
-        "access_log_all": env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
-        "stream_max_message_mb": env.required_integer(
-            "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", DEFAULT_STREAM_MAX_MESSAGE_MB
-        ),
-        "stream_idle_timeout": env.required_integer(
-            "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS", DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
-        ),
-        "stream_max_connections": env.required_integer(
-            "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
-        ),
-        "stream_keepalive": env.required_integer(
-            "SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS", DEFAULT_STREAM_KEEPALIVE_SECONDS, 0
-        ),
-        "max_concurrent_invocations": env.required_integer(
+    return Limits(
+        max_body_mb=max_body_mb,
+        max_text_body_mb=max_text_body_mb,
+        max_concurrent_invocations=env.required_integer(
             "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS", default_concurrent_invocations(cpus), 0
         ),
-        "max_body_mb_in_flight": env.required_integer(
+        max_body_mb_in_flight=env.required_integer(
             "SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT", BODY_MB_IN_FLIGHT_PER_CPU * cpus, 0
         ),
-    }
+    )
+
+
+def _stream_settings(env: EnvReader) -> StreamSettings:
+    return StreamSettings(
+        max_message_mb=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", DEFAULT_STREAM_MAX_MESSAGE_MB
+        ),
+        idle_timeout=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS", DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
+        ),
+        max_connections=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
+        ),
+        keepalive=env.required_integer(
+            "SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS", DEFAULT_STREAM_KEEPALIVE_SECONDS, 0
+        ),
+    )
+
+
+def _session_settings(env: EnvReader, work: WorkDir, workers: int) -> SessionSettings:
+    sessions = _sessions_on(env)
+    _check_session_sockets(work, workers, sessions)
+    return SessionSettings(
+        enabled=sessions,
+        ttl_seconds=env.required_integer(
+            "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
+        ),
+        max_sessions=env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
+    )
 
 
 def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) -> str | None:
@@ -371,9 +442,9 @@ def _sessions_on(env: EnvReader) -> bool:
     return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
 
 
-def _check_session_sockets(work_dir: str, workers: int, sessions: bool) -> None:
+def _check_session_sockets(work: WorkDir, workers: int, sessions: bool) -> None:
     """Each worker's session socket path must fit in a unix socket address."""
-    longest = os.path.join(work_dir, f"session-{workers - 1}.sock")
+    longest = work.session_socket(workers - 1)
     if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
         raise ConfigError(
             f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
@@ -386,7 +457,7 @@ def _code_dir(model_dir: str) -> str | None:
     return str(code) if code.is_dir() else None
 
 
-def _universal_code_dir(env: EnvReader, multi_model: bool, work_dir: str) -> str | None:
+def _universal_code_dir(env: EnvReader, multi_model: bool, work: WorkDir) -> str | None:
     """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
 
     Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
@@ -395,4 +466,4 @@ def _universal_code_dir(env: EnvReader, multi_model: bool, work_dir: str) -> str
     prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
     if not multi_model or bucket is None or prefix is None:
         return None
-    return os.path.join(work_dir, "universal_code")
+    return work.path("universal_code")

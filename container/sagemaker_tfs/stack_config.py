@@ -1,5 +1,5 @@
-"""What the stack is configured with: the frozen ``StackConfig`` (and where in the work
-directory each of its files and sockets lives), written by the supervisor to
+"""What the stack is configured with: the frozen ``StackConfig``, which holds the settings of
+each tier (settings.py) and the work directory's paths, written by the supervisor to
 ``WORK_DIR/stack.json`` and read back by the service's processes with ``StackConfig.load``.
 config.py makes it from the environment."""
 
@@ -8,28 +8,39 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from sagemaker_tfs.json_fields import JsonObject
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance, PortRange
+from sagemaker_tfs.settings import (
+    MAX_UNIX_SOCKET_PATH_BYTES,
+    SERVICE_READY_MARKER,
+    BatchingConfig,
+    BatchTransformSettings,
+    Limits,
+    MetricsSettings,
+    ModelServerSettings,
+    MultiModelSettings,
+    NginxSettings,
+    ServiceSettings,
+    SessionSettings,
+    StreamSettings,
+    WorkDir,
+    status_socket_beside,
+)
 
-MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
+__all__ = [
+    "MAX_UNIX_SOCKET_PATH_BYTES",
+    "SERVICE_READY_MARKER",
+    "STACK_CONFIG_ENV",
+    "BatchingConfig",
+    "StackConfig",
+    "status_socket_beside",
+]
+
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"
-# In the work dir: left by a worker of gunicorn master PID once its app is loaded.
-SERVICE_READY_MARKER = "gunicorn-{pid}.ready"
-
-
-@dataclass(frozen=True)
-class BatchingConfig:
-    """TF Serving's batching parameters, as written to the batching file."""
-
-    max_batch_size: int
-    batch_timeout_micros: int
-    num_batch_threads: int
-    max_enqueued_batches: int
 
 
 @dataclass(frozen=True)
@@ -37,179 +48,51 @@ class StackConfig:
     """Everything the supervisor, nginx and the Python service need to know."""
 
     model_dir: str
-    work_dir: str
     port: int
-    multi_model: bool
-    models: tuple[ModelSpec, ...]
-    default_model: str | None
-    code_dir: str | None
-    instances: tuple[Instance, ...]
-    safe_port_range: PortRange | None
-    nginx_log_level: str
-    nginx_proxy_read_timeout: int
-    gunicorn_workers: int
-    gunicorn_threads: int
-    gunicorn_worker_class: str
-    gunicorn_timeout: int
-    gunicorn_log_level: str
-    batching: BatchingConfig | None
-    inter_op_parallelism: int
-    intra_op_parallelism: int
-    gpu_memory_margin: float
-    gpu_memory_fraction: float | None
-    wait_time_seconds: int
-    batch_transform: bool
-    max_concurrent_transforms: int | None
-    batch_strategy: str | None
-    max_payload_in_mb: int | None
-    universal_bucket: str | None
-    universal_prefix: str | None
-    omp_num_threads: str
-    service_socket: str
-    control_socket: str
-    # Multi-model with both UNIVERSAL variables set: where the shared code is downloaded.
-    universal_code_dir: str | None
-    # Keep a Python model server with TensorFlow imported, waiting to replace one that exits.
-    standby_model_server: bool
-    # With the standby on: one process with TensorFlow imported forks every model server
-    # (model_server_zygote.py) rather than one that becomes the next model server.
-    model_server_zygote: bool
-    # How much lower the model servers' CPU priority is than the rest of the stack's (their
-    # nice value, 0-19): nginx and the supervisor, which answer /ping, stay responsive while
-    # TensorFlow's threads fill every CPU.
-    model_server_nice: int
-    # Linux's scheduling policy for every process of the stack: "normal" (SCHED_OTHER, the
-    # default) or "batch" (SCHED_BATCH: a process that wakes does not preempt the one running).
-    sched_policy: str
-    # Multi-model: one model server process per loaded model (isolation), instead of the
-    # ``instances`` serving every loaded model (density; the default).
-    model_server_per_model: bool
-    # Decoded image pixels for a float input: pixel * image_scale + image_offset.
-    image_scale: float
-    image_offset: float
-    # Prometheus metrics at metrics_path on the public port (and their counting), or neither.
-    metrics: bool
-    metrics_path: str
-    # nginx's per-request log line: "off", "text" or "json"; with access_log_all, /ping and
-    # the metrics path are logged too.
-    access_log: str
-    access_log_all: bool
-    # Largest request body accepted (nginx's client_max_body_size), in MB (MiB).
-    max_body_mb: int
-    # Largest JSON / JSON lines / CSV body the container converts itself, in MB.
-    max_text_body_mb: int
-    # How long one call to the model server may take: its --rest_api_timeout_in_ms and the
-    # service's gRPC deadline.
-    model_server_timeout: int
     # The container's CPU count (container_limits.cpu_count): what "CPUs" means in README's
     # table, the model servers' TensorFlow pools and REST threads.
     cpus: int
-    # The bidirectional stream (/invocations-bidirectional-stream, single-model endpoints).
-    stream_max_message_mb: int
-    stream_idle_timeout: int
-    stream_max_connections: int
-    # Seconds between the stream server's pings, and the client's time to answer (0: none).
-    stream_keepalive: int
-    # Invocations in flight and waiting (nginx's limit_conn, every route), 0 for no bound.
-    max_concurrent_invocations: int
-    # MB of request bodies of 1 MB or more that the service works on at once, shared among
-    # its workers; more wait their turn (service/edge/body_budget.py), 0 for no bound.
-    max_body_mb_in_flight: int
+    models: tuple[ModelSpec, ...]
+    default_model: str | None
+    code_dir: str | None
+    # The shared model servers' ports (per-model ones get theirs when a model loads).
+    instances: tuple[Instance, ...]
+    safe_port_range: PortRange | None
+    # Linux's scheduling policy for every process of the stack: "normal" (SCHED_OTHER, the
+    # default) or "batch" (SCHED_BATCH: a process that wakes does not preempt the one running).
+    sched_policy: str
+    work: WorkDir
+    nginx: NginxSettings
+    service: ServiceSettings
+    model_servers: ModelServerSettings
+    multi_model: MultiModelSettings
+    batch: BatchTransformSettings
+    metrics: MetricsSettings
+    limits: Limits
+    stream: StreamSettings
+    sessions: SessionSettings
 
     @property
     def invocation_timeout(self) -> int:
         """Seconds an invocation may take from its arrival: ``SAGEMAKER_MODEL_SERVER_TIMEOUT``
-        where set, else nginx's read timeout (``_timeouts`` makes ``model_server_timeout``
+        where set, else nginx's read timeout (``_timeouts`` makes ``model_servers.timeout``
         exactly that). A request still waiting past it is not sent to a model server."""
-        return self.model_server_timeout
-
-    # Stateful sessions (SageMaker's sticky routing): NEW_SESSION / CLOSE requests, the
-    # session header routed by nginx to the worker that holds the session.
-    sessions: bool
-    session_ttl_seconds: int
-    max_sessions: int
-
-    def session_socket(self, worker_slot: int) -> str:
-        """The unix socket on which the gunicorn worker of ``worker_slot`` (0 to workers - 1)
-        also listens, for the requests of the sessions it holds (nginx routes them there)."""
-        return os.path.join(self.work_dir, f"session-{worker_slot}.sock")
-
-    def grpc_socket_path(self, grpc_port: int) -> str | None:
-        """The unix socket on which the model server of ``grpc_port`` also serves gRPC
-        (``--grpc_socket_path``, beside its TCP port); the service's own calls use it. None
-        when the path would not fit in a socket address (the TCP port is used then)."""
-        path = os.path.join(self.work_dir, f"grpc-{grpc_port}.sock")
-        return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
-
-    def status_socket_path(self, grpc_port: int) -> str | None:
-        """The Python model server's status socket beside its gRPC socket (see
-        ``status_socket_beside``), or None when it has none."""
-        grpc_socket = self.grpc_socket_path(grpc_port)
-        return status_socket_beside(grpc_socket) if grpc_socket else None
-
-    @property
-    def health_file(self) -> str:
-        """The supervisor's health verdict, which nginx answers ``/ping`` from."""
-        return os.path.join(self.work_dir, "health.json")
-
-    @property
-    def max_text_body_bytes(self) -> int:
-        return self.max_text_body_mb << 20
-
-    @property
-    def stream_socket(self) -> str:
-        """The unix socket of the stream server, which nginx proxies the WebSocket to."""
-        return os.path.join(self.work_dir, "stream.sock")
-
-    @property
-    def stream_max_message_bytes(self) -> int:
-        return self.stream_max_message_mb << 20
-
-    @property
-    def stack_config_path(self) -> str:
-        return os.path.join(self.work_dir, "stack.json")
-
-    @property
-    def metrics_socket(self) -> str:
-        """The supervisor's metrics endpoint, which nginx's metrics path is proxied to."""
-        return os.path.join(self.work_dir, "metrics.sock")
-
-    @property
-    def edge_log_pipe(self) -> str:
-        """The named pipe to which nginx writes the supervisor one line per invocation."""
-        return os.path.join(self.work_dir, "edge-log.pipe")
-
-    @property
-    def metrics_dir(self) -> str:
-        """``PROMETHEUS_MULTIPROC_DIR`` of the gunicorn workers."""
-        return os.path.join(self.work_dir, "prometheus")
-
-    def service_ready_marker(self, gunicorn_master_pid: int) -> str:
-        """The file a worker of that gunicorn master leaves once its app is loaded."""
-        return os.path.join(self.work_dir, SERVICE_READY_MARKER.format(pid=gunicorn_master_pid))
+        return self.model_servers.timeout
 
     @property
     def shared_code_dir(self) -> str | None:
         """The code whose ``requirements.txt`` is installed at start: ``MODEL_DIR/code``,
         else (multi-model) the downloaded universal code."""
-        return self.code_dir or self.universal_code_dir
+        return self.code_dir or self.multi_model.universal_code_dir
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StackConfig:
-        values = dict(data)
-        values["models"] = tuple(
-            ModelSpec(m["name"], m["base_path"], tuple(m.get("versions", ())))
-            for m in values["models"]
-        )
-        values["instances"] = tuple(Instance(**i) for i in values["instances"])
-        if values["safe_port_range"] is not None:
-            values["safe_port_range"] = PortRange(**values["safe_port_range"])
-        if values["batching"] is not None:
-            values["batching"] = BatchingConfig(**values["batching"])
-        return cls(**values)
+    def from_dict(cls, data: object) -> StackConfig:
+        """The StackConfig of ``to_json``'s document; ``ValueError`` naming the first field
+        missing or of the wrong type."""
+        return _stack_config(JsonObject.of(data, "stack.json"))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> StackConfig:
@@ -218,10 +101,133 @@ class StackConfig:
             return cls.from_dict(json.load(stream))
 
 
-def status_socket_beside(grpc_socket_path: str) -> str | None:
-    """The unix socket on which the Python model server answers GetModelStatus alone, on a
-    small thread pool of its own, so that the supervisor's health checks never wait behind
-    predictions (``--grpc_socket_path`` + ``.status``); None when the path would not fit in
-    a socket address (the supervisor then asks the gRPC socket itself)."""
-    path = grpc_socket_path + ".status"
-    return path if len(path.encode()) <= MAX_UNIX_SOCKET_PATH_BYTES else None
+def _stack_config(data: JsonObject) -> StackConfig:
+    port_range = data.optional_child("safe_port_range")
+    return StackConfig(
+        model_dir=data.string("model_dir"),
+        port=data.integer("port"),
+        cpus=data.integer("cpus"),
+        models=tuple(_model(m) for m in data.children("models")),
+        default_model=data.optional_string("default_model"),
+        code_dir=data.optional_string("code_dir"),
+        instances=tuple(
+            Instance(i.integer("grpc_port"), i.integer("rest_port"))
+            for i in data.children("instances")
+        ),
+        safe_port_range=(
+            None
+            if port_range is None
+            else PortRange(port_range.integer("low"), port_range.integer("high"))
+        ),
+        sched_policy=data.string("sched_policy"),
+        work=WorkDir(data.child("work").string("root")),
+        nginx=_nginx(data.child("nginx")),
+        service=_service(data.child("service")),
+        model_servers=_model_servers(data.child("model_servers")),
+        multi_model=_multi_model(data.child("multi_model")),
+        batch=_batch(data.child("batch")),
+        metrics=MetricsSettings(
+            enabled=data.child("metrics").boolean("enabled"),
+            path=data.child("metrics").string("path"),
+        ),
+        limits=_limits(data.child("limits")),
+        stream=_stream(data.child("stream")),
+        sessions=_sessions(data.child("sessions")),
+    )
+
+
+def _model(data: JsonObject) -> ModelSpec:
+    versions = data.integers("versions") if "versions" in data else ()
+    return ModelSpec(data.string("name"), data.string("base_path"), versions)
+
+
+def _nginx(data: JsonObject) -> NginxSettings:
+    return NginxSettings(
+        log_level=data.string("log_level"),
+        proxy_read_timeout=data.integer("proxy_read_timeout"),
+        access_log=data.string("access_log"),
+        access_log_all=data.boolean("access_log_all"),
+    )
+
+
+def _service(data: JsonObject) -> ServiceSettings:
+    return ServiceSettings(
+        workers=data.integer("workers"),
+        threads=data.integer("threads"),
+        worker_class=data.string("worker_class"),
+        timeout=data.integer("timeout"),
+        log_level=data.string("log_level"),
+        image_scale=data.number("image_scale"),
+        image_offset=data.number("image_offset"),
+    )
+
+
+def _model_servers(data: JsonObject) -> ModelServerSettings:
+    batching = data.optional_child("batching")
+    return ModelServerSettings(
+        batching=None if batching is None else _batching(batching),
+        inter_op_parallelism=data.integer("inter_op_parallelism"),
+        intra_op_parallelism=data.integer("intra_op_parallelism"),
+        omp_num_threads=data.string("omp_num_threads"),
+        wait_time_seconds=data.integer("wait_time_seconds"),
+        gpu_memory_margin=data.number("gpu_memory_margin"),
+        gpu_memory_fraction=data.optional_number("gpu_memory_fraction"),
+        timeout=data.integer("timeout"),
+        standby=data.boolean("standby"),
+        zygote=data.boolean("zygote"),
+        nice=data.integer("nice"),
+    )
+
+
+def _batching(data: JsonObject) -> BatchingConfig:
+    return BatchingConfig(
+        max_batch_size=data.integer("max_batch_size"),
+        batch_timeout_micros=data.integer("batch_timeout_micros"),
+        num_batch_threads=data.integer("num_batch_threads"),
+        max_enqueued_batches=data.integer("max_enqueued_batches"),
+    )
+
+
+def _multi_model(data: JsonObject) -> MultiModelSettings:
+    return MultiModelSettings(
+        enabled=data.boolean("enabled"),
+        server_per_model=data.boolean("server_per_model"),
+        universal_bucket=data.optional_string("universal_bucket"),
+        universal_prefix=data.optional_string("universal_prefix"),
+        universal_code_dir=data.optional_string("universal_code_dir"),
+    )
+
+
+def _batch(data: JsonObject) -> BatchTransformSettings:
+    return BatchTransformSettings(
+        enabled=data.boolean("enabled"),
+        max_concurrent_transforms=data.optional_integer("max_concurrent_transforms"),
+        strategy=data.optional_string("strategy"),
+        max_payload_in_mb=data.optional_integer("max_payload_in_mb"),
+    )
+
+
+def _limits(data: JsonObject) -> Limits:
+    return Limits(
+        max_body_mb=data.integer("max_body_mb"),
+        max_text_body_mb=data.integer("max_text_body_mb"),
+        max_concurrent_invocations=data.integer("max_concurrent_invocations"),
+        max_body_mb_in_flight=data.integer("max_body_mb_in_flight"),
+    )
+
+
+def _stream(data: JsonObject) -> StreamSettings:
+    return StreamSettings(
+        max_message_mb=data.integer("max_message_mb"),
+        idle_timeout=data.integer("idle_timeout"),
+        max_connections=data.integer("max_connections"),
+        keepalive=data.integer("keepalive"),
+    )
+
+
+def _sessions(data: JsonObject) -> SessionSettings:
+    return SessionSettings(
+        enabled=data.boolean("enabled"),
+        ttl_seconds=data.integer("ttl_seconds"),
+        max_sessions=data.integer("max_sessions"),
+    )

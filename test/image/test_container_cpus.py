@@ -33,7 +33,10 @@ def test_the_stack_starts_sized_for_one_cpu(container: Container) -> None:
     (line,) = [line for line in logs.splitlines() if CONFIG_LINE in line]
     config = json.loads(line.split(CONFIG_LINE, 1)[1])
     assert config["cpus"] == 1, config["container"]
-    assert (config["intra_op_parallelism"], config["inter_op_parallelism"]) == (1, 1)
+    assert (
+        config["model_servers"]["intra_op_parallelism"],
+        config["model_servers"]["inter_op_parallelism"],
+    ) == (1, 1)
     if len(os.sched_getaffinity(0)) > 1:  # more cores than the quota: the quota decides
         assert config["container"].startswith("1 CPU from the CPU quota"), config["container"]
     assert "container: 1 CPU from " in logs  # the model server's flags line

@@ -104,3 +104,9 @@ class StackConfigBuilder:
             has_gpu=has_gpu,
         )
         return dataclasses.replace(config, **changes) if changes else config
+
+
+def with_settings(config: StackConfig, tier: str, **changes: Any) -> StackConfig:
+    """``config`` with fields of one tier's settings changed (``tier``: "multi_model", ...)."""
+    settings = dataclasses.replace(getattr(config, tier), **changes)
+    return dataclasses.replace(config, **{tier: settings})

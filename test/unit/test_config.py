@@ -22,37 +22,44 @@ def test_defaults(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config(work_dir=None)
     model_dir = stack_config.model_dir
     assert cfg.port == 8080
-    assert cfg.work_dir == "/tmp/sagemaker-tfs"
-    assert not cfg.multi_model
+    assert cfg.work.root == "/tmp/sagemaker-tfs"
+    assert not cfg.multi_model.enabled
     assert cfg.models == (ModelSpec("half_plus_three", str(model_dir / "half_plus_three"), (123,)),)
     assert cfg.default_model == "half_plus_three"
     assert cfg.code_dir is None
     assert cfg.instances == (Instance(9000, 8501),)
     assert cfg.safe_port_range is None
-    assert cfg.nginx_log_level == "error"
-    assert cfg.nginx_proxy_read_timeout == 60
-    assert (cfg.gunicorn_workers, cfg.gunicorn_threads) == (1, 1)
-    assert cfg.gunicorn_worker_class == "gevent"
-    assert cfg.gunicorn_timeout == 30
-    assert cfg.gunicorn_log_level == "info"
-    assert cfg.batching is None
-    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (2, 2)  # the CPUs
+    assert cfg.nginx.log_level == "error"
+    assert cfg.nginx.proxy_read_timeout == 60
+    assert (cfg.service.workers, cfg.service.threads) == (1, 1)
+    assert cfg.service.worker_class == "gevent"
+    assert cfg.service.timeout == 30
+    assert cfg.service.log_level == "info"
+    assert cfg.model_servers.batching is None
+    assert (cfg.model_servers.inter_op_parallelism, cfg.model_servers.intra_op_parallelism) == (
+        2,
+        2,
+    )  # the CPUs
     assert cfg.cpus == 2
-    assert cfg.gpu_memory_fraction is None
-    assert cfg.wait_time_seconds == 300
-    assert not cfg.batch_transform
-    assert cfg.max_concurrent_transforms is None
-    assert cfg.batch_strategy is None
-    assert cfg.max_payload_in_mb is None
-    assert cfg.universal_bucket is None and cfg.universal_prefix is None
-    assert cfg.omp_num_threads == "1"
-    assert cfg.service_socket == "/tmp/sagemaker-tfs/gunicorn.sock"
-    assert cfg.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
-    assert cfg.standby_model_server
-    assert (cfg.image_scale, cfg.image_offset) == (1.0, 0.0)
-    assert cfg.model_server_timeout == 60
-    assert (cfg.max_body_mb, cfg.max_text_body_mb) == (1024, 100)
-    assert (cfg.sessions, cfg.session_ttl_seconds, cfg.max_sessions) == (False, 1200, 1000)
+    assert cfg.model_servers.gpu_memory_fraction is None
+    assert cfg.model_servers.wait_time_seconds == 300
+    assert not cfg.batch.enabled
+    assert cfg.batch.max_concurrent_transforms is None
+    assert cfg.batch.strategy is None
+    assert cfg.batch.max_payload_in_mb is None
+    assert cfg.multi_model.universal_bucket is None and cfg.multi_model.universal_prefix is None
+    assert cfg.model_servers.omp_num_threads == "1"
+    assert cfg.work.service_socket == "/tmp/sagemaker-tfs/gunicorn.sock"
+    assert cfg.work.control_socket == "/tmp/sagemaker-tfs/supervisor.sock"
+    assert cfg.model_servers.standby
+    assert (cfg.service.image_scale, cfg.service.image_offset) == (1.0, 0.0)
+    assert cfg.model_servers.timeout == 60
+    assert (cfg.limits.max_body_mb, cfg.limits.max_text_body_mb) == (1024, 100)
+    assert (cfg.sessions.enabled, cfg.sessions.ttl_seconds, cfg.sessions.max_sessions) == (
+        False,
+        1200,
+        1000,
+    )
 
 
 def test_image_default_model_dirs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -93,8 +100,8 @@ def test_relative_model_dir_is_made_absolute(
 def test_overrides(stack_config: StackConfigBuilder, tmp_path: Path) -> None:
     cfg = stack_config({"SAGEMAKER_BIND_TO_PORT": "9999"}, work_dir=str(tmp_path / "w"))
     assert cfg.port == 9999
-    assert cfg.work_dir == str(tmp_path / "w")
-    assert cfg.service_socket == str(tmp_path / "w" / "gunicorn.sock")
+    assert cfg.work.root == str(tmp_path / "w")
+    assert cfg.work.service_socket == str(tmp_path / "w" / "gunicorn.sock")
     assert stack_config({"SAGEMAKER_BIND_TO_PORT": "9999"}, port=7000).port == 7000
 
 
@@ -102,38 +109,48 @@ def test_every_variable(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config(EVERY_VARIABLE)
     assert cfg.safe_port_range == PortRange(20000, 20010)
     assert cfg.instances == (Instance(20000, 20001), Instance(20002, 20003))
-    assert cfg.nginx_log_level == "info"
-    assert cfg.nginx_proxy_read_timeout == 120
-    assert (cfg.gunicorn_workers, cfg.gunicorn_threads) == (3, 4)
-    assert cfg.gunicorn_worker_class == "gthread"
-    assert cfg.gunicorn_timeout == 45
-    assert cfg.gunicorn_log_level == "debug"
-    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (2, 3)
-    assert cfg.wait_time_seconds == 10
-    assert cfg.batch_transform
-    assert cfg.max_concurrent_transforms == 5
-    assert cfg.batch_strategy == "SINGLE_RECORD"
-    assert cfg.max_payload_in_mb == 0
-    assert (cfg.universal_bucket, cfg.universal_prefix) == ("bucket", "prefix/")
-    assert cfg.omp_num_threads == "4"
-    assert not cfg.standby_model_server
-    assert (cfg.image_scale, cfg.image_offset) == (0.0078125, -1.0)
-    assert (cfg.metrics, cfg.metrics_path) == (False, "/stack/metrics")
-    assert (cfg.access_log, cfg.access_log_all) == ("json", True)
-    assert cfg.model_server_timeout == 900
-    assert (cfg.max_body_mb, cfg.max_text_body_mb) == (300, 50)
-    assert (cfg.stream_max_message_mb, cfg.stream_max_message_bytes) == (2, 2 << 20)
-    assert (cfg.stream_idle_timeout, cfg.stream_max_connections) == (30, 7)
-    assert cfg.stream_keepalive == 0  # no pings from the stream server
-    assert (cfg.sessions, cfg.session_ttl_seconds, cfg.max_sessions) == (True, 30, 7)
-    assert cfg.session_socket(2) == os.path.join(cfg.work_dir, "session-2.sock")
+    assert cfg.nginx.log_level == "info"
+    assert cfg.nginx.proxy_read_timeout == 120
+    assert (cfg.service.workers, cfg.service.threads) == (3, 4)
+    assert cfg.service.worker_class == "gthread"
+    assert cfg.service.timeout == 45
+    assert cfg.service.log_level == "debug"
+    assert (cfg.model_servers.inter_op_parallelism, cfg.model_servers.intra_op_parallelism) == (
+        2,
+        3,
+    )
+    assert cfg.model_servers.wait_time_seconds == 10
+    assert cfg.batch.enabled
+    assert cfg.batch.max_concurrent_transforms == 5
+    assert cfg.batch.strategy == "SINGLE_RECORD"
+    assert cfg.batch.max_payload_in_mb == 0
+    assert (cfg.multi_model.universal_bucket, cfg.multi_model.universal_prefix) == (
+        "bucket",
+        "prefix/",
+    )
+    assert cfg.model_servers.omp_num_threads == "4"
+    assert not cfg.model_servers.standby
+    assert (cfg.service.image_scale, cfg.service.image_offset) == (0.0078125, -1.0)
+    assert (cfg.metrics.enabled, cfg.metrics.path) == (False, "/stack/metrics")
+    assert (cfg.nginx.access_log, cfg.nginx.access_log_all) == ("json", True)
+    assert cfg.model_servers.timeout == 900
+    assert (cfg.limits.max_body_mb, cfg.limits.max_text_body_mb) == (300, 50)
+    assert (cfg.stream.max_message_mb, cfg.stream.max_message_bytes) == (2, 2 << 20)
+    assert (cfg.stream.idle_timeout, cfg.stream.max_connections) == (30, 7)
+    assert cfg.stream.keepalive == 0  # no pings from the stream server
+    assert (cfg.sessions.enabled, cfg.sessions.ttl_seconds, cfg.sessions.max_sessions) == (
+        True,
+        30,
+        7,
+    )
+    assert cfg.work.session_socket(2) == os.path.join(cfg.work.root, "session-2.sock")
 
 
 def test_stream_defaults_and_socket(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config()
-    assert (cfg.stream_max_message_mb, cfg.stream_idle_timeout) == (16, 300)
-    assert (cfg.stream_max_connections, cfg.stream_keepalive) == (200, 20)
-    assert cfg.stream_socket == str(Path(cfg.work_dir) / "stream.sock")
+    assert (cfg.stream.max_message_mb, cfg.stream.idle_timeout) == (16, 300)
+    assert (cfg.stream.max_connections, cfg.stream.keepalive) == (200, 20)
+    assert cfg.work.stream_socket == str(Path(cfg.work.root) / "stream.sock")
     assert StackConfig.from_dict(json.loads(cfg.to_json())) == cfg
 
 
@@ -170,14 +187,14 @@ def test_sessions_are_on_when_either_variable_says_so(
     stack_config: StackConfigBuilder, ours: str | None, aws: str | None, on: bool
 ) -> None:
     env = {"SAGEMAKER_TFS_SESSIONS": ours, "SAGEMAKER_ENABLE_STATEFUL_SESSIONS": aws}
-    assert stack_config({k: v for k, v in env.items() if v is not None}).sessions is on
+    assert stack_config({k: v for k, v in env.items() if v is not None}).sessions.enabled is on
 
 
 def test_session_sockets_must_fit_a_socket_address(stack_config: StackConfigBuilder) -> None:
     deep = "/tmp/" + "w" * 100
     with pytest.raises(ConfigError, match="SAGEMAKER_TFS_SESSIONS needs a shorter work dir"):
         stack_config({"SAGEMAKER_TFS_SESSIONS": "true"}, work_dir=deep)
-    assert not stack_config({}, work_dir=deep).sessions
+    assert not stack_config({}, work_dir=deep).sessions.enabled
 
 
 def test_default_ports_step_by_two_per_instance(stack_config: StackConfigBuilder) -> None:
@@ -212,11 +229,11 @@ def test_proxy_read_timeout_raised_to_gunicorn_timeout(stack_config: StackConfig
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "10",
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "90",
     }
-    assert stack_config(env).nginx_proxy_read_timeout == 90
+    assert stack_config(env).nginx.proxy_read_timeout == 90
 
 
 def timeouts(cfg: StackConfig) -> tuple[int, int, int]:
-    return cfg.nginx_proxy_read_timeout, cfg.gunicorn_timeout, cfg.model_server_timeout
+    return cfg.nginx.proxy_read_timeout, cfg.service.timeout, cfg.model_servers.timeout
 
 
 @pytest.mark.parametrize(
@@ -265,16 +282,18 @@ def test_body_limits(
     stack_config: StackConfigBuilder, env: dict[str, str], limits: tuple[int, int]
 ) -> None:
     cfg = stack_config(env)
-    assert (cfg.max_body_mb, cfg.max_text_body_mb) == limits
-    assert cfg.max_text_body_bytes == limits[1] << 20
+    assert (cfg.limits.max_body_mb, cfg.limits.max_text_body_mb) == limits
+    assert cfg.limits.max_text_body_bytes == limits[1] << 20
 
 
 def test_batching_defaults(stack_config: StackConfigBuilder) -> None:
     cfg = stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "true"}, cpu_count=6)
-    assert cfg.batching == BatchingConfig(8, 1000, 6, 6)
+    assert cfg.model_servers.batching == BatchingConfig(8, 1000, 6, 6)
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "TRUE", "SAGEMAKER_BATCH": "true"}
-    assert stack_config(env, cpu_count=6).batching == BatchingConfig(8, 1000, 6, 100000000)
-    assert stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "false"}).batching is None
+    assert stack_config(env, cpu_count=6).model_servers.batching == BatchingConfig(
+        8, 1000, 6, 100000000
+    )
+    assert stack_config({"SAGEMAKER_TFS_ENABLE_BATCHING": "false"}).model_servers.batching is None
 
 
 @pytest.mark.parametrize(
@@ -306,11 +325,17 @@ def test_cpu_defaults_follow_the_detected_count(
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true"}
     cfg = load_config(env, model_dir=str(models), work_dir=str(tmp_path / "w"), cpus=cpus)
     assert cfg.cpus == expected
-    assert cfg.batching == BatchingConfig(8, 1000, expected, expected)
-    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (expected, expected)
+    assert cfg.model_servers.batching == BatchingConfig(8, 1000, expected, expected)
+    assert (cfg.model_servers.inter_op_parallelism, cfg.model_servers.intra_op_parallelism) == (
+        expected,
+        expected,
+    )
     zeros = {"SAGEMAKER_TFS_INTER_OP_PARALLELISM": "0", "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "0"}
     cfg = load_config(zeros, model_dir=str(models), work_dir=str(tmp_path / "w"), cpus=cpus)
-    assert (cfg.inter_op_parallelism, cfg.intra_op_parallelism) == (expected, expected)
+    assert (cfg.model_servers.inter_op_parallelism, cfg.model_servers.intra_op_parallelism) == (
+        expected,
+        expected,
+    )
 
 
 def test_batching_values(stack_config: StackConfigBuilder) -> None:
@@ -321,19 +346,19 @@ def test_batching_values(stack_config: StackConfigBuilder) -> None:
         "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2",
         "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "77",
     }
-    assert stack_config(env).batching == BatchingConfig(32, 0, 2, 77)
+    assert stack_config(env).model_servers.batching == BatchingConfig(32, 0, 2, 77)
 
 
 def test_gpu_fraction_only_with_several_instances_on_a_gpu(
     stack_config: StackConfigBuilder,
 ) -> None:
     env = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2", "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN": "0.4"}
-    assert stack_config(env, has_gpu=lambda: True).gpu_memory_fraction == 0.3
-    assert stack_config(env, has_gpu=lambda: False).gpu_memory_fraction is None
+    assert stack_config(env, has_gpu=lambda: True).model_servers.gpu_memory_fraction == 0.3
+    assert stack_config(env, has_gpu=lambda: False).model_servers.gpu_memory_fraction is None
     one = {"SAGEMAKER_TFS_INSTANCE_COUNT": "1"}
-    assert stack_config(one, has_gpu=lambda: True).gpu_memory_fraction is None
+    assert stack_config(one, has_gpu=lambda: True).model_servers.gpu_memory_fraction is None
     two = {"SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
-    assert stack_config(two, has_gpu=lambda: True).gpu_memory_fraction == 0.4
+    assert stack_config(two, has_gpu=lambda: True).model_servers.gpu_memory_fraction == 0.4
 
 
 @pytest.mark.parametrize(
@@ -471,7 +496,7 @@ def test_multi_model_starts_with_no_models(
         model_dir=tmp_path,
         env={"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"},
     )
-    assert cfg.multi_model and not cfg.model_server_per_model
+    assert cfg.multi_model.enabled and not cfg.multi_model.server_per_model
     assert cfg.models == () and cfg.default_model is None
     # the shared model servers have their ports from the start, one pair per instance
     assert cfg.instances == (Instance(9000, 8501), Instance(9002, 8503))
@@ -496,9 +521,9 @@ def test_multi_model_with_a_model_server_per_model(
         "SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true",
     }
     cfg = stack_config(model_dir=tmp_path, env=env)
-    assert cfg.model_server_per_model and cfg.instances == ()  # ports come with each load
+    assert cfg.multi_model.server_per_model and cfg.instances == ()  # ports come with each load
     single = stack_config({"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "true"})
-    assert not single.model_server_per_model  # means nothing outside multi-model
+    assert not single.multi_model.server_per_model  # means nothing outside multi-model
     with pytest.raises(ConfigError, match="SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL"):
         stack_config({"SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL": "maybe"})
 
@@ -509,7 +534,7 @@ def test_json_round_trip(stack_config: StackConfigBuilder, tmp_path: Path) -> No
     path = tmp_path / "stack.json"
     path.write_text(cfg.to_json())
     assert StackConfig.load(path) == cfg
-    assert cfg.stack_config_path == str(path)
+    assert cfg.work.stack_config_path == str(path)
 
 
 def test_stack_config_keeps_model_versions(stack_config: StackConfigBuilder) -> None:
@@ -521,11 +546,13 @@ def test_stack_config_keeps_model_versions(stack_config: StackConfigBuilder) -> 
 def test_admission_bound_and_invocation_timeout(stack_config: StackConfigBuilder) -> None:
     """32 invocations per CPU, at least 64; 0 turns the bound off; a negative is refused.
     The invocation timeout is SAGEMAKER_MODEL_SERVER_TIMEOUT, else nginx's read timeout."""
-    bounds = [stack_config({}, cpu_count=cpus).max_concurrent_invocations for cpus in (1, 2, 3, 8)]
+    bounds = [
+        stack_config({}, cpu_count=cpus).limits.max_concurrent_invocations for cpus in (1, 2, 3, 8)
+    ]
     assert bounds == [64, 64, 96, 256]
     variable = "SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS"
-    assert stack_config({variable: "0"}).max_concurrent_invocations == 0
-    assert stack_config({variable: "500"}).max_concurrent_invocations == 500
+    assert stack_config({variable: "0"}).limits.max_concurrent_invocations == 0
+    assert stack_config({variable: "500"}).limits.max_concurrent_invocations == 500
     with pytest.raises(ConfigError, match=variable):
         stack_config({variable: "-1"})
     assert stack_config({}).invocation_timeout == 60
@@ -537,11 +564,11 @@ def test_admission_bound_and_invocation_timeout(stack_config: StackConfigBuilder
 
 def test_body_budget(stack_config: StackConfigBuilder) -> None:
     """64 MB of large bodies in flight per CPU; 0 turns the bound off; a negative is refused."""
-    budgets = [stack_config({}, cpu_count=cpus).max_body_mb_in_flight for cpus in (1, 2, 8)]
+    budgets = [stack_config({}, cpu_count=cpus).limits.max_body_mb_in_flight for cpus in (1, 2, 8)]
     assert budgets == [64, 128, 512]
     variable = "SAGEMAKER_TFS_MAX_BODY_MB_IN_FLIGHT"
-    assert stack_config({variable: "0"}).max_body_mb_in_flight == 0
-    assert stack_config({variable: "1024"}).max_body_mb_in_flight == 1024
+    assert stack_config({variable: "0"}).limits.max_body_mb_in_flight == 0
+    assert stack_config({variable: "1024"}).limits.max_body_mb_in_flight == 1024
     with pytest.raises(ConfigError, match=variable):
         stack_config({variable: "-1"})
 
@@ -560,9 +587,9 @@ def test_sched_policy(stack_config: StackConfigBuilder) -> None:
 def test_model_server_nice(stack_config: StackConfigBuilder) -> None:
     """The model servers run 10 below the rest of the stack unless told otherwise; 0-19."""
     variable = "SAGEMAKER_TFS_MODEL_SERVER_NICE"
-    assert stack_config({}).model_server_nice == 5
-    assert stack_config({variable: "0"}).model_server_nice == 0
-    assert stack_config({variable: "19"}).model_server_nice == 19
+    assert stack_config({}).model_servers.nice == 5
+    assert stack_config({variable: "0"}).model_servers.nice == 0
+    assert stack_config({variable: "19"}).model_servers.nice == 19
     for wrong in ("-1", "20", "low"):
         with pytest.raises(ConfigError, match=variable):
             stack_config({variable: wrong})

@@ -202,18 +202,44 @@ def _stack_configuration_section() -> str:
     return text[start : text.index("\n## ", start + 1)]
 
 
-def test_every_stack_config_field_and_property_is_described() -> None:
-    """The "Stack configuration" section names every field and property of ``StackConfig``
-    (a field added without a word there fails here)."""
+def _public_names(cls: type) -> list[str]:
+    """A dataclass's fields, properties and methods (``to_json`` and the like included)."""
     import dataclasses
+
+    fields = [field.name for field in dataclasses.fields(cls)]
+    members = [
+        name
+        for name, value in vars(cls).items()
+        if not name.startswith("_") and (isinstance(value, property) or callable(value))
+    ]
+    return fields + [name for name in members if name not in fields]
+
+
+def test_every_stack_config_field_and_property_is_described() -> None:
+    """The "Stack configuration" section names every field and property of ``StackConfig``,
+    and every field, property and method of each tier's settings as ``tier.name`` (a field
+    added without a word there fails here)."""
+    import dataclasses
+    import typing
 
     from sagemaker_tfs.stack_config import StackConfig
 
-    named = {
-        word
-        for span in SPAN.findall(_stack_configuration_section())
-        for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span)
+    spans = SPAN.findall(_stack_configuration_section())
+    dotted = {
+        word.rstrip(".") for span in spans for word in re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", span)
     }
-    fields = [field.name for field in dataclasses.fields(StackConfig)]
-    properties = [name for name, value in vars(StackConfig).items() if isinstance(value, property)]
-    assert [name for name in fields + properties if name not in named] == []
+    dotted |= {word.removeprefix("config.") for word in dotted}
+    words = {part for word in dotted for part in word.split(".")}
+    hints = typing.get_type_hints(StackConfig)
+    tiers = {
+        field.name: hints[field.name]
+        for field in dataclasses.fields(StackConfig)
+        if dataclasses.is_dataclass(hints[field.name])
+    }
+    top = [
+        name for name in _public_names(StackConfig) if name not in ("to_json", "from_dict", "load")
+    ]
+    nested = [f"{tier}.{name}" for tier, cls in tiers.items() for name in _public_names(cls)]
+    assert len(tiers) >= 10
+    assert [name for name in top if name not in words] == []
+    assert [name for name in nested if name not in dotted] == []

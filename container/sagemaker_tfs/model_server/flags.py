@@ -22,9 +22,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeVar, overload
 
 from sagemaker_tfs.container_limits import stack_cpus
+
+# What one flag holds: ServerOptions' fields are of these types alone.
+FlagValue = bool | int | float | str
+_Value = TypeVar("_Value", bool, int, float, str)
 
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
@@ -41,7 +45,7 @@ class Flag:
 
     name: str
     type: str  # int32 | int64 | bool | string | float
-    default: Any
+    default: FlagValue
     help: str
     runtime_only: bool = False
 
@@ -66,7 +70,21 @@ class CpusTimes:
         return self.factor * stack_cpus()
 
 
-def _flag(type_word: str, default: Any, help_text: str, runtime_only: bool = False) -> Any:
+@overload
+def _flag(
+    type_word: str, default: CpusTimes, help_text: str, runtime_only: bool = False
+) -> int: ...
+
+
+@overload
+def _flag(
+    type_word: str, default: _Value, help_text: str, runtime_only: bool = False
+) -> _Value: ...
+
+
+def _flag(
+    type_word: str, default: FlagValue | CpusTimes, help_text: str, runtime_only: bool = False
+) -> FlagValue:
     """A ``ServerOptions`` field for one flag."""
     metadata = {"flag": _FlagSpec(type_word, help_text, runtime_only)}
     if isinstance(default, CpusTimes):
@@ -208,7 +226,7 @@ class ParsedCommandLine:
         return bool(self.leftovers) and self.leftovers[0] == "--help"
 
 
-def _convert(flag: Flag, text: str) -> Any:
+def _convert(flag: Flag, text: str) -> FlagValue:
     if flag.type == "string":
         return text
     if flag.type == "bool":
@@ -240,7 +258,7 @@ def _match(arg: str) -> tuple[Flag, str | None] | None:
 
 def parse_command_line(argv: Sequence[str]) -> ParsedCommandLine:
     """Parse ``argv`` (without the program name) the way TF Serving's binary does."""
-    values = {flag.name: flag.default for flag in FLAGS}
+    values: dict[str, FlagValue] = {flag.name: flag.default for flag in FLAGS}
     leftovers: list[str] = []
     errors: list[str] = []
     args = list(argv)
@@ -257,10 +275,20 @@ def parse_command_line(argv: Sequence[str]) -> ParsedCommandLine:
             values[flag.name] = True if text is None else _convert(flag, text)
         except FlagValueError as error:
             errors.append(str(error))
-    return ParsedCommandLine(ServerOptions(**values), leftovers, errors)
+    return ParsedCommandLine(_options(values), leftovers, errors)
 
 
-def render_value(flag: Flag, value: Any) -> str:
+def _options(values: dict[str, FlagValue]) -> ServerOptions:
+    """``ServerOptions`` of values each converted by its flag's type word (``_convert``), the
+    field's type. Set one by one on the defaults while it is built (mypy cannot pair a name
+    with its type in a ``**`` mapping, and an ``Any`` would hide every field from it)."""
+    options = ServerOptions()
+    for name, value in values.items():
+        object.__setattr__(options, name, value)
+    return options
+
+
+def render_value(flag: Flag, value: FlagValue) -> str:
     """A value as TF Serving's usage text shows it (strings quoted, booleans lower case)."""
     if flag.type == "string":
         return f'"{value}"'

@@ -94,23 +94,23 @@ def njs_module_path() -> str:
 def max_payload_mb(config: StackConfig) -> int:
     """MaxPayloadInMB for Batch Transform: 6 MB real-time, MaxPayloadInMB (or 100 MB) under
     ``SAGEMAKER_BATCH``, never more than the body limit."""
-    if not config.batch_transform:
+    if not config.batch.enabled:
         payload = REALTIME_PAYLOAD_MB
-    elif config.max_payload_in_mb:
-        payload = min(config.max_payload_in_mb, BATCH_PAYLOAD_MB)
+    elif config.batch.max_payload_in_mb:
+        payload = min(config.batch.max_payload_in_mb, BATCH_PAYLOAD_MB)
     else:
         payload = BATCH_PAYLOAD_MB
-    return min(payload, config.max_body_mb)
+    return min(payload, config.limits.max_body_mb)
 
 
 def execution_parameters(config: StackConfig) -> dict[str, object]:
     """The ``/execution-parameters`` answer; values the user set in the job win anyway."""
-    concurrency = config.max_concurrent_transforms or max(
-        1, config.gunicorn_workers, len(config.instances)
+    concurrency = config.batch.max_concurrent_transforms or max(
+        1, config.service.workers, len(config.instances)
     )
     return {
         "MaxConcurrentTransforms": concurrency,
-        "BatchStrategy": config.batch_strategy or DEFAULT_BATCH_STRATEGY,
+        "BatchStrategy": config.batch.strategy or DEFAULT_BATCH_STRATEGY,
         "MaxPayloadInMB": max_payload_mb(config),
     }
 
@@ -133,8 +133,8 @@ NO_RESEND_TO_SERVICE = "proxy_next_upstream error;"
 
 def service_resend(config: StackConfig) -> str:
     """The ``proxy_next_upstream`` of requests to the Python service (proxy_to_service.conf)."""
-    user_code = config.multi_model or has_inference_script(config)
-    return NO_RESEND_TO_SERVICE if user_code or config.sessions else RESEND_TO_SERVICE
+    user_code = config.multi_model.enabled or has_inference_script(config)
+    return NO_RESEND_TO_SERVICE if user_code or config.sessions.enabled else RESEND_TO_SERVICE
 
 
 def _checked_name(name: str) -> str:
@@ -173,7 +173,7 @@ def _session_routes(config: StackConfig) -> str:
     """One ``map`` line per worker slot: the ids of its sessions -> its upstream."""
     return "\n".join(
         f'        "~^{slot}-{SESSION_ID_PATTERN}$" session_worker_{slot};'
-        for slot in range(config.gunicorn_workers)
+        for slot in range(config.service.workers)
     )
 
 
@@ -181,8 +181,8 @@ def _session_servers(config: StackConfig) -> str:
     """One ``server`` line per worker slot's session socket, for the upstream that opens
     sessions."""
     return "\n".join(
-        f"        server unix:{config.session_socket(slot)};"
-        for slot in range(config.gunicorn_workers)
+        f"        server unix:{config.work.session_socket(slot)};"
+        for slot in range(config.service.workers)
     )
 
 
@@ -191,37 +191,39 @@ def _session_workers(config: StackConfig) -> str:
     service's shared socket)."""
     return "\n".join(
         f"    upstream session_worker_{slot} {{\n"
-        f"        server unix:{config.session_socket(slot)};\n"
+        f"        server unix:{config.work.session_socket(slot)};\n"
         "        keepalive 4;\n"
         "        keepalive_timeout 30s;\n"
         "    }"
-        for slot in range(config.gunicorn_workers)
+        for slot in range(config.service.workers)
     )
 
 
 def template_parts(config: StackConfig) -> dict[str, str | None]:
     """Which file of nginx/ fills each part placeholder (None: nothing), for this config."""
-    mode = "multi_model" if config.multi_model else "single_model"
+    mode = "multi_model" if config.multi_model.enabled else "single_model"
     # Sessions are opened and checked by the service: without inference.py too.
-    to_service = config.multi_model or config.sessions or has_inference_script(config)
-    bounded = config.max_concurrent_invocations > 0
+    to_service = (
+        config.multi_model.enabled or config.sessions.enabled or has_inference_script(config)
+    )
+    bounded = config.limits.max_concurrent_invocations > 0
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
-        "STREAM": None if config.multi_model else "stream_location.conf",
-        "STREAM_ROUTING": None if config.multi_model else "stream_routing.conf",
-        "STREAM_ELSEWHERE": None if config.multi_model else "stream_elsewhere.conf",
+        "STREAM": None if config.multi_model.enabled else "stream_location.conf",
+        "STREAM_ROUTING": None if config.multi_model.enabled else "stream_routing.conf",
+        "STREAM_ELSEWHERE": None if config.multi_model.enabled else "stream_elsewhere.conf",
         "STREAM_PROXY": "stream_proxy.conf",
         "INVOCATIONS": "proxy_to_service.conf" if to_service else "njs_invocations.conf",
         "PROXY_TO_SERVICE": "proxy_to_service.conf",
         "PING": "ping.conf",
         "LOGGING": "logging.conf",
-        "METRICS": "metrics.conf" if config.metrics else None,
-        "ACCESS_LOG": "access_log.conf" if config.access_log != "off" else None,
+        "METRICS": "metrics.conf" if config.metrics.enabled else None,
+        "ACCESS_LOG": "access_log.conf" if config.nginx.access_log != "off" else None,
         "ADMISSION_ZONE": "admission_zone.conf" if bounded else None,
         "ADMISSION": "admission.conf" if bounded else None,
-        "SESSION_ROUTING": "session_routing.conf" if config.sessions else None,
-        "SESSIONS_OFF": None if config.sessions else "sessions_off.conf",
+        "SESSION_ROUTING": "session_routing.conf" if config.sessions.enabled else None,
+        "SESSIONS_OFF": None if config.sessions.enabled else "sessions_off.conf",
     }
 
 
@@ -262,37 +264,41 @@ def render(
     values = {
         "NJS_MODULE": njs_module_path(),
         "USER": user_directive(os.geteuid() if euid is None else euid),
-        "WORK_DIR": config.work_dir,
-        "LOG_LEVEL": config.nginx_log_level,
+        "WORK_DIR": config.work.root,
+        "LOG_LEVEL": config.nginx.log_level,
         "JS_DIR": js_dir or str(templates_dir()),
-        "BODY_LIMIT_MB": str(config.max_body_mb),
-        "BODY_BUFFER_MB": str(min(BODY_BUFFER_MB, config.max_body_mb)),
-        "NJS_TEXT_LIMIT": str(min(NJS_TEXT_LIMIT_BYTES, config.max_text_body_bytes)),
-        "TEXT_LIMIT_MB": str(config.max_text_body_mb),
+        "BODY_LIMIT_MB": str(config.limits.max_body_mb),
+        "BODY_BUFFER_MB": str(min(BODY_BUFFER_MB, config.limits.max_body_mb)),
+        "NJS_TEXT_LIMIT": str(min(NJS_TEXT_LIMIT_BYTES, config.limits.max_text_body_bytes)),
+        "TEXT_LIMIT_MB": str(config.limits.max_text_body_mb),
         "RESPONSE_LIMIT_MB": str(RESPONSE_LIMIT_MB),
-        "PROXY_READ_TIMEOUT": str(config.nginx_proxy_read_timeout),
-        "SERVICE_SOCKET": config.service_socket,
-        "CONTROL_SOCKET": config.control_socket,
+        "PROXY_READ_TIMEOUT": str(config.nginx.proxy_read_timeout),
+        "SERVICE_SOCKET": config.work.service_socket,
+        "CONTROL_SOCKET": config.work.control_socket,
         "PORT": str(config.port),
         "DEFAULT_MODEL": default_model,
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(config)),
         "PREDICTION_SERVERS": _upstream_servers(config, PREDICTION_SERVER_PARAMETERS),
-        "STREAM_SOCKET": config.stream_socket,
-        "STREAM_READ_TIMEOUT": str(config.stream_idle_timeout + STREAM_TIMEOUT_MARGIN_SECONDS),
-        "HEALTH_FILE": _quotable_path(config.health_file),
+        "STREAM_SOCKET": config.work.stream_socket,
+        "STREAM_READ_TIMEOUT": str(config.stream.idle_timeout + STREAM_TIMEOUT_MARGIN_SECONDS),
+        "HEALTH_FILE": _quotable_path(config.work.health_file),
         "HEALTH_MAX_AGE": str(VERDICT_MAX_AGE_SECONDS),
         # Loading waits for the model to become AVAILABLE: allow the supervisor's wait.
-        "MODEL_LOAD_TIMEOUT": str(config.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS),
-        "METRICS_PATH": config.metrics_path,
-        "METRICS_SOCKET": config.metrics_socket,
-        "EDGE_LOG_PIPE": config.edge_log_pipe,
+        "MODEL_LOAD_TIMEOUT": str(
+            config.model_servers.wait_time_seconds + CONTROL_TIMEOUT_MARGIN_SECONDS
+        ),
+        "METRICS_PATH": config.metrics.path,
+        "METRICS_SOCKET": config.work.metrics_socket,
+        "EDGE_LOG_PIPE": config.work.edge_log_pipe,
         "EDGE_LOG_FLUSH_MS": str(EDGE_LOG_FLUSH_MS),
-        "ACCESS_LOG_FORMAT": config.access_log,
-        "ACCESS_LOG_CONDITION": "" if config.access_log_all else " if=$tfs_access_logged",
-        "MAX_CONCURRENT_INVOCATIONS": str(config.max_concurrent_invocations),
+        "ACCESS_LOG_FORMAT": config.nginx.access_log,
+        "ACCESS_LOG_CONDITION": "" if config.nginx.access_log_all else " if=$tfs_access_logged",
+        "MAX_CONCURRENT_INVOCATIONS": str(config.limits.max_concurrent_invocations),
         "INVOCATION_TIMEOUT": str(config.invocation_timeout),
         "RETRY_AFTER": str(RETRY_AFTER_SECONDS),
-        "SERVICE_UPSTREAM": "$tfs_service_upstream" if config.sessions else "python_service",
+        "SERVICE_UPSTREAM": (
+            "$tfs_service_upstream" if config.sessions.enabled else "python_service"
+        ),
         "SERVICE_RESEND": service_resend(config),
         "SESSION_ROUTES": _session_routes(config),
         "SESSION_SERVERS": _session_servers(config),

@@ -27,7 +27,7 @@ class NginxLauncher(TierLauncher):
     """Starts nginx on the public port, which it holds from the first start to the stop."""
 
     def __post_init__(self) -> None:
-        self.work_dir = Path(self.config.work_dir)
+        self.work_dir = Path(self.config.work.root)
         self.public_port = HeldPort(self.config.port)
         self._handed_from: object = None  # the dead master's Popen, once handed over from
 
@@ -51,7 +51,7 @@ class NginxLauncher(TierLauncher):
             argv,
             {**self.env, **self.public_port.inherit_env()},
             stop_signal=signal.SIGQUIT,
-            stop_timeout=self.config.nginx_proxy_read_timeout + 5,
+            stop_timeout=self.config.nginx.proxy_read_timeout + 5,
             ready_check=lambda: self._nginx_listens(nginx),
             # SIGTERM, not SIGKILL: the master then stops its workers, which have no
             # parent-death signal of their own, before it exits.

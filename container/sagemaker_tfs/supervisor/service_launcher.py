@@ -30,9 +30,9 @@ class ServiceLauncher(TierLauncher):
     """Starts gunicorn (and the stream server) and holds the service's socket until the stop."""
 
     def __post_init__(self) -> None:
-        self.env = {**self.env, STACK_CONFIG_ENV: self.config.stack_config_path}
-        self.service_socket = HeldSocket(self.config.service_socket)
-        self.budget = max(SERVICE_START_SECONDS, self.config.wait_time_seconds)
+        self.env = {**self.env, STACK_CONFIG_ENV: self.config.work.stack_config_path}
+        self.service_socket = HeldSocket(self.config.work.service_socket)
+        self.budget = max(SERVICE_START_SECONDS, self.config.model_servers.wait_time_seconds)
 
     def start(self, with_stream_server: bool) -> None:
         """gunicorn and the stream server start together (both import their modules and
@@ -46,13 +46,13 @@ class ServiceLauncher(TierLauncher):
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()
         env = dict(self.env)
-        if self.config.metrics:
-            env[MULTIPROCESS_DIR_ENV] = self.config.metrics_dir
+        if self.config.metrics.enabled:
+            env[MULTIPROCESS_DIR_ENV] = self.config.work.metrics_dir
         gunicorn = Child(
             "gunicorn",
             gunicorn_command(self.config, fd),
             env,
-            stop_timeout=self.config.gunicorn_timeout + 5,
+            stop_timeout=self.config.service.timeout + 5,
             ready_check=lambda: self._gunicorn_serves(gunicorn),
             before_start=self._before_gunicorn_starts,
             pass_fds=(fd,),
@@ -66,15 +66,15 @@ class ServiceLauncher(TierLauncher):
 
     def _before_gunicorn_starts(self) -> None:
         self.service_socket.ensure()
-        for marker in Path(self.config.work_dir).glob(SERVICE_READY_MARKER.format(pid="*")):
+        for marker in Path(self.config.work.root).glob(SERVICE_READY_MARKER.format(pid="*")):
             marker.unlink(missing_ok=True)
 
     def _gunicorn_serves(self, gunicorn: Child) -> bool:
         """A worker of this gunicorn loaded the app (its marker) and /ping answers on the
         socket (a worker of a killed master may be answering there too: see gunicorn_hooks)."""
-        marker = Path(self.config.service_ready_marker(gunicorn.pid or 0))
+        marker = Path(self.config.work.service_ready_marker(gunicorn.pid or 0))
         return marker.exists() and service_answers_ping(
-            self.config.service_socket, READY_PING_TIMEOUT_SECONDS
+            self.config.work.service_socket, READY_PING_TIMEOUT_SECONDS
         )
 
     def _wait_for_ping(
@@ -102,7 +102,7 @@ class ServiceLauncher(TierLauncher):
 
     def _stream_server_answers(self) -> bool:
         return service_answers_ping(
-            self.config.stream_socket, READY_PING_TIMEOUT_SECONDS, http_version="1.1"
+            self.config.work.stream_socket, READY_PING_TIMEOUT_SECONDS, http_version="1.1"
         )
 
 
@@ -113,12 +113,12 @@ def gunicorn_command(config: StackConfig, fd: int) -> list[str]:
         "-m",
         "gunicorn",
         f"--bind=fd://{fd}",
-        f"--workers={config.gunicorn_workers}",
-        f"--threads={config.gunicorn_threads}",
-        f"--worker-class={config.gunicorn_worker_class}",
-        f"--timeout={config.gunicorn_timeout}",
-        f"--graceful-timeout={config.gunicorn_timeout}",
-        f"--log-level={config.gunicorn_log_level}",
+        f"--workers={config.service.workers}",
+        f"--threads={config.service.threads}",
+        f"--worker-class={config.service.worker_class}",
+        f"--timeout={config.service.timeout}",
+        f"--graceful-timeout={config.service.timeout}",
+        f"--log-level={config.service.log_level}",
         "--error-logfile=-",
         # nginx bounds request lines and headers and answers JSON beyond; gunicorn's own
         # (smaller) limits would answer nginx-accepted requests with a plain-text 400.
@@ -126,7 +126,7 @@ def gunicorn_command(config: StackConfig, fd: int) -> list[str]:
         "--limit-request-fields=32768",
         "--limit-request-field_size=0",
         "--no-control-socket",
-        f"--worker-tmp-dir={config.work_dir}",  # heartbeat files: nothing outside the work dir
+        f"--worker-tmp-dir={config.work.root}",  # heartbeat files: nothing outside the work dir
         # Longer than nginx keeps an idle connection to gunicorn (nginx.conf.template).
         f"--keep-alive={GUNICORN_KEEP_ALIVE_SECONDS}",
         "--config=python:sagemaker_tfs.service.edge.gunicorn_hooks",

@@ -75,16 +75,16 @@ class Supervisor:
         self.metrics: MetricsServer | None = None
 
     def write_configs(self) -> None:
-        Path(self.config.work_dir).mkdir(parents=True, exist_ok=True)
-        Path(self.config.health_file).unlink(missing_ok=True)  # a verdict of an earlier run
-        Path(self.config.stack_config_path).write_text(self.config.to_json(), encoding="utf-8")
+        Path(self.config.work.root).mkdir(parents=True, exist_ok=True)
+        Path(self.config.work.health_file).unlink(missing_ok=True)  # a verdict of an earlier run
+        Path(self.config.work.stack_config_path).write_text(self.config.to_json(), encoding="utf-8")
         self.model_servers.write_configs()
 
     def start(self) -> None:
         self.write_configs()
-        if self.config.metrics:
+        if self.config.metrics.enabled:
             self._start_metrics_endpoint()
-        if self.config.multi_model:
+        if self.config.multi_model.enabled:
             self._download_universal_code()
             self._start_control_api(self._multi_model_servers())
             self._start_health_monitor()
@@ -100,12 +100,16 @@ class Supervisor:
 
     def _download_universal_code(self) -> None:
         """Shared code from S3, before gunicorn (its hook installs the requirements)."""
-        target = self.config.universal_code_dir
+        target = self.config.multi_model.universal_code_dir
         if target is None:
             return
-        assert self.config.universal_bucket and self.config.universal_prefix
+        assert self.config.multi_model.universal_bucket and self.config.multi_model.universal_prefix
         try:
-            download_code(self.config.universal_bucket, self.config.universal_prefix, target)
+            download_code(
+                self.config.multi_model.universal_bucket,
+                self.config.multi_model.universal_prefix,
+                target,
+            )
         except CodeDownloadError as error:
             raise StartupError(str(error)) from None
 
@@ -115,11 +119,13 @@ class Supervisor:
             self.children.children,
             partial(self.children.members, model_server_launcher.TIER),
             lambda: self.serving,
-            self._models_loaded if self.config.multi_model else None,
+            self._models_loaded if self.config.multi_model.enabled else None,
             MONITORING_PATH,
             self._serves_model,
         )
-        logger.info("metrics on %s (unix:%s)", self.config.metrics_path, self.config.metrics_socket)
+        logger.info(
+            "metrics on %s (unix:%s)", self.config.metrics.path, self.config.work.metrics_socket
+        )
 
     def _serves_model(self, name: str) -> bool:
         """Whether the stack serves a model of that name now (metrics count only those by
@@ -133,7 +139,7 @@ class Supervisor:
 
     def _multi_model_servers(self) -> ModelServers:
         """One process per model, or the shared model servers, started now (see registry.py)."""
-        if self.config.model_server_per_model:
+        if self.config.multi_model.server_per_model:
             logger.info("multi-model: one model server process per loaded model")
             return PerModelServers(self.config, self.model_servers)
         logger.info(
@@ -146,7 +152,7 @@ class Supervisor:
     def _start_health_monitor(self) -> None:
         """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
         self.health = HealthMonitor(
-            self.config.health_file,
+            self.config.work.health_file,
             lambda: self.model_servers.watched(self.multi_model_servers, self.registry),
         )
         self.health.start()
@@ -155,9 +161,9 @@ class Supervisor:
         self.multi_model_servers = servers
         self.registry = ModelRegistry(self.config, servers)
         loads = self.metrics.loads if self.metrics is not None else None
-        self.control = ControlServer(self.config.control_socket, self.registry, loads)
+        self.control = ControlServer(self.config.work.control_socket, self.registry, loads)
         self.control.serve_in_background()
-        logger.info("multi-model control API on unix:%s", self.config.control_socket)
+        logger.info("multi-model control API on unix:%s", self.config.work.control_socket)
 
     # --- watching and stopping ---
 
@@ -204,8 +210,8 @@ class Supervisor:
             self.registry.close()
         self.service.service_socket.close()
         for path in (
-            self.config.service_socket,
-            self.config.stream_socket,
+            self.config.work.service_socket,
+            self.config.work.stream_socket,
         ):
             with contextlib.suppress(OSError):  # gone, or never made (no work directory)
                 Path(path).unlink()
@@ -230,7 +236,7 @@ def child_environment(config: StackConfig) -> dict[str, str]:
     env.pop(FORK_SUPPORT_VARIABLE, None)  # the supervisor's own (see model_service_client.py)
     if USER_FORK_SUPPORT is not None:
         env[FORK_SUPPORT_VARIABLE] = USER_FORK_SUPPORT
-    env["OMP_NUM_THREADS"] = config.omp_num_threads
+    env["OMP_NUM_THREADS"] = config.model_servers.omp_num_threads
     env["PYTHONUNBUFFERED"] = "1"
     for name, value in MALLOC_DEFAULTS.items():
         env.setdefault(name, value)

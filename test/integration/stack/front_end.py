@@ -197,9 +197,9 @@ def start_front_end(
     config_path.write_text(config.to_json())
     child_env = dict(os.environ, SAGEMAKER_TFS_STACK_CONFIG=str(config_path))
     gunicorn = [
-        sys.executable, "-m", "gunicorn", f"--bind=unix:{config.service_socket}",
-        f"--workers={config.gunicorn_workers}", f"--worker-class={config.gunicorn_worker_class}",
-        f"--timeout={config.gunicorn_timeout}",
+        sys.executable, "-m", "gunicorn", f"--bind=unix:{config.work.service_socket}",
+        f"--workers={config.service.workers}", f"--worker-class={config.service.worker_class}",
+        f"--timeout={config.service.timeout}",
         "--config=python:sagemaker_tfs.service.edge.gunicorn_hooks",
         "sagemaker_tfs.service.edge.app:create_app()",
     ]  # fmt: skip
@@ -208,7 +208,7 @@ def start_front_end(
     nginx = ["nginx", "-p", f"{work_dir}/", "-c", str(nginx_path), "-e", "stderr"]
     front = FrontEnd(f"http://127.0.0.1:{config.port}", config, recorder, {}, work_dir)
     front.processes["gunicorn"] = _spawn(gunicorn, child_env, work_dir / "gunicorn.log")
-    _wait(lambda: os.path.exists(config.service_socket), "gunicorn", front)
+    _wait(lambda: os.path.exists(config.work.service_socket), "gunicorn", front)
     front.processes["nginx"] = _spawn(nginx, child_env, work_dir / "nginx.log")
     _wait(lambda: _up(front.url + "/execution-parameters"), "nginx", front)
     return front

@@ -176,7 +176,7 @@ def _ping(front: FrontEnd) -> requests.Response:
 def verdict_file(front: FrontEnd) -> Iterator[Path]:
     """The supervisor's verdict file, which these tests write themselves (there is no
     supervisor here), removed afterwards."""
-    path = Path(front.config.health_file)
+    path = Path(front.config.work.health_file)
     yield path
     path.unlink(missing_ok=True)
 

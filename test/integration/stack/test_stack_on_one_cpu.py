@@ -36,9 +36,15 @@ def test_serve_on_one_cpu_sizes_the_stack_for_one(
     assert config["cpus"] == 1
     assert config["container"].startswith("1 CPU from "), config["container"]
     assert "memory limit" in config["container"]
-    assert (config["intra_op_parallelism"], config["inter_op_parallelism"]) == (1, 1)
-    assert config["batching"]["num_batch_threads"] == config["batching"]["max_enqueued_batches"]
-    assert config["batching"]["num_batch_threads"] == 1
+    assert (
+        config["model_servers"]["intra_op_parallelism"],
+        config["model_servers"]["inter_op_parallelism"],
+    ) == (1, 1)
+    assert (
+        config["model_servers"]["batching"]["num_batch_threads"]
+        == config["model_servers"]["batching"]["max_enqueued_batches"]
+    )
+    assert config["model_servers"]["batching"]["num_batch_threads"] == 1
 
     (model_server,) = stack.child_pids("--rest_api_port")
     command = cmdline(model_server)

@@ -28,9 +28,12 @@ def test_multi_model_with_both_variables_downloads_into_the_work_dir(
     stack_config: StackConfigBuilder, tmp_path: Path
 ) -> None:
     loaded = stack_config({"SAGEMAKER_MULTI_MODEL": "true", **BOTH})
-    assert loaded.universal_code_dir == str(tmp_path / "work" / "universal_code")
-    assert (loaded.universal_bucket, loaded.universal_prefix) == ("bucket", "shared/code")
-    assert loaded.shared_code_dir == loaded.universal_code_dir
+    assert loaded.multi_model.universal_code_dir == str(tmp_path / "work" / "universal_code")
+    assert (loaded.multi_model.universal_bucket, loaded.multi_model.universal_prefix) == (
+        "bucket",
+        "shared/code",
+    )
+    assert loaded.shared_code_dir == loaded.multi_model.universal_code_dir
     assert StackConfig.from_dict(json.loads(loaded.to_json())) == loaded
 
 
@@ -47,7 +50,7 @@ def test_nothing_is_downloaded_otherwise(
 ) -> None:
     (tmp_path / "models" / "m" / "1").mkdir(parents=True)
     (tmp_path / "models" / "m" / "1" / "saved_model.pb").write_bytes(b"")
-    assert stack_config(env).universal_code_dir is None
+    assert stack_config(env).multi_model.universal_code_dir is None
 
 
 def test_the_models_code_dir_wins_for_requirements(

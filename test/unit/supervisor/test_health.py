@@ -213,7 +213,7 @@ def test_the_python_model_server_is_asked_on_its_status_socket(
 ) -> None:
     config = stack_config()
     instance = Instance(9000, 8501)
-    grpc_socket = config.grpc_socket_path(9000)
+    grpc_socket = config.work.grpc_socket_path(9000)
     assert status_target(config, instance, python_model_server=True) == f"unix:{grpc_socket}.status"
     # tensorflow_model_server has no status socket: its gRPC socket.
     assert status_target(config, instance, python_model_server=False) == f"unix:{grpc_socket}"

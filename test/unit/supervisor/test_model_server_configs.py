@@ -90,11 +90,11 @@ def test_model_server_args(stack_config: StackConfigBuilder) -> None:
         "--model_config_file=/w/models.config",
         "--max_num_load_retries=0",
         "--rest_api_timeout_in_ms=60000",
-        f"--monitoring_config_file={config.work_dir}/monitoring.config",
+        f"--monitoring_config_file={config.work.root}/monitoring.config",
         "--tensorflow_inter_op_parallelism=2",
         "--tensorflow_intra_op_parallelism=2",
         "--rest_api_num_threads=8",
-        f"--grpc_socket_path={config.work_dir}/grpc-9000.sock",
+        f"--grpc_socket_path={config.work.root}/grpc-9000.sock",
     ]
 
 
@@ -149,13 +149,13 @@ def test_model_server_args_batching_parallelism_gpu(stack_config: StackConfigBui
         "--tensorflow_intra_op_parallelism=3",
         "--rest_api_num_threads=8",
         "--per_process_gpu_memory_fraction=0.4",
-        f"--grpc_socket_path={config.work_dir}/grpc-1.sock",
+        f"--grpc_socket_path={config.work.root}/grpc-1.sock",
     ]
 
 
 def test_no_socket_path_that_cannot_be_bound(stack_config: StackConfigBuilder) -> None:
     """A work directory too deep for a socket address (108 bytes) leaves gRPC on TCP only."""
     config = stack_config(work_dir="w" * 100)
-    assert config.grpc_socket_path(9000) is None
+    assert config.work.grpc_socket_path(9000) is None
     args = model_server_args(Instance(9000, 8501), "/c", config, None)
     assert not any(arg.startswith("--grpc_socket_path") for arg in args)

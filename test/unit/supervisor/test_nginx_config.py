@@ -253,7 +253,7 @@ def test_ping_reads_the_health_verdict_and_calls_no_model_server(
     config = stack_config(env)
     text = nginx_config.render(config)
     block = location_block(text, "= /ping")
-    assert f'set $tfs_health_file "{config.health_file}";' in block
+    assert f'set $tfs_health_file "{config.work.health_file}";' in block
     assert f'set $tfs_health_max_age "{nginx_config.VERDICT_MAX_AGE_SECONDS}";' in block
     assert "js_content tfs.ping;" in block
     assert "proxy_pass" not in block
@@ -308,13 +308,11 @@ def test_metrics_and_access_log_render_valid_nginx(
     config = stack_config(env)
     text = nginx_config.render(config)
     block = location_block(text, "= /stack/metrics")
-    assert f"proxy_pass http://unix:{config.metrics_socket}:/metrics;" in block
+    assert f"proxy_pass http://unix:{config.work.metrics_socket}:/metrics;" in block
     # Batches no larger than PIPE_BUF: several workers' writes to the pipe never mix.
     flush = nginx_config.EDGE_LOG_FLUSH_MS
-    assert (
-        f"access_log {config.edge_log_pipe} tfs_edge buffer=4k flush={flush}ms if=$tfs_invocation;"
-        in text
-    )
+    pipe = config.work.edge_log_pipe
+    assert f"access_log {pipe} tfs_edge buffer=4k flush={flush}ms if=$tfs_invocation;" in text
     assert "access_log /dev/stdout tfs_access_json if=$tfs_access_logged;" in text
     assert "        /stack/metrics 0;" in text  # not in the access log
     assert nginx_test(tmp_path / "work", text).returncode == 0
@@ -350,7 +348,7 @@ def test_the_stream_path_goes_to_the_stream_server_as_a_websocket(
 ) -> None:
     config = stack_config({"SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS": "45"})
     block = location_block(nginx_config.render(config), "= /invocations-bidirectional-stream")
-    assert f"proxy_pass http://unix:{config.stream_socket}:;" in block
+    assert f"proxy_pass http://unix:{config.work.stream_socket}:;" in block
     assert "proxy_set_header Upgrade $http_upgrade;" in block
     assert 'proxy_set_header Connection "Upgrade";' in block
     assert "proxy_read_timeout 75s;" in block  # the idle timeout and a margin
@@ -397,7 +395,7 @@ def test_sessions_route_each_session_to_its_worker_socket(
     )
     for slot in (0, 1):
         assert f'"~^{slot}-[0-9a-f]{{32}}$" session_worker_{slot};' in text
-        assert f"server unix:{config.session_socket(slot)};" in text
+        assert f"server unix:{config.work.session_socket(slot)};" in text
     assert "session_worker_2" not in text
     assert "default python_service;" in text
     assert "NEW_SESSION session_workers;" in text
@@ -435,9 +433,9 @@ def test_a_stream_on_the_path_the_header_names_goes_to_the_stream_server(
     config = stack_config()
     text = nginx_config.render(config)
     block = location_block(text, "/")
-    assert f"proxy_pass http://unix:{config.stream_socket}:;" in block
+    assert f"proxy_pass http://unix:{config.work.stream_socket}:;" in block
     assert "if ($tfs_stream_elsewhere = upgrade) {\n                break;" in block
     assert block.rstrip().endswith("""return 404 '{"error": "Not Found"}';""")
     assert 'map "$http_upgrade|$uri|$http_x_amzn_sagemaker_model_invocation_path"' in text
     multi = nginx_config.render(stack_config({"SAGEMAKER_MULTI_MODEL": "true"}))
-    assert "tfs_stream_elsewhere" not in multi and "unix:" + config.stream_socket not in multi
+    assert "tfs_stream_elsewhere" not in multi and "unix:" + config.work.stream_socket not in multi

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from sagemaker_tfs.supervisor.multi_model.registry import (
     validate_model_name,
 )
 from sagemaker_tfs.wire.errors import HttpError
-from stack_configs import StackConfigBuilder, make_model
+from stack_configs import StackConfigBuilder, make_model, with_settings
 
 
 @pytest.mark.parametrize("name", ["", "a" * 129, "../x", "a b", 'a"b', "-x", ".hidden", 5, None])
@@ -117,7 +116,7 @@ def test_a_load_that_cannot_finish_fails_within_the_wait_time_and_cleans_up(
 ) -> None:
     make_model(tmp_path / "models" / "m")
     config = stack_config({"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "1"})
-    config = dataclasses.replace(config, model_server_per_model=True)
+    config = with_settings(config, "multi_model", server_per_model=True)
     launcher = StuckLauncher()
     registry = ModelRegistry(config, PerModelServers(config, launcher))
     started = time.monotonic()

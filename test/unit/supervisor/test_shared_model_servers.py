@@ -75,7 +75,7 @@ def config(stack_config: StackConfigBuilder) -> StackConfig:
 
 
 def shared(config: StackConfig, processes: Processes | None = None) -> SharedModelServers:
-    Path(config.work_dir).mkdir(parents=True, exist_ok=True)  # the supervisor makes it first
+    Path(config.work.root).mkdir(parents=True, exist_ok=True)  # the supervisor makes it first
     servers = SharedModelServers(config, processes or Processes(), FakeModelService)
     for server in servers.servers:
         assert in_line(servers, server.key)

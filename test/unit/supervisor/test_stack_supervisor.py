@@ -27,7 +27,7 @@ def test_gunicorn_command(stack_config: StackConfigBuilder) -> None:
         "--worker-class=gthread",
         "--timeout=45",
         "--log-level=debug",
-        f"--worker-tmp-dir={config.work_dir}",  # nothing written outside the work dir
+        f"--worker-tmp-dir={config.work.root}",  # nothing written outside the work dir
     ):
         assert flag in argv
     assert argv[-1] == "sagemaker_tfs.service.edge.app:create_app()"

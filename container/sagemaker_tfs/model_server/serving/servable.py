@@ -9,7 +9,7 @@ this protocol, so a third format is one new module, not a change to them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 
@@ -23,15 +23,18 @@ if TYPE_CHECKING:
 
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
 
-RunFunction = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
+    # A tensor in or out of a run: an array of any shape and dtype, spelled without numpy's
+    # default type arguments (Any) so that the module passes mypy's disallow_any_explicit.
+    Tensor: TypeAlias = np.ndarray[tuple[int, ...], np.dtype[np.generic[object]]]
+
+# A batch run: the merged inputs in, the outputs out (a string: ``Tensor`` is for mypy only).
+RunFunction: TypeAlias = "Callable[[Sequence[Tensor]], list[Tensor]]"
 
 
 class BatchSubmitter(Protocol):
     """What a servable needs from the batch scheduler (implemented in ``batch_scheduler``)."""
 
-    def submit(
-        self, key: tuple, values: Sequence[np.ndarray], runner: RunFunction
-    ) -> list[np.ndarray]:
+    def submit(self, key: tuple, values: Sequence[Tensor], runner: RunFunction) -> list[Tensor]:
         """Run ``runner`` on ``values`` merged with other tasks of ``key``; this task's part."""
         ...
 
@@ -71,9 +74,9 @@ class Servable(Protocol):
     def predict(
         self,
         signature_name: str,
-        inputs: dict[str, np.ndarray],
+        inputs: dict[str, Tensor],
         output_filter: Sequence[str] = (),
-    ) -> dict[str, np.ndarray]: ...
+    ) -> dict[str, Tensor]: ...
 
     def classify(
         self, signature_name: str, request_input: input_pb2.Input

@@ -65,9 +65,9 @@ DECODE_ERRORS = (
 class ImageOptions:
     """How decoded pixels become float inputs: ``value = pixel * scale + offset``.
 
-    ``SAGEMAKER_TFS_IMAGE_SCALE`` / ``_OFFSET`` (``StackConfig.image_scale`` / ``image_offset``);
-    integer inputs always get the raw 0-255 pixels. Example: MobileNet-style [-1, 1] inputs
-    use scale ``0.00784313725`` (2/255) and offset ``-1``.
+    ``SAGEMAKER_TFS_IMAGE_SCALE`` / ``_OFFSET`` (``StackConfig.service.image_scale`` /
+    ``image_offset``); integer inputs always get the raw 0-255 pixels. Example: MobileNet-style
+    [-1, 1] inputs use scale ``0.00784313725`` (2/255) and offset ``-1``.
     """
 
     scale: float = 1.0

@@ -72,14 +72,18 @@ class Service(ABC):
         self.metrics = service_metrics()
         self.invoker = Invoker(
             rest,
-            ImageOptions(config.image_scale, config.image_offset),
-            Limits(config.max_text_body_mb, config.model_server_timeout, config.invocation_timeout),
+            ImageOptions(config.service.image_scale, config.service.image_offset),
+            Limits(
+                config.limits.max_text_body_mb,
+                config.model_servers.timeout,
+                config.invocation_timeout,
+            ),
         )
         # handlers' sagemaker_tfs.client calls get the same deadline as the service's own
-        client.set_default_timeout(config.model_server_timeout)
+        client.set_default_timeout(config.model_servers.timeout)
         self.sessions = worker_sessions(config, self.metrics)
         self.body_budget = BodyBudget(
-            (config.max_body_mb_in_flight << 20) // config.gunicorn_workers,
+            (config.limits.max_body_mb_in_flight << 20) // config.service.workers,
             self.metrics.large_bodies_waiting.set if self.metrics is not None else None,
         )
 
@@ -280,31 +284,35 @@ def not_found(req: falcon.Request, resp: falcon.Response, **groups: Any) -> None
 def worker_sessions(config: StackConfig, metrics: ServiceMetrics | None) -> Sessions | None:
     """This worker's stateful sessions when they are on (``sessions.worker_slot()`` names the
     worker in their ids), swept of expired ones in the background."""
-    if not config.sessions:
+    if not config.sessions.enabled:
         return None
     on_change = metrics.sessions_open.set if metrics is not None else None
-    held = Sessions(sessions.worker_slot(), config.session_ttl_seconds, config.max_sessions,
-                    on_change=on_change)  # fmt: skip
+    held = Sessions(
+        sessions.worker_slot(),
+        config.sessions.ttl_seconds,
+        config.sessions.max_sessions,
+        on_change=on_change,
+    )
     sessions.sweep_periodically(
-        held, min(sessions.SWEEP_INTERVAL_SECONDS, config.session_ttl_seconds)
+        held, min(sessions.SWEEP_INTERVAL_SECONDS, config.sessions.ttl_seconds)
     )
     return held
 
 
 def make_service(config: StackConfig) -> Service:
     """The service of the endpoint's mode, chosen once per worker."""
-    channels = Channels(config.grpc_socket_path)
-    if config.multi_model:
-        add_installed_packages(config.work_dir)  # the shared requirements.txt's
+    channels = Channels(config.work.grpc_socket_path)
+    if config.multi_model.enabled:
+        add_installed_packages(config.work.root)  # the shared requirements.txt's
         directory = ModelDirectory(
-            ControlClient(config.control_socket),
+            ControlClient(config.work.control_socket),
             channels,
             config.model_dir,
-            config.universal_code_dir,
+            config.multi_model.universal_code_dir,
         )
         return MultiModelService(config, channels, RestClient(), directory)
-    ensure_requirements(config.code_dir, config.work_dir)
-    user_code = load_user_code(config.code_dir, config.work_dir)
+    ensure_requirements(config.code_dir, config.work.root)
+    user_code = load_user_code(config.code_dir, config.work.root)
     for instance in config.instances:  # channels are made once per worker, up front
         channels.get(instance.grpc_port)
     picker = InstancePicker(config.instances)
@@ -332,7 +340,7 @@ def create_app(config: StackConfig | None = None) -> falcon.App:
     """gunicorn's entry point; ``config`` defaults to ``$SAGEMAKER_TFS_STACK_CONFIG``."""
     if config is None:
         config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
-    configure_logging(config.gunicorn_log_level)
+    configure_logging(config.service.log_level)
     gevent = init_gevent_if_patched()
     service = make_service(config)
     logger.info(

@@ -19,7 +19,7 @@ when the stack counts metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set).
 
 With stateful sessions on, ``pre_fork`` gives each worker the lowest slot (0 to workers - 1)
 no live worker holds, and ``post_fork`` has the worker listen on its slot's own socket too
-(``StackConfig.session_socket``; gunicorn's worker loop serves every socket in
+(``StackConfig.work.session_socket``; gunicorn's worker loop serves every socket in
 ``worker.sockets``) and name its sessions after the slot (``sessions.claim_worker_slot``):
 nginx routes a session's requests to that socket. A replacement worker takes the slot of the
 one that exited (whose sessions are gone with it) and binds the path anew.
@@ -56,8 +56,8 @@ def on_starting(server: Any) -> None:
     global _supervisor_pid
     _supervisor_pid = os.getppid()
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
-    configure_logging(config.gunicorn_log_level)
-    ensure_requirements(config.shared_code_dir, config.work_dir)
+    configure_logging(config.service.log_level)
+    ensure_requirements(config.shared_code_dir, config.work.root)
 
 
 def pre_fork(server: Any, worker: Any) -> None:
@@ -69,8 +69,8 @@ def pre_fork(server: Any, worker: Any) -> None:
 def post_fork(server: Any, worker: Any) -> None:
     _set_parent_death_signal(worker)
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
-    if config.sessions:
-        listen_for_sessions(worker, config.session_socket(worker.slot))
+    if config.sessions.enabled:
+        listen_for_sessions(worker, config.work.session_socket(worker.slot))
 
 
 def listen_for_sessions(worker: Any, path: str) -> None:
@@ -97,7 +97,7 @@ def post_worker_init(worker: Any) -> None:
     if os.getppid() != worker.ppid:  # the master died while the app was loading
         os._exit(1)
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
-    Path(config.service_ready_marker(worker.ppid)).touch()
+    Path(config.work.service_ready_marker(worker.ppid)).touch()
 
 
 # How often gunicorn's gevent worker looks whether it was told to stop (and then whether its

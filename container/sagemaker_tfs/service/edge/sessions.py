@@ -1,6 +1,6 @@
 """Stateful sessions (SageMaker's sticky session routing), held by the worker that opened them.
 
-With ``StackConfig.sessions`` on, a request whose body is ``{"requestType": "NEW_SESSION"}``
+With ``StackConfig.sessions.enabled`` on, a request whose body is ``{"requestType": "NEW_SESSION"}``
 opens a session: the answer carries ``X-Amzn-SageMaker-New-Session-Id: ID; Expires=TIME``
 and the handler is not called. Later requests carry ``X-Amzn-SageMaker-Session-Id: ID``; their
 handlers see ``context.session_id`` and ``context.session``, the session's own dict, kept in
@@ -12,7 +12,7 @@ lives ``session_ttl_seconds`` from its opening (what its Expires says); closed a
 sessions are dropped, and an unknown or expired id is a 400 naming it.
 
 A session's id starts with its worker's slot (``3-<32 hex digits>``): nginx routes a request
-naming it to that worker's own socket (``StackConfig.session_socket``, bound in
+naming it to that worker's own socket (``StackConfig.work.session_socket``, bound in
 ``gunicorn_hooks.post_fork``), so with several workers each session's requests reach the
 worker that holds its state (docs/DESIGN.md, "Stateful sessions").
 """

@@ -3,7 +3,7 @@
 SageMaker opens a WebSocket at ``/invocations-bidirectional-stream`` on the serving port, or at
 the path its ``X-Amzn-SageMaker-Model-Invocation-Path`` header names, with the caller's
 ``ModelQueryString`` as the URL's query string; nginx passes it here, on the unix socket
-``StackConfig.stream_socket``. This process is the supervisor's child beside gunicorn
+``StackConfig.work.stream_socket``. This process is the supervisor's child beside gunicorn
 (single-model endpoints): it loads ``code/inference.py`` for its ``stream_handler`` and serves
 each connection in a thread of its own with the ``websockets`` library's threaded server
 (docs/DESIGN.md says why this server). The ``/invocations`` workers are not involved.
@@ -123,7 +123,7 @@ class StreamService:
         self.config = config
         self.handler = handler
         self.missing = missing
-        self.channels = Channels(config.grpc_socket_path)
+        self.channels = Channels(config.work.grpc_socket_path)
         self.picker = InstancePicker(config.instances)
         self._open = 0
         self._lock = threading.Lock()
@@ -169,14 +169,14 @@ class StreamService:
         if self.handler is None:
             return StreamEnd(CloseCode.POLICY_VIOLATION, close_reason(self.missing))
         if not self._admit():
-            reason = (f"{self.config.stream_max_connections} streams are open "
+            reason = (f"{self.config.stream.max_connections} streams are open "
                       "(SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS)")  # fmt: skip
             return StreamEnd(CloseCode.TRY_AGAIN_LATER, close_reason(reason))
         assert isinstance(connection, StreamConnection)
-        keepalive = StreamKeepalive(connection, self.config.stream_keepalive or None).start()
+        keepalive = StreamKeepalive(connection, self.config.stream.keepalive or None).start()
         try:
             context = self.context(handshake)
-            return run_handler(connection, self.handler, context, self.config.stream_idle_timeout)
+            return run_handler(connection, self.handler, context, self.config.stream.idle_timeout)
         finally:
             keepalive.stop()
             with self._lock:
@@ -185,7 +185,7 @@ class StreamService:
     def _admit(self) -> bool:
         """One more open stream, unless ``stream_max_connections`` are open already."""
         with self._lock:
-            if self._open >= self.config.stream_max_connections:
+            if self._open >= self.config.stream.max_connections:
                 return False
             self._open += 1
             return True
@@ -227,10 +227,10 @@ def start_server(service: StreamService, sock: socket.socket) -> Server:
         # permessage-deflate off: a stream's payloads (audio, tensors) seldom shrink, and
         # inflating is where a small frame becomes a large message.
         compression=None,
-        max_size=config.stream_max_message_bytes,
+        max_size=config.stream.max_message_bytes,
         # StreamConnection's queue counts bytes: at most the largest message waits.
         create_connection=StreamConnection,
-        max_queue=read_ahead_bytes(config.stream_max_message_bytes),
+        max_queue=read_ahead_bytes(config.stream.max_message_bytes),
         ping_interval=None,  # StreamKeepalive instead: it knows when reading has stopped
     )
 
@@ -248,16 +248,16 @@ def wait_for_stop_signal() -> None:
 
 
 def load_service(config: StackConfig) -> StreamService:
-    client.set_default_timeout(config.model_server_timeout)
-    ensure_requirements(config.code_dir, config.work_dir)
-    user_code = load_any_handlers(config.code_dir, config.work_dir)
+    client.set_default_timeout(config.model_servers.timeout)
+    ensure_requirements(config.code_dir, config.work.root)
+    user_code = load_any_handlers(config.code_dir, config.work.root)
     handler = user_code.stream_handler if user_code is not None else None
     return StreamService(config, handler, missing_handler_reason(config.code_dir))
 
 
 def main(environ: Mapping[str, str] = os.environ) -> int:
     config = StackConfig.load(environ[STACK_CONFIG_ENV])
-    configure_logging(config.gunicorn_log_level)
+    configure_logging(config.service.log_level)
     logging.getLogger("websockets").setLevel(
         max(logging.WARNING, logging.getLogger().getEffectiveLevel())
     )
@@ -266,24 +266,24 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     except UserCodeError as error:
         logger.error("%s", error)
         return 1
-    server = start_server(service, listen_unix(config.stream_socket))
+    server = start_server(service, listen_unix(config.work.stream_socket))
     thread = threading.Thread(target=server.serve_forever, name="stream-accept")
     thread.start()
     logger.info(
         "stream server on unix:%s: stream_handler=%s max_message_mb=%d idle_timeout=%ds "
         "max_connections=%d keepalive=%ds",
-        config.stream_socket,
+        config.work.stream_socket,
         "yes" if service.handler is not None else "no",
-        config.stream_max_message_mb,
-        config.stream_idle_timeout,
-        config.stream_max_connections,
-        config.stream_keepalive,
+        config.stream.max_message_mb,
+        config.stream.idle_timeout,
+        config.stream.max_connections,
+        config.stream.keepalive,
     )
     wait_for_stop_signal()
     server.shutdown(code=CloseCode.GOING_AWAY, reason=SHUTDOWN_REASON)
     thread.join()
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(config.stream_socket)
+        os.unlink(config.work.stream_socket)
     return 0
 
 

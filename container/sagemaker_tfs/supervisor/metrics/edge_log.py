@@ -1,6 +1,6 @@
 """Invocations counted from nginx's log lines: every route, the njs conversions included.
 
-nginx writes one line per invocation to ``StackConfig.edge_log_pipe`` (an access log in
+nginx writes one line per invocation to ``StackConfig.work.edge_log_pipe`` (an access log in
 ``nginx/logging.conf``'s ``tfs_edge`` format: route, model, status, seconds, model server
 seconds, bytes in, bytes out, why it was shed; tab-separated). ``EdgeLog`` reads them on a
 thread of the supervisor, off every request's path, and keeps the counts that ``collect``

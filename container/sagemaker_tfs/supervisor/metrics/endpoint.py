@@ -6,7 +6,7 @@ model server's prediction path):
 
 - invocations counted from nginx's log lines (``edge_log.EdgeLog``), every route;
 - the Python service's workers' metrics from their ``prometheus_client`` multiprocess
-  files (``ServiceWorkers``; ``PROMETHEUS_MULTIPROC_DIR`` = ``StackConfig.metrics_dir``);
+  files (``ServiceWorkers``; ``PROMETHEUS_MULTIPROC_DIR`` = ``StackConfig.work.metrics_dir``);
 - the supervisor's own (``stack``);
 - the model servers' own, passed through under TF Serving's names (``model_servers``).
 
@@ -197,24 +197,24 @@ def start_metrics_endpoint(
     monitoring_path: str,
     served_models: Callable[[str], bool],
 ) -> MetricsServer:
-    """Everything the metrics path shows, served on ``config.metrics_socket``: the edge log
+    """Everything the metrics path shows, served on ``config.work.metrics_socket``: the edge log
     socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
     starts). ``server.loads`` records the multi-model loads (None in single-model mode);
     ``served_models(name)``: whether a model name may be a label value."""
-    shutil.rmtree(config.metrics_dir, ignore_errors=True)  # its files would count again
-    os.makedirs(config.metrics_dir)
+    shutil.rmtree(config.work.metrics_dir, ignore_errors=True)  # its files would count again
+    os.makedirs(config.work.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
-    loads = ModelLoads(registry) if config.multi_model else None
-    edge_log = EdgeLog(config.edge_log_pipe, served_models)
+    loads = ModelLoads(registry) if config.multi_model.enabled else None
+    edge_log = EdgeLog(config.work.edge_log_pipe, served_models)
     collectors: list[Collector] = [
         edge_log,
-        ServiceWorkers(config.metrics_dir),
+        ServiceWorkers(config.work.metrics_dir),
         StackCollector(children, model_servers, serving, models_loaded),
     ]
     metrics = StackMetrics(
         registry, collectors, lambda: monitored(model_servers()), monitoring_path, served_models
     )
-    server = MetricsServer(config.metrics_socket, metrics, edge_log)
+    server = MetricsServer(config.work.metrics_socket, metrics, edge_log)
     server.loads = loads
     server.serve_in_background()
     return server

@@ -121,7 +121,7 @@ class _ServerRecord:
 def status_target(config: StackConfig, instance: Instance, python_model_server: bool) -> str:
     """Where a model server's health is asked: the Python model server's status socket, else
     (``tensorflow_model_server``, or a path too long) its gRPC socket or port."""
-    path = config.status_socket_path(instance.grpc_port) if python_model_server else None
+    path = config.work.status_socket_path(instance.grpc_port) if python_model_server else None
     return f"unix:{path}" if path else grpc_target(config, instance)
 
 

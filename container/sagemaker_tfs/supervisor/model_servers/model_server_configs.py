@@ -96,7 +96,7 @@ def render_monitoring_config() -> str:
 
 
 def monitoring_config_path(config: StackConfig) -> str:
-    return os.path.join(config.work_dir, MONITORING_CONFIG_FILE)
+    return os.path.join(config.work.root, MONITORING_CONFIG_FILE)
 
 
 def model_server_args(
@@ -112,29 +112,29 @@ def model_server_args(
         f"--model_config_file={model_config_file}",
         "--max_num_load_retries=0",
         # JSON/CSV predictions on the REST API may run as long as the stack lets a request run.
-        f"--rest_api_timeout_in_ms={config.model_server_timeout * 1000}",
+        f"--rest_api_timeout_in_ms={config.model_servers.timeout * 1000}",
         f"--monitoring_config_file={monitoring_config_path(config)}",
     ]
     if batching_file is not None:
         args += ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
     # Sized for the container's CPUs: TF Serving's own defaults count the machine's cores.
     args += [
-        f"--tensorflow_inter_op_parallelism={config.inter_op_parallelism}",
-        f"--tensorflow_intra_op_parallelism={config.intra_op_parallelism}",
+        f"--tensorflow_inter_op_parallelism={config.model_servers.inter_op_parallelism}",
+        f"--tensorflow_intra_op_parallelism={config.model_servers.intra_op_parallelism}",
         f"--rest_api_num_threads={REST_THREADS_PER_CPU * config.cpus}",
     ]
-    if config.gpu_memory_fraction is not None:
-        args.append(f"--per_process_gpu_memory_fraction={config.gpu_memory_fraction}")
+    if config.model_servers.gpu_memory_fraction is not None:
+        args.append(f"--per_process_gpu_memory_fraction={config.model_servers.gpu_memory_fraction}")
     return args + grpc_socket_args(instance, config)
 
 
 def grpc_target(config: StackConfig, instance: Instance) -> str:
     """The model server's gRPC address for the supervisor: its unix socket, else its port."""
-    socket_path = config.grpc_socket_path(instance.grpc_port)
+    socket_path = config.work.grpc_socket_path(instance.grpc_port)
     return f"unix:{socket_path}" if socket_path else f"127.0.0.1:{instance.grpc_port}"
 
 
 def grpc_socket_args(instance: Instance, config: StackConfig) -> list[str]:
     """``--grpc_socket_path`` of one model server: the service calls it over that socket."""
-    path = config.grpc_socket_path(instance.grpc_port)
+    path = config.work.grpc_socket_path(instance.grpc_port)
     return [f"--grpc_socket_path={path}"] if path else []

@@ -47,20 +47,20 @@ class ModelServerLauncher(TierLauncher):
     serving: Callable[[], bool]
 
     def __post_init__(self) -> None:
-        work_dir = Path(self.config.work_dir)
+        work_dir = Path(self.config.work.root)
         self.python_model_server = configs.is_python_model_server()
         self.model_config_file = str(work_dir / "models.config")
-        batching = self.config.batching is not None
+        batching = self.config.model_servers.batching is not None
         self.batching_file = str(work_dir / "batching.config") if batching else None
         self.standby = self._standby()
 
     def _standby(self) -> StandbyModelServer | ModelServerZygote | None:
         """What starts a Python model server without its TensorFlow import: the zygote when
         forked model servers become the supervisor's children, else the standby."""
-        if not (self.config.standby_model_server and self.python_model_server):
+        if not (self.config.model_servers.standby and self.python_model_server):
             return None
-        nice = self.config.model_server_nice
-        if self.config.model_server_zygote and adopts_orphans():
+        nice = self.config.model_servers.nice
+        if self.config.model_servers.zygote and adopts_orphans():
             return ModelServerZygote(self.env, self._settled, nice)
         return StandbyModelServer(self.env, self._settled, nice)
 
@@ -73,11 +73,11 @@ class ModelServerLauncher(TierLauncher):
         Path(configs.monitoring_config_path(self.config)).write_text(
             configs.render_monitoring_config(), encoding="utf-8"
         )
-        if self.config.batching is not None:
-            text = configs.render_batching_config(self.config.batching)
+        if self.config.model_servers.batching is not None:
+            text = configs.render_batching_config(self.config.model_servers.batching)
             Path(self.batching_file or "").write_text(text, encoding="utf-8")
             logger.info("batching config %s:\n%s", self.batching_file, text.rstrip())
-        if not self.config.multi_model:
+        if not self.config.multi_model.enabled:
             text = configs.render_model_config(self.config.models)
             Path(self.model_config_file).write_text(text, encoding="utf-8")
             logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
@@ -108,7 +108,7 @@ class ModelServerLauncher(TierLauncher):
             ready_check=ready_check,
             before_start=choose_command,
             take_standby=self._take_standby(lambda: child.restarts > 0),
-            nice=self.config.model_server_nice,
+            nice=self.config.model_servers.nice,
         )
         self.children.start(TIER, child)
 
@@ -159,7 +159,7 @@ class ModelServerLauncher(TierLauncher):
 
     def _wait_for_models(self, key: str, instance: Instance, names: Sequence[str]) -> None:
         child = self._child(key)
-        timeout = self.config.wait_time_seconds
+        timeout = self.config.model_servers.wait_time_seconds
         try:
             ready = wait_until_available(instance.rest_port, names, timeout, self.starting(child))
         except ModelLoadError as error:
@@ -185,7 +185,7 @@ class ModelServerLauncher(TierLauncher):
 
     def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
         child = self._child(key)
-        timeout = self.config.wait_time_seconds
+        timeout = self.config.model_servers.wait_time_seconds
         if not self.wait_while_starting(child, partial(shared.ready, key), timeout):
             why = "exited" if not child.running() else "timed out"
             raise StartupError(
@@ -216,7 +216,7 @@ class ModelServerLauncher(TierLauncher):
             where = status_target(self.config, instance, self.python_model_server)
             return WatchedServer(key, where, models, pid, not_ready)
 
-        if not self.config.multi_model:
+        if not self.config.multi_model.enabled:
             names = tuple(model.name for model in self.config.models)
             return [
                 watch(f"model-server[{index}]", instance, names)

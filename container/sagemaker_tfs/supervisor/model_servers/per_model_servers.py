@@ -64,7 +64,7 @@ class PerModelServers:
         self._config = config
         self._launcher = launcher
         self._ports = PortPool(config.safe_port_range or DEFAULT_MULTI_MODEL_PORTS, [config.port])
-        self._config_dir = Path(config.work_dir) / "models"
+        self._config_dir = Path(config.work.root) / "models"
         # Never called: a restarted process loads its one model from its own file again.
         self.on_lost: Callable[[str, str], None] = lambda name, reason: None
 
@@ -84,13 +84,13 @@ class PerModelServers:
         available = wait_until_available(
             instance.rest_port,
             [model.name],
-            self._config.wait_time_seconds,
+            self._config.model_servers.wait_time_seconds,
             lambda: self._launcher.model_server_pid(key) is not None,
         )
         if not available:
             raise ModelLoadError(
                 f"its model server exited or did not make it AVAILABLE within "
-                f"{self._config.wait_time_seconds}s"
+                f"{self._config.model_servers.wait_time_seconds}s"
             )
 
     def unload(self, name: str, instances: tuple[Instance, ...]) -> None:

@@ -98,7 +98,7 @@ class SharedModelServers:
         self._lock = threading.Lock()  # the two sets and the file
         self._sync_lock = threading.Lock()  # starting sync threads
         self.on_lost: Callable[[str, str], None] = lambda name, reason: None
-        work_dir = Path(config.work_dir)
+        work_dir = Path(config.work.root)
         self.config_file = str(work_dir / "models.config")
         self.empty_config_file = str(work_dir / "no-models.config")
         write_atomically(self.config_file, render_model_config([]))
@@ -182,7 +182,7 @@ class SharedModelServers:
             with self._lock:
                 models = list(self._wanted.values())
                 server.sent_generation = self._generation
-            return server.client.reload(models, self._config.wait_time_seconds)
+            return server.client.reload(models, self._config.model_servers.wait_time_seconds)
 
     def _reload_quietly(self, server: SharedModelServer) -> None:
         """A reload after an unload or a failed load. A model server that is restarting is
@@ -200,7 +200,7 @@ class SharedModelServers:
             state = server.client.state(name)
         except ModelServiceError as error:
             if error.code is not None and error.code.name == "DEADLINE_EXCEEDED":
-                limit = self._config.wait_time_seconds
+                limit = self._config.model_servers.wait_time_seconds
                 why = f"it did not load within SAGEMAKER_TFS_WAIT_TIME_SECONDS={limit}"
             else:
                 why = f"{server.key} exited while it loaded ({error})"

@@ -1,8 +1,8 @@
 """Shared user code for multi-model endpoints, downloaded from S3 once at start-up.
 
 With ``SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET`` and ``_PREFIX`` set, every object under
-``s3://BUCKET/PREFIX/`` is copied into ``StackConfig.universal_code_dir`` before gunicorn
-starts, keeping each key's path below the prefix (``PREFIX/lib/util.py`` ->
+``s3://BUCKET/PREFIX/`` is copied into ``StackConfig.multi_model.universal_code_dir`` before
+gunicorn starts, keeping each key's path below the prefix (``PREFIX/lib/util.py`` ->
 ``DIR/lib/util.py``). The service then finds ``inference.py`` (and ``lib/``,
 ``requirements.txt``) there for every model without code of its own.
 

@@ -1,0 +1,92 @@
+"""Typed reads of a JSON document's fields (``StackConfig.from_dict``): each read checks the
+value's type and raises ``ValueError`` naming the field, so nothing untyped reaches a
+dataclass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class JsonObject:
+    """One JSON object, and where in the document it is (for the error messages)."""
+
+    def __init__(self, fields: Mapping[str, object], where: str) -> None:
+        self._fields = fields
+        self._where = where
+
+    @classmethod
+    def of(cls, value: object, where: str) -> JsonObject:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{where} must be a JSON object, got {type(value).__name__}")
+        return cls({str(key): item for key, item in value.items()}, where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._fields
+
+    def _value(self, name: str) -> object:
+        if name not in self._fields:
+            raise ValueError(f"{self._where}.{name} is missing")
+        return self._fields[name]
+
+    def _wrong(self, name: str, kind: str) -> ValueError:
+        found = type(self._fields[name]).__name__
+        return ValueError(f"{self._where}.{name} must be {kind}, got {found}")
+
+    def string(self, name: str) -> str:
+        value = self._value(name)
+        if not isinstance(value, str):
+            raise self._wrong(name, "a string")
+        return value
+
+    def optional_string(self, name: str) -> str | None:
+        return None if self._value(name) is None else self.string(name)
+
+    def integer(self, name: str) -> int:
+        value = self._value(name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self._wrong(name, "an integer")
+        return value
+
+    def optional_integer(self, name: str) -> int | None:
+        return None if self._value(name) is None else self.integer(name)
+
+    def number(self, name: str) -> float:
+        value = self._value(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise self._wrong(name, "a number")
+        return float(value)
+
+    def optional_number(self, name: str) -> float | None:
+        return None if self._value(name) is None else self.number(name)
+
+    def boolean(self, name: str) -> bool:
+        value = self._value(name)
+        if not isinstance(value, bool):
+            raise self._wrong(name, "true or false")
+        return value
+
+    def child(self, name: str) -> JsonObject:
+        return JsonObject.of(self._value(name), f"{self._where}.{name}")
+
+    def optional_child(self, name: str) -> JsonObject | None:
+        return None if self._value(name) is None else self.child(name)
+
+    def _list(self, name: str) -> list[object]:
+        value = self._value(name)
+        if not isinstance(value, list):
+            raise self._wrong(name, "a list")
+        return value
+
+    def children(self, name: str) -> tuple[JsonObject, ...]:
+        return tuple(
+            JsonObject.of(item, f"{self._where}.{name}[{index}]")
+            for index, item in enumerate(self._list(name))
+        )
+
+    def integers(self, name: str) -> tuple[int, ...]:
+        numbers: list[int] = []
+        for index, value in enumerate(self._list(name)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{self._where}.{name}[{index}] must be an integer")
+            numbers.append(value)
+        return tuple(numbers)
