@@ -37,8 +37,8 @@ cases = {
 }
 for case, (environ, model_dir) in cases.items():
     config = load_config(environ, model_dir=str(model_dir), work_dir=str(work / "conf" / case))
-    Path(config.work_dir).mkdir(parents=True)
-    (Path(config.work_dir) / "nginx.conf").write_text(nginx_config.render(config))
+    Path(config.work.root).mkdir(parents=True)
+    (Path(config.work.root) / "nginx.conf").write_text(nginx_config.render(config))
 PYTHON
 for conf in "$work"/conf/*/nginx.conf; do
     nginx -t -q -e stderr -p "$(dirname "$conf")/" -c "$conf"
