@@ -137,15 +137,16 @@ class Supervisor:
 
     def _multi_model_servers(self) -> ModelServers:
         """One process per model, or the shared model servers, started now (see registry.py)."""
+        servers: ModelServers
         if self.config.model_server_per_model:
             logger.info("multi-model: one model server process per loaded model")
-            return PerModelServers(self.config, self.model_servers)
-        logger.info(
-            "multi-model: %d model server(s) shared by every model", len(self.config.instances)
-        )
-        shared = SharedModelServers(self.config, self.model_servers)
-        shared.start()
-        return shared
+            servers = PerModelServers(self.config, self.model_servers)
+        else:
+            count = len(self.config.instances)
+            logger.info("multi-model: %d model server(s) shared by every model", count)
+            servers = SharedModelServers(self.config, self.model_servers)
+        servers.start()
+        return servers
 
     def _start_health_monitor(self) -> None:
         """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
