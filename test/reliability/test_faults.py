@@ -53,7 +53,7 @@ RECOVERY_TIMEOUT_SECONDS = 120.0
 LOSSLESS_KILLS = {"nginx master": (0, GOAL_SECONDS), "gunicorn worker": (1, LIMIT_SECONDS)}
 LOSSLESS_KILLS_AT_LEAST = 5
 _LOG_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor\.\w+: (.*)$"
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ sagemaker_tfs\.supervisor\.[\w.]+: (.*)$"
 )
 _SUPERVISED = {
     "nginx master": "nginx",

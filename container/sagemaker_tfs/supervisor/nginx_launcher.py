@@ -1,5 +1,5 @@
-"""nginx, the front tier: its config written, the public port held, its process started, and
-the wait until it answers on that port."""
+"""nginx, the front tier: its config written, the public port held, its process started, the
+wait until it answers on that port, and its stop (the port closed first)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ NGINX_START_ATTEMPTS = 3
 class NginxLauncher(TierLauncher):
     """Starts nginx on the public port, which it holds from the first start to the stop."""
 
+    name = TIER
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.work_dir = Path(self.config.work.root)
         self.public_port = HeldPort(self.config.port)
         self._handed_from: object = None  # the dead master's Popen, once handed over from
@@ -69,6 +72,11 @@ class NginxLauncher(TierLauncher):
         self.children.start(TIER, nginx)
         self._wait_for_public_port(nginx)
         nginx.mark_ready()
+
+    def begin_stop(self) -> None:
+        """nginx keeps its own copy of the public port while it finishes the requests in
+        flight; closed here first, no new connection waits in a backlog nobody will serve."""
+        self.public_port.close()
 
     def _hand_over_port(self, nginx: Child) -> None:
         """Before a restart: the workers a ready master left keep the current listening

@@ -1,8 +1,10 @@
 """The Python service tier: gunicorn on the socket the supervisor holds and, single-model, the
-stream server beside it; their command lines and the waits until they answer ``/ping``."""
+stream server beside it; their command lines, the waits until they answer ``/ping``, and their
+stop (the stream server told first, the sockets gone last)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -29,7 +31,10 @@ GUNICORN_KEEP_ALIVE_SECONDS = 75
 class ServiceLauncher(TierLauncher):
     """Starts gunicorn (and the stream server) and holds the service's socket until the stop."""
 
+    name = TIER
+
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.env = {**self.env, STACK_CONFIG_ENV: self.config.work.stack_config_path}
         self.service_socket = HeldSocket(self.config.work.service_socket)
         self.budget = max(SERVICE_START_SECONDS, self.config.model_servers.wait_time_seconds)
@@ -42,6 +47,22 @@ class ServiceLauncher(TierLauncher):
         if stream is not None:  # it listens once ``inference.py`` loaded
             exited = "the stream server {} during start-up"
             self._wait_for_ping(stream, self._stream_server_answers, exited, "the stream server")
+
+    def begin_stop(self) -> None:
+        """The stream server closes its WebSockets (1001) now: nginx, stopped before this
+        tier, would otherwise wait for them."""
+        stream = self.children.get(STREAM_SERVER)
+        if stream is not None:
+            stream.request_stop()
+
+    def stop(self, deadline: float) -> None:
+        """gunicorn and the stream server, then the service's socket closed and both paths
+        unlinked."""
+        super().stop(deadline)
+        self.service_socket.close()
+        for path in (self.config.work.service_socket, self.config.work.stream_socket):
+            with contextlib.suppress(OSError):  # gone, or never made (no work directory)
+                Path(path).unlink()
 
     def _start_gunicorn(self) -> None:
         fd = self.service_socket.ensure()

@@ -5,23 +5,23 @@ the stream server beside it while the model servers import TensorFlow and load (
 service's start-up off the cold start), then the wait until their models are AVAILABLE;
 multi-model, the control API and the service. Then the health monitor (``health.py``: the
 verdict ``/ping`` answers, kept from then on) and last nginx, so that ``/ping`` cannot answer
-200 before the models are ready. How each tier's processes are built is its
-launcher's business (``model_server_launcher``, ``service_launcher``, ``nginx_launcher``). A
+200 before the models are ready. How each tier's processes are built, watched and stopped is
+its launcher's business (``model_server_launcher``, ``service_launcher``, ``nginx_launcher``:
+each a ``startup.Tier``); the Supervisor only orders the tiers and gives each its deadline. A
 child that exits is logged and restarted (see ``children.Child``). Stopping (``/ping`` 503
-from its first moment) goes the other way: the stream server is told first (it closes its
-WebSockets with 1001, which nginx would otherwise wait for), nginx gracefully (SIGQUIT lets
-in-flight requests finish), then gunicorn and the stream server, then the model servers,
-within 26 s of the stop (SageMaker's SIGKILL comes at 30 s).
+from its first moment) goes the other way: each tier begins to stop (nginx's port closed, the
+stream server told, so that it closes its WebSockets with 1001, which nginx would otherwise
+wait for; the standby gone), then nginx gracefully (SIGQUIT lets in-flight requests finish),
+gunicorn and the stream server, the model servers, within 26 s of the stop (SageMaker's
+SIGKILL comes at 30 s).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
 import time
-from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.stack_config import StackConfig
@@ -29,7 +29,6 @@ from sagemaker_tfs.supervisor import nginx_launcher, service_launcher
 from sagemaker_tfs.supervisor.metrics.endpoint import MetricsServer, start_metrics_endpoint
 from sagemaker_tfs.supervisor.model_servers import model_server_launcher
 from sagemaker_tfs.supervisor.model_servers.health import HealthMonitor
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import MONITORING_PATH
 from sagemaker_tfs.supervisor.model_servers.model_server_launcher import ModelServerLauncher
 from sagemaker_tfs.supervisor.model_servers.model_service_client import (
     FORK_SUPPORT_VARIABLE,
@@ -41,14 +40,14 @@ from sagemaker_tfs.supervisor.multi_model.code_download import CodeDownloadError
 from sagemaker_tfs.supervisor.multi_model.control_api import ControlServer
 from sagemaker_tfs.supervisor.multi_model.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
-from sagemaker_tfs.supervisor.processes.children import ChildGroup, reap_orphans
-from sagemaker_tfs.supervisor.processes.startup import POLL_SECONDS, StartupError
-from sagemaker_tfs.supervisor.service_launcher import STREAM_SERVER, ServiceLauncher
+from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
+from sagemaker_tfs.supervisor.processes.startup import POLL_SECONDS, StartupError, Tier
+from sagemaker_tfs.supervisor.service_launcher import ServiceLauncher
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)
 
-# The children's tiers, in start order: they stop in reverse (nginx first).
+# The tiers, in start order: they stop in reverse (nginx first).
 TIERS = (model_server_launcher.TIER, service_launcher.TIER, nginx_launcher.TIER)
 # SageMaker sends SIGKILL 30 s after SIGTERM (scale-in): each tier is stopped by then (a request
 # still in flight at 22 s is cut, one warning line), so that serve exits 0 in time.
@@ -56,18 +55,20 @@ STOP_DEADLINES = dict(zip(TIERS, (26.0, 24.0, 22.0), strict=True))
 
 
 class Supervisor:
-    """Owns the children of one stack, their launchers and the multi-model registry."""
+    """Owns the tiers of one stack (their launchers), the health monitor, the metrics
+    endpoint and the multi-model registry; it is the ``ObservedStack`` the metrics read."""
 
     def __init__(self, config: StackConfig) -> None:
         self.config = config
-        self.children = ChildGroup(TIERS)
         self.stop_requested = threading.Event()
         self.serving = False
         env = child_environment(config)
-        launched = (config, env, self.children, self.stop_requested)
+        launched = (config, env, self.stop_requested)
         self.model_servers = ModelServerLauncher(*launched, lambda: self.serving)
         self.service = ServiceLauncher(*launched)
         self.nginx = NginxLauncher(*launched)
+        # In start order (``TIERS``): they are watched and stopped in reverse.
+        self.tiers: tuple[Tier, ...] = (self.model_servers, self.service, self.nginx)
         self.registry: ModelRegistry | None = None
         self.multi_model_servers: ModelServers | None = None
         self.health: HealthMonitor | None = None
@@ -114,46 +115,50 @@ class Supervisor:
             raise StartupError(str(error)) from None
 
     def _start_metrics_endpoint(self) -> None:
-        self.metrics = start_metrics_endpoint(
-            self.config,
-            self.children.children,
-            partial(self.children.members, model_server_launcher.TIER),
-            lambda: self.serving,
-            self._models_loaded if self.config.multi_model.enabled else None,
-            MONITORING_PATH,
-            self._serves_model,
-        )
+        self.metrics = start_metrics_endpoint(self.config, self)
         logger.info(
             "metrics on %s (unix:%s)", self.config.metrics.path, self.config.work.metrics_socket
         )
 
-    def _serves_model(self, name: str) -> bool:
+    # --- what the metrics read (metrics.stack.ObservedStack) ---
+
+    def children(self) -> list[Child]:
+        """Every tier's children, nginx's first (the order they stop in)."""
+        return [child for tier in reversed(self.tiers) for child in tier.members()]
+
+    def model_server_children(self) -> list[Child]:
+        return self.model_servers.members()
+
+    def serves_model(self, name: str) -> bool:
         """Whether the stack serves a model of that name now (metrics count only those by
         name: requests may name any)."""
         if self.registry is not None:
             return self.registry.serves(name)
         return any(model.name == name for model in self.config.models)
 
-    def _models_loaded(self) -> int:
+    def models_loaded(self) -> int | None:
+        if not self.config.multi_model.enabled:
+            return None
         return len(self.registry.list()) if self.registry is not None else 0
 
     def _multi_model_servers(self) -> ModelServers:
         """One process per model, or the shared model servers, started now (see registry.py)."""
+        servers: ModelServers
         if self.config.multi_model.server_per_model:
             logger.info("multi-model: one model server process per loaded model")
-            return PerModelServers(self.config, self.model_servers)
-        logger.info(
-            "multi-model: %d model server(s) shared by every model", len(self.config.instances)
-        )
-        shared = SharedModelServers(self.config, self.model_servers)
-        self.model_servers.start_shared(shared)
-        return shared
+            servers = PerModelServers(self.config, self.model_servers)
+        else:
+            count = len(self.config.instances)
+            logger.info("multi-model: %d model server(s) shared by every model", count)
+            servers = SharedModelServers(self.config, self.model_servers)
+        servers.start()
+        return servers
 
     def _start_health_monitor(self) -> None:
         """The verdict ``/ping`` answers from, checked from now on (see health.py)."""
         self.health = HealthMonitor(
             self.config.work.health_file,
-            lambda: self.model_servers.watched(self.multi_model_servers, self.registry),
+            lambda: self.model_servers.watched(self.multi_model_servers),
         )
         self.health.start()
 
@@ -182,9 +187,8 @@ class Supervisor:
                 last_error = ""
 
     def _watch_once(self) -> None:
-        self.children.check(time.monotonic())
-        if self.model_servers.standby is not None:
-            self.model_servers.standby.check(time.monotonic())
+        for tier in reversed(self.tiers):
+            tier.check(time.monotonic())
         reap_orphans()
 
     def shutdown(self) -> None:
@@ -195,26 +199,15 @@ class Supervisor:
             self.health.stop("The endpoint is stopping")
         if self.control is not None:
             self.control.close()
-        # nginx keeps its own copy of the public port while it finishes in-flight requests;
-        # closed here first, no new connection waits in a backlog nobody will serve.
-        self.nginx.public_port.close()
-        if self.model_servers.standby is not None:
-            self.model_servers.standby.stop()
-        stream = self.children.get(STREAM_SERVER)
-        if stream is not None:
-            stream.request_stop()
-        self.children.stop(lambda tier: started + STOP_DEADLINES[tier])
+        stopping = list(reversed(self.tiers))
+        for tier in stopping:  # before any tier is waited for (see startup.Tier)
+            tier.begin_stop()
+        for tier in stopping:
+            tier.stop(started + STOP_DEADLINES[tier.name])
         if self.metrics is not None:  # after nginx: its last log lines are still read
             self.metrics.close()
         if self.registry is not None:
             self.registry.close()
-        self.service.service_socket.close()
-        for path in (
-            self.config.work.service_socket,
-            self.config.work.stream_socket,
-        ):
-            with contextlib.suppress(OSError):  # gone, or never made (no work directory)
-                Path(path).unlink()
         logger.info("stopped")
 
 

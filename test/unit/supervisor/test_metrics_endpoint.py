@@ -160,13 +160,34 @@ def test_workers_counts_outlive_them_and_their_in_flight_gauges_do_not(tmp_path:
     assert not list(tmp_path.glob("gauge_live*"))
 
 
+class FakeStack:
+    """The stack as the metrics see it (``stack.ObservedStack``), serving."""
+
+    serving = True
+
+    def __init__(self, children: list[Child], model_servers: list[Child], models_loaded: int):
+        self._children, self._model_servers = children, model_servers
+        self._models_loaded = models_loaded
+
+    def children(self) -> list[Child]:
+        return self._children
+
+    def model_server_children(self) -> list[Child]:
+        return self._model_servers
+
+    def models_loaded(self) -> int | None:
+        return self._models_loaded
+
+    def serves_model(self, name: str) -> bool:
+        return True
+
+
 def test_the_supervisor_reports_its_children() -> None:
     code = "import sys, time; x = bytearray(64 << 20); print(flush=True); time.sleep(60)"
     running = Child("model-server[0]", [sys.executable, "-c", code], {})
     running.start()
     waiting = Child("nginx", ["true"], {})
-    collector = StackCollector(lambda: [waiting, running], lambda: [running], lambda: True,
-                               lambda: 4)  # fmt: skip
+    collector = StackCollector(FakeStack([waiting, running], [running], models_loaded=4))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:

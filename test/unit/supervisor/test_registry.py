@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import http.server
+import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -292,3 +295,73 @@ def test_list_pages_by_name_with_sagemakers_keys(
     with pytest.raises(HttpError) as error:
         registry.describe_public("a")
     assert error.value.status == 404
+
+
+class AvailableLauncher(RecordingLauncher):
+    """Each model server it starts is a stand-in answering TF Serving's REST status call
+    with its model AVAILABLE on the REST port the back end gave it; a ``stuck`` one runs and
+    never answers."""
+
+    def __init__(self, stuck: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.stuck = stuck
+        self.running: dict[str, http.server.ThreadingHTTPServer | None] = {}
+
+    def start_model_server(self, key, instance, config_file, ready) -> None:
+        super().start_model_server(key, instance, config_file, ready)
+        if key in self.stuck:
+            self.running[key] = None
+            return
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", instance.rest_port), Available)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.running[key] = server
+
+    def stop_model_server(self, key: str) -> None:
+        server = self.running.pop(key)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    def model_server_pid(self, key: str) -> int | None:
+        return os.getpid() if key in self.running else None
+
+
+class Available(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802
+        body = json.dumps({"model_version_status": [{"version": "1", "state": "AVAILABLE"}]})
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def test_one_process_per_model_watches_each_loaded_model_until_it_is_unloaded(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    """/ping counts on the model server of each AVAILABLE model: not one whose load failed,
+    not one that was unloaded."""
+    make_model(tmp_path / "models" / "m")
+    make_model(tmp_path / "models" / "stuck")
+    config = stack_config({"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "1"})
+    config = with_settings(config, "multi_model", server_per_model=True)
+    launcher = AvailableLauncher(stuck=("model-server[stuck]",))
+    servers = PerModelServers(config, launcher)
+    registry = ModelRegistry(config, servers)
+    assert servers.watched() == []
+    registry.load("m", "m")
+    (watched,) = servers.watched()
+    assert (watched.key, watched.models, watched.ready_once_in_line) == (
+        "model-server[m]",
+        ("m",),
+        False,
+    )
+    assert watched.instance == registry._get("m").instances[0]
+    with pytest.raises(HttpError):
+        registry.load("stuck", "stuck")
+    assert servers.watched() == [watched]
+    registry.unload("m")
+    assert servers.watched() == []
+    assert launcher.started == ["model-server[m]", "model-server[stuck]"]

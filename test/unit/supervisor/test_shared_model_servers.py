@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from sagemaker_tfs.supervisor.model_servers.model_service_client import (
     ModelState,
 )
 from sagemaker_tfs.supervisor.model_servers.shared_model_servers import SharedModelServers
-from sagemaker_tfs.supervisor.multi_model.registry import ModelLoadError
+from sagemaker_tfs.supervisor.multi_model.registry import BackEndServer, ModelLoadError
 from sagemaker_tfs.wire import protos
 from stack_configs import StackConfigBuilder
 
@@ -238,3 +239,48 @@ def test_several_model_servers_all_load_each_model(stack_config: StackConfigBuil
     with pytest.raises(ModelLoadError):
         servers.load(spec("b"), servers.place("b"))
     assert [fake(servers, i).served for i in range(3)] == [{"a"}] * 3
+
+
+class StartingProcesses(Processes):
+    """Records what the back end asks of the launcher at the stack's start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, str]] = []
+        self.ready_checks: dict[str, Callable[[], bool]] = {}
+        self.config_files: dict[str, Callable[[int], str]] = {}
+
+    def start_model_server(self, key, instance, config_file, ready) -> None:
+        self.asked.append(("start", key))
+        self.ready_checks[key] = ready
+        self.config_files[key] = config_file
+
+    def wait_until_ready(self, key: str) -> None:
+        self.asked.append(("wait", key))
+        assert in_line(self.servers, key)  # its own readiness check, as the launcher runs it
+
+
+def test_the_shared_model_servers_start_with_the_stack_and_are_watched_in_line(
+    stack_config: StackConfigBuilder,
+) -> None:
+    config = stack_config(
+        {
+            "SAGEMAKER_MULTI_MODEL": "true",
+            "SAGEMAKER_SAFE_PORT_RANGE": "30000-30010",
+            "SAGEMAKER_TFS_INSTANCE_COUNT": "2",
+        }
+    )
+    Path(config.work.root).mkdir(parents=True, exist_ok=True)
+    processes = StartingProcesses()
+    servers = SharedModelServers(config, processes, FakeModelService)
+    processes.servers = servers
+    servers.start()
+    keys = ["model-server[0]", "model-server[1]"]
+    assert processes.asked == [("start", k) for k in keys] + [("wait", k) for k in keys]
+    assert all(processes.ready_checks[key]() for key in keys)  # in line by now
+    assert processes.config_files["model-server[0]"](0) == servers.config_file
+    assert processes.config_files["model-server[0]"](1) == servers.empty_config_file
+    assert servers.watched() == [
+        BackEndServer(key, instance, (), ready_once_in_line=True)
+        for key, instance in zip(keys, config.instances, strict=True)
+    ]

@@ -33,8 +33,12 @@ from prometheus_client.registry import Collector
 
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.metrics.edge_log import EdgeLog
-from sagemaker_tfs.supervisor.metrics.model_servers import MonitoredServer, exposition
-from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, StackCollector
+from sagemaker_tfs.supervisor.metrics.model_servers import (
+    MONITORING_PATH,
+    MonitoredServer,
+    exposition,
+)
+from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, ObservedStack, StackCollector
 from sagemaker_tfs.supervisor.processes.children import Child
 from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpServer
 
@@ -188,32 +192,26 @@ def monitored(model_servers: Iterable[Child]) -> list[MonitoredServer]:
     return found
 
 
-def start_metrics_endpoint(
-    config: StackConfig,
-    children: Callable[[], Sequence[Child]],
-    model_servers: Callable[[], Sequence[Child]],
-    serving: Callable[[], bool],
-    models_loaded: Callable[[], int] | None,
-    monitoring_path: str,
-    served_models: Callable[[str], bool],
-) -> MetricsServer:
+def start_metrics_endpoint(config: StackConfig, stack: ObservedStack) -> MetricsServer:
     """Everything the metrics path shows, served on ``config.work.metrics_socket``: the edge log
     socket bound (before nginx starts) and an empty multiprocess directory (before gunicorn
-    starts). ``server.loads`` records the multi-model loads (None in single-model mode);
-    ``served_models(name)``: whether a model name may be a label value."""
+    starts). ``server.loads`` records the multi-model loads (None in single-model mode); only
+    the models ``stack`` serves are label values."""
     shutil.rmtree(config.work.metrics_dir, ignore_errors=True)  # its files would count again
     os.makedirs(config.work.metrics_dir)
     registry = CollectorRegistry(auto_describe=False)
     loads = ModelLoads(registry) if config.multi_model.enabled else None
-    edge_log = EdgeLog(config.work.edge_log_pipe, served_models)
+    edge_log = EdgeLog(config.work.edge_log_pipe, stack.serves_model)
     collectors: list[Collector] = [
         edge_log,
         ServiceWorkers(config.work.metrics_dir),
-        StackCollector(children, model_servers, serving, models_loaded),
+        StackCollector(stack),
     ]
-    metrics = StackMetrics(
-        registry, collectors, lambda: monitored(model_servers()), monitoring_path, served_models
-    )
+
+    def model_servers() -> list[MonitoredServer]:
+        return monitored(stack.model_server_children())
+
+    metrics = StackMetrics(registry, collectors, model_servers, MONITORING_PATH, stack.serves_model)
     server = MetricsServer(config.work.metrics_socket, metrics, edge_log)
     server.loads = loads
     server.serve_in_background()

@@ -1,12 +1,12 @@
 """The model servers' own metrics, passed through under TF Serving's names.
 
-Each model server (TF Serving's binary or ours) exports its metrics at
-``model_server_configs.MONITORING_PATH`` on its REST port. At each scrape they are fetched
-(concurrently) and passed through as text, every sample given a ``model_server`` label (the
-supervised child's name) and the families of several model servers joined, so that each
-family appears once. The text is relabelled line by line rather than parsed into
-``prometheus_client`` families and written out again: parsing 5,700 lines (50 models'
-load-time histograms) took ~100 ms, over the budget of a whole scrape.
+Each model server (TF Serving's binary or ours) exports its metrics at ``MONITORING_PATH`` on
+its REST port (``model_server_configs`` writes it into their monitoring config). At each
+scrape they are fetched (concurrently) and passed through as text, every sample given a
+``model_server`` label (the supervised child's name) and the families of several model
+servers joined, so that each family appears once. The text is relabelled line by line
+rather than parsed into ``prometheus_client`` families and written out again: parsing 5,700
+lines (50 models' load-time histograms) took ~100 ms, over the budget of a whole scrape.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from sagemaker_tfs.wire.metrics import UNKNOWN_MODEL
 
 logger = logging.getLogger(__name__)
 
+# Every model server exports TF Serving's Prometheus metrics on its REST port at this path.
+MONITORING_PATH = "/monitoring/prometheus/metrics"
 FETCH_TIMEOUT_SECONDS = 2.0
 MAX_CONCURRENT_FETCHES = 8
 LABEL = "model_server"

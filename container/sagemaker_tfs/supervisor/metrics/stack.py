@@ -2,15 +2,16 @@
 the multi-model registry's loads and unloads.
 
 Restarts and readiness are read from the ``Child`` objects at each scrape (``children.py``
-already counts them); only the loads and unloads are recorded as they happen, by the
-control API (``ModelLoads.timed``).
+already counts them), through ``ObservedStack`` (the Supervisor); only the loads and unloads
+are recorded as they happen, by the control API (``ModelLoads.timed``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -24,24 +25,32 @@ from sagemaker_tfs.wire.metrics import PREFIX
 LOAD_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 
+class ObservedStack(Protocol):
+    """What the metrics read of the stack at each scrape (the Supervisor gives it)."""
+
+    serving: bool  # the stack has started serving
+
+    def children(self) -> list[Child]:
+        """Every child of every tier."""
+
+    def model_server_children(self) -> list[Child]: ...
+
+    def models_loaded(self) -> int | None:
+        """The models loaded on a multi-model endpoint; None single-model."""
+
+    def serves_model(self, name: str) -> bool:
+        """Whether the stack serves a model of that name now (requests may name any)."""
+
+
 class StackCollector:
     """The supervised processes as the supervisor sees them at each scrape."""
 
-    def __init__(
-        self,
-        children: Callable[[], Sequence[Child]],
-        model_servers: Callable[[], Sequence[Child]],
-        serving: Callable[[], bool],
-        models_loaded: Callable[[], int] | None = None,
-    ) -> None:
-        self._children = children
-        self._model_servers = model_servers
-        self._serving = serving
-        self._models_loaded = models_loaded
+    def __init__(self, stack: ObservedStack) -> None:
+        self._stack = stack
         self._started = time.time()
 
     def collect(self) -> Iterator[Metric]:
-        children = list(self._children())
+        children = self._stack.children()
         restarts = CounterMetricFamily(
             f"{PREFIX}_child_restarts",
             "Restarts of each process the supervisor runs (nginx, gunicorn, model servers)",
@@ -55,7 +64,7 @@ class StackCollector:
             ready.add_metric((child.name,), 1.0 if child.ready and child.running() else 0.0)
         yield restarts
         yield ready
-        serving = self._serving() and all(child.ready for child in children)
+        serving = self._stack.serving and all(child.ready for child in children)
         yield GaugeMetricFamily(
             f"{PREFIX}_ready",
             "1 once the stack serves and while every process is ready, else 0",
@@ -76,16 +85,17 @@ class StackCollector:
             "Resident memory of each model server process",
             labels=("model_server",),
         )
-        for child in self._model_servers():
+        for child in self._stack.model_server_children():
             size = process_rss_bytes(child.pid) if child.running() else 0
             if size:  # 0: gone
                 memory.add_metric((child.name,), float(size))
         yield memory
-        if self._models_loaded is not None:
+        loaded = self._stack.models_loaded()
+        if loaded is not None:
             yield GaugeMetricFamily(
                 f"{PREFIX}_models_loaded",
                 "Models loaded on the multi-model endpoint",
-                value=float(self._models_loaded()),
+                value=float(loaded),
             )
 
 

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.stack_config import BatchingConfig, StackConfig
+from sagemaker_tfs.supervisor.metrics.model_servers import MONITORING_PATH
 
 TFS_BINARY = "tensorflow_model_server"
-# Every model server exports TF Serving's Prometheus metrics on its REST port at this path
-# (--monitoring_config_file, the file written once into the work directory).
+# Every model server exports TF Serving's Prometheus metrics on its REST port at
+# ``MONITORING_PATH`` (--monitoring_config_file, the file written once into the work directory).
 MONITORING_CONFIG_FILE = "monitoring.config"
-MONITORING_PATH = "/monitoring/prometheus/metrics"
 # TF Serving's rule for --rest_api_num_threads (4 per CPU), applied to the container's CPUs.
 REST_THREADS_PER_CPU = 4
 

@@ -1,5 +1,6 @@
 """The model server tier: the one way its processes are built (single model, shared and per
-model alike), their config files, the standby, and what the health monitor watches."""
+model alike), their config files, the standby (or zygote) it watches and stops, and what the
+health monitor watches (a multi-model back end names its model servers itself)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import logging
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from sagemaker_tfs.ports import Instance
@@ -21,12 +21,10 @@ from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
     ModelServerZygote,
     adopts_orphans,
 )
-from sagemaker_tfs.supervisor.model_servers.per_model_servers import PerModelServers
-from sagemaker_tfs.supervisor.model_servers.shared_model_servers import SharedModelServers
 from sagemaker_tfs.supervisor.model_servers.standby_model_server import StandbyModelServer
 from sagemaker_tfs.supervisor.multi_model.registry import (
+    BackEndServer,
     ModelLoadError,
-    ModelRegistry,
     ModelServers,
 )
 from sagemaker_tfs.supervisor.processes.children import Child, TierStopping
@@ -44,9 +42,11 @@ class ModelServerLauncher(TierLauncher):
     """Starts, stops and finds the model server processes; what both multi-model back ends
     are given at construction. ``serving()``: the stack serves (a standby may start)."""
 
+    name = TIER
     serving: Callable[[], bool]
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         work_dir = Path(self.config.work.root)
         self.python_model_server = configs.is_python_model_server()
         self.model_config_file = str(work_dir / "models.config")
@@ -63,6 +63,17 @@ class ModelServerLauncher(TierLauncher):
         if self.config.model_servers.zygote and adopts_orphans():
             return ModelServerZygote(self.env, self._settled, nice)
         return StandbyModelServer(self.env, self._settled, nice)
+
+    def check(self, now: float) -> None:
+        """The model servers, then the standby (started once they are all ready)."""
+        super().check(now)
+        if self.standby is not None:
+            self.standby.check(now)
+
+    def begin_stop(self) -> None:
+        """The standby goes first: no model server starts warm from here on."""
+        if self.standby is not None:
+            self.standby.stop()
 
     def _settled(self) -> bool:
         """The stack serves and no model server is starting: a standby may start now."""
@@ -115,22 +126,36 @@ class ModelServerLauncher(TierLauncher):
     def _take_standby(
         self, restarting: Callable[[], bool]
     ) -> Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None:
-        """The standby's ``take``; the zygote's waits for its import on a restart."""
+        """The standby's ``take``; a zygote waits for its import on a restart."""
         standby = self.standby
-        if isinstance(standby, ModelServerZygote):
-            return lambda argv: standby.take(argv, wait=restarting())
-        return standby.take if standby is not None else None
+        if standby is None:
+            return None
+        return lambda argv: standby.take(argv, wait=restarting())
 
     # --- what the back ends ask ---
 
     def start_model_server(
-        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
+        self,
+        key: str,
+        instance: Instance,
+        config_file: Callable[[int], str],
+        ready: Callable[[], bool],
     ) -> None:
-        ready = models_available_check(key, instance, model_names)
         try:
-            self._start(key, instance, lambda _failed_starts: model_config_file, ready)
+            self._start(key, instance, config_file, ready)
         except TierStopping:
             raise HttpError(503, "the stack is shutting down") from None
+
+    def wait_until_ready(self, key: str) -> None:
+        child = self._child(key)
+        timeout = self.config.model_servers.wait_time_seconds
+        assert child.ready_check is not None
+        if not self.wait_while_starting(child, child.ready_check, timeout):
+            why = "exited" if not child.running() else "timed out"
+            raise StartupError(
+                f"{key} {why} before it answered (SAGEMAKER_TFS_WAIT_TIME_SECONDS={timeout})"
+            )
+        child.mark_ready()
 
     def stop_model_server(self, key: str) -> None:
         self.children.stop_child(key)
@@ -145,7 +170,8 @@ class ModelServerLauncher(TierLauncher):
         """Every instance started, to serve every model (``wait_for_single_model`` waits)."""
         names = [m.name for m in self.config.models]
         for key, instance in self._single_model_instances():
-            self.start_model_server(key, instance, self.model_config_file, names)
+            ready = models_available_check(key, instance, names)
+            self.start_model_server(key, instance, lambda _: self.model_config_file, ready)
 
     def wait_for_single_model(self) -> None:
         """Returns once every instance serves every model (AVAILABLE)."""
@@ -174,26 +200,6 @@ class ModelServerLauncher(TierLauncher):
         child.mark_ready()
         logger.info("%s: models %s AVAILABLE", key, ", ".join(names))
 
-    def start_shared(self, shared: SharedModelServers) -> None:
-        """The shared model servers: each starts with the models loaded so far (after a
-        failed start: with none) and is ready once it serves what the registry holds."""
-        for server in shared.servers:
-            ready = partial(shared.ready, server.key)
-            self._start(server.key, server.instance, shared.start_config_file, ready)
-        for server in shared.servers:
-            self._wait_until_in_line(shared, server.key)
-
-    def _wait_until_in_line(self, shared: SharedModelServers, key: str) -> None:
-        child = self._child(key)
-        timeout = self.config.model_servers.wait_time_seconds
-        if not self.wait_while_starting(child, partial(shared.ready, key), timeout):
-            why = "exited" if not child.running() else "timed out"
-            raise StartupError(
-                f"{key} {why} before it answered (SAGEMAKER_TFS_WAIT_TIME_SECONDS={timeout})"
-            )
-        child.mark_ready()
-        logger.info("%s: serving multi-model (shared by every model)", key)
-
     def _child(self, key: str) -> Child:
         child = self.children.get(key)
         assert child is not None
@@ -201,33 +207,21 @@ class ModelServerLauncher(TierLauncher):
 
     # --- what the health monitor watches ---
 
-    def watched(
-        self, servers: ModelServers | None, registry: ModelRegistry | None
-    ) -> list[WatchedServer]:
-        """Single model: every model server, each serving every model. Multi-model shared:
-        every model server, answering and in line with the registry. One per model: the
-        model server of each model the registry holds as loaded (not those loading or
-        unloading), serving its model."""
-        shared = isinstance(servers, SharedModelServers)
-
-        def watch(key: str, instance: Instance, models: tuple[str, ...]) -> WatchedServer:
-            child, pid = self.children.get(key), self.model_server_pid(key)
-            not_ready = "is being brought in line" if shared and child and not child.ready else None
-            where = status_target(self.config, instance, self.python_model_server)
-            return WatchedServer(key, where, models, pid, not_ready)
-
-        if not self.config.multi_model.enabled:
+    def watched(self, servers: ModelServers | None) -> list[WatchedServer]:
+        """Single model (``servers`` None): every model server, each serving every model.
+        Multi-model: those the back end names (see ``ModelServers.watched``); one that is
+        ready only once in line with the registry is not ready while it is brought in line."""
+        if servers is None:
             names = tuple(model.name for model in self.config.models)
-            return [
-                watch(f"model-server[{index}]", instance, names)
-                for index, instance in enumerate(self.config.instances)
-            ]
-        if isinstance(servers, SharedModelServers):
-            return [watch(s.key, s.instance, ()) for s in servers.servers]
-        loaded = registry.list() if registry is not None else []
-        key = PerModelServers.key
-        return [
-            watch(key(m["model_name"]), Instance(*m["instances"][0]), (m["model_name"],))
-            for m in loaded
-            if m["state"] == "AVAILABLE"
-        ]
+            watched = [BackEndServer(k, i, names) for k, i in self._single_model_instances()]
+        else:
+            watched = servers.watched()
+        return [self._watch(server) for server in watched]
+
+    def _watch(self, server: BackEndServer) -> WatchedServer:
+        child = self.children.get(server.key)
+        in_line = server.ready_once_in_line and child is not None and not child.ready
+        where = status_target(self.config, server.instance, self.python_model_server)
+        pid = self.model_server_pid(server.key)
+        not_ready = "is being brought in line" if in_line else None
+        return WatchedServer(server.key, where, server.models, pid, not_ready)

@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance, PortRange, port_is_free
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.model_servers.model_availability import wait_until_available
+from sagemaker_tfs.supervisor.model_servers.model_availability import (
+    models_available_check,
+    wait_until_available,
+)
 from sagemaker_tfs.supervisor.model_servers.model_server_configs import render_model_config
-from sagemaker_tfs.supervisor.multi_model.registry import ModelLoadError
+from sagemaker_tfs.supervisor.multi_model.registry import BackEndServer, ModelLoadError
 from sagemaker_tfs.supervisor.processes.process_memory import process_rss_bytes
 from sagemaker_tfs.wire.errors import HttpError
 
@@ -67,6 +70,9 @@ class PerModelServers:
         self._config_dir = Path(config.work.root) / "models"
         # Never called: a restarted process loads its one model from its own file again.
         self.on_lost: Callable[[str, str], None] = lambda name, reason: None
+        # The models that are AVAILABLE (their load returned) and not being unloaded.
+        self._serving: dict[str, Instance] = {}
+        self._serving_lock = threading.Lock()
 
     def place(self, name: str) -> tuple[Instance, ...]:
         instance = self._ports.take_pair()
@@ -80,7 +86,8 @@ class PerModelServers:
         self._config_dir.mkdir(parents=True, exist_ok=True)
         config_file = self._config_dir / f"{model.name}.config"
         config_file.write_text(render_model_config([model]))
-        self._launcher.start_model_server(key, instance, str(config_file), [model.name])
+        ready = models_available_check(key, instance, [model.name])
+        self._launcher.start_model_server(key, instance, lambda _: str(config_file), ready)
         available = wait_until_available(
             instance.rest_port,
             [model.name],
@@ -92,9 +99,13 @@ class PerModelServers:
                 f"its model server exited or did not make it AVAILABLE within "
                 f"{self._config.model_servers.wait_time_seconds}s"
             )
+        with self._serving_lock:
+            self._serving[model.name] = instance
 
     def unload(self, name: str, instances: tuple[Instance, ...]) -> None:
         """Stop the model's process and give its ports back."""
+        with self._serving_lock:
+            self._serving.pop(name, None)
         self._launcher.stop_model_server(self.key(name))
         for instance in instances:
             self._ports.release(instance)
@@ -103,8 +114,17 @@ class PerModelServers:
     def rss_bytes(self, name: str) -> int:
         return process_rss_bytes(self._launcher.model_server_pid(self.key(name)))
 
+    def start(self) -> None:
+        """Nothing starts with the stack: a model's process starts when it is loaded."""
+
+    def watched(self) -> list[BackEndServer]:
+        """The process of each model that is AVAILABLE (not loading, not unloading)."""
+        with self._serving_lock:
+            serving = list(self._serving.items())
+        return [BackEndServer(self.key(name), instance, (name,)) for name, instance in serving]
+
     def close(self) -> None:
-        """Nothing to close: the processes stop with the supervisor's children."""
+        """Nothing to close: the processes stop with the model server tier."""
 
     @staticmethod
     def key(name: str) -> str:

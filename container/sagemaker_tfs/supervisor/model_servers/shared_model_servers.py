@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,7 @@ from sagemaker_tfs.supervisor.model_servers.model_service_client import (
     ModelServiceClient,
     ModelServiceError,
 )
-from sagemaker_tfs.supervisor.multi_model.registry import ModelLoadError
+from sagemaker_tfs.supervisor.multi_model.registry import BackEndServer, ModelLoadError
 from sagemaker_tfs.supervisor.processes.atomic_files import write_atomically
 from sagemaker_tfs.supervisor.processes.process_memory import process_rss_bytes
 
@@ -83,6 +84,7 @@ class SharedModelServers:
         client_factory: Callable[[str], ModelServiceClient] = ModelServiceClient,
     ) -> None:
         self._config = config
+        self._launcher = launcher
         self._pid_of = launcher.model_server_pid
         self.servers = [
             SharedModelServer(
@@ -110,6 +112,22 @@ class SharedModelServers:
         )
 
     # --- what the supervisor asks ---
+
+    def start(self) -> None:
+        """Every model server, each starting with the models loaded so far (after a failed
+        start: with none) and ready once it serves what the registry holds."""
+        for server in self.servers:
+            ready = partial(self.ready, server.key)
+            self._launcher.start_model_server(
+                server.key, server.instance, self.start_config_file, ready
+            )
+        for server in self.servers:
+            self._launcher.wait_until_ready(server.key)
+            logger.info("%s: serving multi-model (shared by every model)", server.key)
+
+    def watched(self) -> list[BackEndServer]:
+        """Every model server, answering and (once restarted) brought in line."""
+        return [BackEndServer(s.key, s.instance, ready_once_in_line=True) for s in self.servers]
 
     def start_config_file(self, failed_starts: int) -> str:
         """The config a model server starts with: the served models, or none after a start

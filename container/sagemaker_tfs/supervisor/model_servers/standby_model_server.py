@@ -47,8 +47,9 @@ class StandbyModelServer(WarmProcess):
     ) -> None:
         super().__init__(env, start_when, nice, command)
 
-    def take(self, argv: Sequence[str]) -> subprocess.Popen[bytes] | None:
-        """The standby, now running the model server ``argv``; None when there is none."""
+    def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
+        """The standby, now running the model server ``argv``; None when there is none
+        (``wait``: the zygote's, a standby never waits for its import)."""
         with self._lock:
             process, self.process = self.process, None
         if process is None or process.poll() is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,17 +60,46 @@ class ModelServers(Protocol):
     def rss_bytes(self, name: str) -> int:
         """The resident memory of the processes that serve (or will serve) ``name``."""
 
+    def start(self) -> None:
+        """At the stack's start: the model servers that serve before any load, started and
+        ready (shared: each of them; one per model: none)."""
+
+    def watched(self) -> list[BackEndServer]:
+        """The model servers ``/ping`` counts on now."""
+
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class BackEndServer:
+    """A model server of a back end as the health monitor watches it: its key (the
+    supervisor's Child), its ports, the models it must hold AVAILABLE, and whether it is
+    ready only once brought in line with the registry (shared, after a restart)."""
+
+    key: str
+    instance: Instance
+    models: tuple[str, ...] = ()
+    ready_once_in_line: bool = False
 
 
 class ModelServerProcesses(Protocol):
     """What a back end asks of the model server launcher: start a supervised model server,
-    stop it, and its pid (None when not running). The launcher implements it; the back ends
-    depend on this, not on the launcher, which chooses and makes them."""
+    wait for it at the stack's start, stop it, and its pid (None when not running). The
+    launcher implements it; the back ends depend on this, not on the launcher."""
 
     def start_model_server(
-        self, key: str, instance: Instance, model_config_file: str, model_names: Sequence[str]
-    ) -> None: ...
+        self,
+        key: str,
+        instance: Instance,
+        config_file: Callable[[int], str],
+        ready: Callable[[], bool],
+    ) -> None:
+        """``config_file(failed_starts)``: the model config of each start; ``ready``: its
+        readiness check. HttpError 503 once the model servers stop."""
+
+    def wait_until_ready(self, key: str) -> None:
+        """Until model server ``key`` is ready; StartupError if it exits or takes longer than
+        the wait time."""
 
     def stop_model_server(self, key: str) -> None: ...
 

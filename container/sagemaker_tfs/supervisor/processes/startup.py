@@ -1,13 +1,15 @@
 """What the tiers' launchers share: the one polling loop of every start-up wait (models
-AVAILABLE, the service answering /ping, nginx listening), the errors a failed wait raises, and
-``TierLauncher``, what every launcher is given."""
+AVAILABLE, the service answering /ping, nginx listening), the errors a failed wait raises,
+``Tier``, what the Supervisor asks of a tier once it is started, and ``TierLauncher``, what
+every launcher is given and how it watches and stops its own children."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.processes.children import Child, ChildGroup, describe_exit
@@ -51,18 +53,60 @@ def exit_of(child: Child) -> str:
     return "exited" if code is None else describe_exit(code)
 
 
+class Tier(Protocol):
+    """One tier of the stack (nginx, the Python service, the model servers) as the
+    Supervisor sees it: the Supervisor only orders the tiers and gives each its deadline;
+    the tier's processes, sockets and ports are its own business.
+
+    A stop goes in two passes over the tiers in stop order: ``begin_stop`` on each (quick: no
+    wait), then ``stop`` on each, so that what must happen before any tier is waited for
+    (nginx's port closed, the stream server's WebSockets closed) does not wait for nginx.
+    """
+
+    name: str  # the key of ``STOP_DEADLINES``
+
+    def members(self) -> list[Child]:
+        """The tier's children (those the metrics report)."""
+
+    def check(self, now: float) -> None:
+        """One round of the watch loop: restart what exited, start what it keeps warm."""
+
+    def begin_stop(self) -> None:
+        """The first step of the stop, at once and without waiting."""
+
+    def stop(self, deadline: float) -> None:
+        """Stop the tier's children and release what it holds; by ``deadline`` (monotonic)
+        whatever is left of its children is killed."""
+
+
 @dataclass(eq=False)
 class TierLauncher:
-    """The stack's config, every child's environment, the children (by tier) and the flag
-    that a stop signal sets: a launcher starts its tier's children into ``children``."""
+    """The stack's config, every child's environment and the flag that a stop signal sets: a
+    launcher starts its tier's children into its own ``children``, watches and stops them.
+    ``name``: the tier's (each launcher's ``TIER``)."""
 
+    name = "tier"
     config: StackConfig
     env: dict[str, str]
-    children: ChildGroup
     stop_requested: threading.Event
+    children: ChildGroup = field(init=False)
 
     def __post_init__(self) -> None:
-        """What a launcher holds besides (its sockets, its files), set up by its own."""
+        """A launcher that holds more (its sockets, its files) sets them up after this."""
+        self.children = ChildGroup((self.name,))
+
+    def members(self) -> list[Child]:
+        return self.children.children()
+
+    def check(self, now: float) -> None:
+        self.children.check(now)
+
+    def begin_stop(self) -> None:
+        """Nothing to do before the tier's turn, unless a launcher says otherwise."""
+
+    def stop(self, deadline: float) -> None:
+        """Each child gets its stop signal, then each is waited for until ``deadline``."""
+        self.children.stop(lambda _tier: deadline)
 
     def starting(self, child: Child) -> Callable[[], bool]:
         """Whether a start-up wait for ``child`` goes on: it runs and no stop was asked."""
