@@ -9,11 +9,20 @@ service reads it back with ``StackConfig.load(path)`` so both agree on ports and
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tfs.config_rules import (
+    batch_strategy,
+    body_limits,
+    metrics_path,
+    nice,
+    parallelism,
+    sessions_on,
+    timeouts,
+    worker_class,
+)
 from sagemaker_tfs.container_limits import CpuCount, cpu_count
 from sagemaker_tfs.env_reader import ConfigError, EnvReader
 from sagemaker_tfs.model_discovery import ModelSpec, discover_models
@@ -44,12 +53,6 @@ DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_MULTI_MODEL_DIR = "/opt/ml/models"
 DEFAULT_WORK_DIR = "/tmp/sagemaker-tfs"
 DEFAULT_PORT = 8080
-DEFAULT_METRICS_PATH = "/metrics"
-# Any SageMaker mode's body (async inference: 1 GB); JSON/CSV converted here (Batch's 100 MB).
-DEFAULT_MAX_BODY_MB = 1024
-DEFAULT_MAX_TEXT_BODY_MB = 100
-BATCH_TIMEOUT_SECONDS = 600  # what Batch Transform waits for an invocation by default
-NGINX_TIMEOUT_MARGIN_SECONDS = 5
 UNLIMITED_ENQUEUED_BATCHES = 100_000_000
 # Two shared model servers by default for multi-model: a crash of one leaves every model
 # answering on the other (at 1,000 models, 0 of 50 sampled failed against 9 with one server,
@@ -68,13 +71,6 @@ CONCURRENT_INVOCATIONS_PER_CPU = 32
 # CPU: with 100 MB bodies on 2 cores, one at a time answered more a second than eight at once
 # (docs/performance.md), and each body in flight costs several times its size.
 BODY_MB_IN_FLIGHT_PER_CPU = 64
-# The model servers' nice value (SAGEMAKER_TFS_MODEL_SERVER_NICE): with TensorFlow's threads
-# on every CPU, nginx at the same priority waited up to 520 ms to answer /ping; 5 or 10 below
-# it, /ping's p99 was 4-9 ms. 10 left the model server a tenth of a busy core beside nginx's
-# refusals under overload; 5 a quarter: 16-34% more answers at 3x the capacity
-# (docs/reliability.md, "CPU priority").
-DEFAULT_MODEL_SERVER_NICE = 5
-MAX_NICE = 19
 # The stack's Linux scheduling policy (SAGEMAKER_TFS_SCHED_POLICY): "normal" (SCHED_OTHER), or
 # "batch" (SCHED_BATCH: no process of the stack preempts another when it wakes). On two shared
 # cores beside a busy neighbour, batch answered small JSON 0.99-1.55x as many a second (with an
@@ -100,18 +96,7 @@ DEFAULT_MAX_SESSIONS = 1000
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 ACCESS_LOG_FORMATS = ("off", "text", "json")
-# Paths the stack answers itself: the metrics endpoint may not take one of them.
-RESERVED_PATHS = (
-    "/ping",
-    "/invocations",
-    "/invocations-bidirectional-stream",
-    "/execution-parameters",
-    "/models",
-)
-_METRICS_PATH = re.compile(r"(/[A-Za-z0-9_~.\-]+)+")
-_WORKER_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*")
 
 
 def gpu_present() -> bool:
@@ -166,7 +151,7 @@ def load_config(
         ),
         multi_model=multi,
         batch=batch,
-        metrics=MetricsSettings(env.boolean("SAGEMAKER_TFS_METRICS", True), _metrics_path(env)),
+        metrics=MetricsSettings(env.boolean("SAGEMAKER_TFS_METRICS", True), metrics_path(env)),
         limits=_limits(env, cpu_total),
         stream=_stream_settings(env),
         sessions=_session_settings(env, work, service.workers),
@@ -222,7 +207,7 @@ def _models_and_ports(
 def _nginx_settings(env: EnvReader, batch_transform: bool) -> NginxSettings:
     return NginxSettings(
         log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS) or "error",
-        proxy_read_timeout=_timeouts(env, batch_transform)[0],
+        proxy_read_timeout=timeouts(env, batch_transform)[0],
         access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
         access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
     )
@@ -233,8 +218,8 @@ def _service_settings(env: EnvReader, batch_transform: bool) -> ServiceSettings:
     return ServiceSettings(
         workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
         threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
-        worker_class=_worker_class(env),
-        timeout=_timeouts(env, batch_transform)[1],
+        worker_class=worker_class(env),
+        timeout=timeouts(env, batch_transform)[1],
         log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS) or "info",
         image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
         image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
@@ -251,16 +236,16 @@ def _model_server_settings(
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
     return ModelServerSettings(
         batching=_batching(env, batch_transform, cpus),
-        inter_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpus),
-        intra_op_parallelism=_parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpus),
+        inter_op_parallelism=parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpus),
+        intra_op_parallelism=parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpus),
         omp_num_threads=env.string("OMP_NUM_THREADS", "1"),
         wait_time_seconds=env.required_integer("SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300),
         gpu_memory_margin=gpu_margin,
         gpu_memory_fraction=(round((1.0 - gpu_margin) / gpu_sharers, 4) if gpu_sharers else None),
-        timeout=_timeouts(env, batch_transform)[2],
+        timeout=timeouts(env, batch_transform)[2],
         standby=env.boolean("SAGEMAKER_TFS_STANDBY_MODEL_SERVER", True),
         zygote=env.boolean("SAGEMAKER_TFS_MODEL_SERVER_ZYGOTE", True),
-        nice=_nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
+        nice=nice(env, "SAGEMAKER_TFS_MODEL_SERVER_NICE"),
     )
 
 
@@ -286,14 +271,14 @@ def _batch_settings(env: EnvReader) -> BatchTransformSettings:
     return BatchTransformSettings(
         enabled=env.boolean("SAGEMAKER_BATCH", False),
         max_concurrent_transforms=env.integer("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", None),
-        strategy=_batch_strategy(env),
+        strategy=batch_strategy(env),
         max_payload_in_mb=env.integer("SAGEMAKER_MAX_PAYLOAD_IN_MB", None, minimum=0),
     )
 
 
 def _limits(env: EnvReader, cpus: int) -> Limits:
     """The request bodies' limits and the admission bounds."""
-    max_body_mb, max_text_body_mb = _body_limits(env)
+    max_body_mb, max_text_body_mb = body_limits(env)
     return Limits(
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
@@ -324,7 +309,7 @@ def _stream_settings(env: EnvReader) -> StreamSettings:
 
 
 def _session_settings(env: EnvReader, work: WorkDir, workers: int) -> SessionSettings:
-    sessions = _sessions_on(env)
+    sessions = sessions_on(env)
     _check_session_sockets(work, workers, sessions)
     return SessionSettings(
         enabled=sessions,
@@ -366,80 +351,6 @@ def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfi
 def default_concurrent_invocations(cpus: int) -> int:
     """``SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS``'s default for a machine of ``cpus``."""
     return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
-
-
-def _worker_class(env: EnvReader) -> str:
-    value = env.string("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent")
-    if not _WORKER_CLASS.fullmatch(value):
-        raise ConfigError(f"SAGEMAKER_GUNICORN_WORKER_CLASS is not a class name, got {value!r}")
-    return value
-
-
-def _batch_strategy(env: EnvReader) -> str | None:
-    """``MULTI_RECORD``/``SINGLE_RECORD``; the API's spelling ``MultiRecord`` is accepted too."""
-    value = env.raw("SAGEMAKER_BATCH_STRATEGY")
-    if value is None:
-        return None
-    normalized = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", value).upper()
-    if normalized not in BATCH_STRATEGIES:
-        raise ConfigError(
-            f"SAGEMAKER_BATCH_STRATEGY must be one of {', '.join(BATCH_STRATEGIES)}, got {value!r}"
-        )
-    return normalized
-
-
-def _metrics_path(env: EnvReader) -> str:
-    name = "SAGEMAKER_TFS_METRICS_PATH"
-    path = env.string(name, DEFAULT_METRICS_PATH)
-    segments = path.split("/")[1:]
-    if not _METRICS_PATH.fullmatch(path) or "." in segments or ".." in segments:
-        raise ConfigError(
-            f"{name} must be a path like /metrics (letters, digits, -._~), got {path!r}"
-        )
-    if any(path == reserved or path.startswith(reserved + "/") for reserved in RESERVED_PATHS):
-        raise ConfigError(f"{name} must not be one of the stack's own paths, got {path!r}")
-    return path
-
-
-def _timeouts(env: EnvReader, batch_transform: bool) -> tuple[int, int, int]:
-    """``(nginx, gunicorn, model server)`` seconds. ``SAGEMAKER_MODEL_SERVER_TIMEOUT`` (else
-    Batch Transform's 600 s under ``SAGEMAKER_BATCH``) sets all three, nginx a margin longer
-    so that the 504 of the layer that timed out reaches the client; nginx's or gunicorn's own
-    variable wins for it. Otherwise a model call may take as long as nginx waits."""
-    umbrella = env.integer("SAGEMAKER_MODEL_SERVER_TIMEOUT", None)
-    if umbrella is None and batch_transform:
-        umbrella = BATCH_TIMEOUT_SECONDS
-    gunicorn = env.required_integer("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", umbrella or 30)
-    nginx_default = umbrella + NGINX_TIMEOUT_MARGIN_SECONDS if umbrella else 60
-    nginx = env.required_integer("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", nginx_default)
-    nginx = max(nginx, gunicorn)
-    return nginx, gunicorn, umbrella or nginx
-
-
-def _body_limits(env: EnvReader) -> tuple[int, int]:
-    """``(max_body_mb, max_text_body_mb)``; the text limit never exceeds the body limit."""
-    body = env.required_integer("SAGEMAKER_TFS_MAX_BODY_MB", DEFAULT_MAX_BODY_MB)
-    text = env.required_integer("SAGEMAKER_TFS_MAX_TEXT_BODY_MB", DEFAULT_MAX_TEXT_BODY_MB)
-    return body, min(text, body)
-
-
-def _nice(env: EnvReader, name: str) -> int:
-    value = env.required_integer(name, DEFAULT_MODEL_SERVER_NICE, minimum=0)
-    if value > MAX_NICE:
-        raise ConfigError(f"{name} must be an integer from 0 to {MAX_NICE}, got {value}")
-    return value
-
-
-def _parallelism(env: EnvReader, name: str, cpus: int) -> int:
-    """A TensorFlow pool's size: the variable, or the container's CPUs when it is unset or 0
-    (TensorFlow's own choice, 0, would count the machine's cores, not the container's)."""
-    return env.required_integer(name, 0, 0) or cpus
-
-
-def _sessions_on(env: EnvReader) -> bool:
-    """``SAGEMAKER_TFS_SESSIONS``, or the name AWS's container standards use; either true."""
-    ours = env.boolean("SAGEMAKER_TFS_SESSIONS", False)
-    return env.boolean("SAGEMAKER_ENABLE_STATEFUL_SESSIONS", False) or ours
 
 
 def _check_session_sockets(work: WorkDir, workers: int, sessions: bool) -> None:

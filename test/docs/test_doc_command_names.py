@@ -22,7 +22,7 @@ import pytest
 import tomllib
 from doc_commands import REPO_ROOT, doc_blocks, doc_paths, inline_commands, shell_blocks
 from doc_commands import simple_commands as commands_of
-from sagemaker_tfs import cli, config
+from sagemaker_tfs import cli, config_rules
 from sagemaker_tfs.model_server import flags
 from sagemaker_tfs.supervisor import main as supervisor_main
 from sagemaker_tfs.supervisor.model_servers.model_server_configs import MONITORING_PATH
@@ -94,7 +94,7 @@ def nginx_locations() -> list[str]:
     (but the catch-all ``/``, which answers 404, and the internal error pages)."""
     patterns = []
     for template in (REPO_ROOT / "container/sagemaker_tfs/nginx").glob("*.conf*"):
-        text = template.read_text().replace("@@METRICS_PATH@@", config.DEFAULT_METRICS_PATH)
+        text = template.read_text().replace("@@METRICS_PATH@@", config_rules.DEFAULT_METRICS_PATH)
         for kind, value in re.findall(r"location\s+(=|~)?\s*(\S+)\s*\{", text):
             if value == "/" or value.startswith(("/.error/", "@")):
                 continue

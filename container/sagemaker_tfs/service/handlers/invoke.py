@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import requests
 
 from sagemaker_tfs import client
-from sagemaker_tfs.config import DEFAULT_MAX_TEXT_BODY_MB
+from sagemaker_tfs.config_rules import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service.codecs import text_codecs
 from sagemaker_tfs.service.codecs.answers import StreamedBody, WrittenBody
 from sagemaker_tfs.service.codecs.content_types import CONVERTIBLE_TYPES, JSON
