@@ -13,6 +13,7 @@ Prints the median of ``--calls`` calls per request, the requests alternating.
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import statistics
 import sys
@@ -52,10 +53,14 @@ def main() -> None:
     try:
         from sagemaker_tfs.service.codecs import image_inputs
         from sagemaker_tfs.service.codecs import inputs as decoder
-    except ImportError:  # a version from before payloads.py was split (A/B runs)
-        from sagemaker_tfs.service import payloads as decoder
+    except ImportError:  # a version from before issue 56's subpackages (A/B runs)
+        try:
+            from sagemaker_tfs.service import image_inputs
+            from sagemaker_tfs.service import inputs as decoder
+        except ImportError:  # a version from before payloads.py was split
+            from sagemaker_tfs.service import payloads as decoder
 
-        image_inputs = decoder
+            image_inputs = decoder
 
     def decode(body: bytes, content_type: str, inputs: dict, options: Any) -> Any:
         if hasattr(decoder, "decode_inputs"):  # a version from before issue 40
@@ -63,11 +68,15 @@ def main() -> None:
         return decoder.decode_request(body, content_type, inputs, options).widened()
 
     if args.one_thread:
-        image_inputs.usable_cores = lambda: 1
+        if hasattr(image_inputs, "usable_cores"):  # native_threads folded in (issue 56)
+            image_inputs.usable_cores = lambda: 1
+        else:
+            native_threads = importlib.import_module(f"{image_inputs.__package__}.native_threads")
+            native_threads.usable_cores = lambda: 1
     if args.always_on_cores:
         image_inputs.DECODE_ON_CORES_MIN_BYTES = 0
 
-    print(f"code from {Path(decoder.__file__).parents[2]}")
+    print(f"code from {Path(sys.modules['sagemaker_tfs'].__file__).parents[1]}")
     requests = {
         "10 JPEGs 512x512, image stream": (
             image_stream([photo_like_jpeg(512, seed=10 + i) for i in range(10)]),

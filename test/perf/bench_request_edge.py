@@ -12,15 +12,32 @@ Usage: ``.venv/bin/python test/perf/bench_request_edge.py [--calls 20000] [--con
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import timeit
 from pathlib import Path
+from types import ModuleType
 
 HEADERS = {
     "Content-Type": "application/json; charset=utf-8",
     "Accept": "application/json",
     "X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=m,tfs-model-version=1",
 }
+
+# Where issue 56's subpackages put the modules this times (an A/B across the move imports both).
+MOVED = {
+    "context": "handlers.context",
+    "connections": "routing.connections",
+    "model_servers": "routing.model_servers",
+}
+
+
+def service_module(name: str) -> ModuleType:
+    """``sagemaker_tfs.service``'s module ``name`` in this version's layout."""
+    try:
+        return importlib.import_module(f"sagemaker_tfs.service.{MOVED[name]}")
+    except ModuleNotFoundError:  # a version from before the subpackages
+        return importlib.import_module(f"sagemaker_tfs.service.{name}")
 
 
 def main() -> None:
@@ -38,19 +55,18 @@ def main() -> None:
     req = falcon.Request(env)
     instances = [Instance(9000, 8501), Instance(9002, 8503)]
     try:
-        from sagemaker_tfs.service.handlers.context import build_context
         from sagemaker_tfs.service.request import parse_request
-        from sagemaker_tfs.service.routing.connections import Channels
-        from sagemaker_tfs.service.routing.model_servers import InstancePicker, InstanceRotation
 
-        picker, channels = InstancePicker(instances), Channels()
+        context, model_servers = service_module("context"), service_module("model_servers")
+        picker = model_servers.InstancePicker(instances)
+        channels = service_module("connections").Channels()
 
         def one() -> None:
             request = parse_request(req, 3, "m", None)
-            build_context(request, InstanceRotation(picker, channels).first())
+            context.build_context(request, model_servers.InstanceRotation(picker, channels).first())
 
     except ImportError:  # before the parsed request
-        from sagemaker_tfs.service.handlers.context import build_context
+        from sagemaker_tfs.service.context import build_context
         from sagemaker_tfs.service.routing import InstancePicker, route
 
         picker = InstancePicker(instances)
