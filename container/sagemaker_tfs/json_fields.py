@@ -4,7 +4,14 @@ dataclass."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Settings = TypeVar("Settings", bound="DataclassInstance")
 
 
 class JsonObject:
@@ -90,3 +97,22 @@ class JsonObject:
                 raise ValueError(f"{self._where}.{name}[{index}] must be an integer")
             numbers.append(value)
         return tuple(numbers)
+
+    def settings(self, kind: type[Settings]) -> Settings:
+        """A frozen settings dataclass whose fields are all strings, integers, numbers or
+        booleans (each maybe None), read field by field by its annotation."""
+        read = {field.name: _READERS[str(field.type)] for field in dataclasses.fields(kind)}
+        return kind(**{name: reader(self, name) for name, reader in read.items()})
+
+
+# A field's annotation (a string: the settings modules use ``from __future__ import
+# annotations``) -> the read that checks its JSON value.
+_READERS: dict[str, Callable[[JsonObject, str], object]] = {
+    "str": JsonObject.string,
+    "str | None": JsonObject.optional_string,
+    "int": JsonObject.integer,
+    "int | None": JsonObject.optional_integer,
+    "float": JsonObject.number,
+    "float | None": JsonObject.optional_number,
+    "bool": JsonObject.boolean,
+}

@@ -121,18 +121,15 @@ def _stack_config(data: JsonObject) -> StackConfig:
         ),
         sched_policy=data.string("sched_policy"),
         work=WorkDir(data.child("work").string("root")),
-        nginx=_nginx(data.child("nginx")),
-        service=_service(data.child("service")),
+        nginx=data.child("nginx").settings(NginxSettings),
+        service=data.child("service").settings(ServiceSettings),
         model_servers=_model_servers(data.child("model_servers")),
-        multi_model=_multi_model(data.child("multi_model")),
-        batch=_batch(data.child("batch")),
-        metrics=MetricsSettings(
-            enabled=data.child("metrics").boolean("enabled"),
-            path=data.child("metrics").string("path"),
-        ),
-        limits=_limits(data.child("limits")),
-        stream=_stream(data.child("stream")),
-        sessions=_sessions(data.child("sessions")),
+        multi_model=data.child("multi_model").settings(MultiModelSettings),
+        batch=data.child("batch").settings(BatchTransformSettings),
+        metrics=data.child("metrics").settings(MetricsSettings),
+        limits=data.child("limits").settings(Limits),
+        stream=data.child("stream").settings(StreamSettings),
+        sessions=data.child("sessions").settings(SessionSettings),
     )
 
 
@@ -141,31 +138,10 @@ def _model(data: JsonObject) -> ModelSpec:
     return ModelSpec(data.string("name"), data.string("base_path"), versions)
 
 
-def _nginx(data: JsonObject) -> NginxSettings:
-    return NginxSettings(
-        log_level=data.string("log_level"),
-        proxy_read_timeout=data.integer("proxy_read_timeout"),
-        access_log=data.string("access_log"),
-        access_log_all=data.boolean("access_log_all"),
-    )
-
-
-def _service(data: JsonObject) -> ServiceSettings:
-    return ServiceSettings(
-        workers=data.integer("workers"),
-        threads=data.integer("threads"),
-        worker_class=data.string("worker_class"),
-        timeout=data.integer("timeout"),
-        log_level=data.string("log_level"),
-        image_scale=data.number("image_scale"),
-        image_offset=data.number("image_offset"),
-    )
-
-
 def _model_servers(data: JsonObject) -> ModelServerSettings:
     batching = data.optional_child("batching")
     return ModelServerSettings(
-        batching=None if batching is None else _batching(batching),
+        batching=None if batching is None else batching.settings(BatchingConfig),
         inter_op_parallelism=data.integer("inter_op_parallelism"),
         intra_op_parallelism=data.integer("intra_op_parallelism"),
         omp_num_threads=data.string("omp_num_threads"),
@@ -176,58 +152,4 @@ def _model_servers(data: JsonObject) -> ModelServerSettings:
         standby=data.boolean("standby"),
         zygote=data.boolean("zygote"),
         nice=data.integer("nice"),
-    )
-
-
-def _batching(data: JsonObject) -> BatchingConfig:
-    return BatchingConfig(
-        max_batch_size=data.integer("max_batch_size"),
-        batch_timeout_micros=data.integer("batch_timeout_micros"),
-        num_batch_threads=data.integer("num_batch_threads"),
-        max_enqueued_batches=data.integer("max_enqueued_batches"),
-    )
-
-
-def _multi_model(data: JsonObject) -> MultiModelSettings:
-    return MultiModelSettings(
-        enabled=data.boolean("enabled"),
-        server_per_model=data.boolean("server_per_model"),
-        universal_bucket=data.optional_string("universal_bucket"),
-        universal_prefix=data.optional_string("universal_prefix"),
-        universal_code_dir=data.optional_string("universal_code_dir"),
-    )
-
-
-def _batch(data: JsonObject) -> BatchTransformSettings:
-    return BatchTransformSettings(
-        enabled=data.boolean("enabled"),
-        max_concurrent_transforms=data.optional_integer("max_concurrent_transforms"),
-        strategy=data.optional_string("strategy"),
-        max_payload_in_mb=data.optional_integer("max_payload_in_mb"),
-    )
-
-
-def _limits(data: JsonObject) -> Limits:
-    return Limits(
-        max_body_mb=data.integer("max_body_mb"),
-        max_text_body_mb=data.integer("max_text_body_mb"),
-        max_concurrent_invocations=data.integer("max_concurrent_invocations"),
-        max_body_mb_in_flight=data.integer("max_body_mb_in_flight"),
-    )
-
-
-def _stream(data: JsonObject) -> StreamSettings:
-    return StreamSettings(
-        max_message_mb=data.integer("max_message_mb"),
-        idle_timeout=data.integer("idle_timeout"),
-        max_connections=data.integer("max_connections"),
-        keepalive=data.integer("keepalive"),
-    )
-
-
-def _sessions(data: JsonObject) -> SessionSettings:
-    return SessionSettings(
-        enabled=data.boolean("enabled"),
-        ttl_seconds=data.integer("ttl_seconds"),
-        max_sessions=data.integer("max_sessions"),
     )
