@@ -25,7 +25,7 @@ from doc_commands import simple_commands as commands_of
 from sagemaker_tfs import cli, config_rules
 from sagemaker_tfs.model_server import flags
 from sagemaker_tfs.supervisor import main as supervisor_main
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import MONITORING_PATH
+from sagemaker_tfs.supervisor.model_servers.command_lines import MONITORING_PATH
 from sagemaker_tfs.transform import job
 
 STANDARD_TOOLS = {"tar", "mkdir", "cp", "cat", "printf", "grep", "xargs", "export", "ln", "rm",

@@ -49,7 +49,7 @@ from sagemaker_tfs.supervisor.metrics.model_servers import (  # noqa: E402
     MonitoredServer,
     fetch,
 )
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import (
+from sagemaker_tfs.supervisor.model_servers.command_lines import (
     MONITORING_PATH,
 )  # noqa: E402
 from whole_stack import RunningStack, running_stack  # noqa: E402

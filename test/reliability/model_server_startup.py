@@ -25,13 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from local_ports import free_port  # noqa: E402
 from sagemaker_tfs.model_discovery import ModelSpec  # noqa: E402
-from sagemaker_tfs.supervisor.model_servers.model_availability import (
-    model_is_available,
-)  # noqa: E402
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import (  # noqa: E402
+from sagemaker_tfs.supervisor.model_servers.command_lines import (  # noqa: E402
     model_server_command,
     render_model_config,
 )
+from sagemaker_tfs.supervisor.model_servers.model_availability import (
+    model_is_available,
+)  # noqa: E402
 
 
 def one_start(base_path: Path, work: Path) -> tuple[float, float, float]:

@@ -35,7 +35,7 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
     "sagemaker_tfs.service.codecs.answers": {
         "encode_answer": ("answer_decoded", "answer_encoded", None),
     },
-    "sagemaker_tfs.model_server.grpc.grpc_api": {
+    "sagemaker_tfs.model_server.grpc.servicers": {
         "PredictionService.Predict": ("server_entry", "server_exit", "model_server"),
     },
     "sagemaker_tfs.model_server.serving.saved_model_servable": {

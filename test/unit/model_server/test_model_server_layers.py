@@ -47,4 +47,4 @@ def test_a_layer_imports_no_layer_above_or_beside_it(
 
 
 def test_the_check_sees_a_front_end_import() -> None:
-    assert PREFIX + "serving.manager" in imported(MODEL_SERVER / "grpc" / "grpc_api.py")
+    assert PREFIX + "serving.manager" in imported(MODEL_SERVER / "grpc" / "servicers.py")

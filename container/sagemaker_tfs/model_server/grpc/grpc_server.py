@@ -9,16 +9,16 @@ import dataclasses
 import grpc
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
-from sagemaker_tfs.model_server.grpc.grpc_api import (
-    ModelService,
-    PredictionService,
-    prediction_handlers,
-    streamed_prediction_handlers,
-)
 from sagemaker_tfs.model_server.grpc.grpc_options import (
     ChannelArgument,
     TlsSettings,
     merge_channel_arguments,
+)
+from sagemaker_tfs.model_server.grpc.servicers import (
+    ModelService,
+    PredictionService,
+    prediction_handlers,
+    streamed_prediction_handlers,
 )
 from sagemaker_tfs.model_server.serving.manager import ModelManager
 

@@ -1,7 +1,7 @@
 """The REST API's HTTP server: what each request gets, and where it runs.
 
 The HTTP/1.1 work (sockets, keep-alive, reading requests, writing answers, deadlines) is
-``http_loop``'s; this module is its application. ``/v1/`` requests go to ``rest_api.RestApi``;
+``http_loop``'s; this module is its application. ``/v1/`` requests go to ``api.RestApi``;
 beside them, the Prometheus endpoint of ``--monitoring_config_file`` (its exact path, any
 method, ``monitoring``'s text), and CORS: OPTIONS on ``/v1/`` answers a preflight, and with
 ``--rest_api_enable_cors_support`` every ``/v1/`` answer carries TF Serving's three CORS
@@ -22,11 +22,11 @@ from sagemaker_tfs.container_limits import stack_cpus
 from sagemaker_tfs.model_server.errors import Code
 from sagemaker_tfs.model_server.monitoring import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from sagemaker_tfs.model_server.monitoring import METRICS
+from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.rest.http_loop import HttpLoop
 from sagemaker_tfs.model_server.rest.http_replies import HttpReply
 from sagemaker_tfs.model_server.rest.json_writer import format_error
 from sagemaker_tfs.model_server.rest.request_reader import Request
-from sagemaker_tfs.model_server.rest.rest_api import RestApi
 
 if TYPE_CHECKING:
     from sagemaker_tfs.model_server.serving.manager import ModelManager

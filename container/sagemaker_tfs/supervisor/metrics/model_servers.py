@@ -1,7 +1,7 @@
 """The model servers' own metrics, passed through under TF Serving's names.
 
 Each model server (TF Serving's binary or ours) exports its metrics at ``MONITORING_PATH`` on
-its REST port (``model_server_configs`` writes it into their monitoring config). At each
+its REST port (``command_lines`` writes it into their monitoring config). At each
 scrape they are fetched (concurrently) and passed through as text, every sample given a
 ``model_server`` label (the supervised child's name) and the families of several model
 servers joined, so that each family appears once. The text is relabelled line by line

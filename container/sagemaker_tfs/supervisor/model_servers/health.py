@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import grpc_target
+from sagemaker_tfs.supervisor.model_servers.command_lines import grpc_target
 from sagemaker_tfs.supervisor.model_servers.model_service_client import (
     ModelServiceClient,
     StatusAnswer,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.supervisor.model_servers import model_server_configs as configs
+from sagemaker_tfs.supervisor.model_servers import command_lines
 from sagemaker_tfs.supervisor.model_servers.health import WatchedServer, status_target
 from sagemaker_tfs.supervisor.model_servers.model_availability import (
     models_available_check,
@@ -48,7 +48,7 @@ class ModelServerLauncher(TierLauncher):
     def __post_init__(self) -> None:
         super().__post_init__()
         work_dir = Path(self.config.work.root)
-        self.python_model_server = configs.is_python_model_server()
+        self.python_model_server = command_lines.is_python_model_server()
         self.model_config_file = str(work_dir / "models.config")
         batching = self.config.model_servers.batching is not None
         self.batching_file = str(work_dir / "batching.config") if batching else None
@@ -81,15 +81,15 @@ class ModelServerLauncher(TierLauncher):
 
     def write_configs(self) -> None:
         """The monitoring and batching files, and single-model the models' config."""
-        Path(configs.monitoring_config_path(self.config)).write_text(
-            configs.render_monitoring_config(), encoding="utf-8"
+        Path(command_lines.monitoring_config_path(self.config)).write_text(
+            command_lines.render_monitoring_config(), encoding="utf-8"
         )
         if self.config.model_servers.batching is not None:
-            text = configs.render_batching_config(self.config.model_servers.batching)
+            text = command_lines.render_batching_config(self.config.model_servers.batching)
             Path(self.batching_file or "").write_text(text, encoding="utf-8")
             logger.info("batching config %s:\n%s", self.batching_file, text.rstrip())
         if not self.config.multi_model.enabled:
-            text = configs.render_model_config(self.config.models)
+            text = command_lines.render_model_config(self.config.models)
             Path(self.model_config_file).write_text(text, encoding="utf-8")
             logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
 
@@ -104,7 +104,7 @@ class ModelServerLauncher(TierLauncher):
         config of each start; the standby, when there is one, becomes the process."""
 
         def command(failed_starts: int) -> list[str]:
-            return configs.model_server_command() + configs.model_server_args(
+            return command_lines.model_server_command() + command_lines.model_server_args(
                 instance, config_file(failed_starts), self.config, self.batching_file
             )
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance, PortRange, port_is_free
 from sagemaker_tfs.stack_config import StackConfig
+from sagemaker_tfs.supervisor.model_servers.command_lines import render_model_config
 from sagemaker_tfs.supervisor.model_servers.model_availability import (
     models_available_check,
     wait_until_available,
 )
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import render_model_config
 from sagemaker_tfs.supervisor.multi_model.registry import BackEndServer, ModelLoadError
 from sagemaker_tfs.supervisor.processes.process_memory import process_rss_bytes
 from sagemaker_tfs.wire.errors import HttpError

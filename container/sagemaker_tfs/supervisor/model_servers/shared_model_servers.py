@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.stack_config import StackConfig
-from sagemaker_tfs.supervisor.model_servers.model_server_configs import (
+from sagemaker_tfs.supervisor.model_servers.command_lines import (
     grpc_target,
     render_model_config,
 )
