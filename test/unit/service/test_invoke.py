@@ -80,7 +80,7 @@ def invoke(user_code: UserCode | None, body: bytes, request: ParsedRequest, serv
            limits: Limits = NO_LIMITS) -> Reply:  # fmt: skip
     """One invocation by a worker's ``Invoker``, its record counting nothing."""
     invoker = Invoker(RestClient(), ImageOptions(1.0, 0.0), limits)
-    return invoker.invoke(
+    return invoker.run(
         request, RequestBody(body), user_code, servers, InvocationRecord(None, falcon.Response())
     )
 

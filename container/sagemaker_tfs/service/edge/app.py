@@ -162,7 +162,7 @@ class SingleModelService(Service):
     def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
                state: SessionState | None = None) -> Reply:  # fmt: skip
         candidates = InstanceRotation(self.picker, self.channels)
-        return self.invoker.invoke(request, body, self.user_code, candidates, record, state)
+        return self.invoker.run(request, body, self.user_code, candidates, record, state)
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -195,7 +195,7 @@ class MultiModelService(Service):
         candidates = InstanceRotation(self.picker, self.channels) if self.picker else model
         user_code = self.directory.user_code(model.location)
         try:
-            reply = self.invoker.invoke(request, body, user_code, candidates, record, state)
+            reply = self.invoker.run(request, body, user_code, candidates, record, state)
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(

@@ -170,9 +170,9 @@ class Invoker:
         self.options = options
         self.limits = limits
 
-    def invoke(self, request: ParsedRequest, body: RequestBody, user_code: UserCode | None,
-               candidates: Candidates, record: InvocationRecord,
-               state: SessionState | None = None) -> Reply:  # fmt: skip
+    def run(self, request: ParsedRequest, body: RequestBody, user_code: UserCode | None,
+            candidates: Candidates, record: InvocationRecord,
+            state: SessionState | None = None) -> Reply:  # fmt: skip
         """A request that waited past its deadline is shed here, before any work is done.
         ``state``: the stateful session the request runs in, for the handlers' context
         (without ``inference.py`` a session only routes the request)."""
