@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_tfs import settings
 from sagemaker_tfs.config_rules import (
     batch_strategy,
     body_limits,
@@ -32,20 +33,6 @@ from sagemaker_tfs.ports import (
     allocate_instances,
     parse_port,
     parse_port_range,
-)
-from sagemaker_tfs.settings import (
-    MAX_UNIX_SOCKET_PATH_BYTES,
-    BatchingConfig,
-    BatchTransformSettings,
-    Limits,
-    MetricsSettings,
-    ModelServerSettings,
-    MultiModelSettings,
-    NginxSettings,
-    ServiceSettings,
-    SessionSettings,
-    StreamSettings,
-    WorkDir,
 )
 from sagemaker_tfs.stack_config import StackConfig
 
@@ -120,7 +107,7 @@ def load_config(
     model_dir = os.path.abspath(
         model_dir or (DEFAULT_MULTI_MODEL_DIR if multi_model else DEFAULT_MODEL_DIR)
     )
-    work = WorkDir(os.path.abspath(work_dir or DEFAULT_WORK_DIR))
+    work = settings.WorkDir(os.path.abspath(work_dir or DEFAULT_WORK_DIR))
     if port is None:
         raw_port = env.raw("SAGEMAKER_BIND_TO_PORT")
         port = DEFAULT_PORT if raw_port is None else parse_port("SAGEMAKER_BIND_TO_PORT", raw_port)
@@ -151,7 +138,9 @@ def load_config(
         ),
         multi_model=multi,
         batch=batch,
-        metrics=MetricsSettings(env.boolean("SAGEMAKER_TFS_METRICS", True), metrics_path(env)),
+        metrics=settings.MetricsSettings(
+            env.boolean("SAGEMAKER_TFS_METRICS", True), metrics_path(env)
+        ),
         limits=_limits(env, cpu_total),
         stream=_stream_settings(env),
         sessions=_session_settings(env, work, service.workers),
@@ -170,7 +159,7 @@ class _ServedModels:
 
 
 def _models_and_ports(
-    env: EnvReader, model_dir: str, multi: MultiModelSettings, port: int
+    env: EnvReader, model_dir: str, multi: settings.MultiModelSettings, port: int
 ) -> _ServedModels:
     """The models found and the model servers' ports."""
     raw_range = env.raw("SAGEMAKER_SAFE_PORT_RANGE")
@@ -204,8 +193,8 @@ def _models_and_ports(
     )
 
 
-def _nginx_settings(env: EnvReader, batch_transform: bool) -> NginxSettings:
-    return NginxSettings(
+def _nginx_settings(env: EnvReader, batch_transform: bool) -> settings.NginxSettings:
+    return settings.NginxSettings(
         log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS) or "error",
         proxy_read_timeout=timeouts(env, batch_transform)[0],
         access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
@@ -213,9 +202,9 @@ def _nginx_settings(env: EnvReader, batch_transform: bool) -> NginxSettings:
     )
 
 
-def _service_settings(env: EnvReader, batch_transform: bool) -> ServiceSettings:
+def _service_settings(env: EnvReader, batch_transform: bool) -> settings.ServiceSettings:
     """gunicorn and the images' scale."""
-    return ServiceSettings(
+    return settings.ServiceSettings(
         workers=env.required_integer("SAGEMAKER_GUNICORN_WORKERS", 1),
         threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
         worker_class=worker_class(env),
@@ -231,10 +220,10 @@ def _model_server_settings(
     batch_transform: bool,
     cpus: int,
     gpu_sharers: int | None,
-) -> ModelServerSettings:
+) -> settings.ModelServerSettings:
     """Batching, TensorFlow's pools, the wait for models, the standby, a GPU's share."""
     gpu_margin = env.fraction("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", 0.2)
-    return ModelServerSettings(
+    return settings.ModelServerSettings(
         batching=_batching(env, batch_transform, cpus),
         inter_op_parallelism=parallelism(env, "SAGEMAKER_TFS_INTER_OP_PARALLELISM", cpus),
         intra_op_parallelism=parallelism(env, "SAGEMAKER_TFS_INTRA_OP_PARALLELISM", cpus),
@@ -250,15 +239,17 @@ def _model_server_settings(
 
 
 def _gpu_sharers(
-    served: _ServedModels, multi: MultiModelSettings, has_gpu: Callable[[], bool]
+    served: _ServedModels, multi: settings.MultiModelSettings, has_gpu: Callable[[], bool]
 ) -> int | None:
     """How many single-model instances share the GPU, None when they do not share one."""
     shared = served.instance_count > 1 and not multi.enabled and has_gpu()
     return served.instance_count if shared else None
 
 
-def _multi_model_settings(env: EnvReader, multi_model: bool, work: WorkDir) -> MultiModelSettings:
-    return MultiModelSettings(
+def _multi_model_settings(
+    env: EnvReader, multi_model: bool, work: settings.WorkDir
+) -> settings.MultiModelSettings:
+    return settings.MultiModelSettings(
         enabled=multi_model,
         server_per_model=env.boolean("SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL", False) and multi_model,
         universal_bucket=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
@@ -267,8 +258,8 @@ def _multi_model_settings(env: EnvReader, multi_model: bool, work: WorkDir) -> M
     )
 
 
-def _batch_settings(env: EnvReader) -> BatchTransformSettings:
-    return BatchTransformSettings(
+def _batch_settings(env: EnvReader) -> settings.BatchTransformSettings:
+    return settings.BatchTransformSettings(
         enabled=env.boolean("SAGEMAKER_BATCH", False),
         max_concurrent_transforms=env.integer("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", None),
         strategy=batch_strategy(env),
@@ -276,10 +267,10 @@ def _batch_settings(env: EnvReader) -> BatchTransformSettings:
     )
 
 
-def _limits(env: EnvReader, cpus: int) -> Limits:
+def _limits(env: EnvReader, cpus: int) -> settings.Limits:
     """The request bodies' limits and the admission bounds."""
     max_body_mb, max_text_body_mb = body_limits(env)
-    return Limits(
+    return settings.Limits(
         max_body_mb=max_body_mb,
         max_text_body_mb=max_text_body_mb,
         max_concurrent_invocations=env.required_integer(
@@ -291,8 +282,8 @@ def _limits(env: EnvReader, cpus: int) -> Limits:
     )
 
 
-def _stream_settings(env: EnvReader) -> StreamSettings:
-    return StreamSettings(
+def _stream_settings(env: EnvReader) -> settings.StreamSettings:
+    return settings.StreamSettings(
         max_message_mb=env.required_integer(
             "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", DEFAULT_STREAM_MAX_MESSAGE_MB
         ),
@@ -308,10 +299,12 @@ def _stream_settings(env: EnvReader) -> StreamSettings:
     )
 
 
-def _session_settings(env: EnvReader, work: WorkDir, workers: int) -> SessionSettings:
+def _session_settings(
+    env: EnvReader, work: settings.WorkDir, workers: int
+) -> settings.SessionSettings:
     sessions = sessions_on(env)
     _check_session_sockets(work, workers, sessions)
-    return SessionSettings(
+    return settings.SessionSettings(
         enabled=sessions,
         ttl_seconds=env.required_integer(
             "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
@@ -332,11 +325,11 @@ def _choose_default_model(models: tuple[ModelSpec, ...], requested: str | None) 
     return requested
 
 
-def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> BatchingConfig | None:
+def _batching(env: EnvReader, batch_transform: bool, cpus: int) -> settings.BatchingConfig | None:
     if not env.boolean("SAGEMAKER_TFS_ENABLE_BATCHING", False):
         return None
     default_enqueued = UNLIMITED_ENQUEUED_BATCHES if batch_transform else cpus
-    return BatchingConfig(
+    return settings.BatchingConfig(
         max_batch_size=env.required_integer("SAGEMAKER_TFS_MAX_BATCH_SIZE", 8),
         batch_timeout_micros=env.required_integer(
             "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", 1000, minimum=0
@@ -353,13 +346,13 @@ def default_concurrent_invocations(cpus: int) -> int:
     return max(MIN_MAX_CONCURRENT_INVOCATIONS, CONCURRENT_INVOCATIONS_PER_CPU * cpus)
 
 
-def _check_session_sockets(work: WorkDir, workers: int, sessions: bool) -> None:
+def _check_session_sockets(work: settings.WorkDir, workers: int, sessions: bool) -> None:
     """Each worker's session socket path must fit in a unix socket address."""
     longest = work.session_socket(workers - 1)
-    if sessions and len(longest.encode()) > MAX_UNIX_SOCKET_PATH_BYTES:
+    if sessions and len(longest.encode()) > settings.MAX_UNIX_SOCKET_PATH_BYTES:
         raise ConfigError(
             f"SAGEMAKER_TFS_SESSIONS needs a shorter work directory: {longest} is longer than "
-            f"a unix socket path may be ({MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
+            f"a unix socket path may be ({settings.MAX_UNIX_SOCKET_PATH_BYTES} bytes)"
         )
 
 
@@ -368,7 +361,7 @@ def _code_dir(model_dir: str) -> str | None:
     return str(code) if code.is_dir() else None
 
 
-def _universal_code_dir(env: EnvReader, multi_model: bool, work: WorkDir) -> str | None:
+def _universal_code_dir(env: EnvReader, multi_model: bool, work: settings.WorkDir) -> str | None:
     """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
 
     Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.

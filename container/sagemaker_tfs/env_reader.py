@@ -4,7 +4,10 @@ its value (``ConfigError``, which ``serve`` turns into exit code 2)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -36,17 +39,22 @@ class EnvReader:
             raise ConfigError(f"{name} must be 'true' or 'false', got {value!r}")
         return lowered == "true"
 
-    def integer(self, name: str, default: int | None, minimum: int = 1) -> int | None:
+    def _parsed(self, name: str, parse: Callable[[str], T], kind: str) -> T | None:
+        """``parse`` of the variable's value, None where it is unset; ConfigError naming
+        ``kind`` where ``parse`` raises ValueError."""
         value = self.raw(name)
-        if value is None:
-            return default
         try:
-            number = int(value)
+            return None if value is None else parse(value)
         except ValueError:
-            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+            raise ConfigError(f"{name} must be {kind}, got {value!r}") from None
+
+    def integer(self, name: str, default: int | None, minimum: int = 1) -> int | None:
+        number = self._parsed(name, int, "an integer")
+        if number is None:
+            return default
         if number < minimum:
             kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            raise ConfigError(f"{name} must be {kind}, got {value!r}")
+            raise ConfigError(f"{name} must be {kind}, got {self.raw(name)!r}")
         return number
 
     def required_integer(self, name: str, default: int, minimum: int = 1) -> int:
@@ -63,15 +71,11 @@ class EnvReader:
         return value
 
     def finite(self, name: str, default: float) -> float:
-        value = self.raw(name)
-        if value is None:
+        number = self._parsed(name, float, "a number")
+        if number is None:
             return default
-        try:
-            number = float(value)
-        except ValueError:
-            raise ConfigError(f"{name} must be a number, got {value!r}") from None
         if not math.isfinite(number):
-            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+            raise ConfigError(f"{name} must be a finite number, got {self.raw(name)!r}")
         return number
 
     def fraction(self, name: str, default: float) -> float:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 Settings = TypeVar("Settings", bound="DataclassInstance")
+T = TypeVar("T")
 
 
 class JsonObject:
@@ -39,38 +40,33 @@ class JsonObject:
         found = type(self._fields[name]).__name__
         return ValueError(f"{self._where}.{name} must be {kind}, got {found}")
 
-    def string(self, name: str) -> str:
+    def _typed(self, name: str, kind: str, *types: type[T]) -> T:
+        """The value if it is one of ``types``; a JSON true or false is no number."""
         value = self._value(name)
-        if not isinstance(value, str):
-            raise self._wrong(name, "a string")
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise self._wrong(name, kind)
         return value
+
+    def string(self, name: str) -> str:
+        return self._typed(name, "a string", str)
 
     def optional_string(self, name: str) -> str | None:
         return None if self._value(name) is None else self.string(name)
 
     def integer(self, name: str) -> int:
-        value = self._value(name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._wrong(name, "an integer")
-        return value
+        return self._typed(name, "an integer", int)
 
     def optional_integer(self, name: str) -> int | None:
         return None if self._value(name) is None else self.integer(name)
 
     def number(self, name: str) -> float:
-        value = self._value(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise self._wrong(name, "a number")
-        return float(value)
+        return float(self._typed(name, "a number", int, float))
 
     def optional_number(self, name: str) -> float | None:
         return None if self._value(name) is None else self.number(name)
 
     def boolean(self, name: str) -> bool:
-        value = self._value(name)
-        if not isinstance(value, bool):
-            raise self._wrong(name, "true or false")
-        return value
+        return self._typed(name, "true or false", bool)
 
     def child(self, name: str) -> JsonObject:
         return JsonObject.of(self._value(name), f"{self._where}.{name}")

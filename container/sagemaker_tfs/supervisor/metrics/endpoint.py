@@ -23,8 +23,6 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -40,7 +38,7 @@ from sagemaker_tfs.supervisor.metrics.model_servers import (
 )
 from sagemaker_tfs.supervisor.metrics.stack import ModelLoads, ObservedStack, StackCollector
 from sagemaker_tfs.supervisor.processes.children import Child
-from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpServer
+from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpHandler, UnixHttpServer
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +122,12 @@ class StackMetrics:
             return own + passed.result().encode("utf-8")
 
 
-class MetricsHandler(BaseHTTPRequestHandler):
+class MetricsHandler(UnixHttpHandler):
     server: MetricsServer
     protocol_version = "HTTP/1.1"
+
+    PEER = "metrics-socket"
+    LOG_PREFIX = "metrics: "
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._answer(send_body=True)
@@ -160,12 +161,6 @@ class MetricsHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         body = b'{"error": "the metrics endpoint answers GET only"}'
         self._send(405 if code == 501 else code, body, "application/json", send_body=True)
-
-    def address_string(self) -> str:
-        return "metrics-socket"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        logger.debug("metrics: " + format, *args)
 
 
 class MetricsServer(UnixHttpServer):

@@ -93,36 +93,6 @@ class ModelServerLauncher(TierLauncher):
             Path(self.model_config_file).write_text(text, encoding="utf-8")
             logger.info("model config %s:\n%s", self.model_config_file, text.rstrip())
 
-    def _start(
-        self,
-        key: str,
-        instance: Instance,
-        config_file: Callable[[int], str],
-        ready_check: Callable[[], bool],
-    ) -> None:
-        """The one way a model server starts: ``config_file(failed_starts)`` is the model
-        config of each start; the standby, when there is one, becomes the process."""
-
-        def command(failed_starts: int) -> list[str]:
-            return command_lines.model_server_command() + command_lines.model_server_args(
-                instance, config_file(failed_starts), self.config, self.batching_file
-            )
-
-        def choose_command() -> None:
-            child.argv = command(child.failed_starts)
-
-        child = Child(
-            key,
-            command(0),
-            self.env,
-            stop_timeout=MODEL_SERVER_STOP_SECONDS,
-            ready_check=ready_check,
-            before_start=choose_command,
-            take_standby=self._take_standby(lambda: child.restarts > 0),
-            nice=self.config.model_servers.nice,
-        )
-        self.children.start(TIER, child)
-
     def _take_standby(
         self, restarting: Callable[[], bool]
     ) -> Callable[[Sequence[str]], subprocess.Popen[bytes] | None] | None:
@@ -141,8 +111,29 @@ class ModelServerLauncher(TierLauncher):
         config_file: Callable[[int], str],
         ready: Callable[[], bool],
     ) -> None:
+        """The one way a model server starts: ``config_file(failed_starts)`` is the model
+        config of each start; the standby, when there is one, becomes the process."""
+
+        def command(failed_starts: int) -> list[str]:
+            return command_lines.model_server_command() + command_lines.model_server_args(
+                instance, config_file(failed_starts), self.config, self.batching_file
+            )
+
+        def choose_command() -> None:
+            child.argv = command(child.failed_starts)
+
+        child = Child(
+            key,
+            command(0),
+            self.env,
+            stop_timeout=MODEL_SERVER_STOP_SECONDS,
+            ready_check=ready,
+            before_start=choose_command,
+            take_standby=self._take_standby(lambda: child.restarts > 0),
+            nice=self.config.model_servers.nice,
+        )
         try:
-            self._start(key, instance, config_file, ready)
+            self.children.start(TIER, child)
         except TierStopping:
             raise HttpError(503, "the stack is shutting down") from None
 

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sagemaker_tfs.supervisor.model_servers.warm_process import FIRST_BACKOFF_SECONDS, WarmProcess
 from sagemaker_tfs.supervisor.processes.children import spawn_for
@@ -85,18 +85,11 @@ class ModelServerZygote(WarmProcess):
     """
 
     NAME = NAME
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        start_when: Callable[[], bool],
-        nice: int = 0,
-        command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.zygote"),
-    ) -> None:
-        super().__init__(env, start_when, nice, command)
-        self.channel: socket.socket | None = None
-        self.ready = False
-        self.waiting_since: float | None = None  # a restart waits for the import since then
+    COMMAND = (sys.executable, "-m", "sagemaker_tfs.model_server.zygote")
+    # Each instance's own once assigned; these (immutable) values until then.
+    channel: socket.socket | None = None
+    ready = False
+    waiting_since: float | None = None  # a restart waits for the import since then
 
     def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """A model server running ``argv`` forked by the zygote; None while there is none

@@ -15,7 +15,7 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sagemaker_tfs.supervisor.model_servers.warm_process import (
     FIRST_BACKOFF_SECONDS,
@@ -37,15 +37,7 @@ class StandbyModelServer(WarmProcess):
     """
 
     NAME = NAME
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        start_when: Callable[[], bool],
-        nice: int = 0,
-        command: Sequence[str] = (sys.executable, "-m", "sagemaker_tfs.model_server.standby"),
-    ) -> None:
-        super().__init__(env, start_when, nice, command)
+    COMMAND = (sys.executable, "-m", "sagemaker_tfs.model_server.standby")
 
     def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """The standby, now running the model server ``argv``; None when there is none

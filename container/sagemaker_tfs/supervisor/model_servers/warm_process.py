@@ -37,13 +37,18 @@ class WarmProcess:
     the spawn lock, then ``self._lock``."""
 
     NAME = "warm process"
+    COMMAND: tuple[str, ...] = ()  # the process each kind starts, unless given another
 
     def __init__(
-        self, env: dict[str, str], start_when: Callable[[], bool], nice: int, command: Sequence[str]
+        self,
+        env: dict[str, str],
+        start_when: Callable[[], bool],
+        nice: int = 0,
+        command: Sequence[str] | None = None,
     ) -> None:
         self.env = env
         self.nice = nice
-        self.command = list(command)
+        self.command = list(self.COMMAND if command is None else command)
         self.start_when = start_when
         self.process: subprocess.Popen[bytes] | None = None
         self.restart_at = 0.0

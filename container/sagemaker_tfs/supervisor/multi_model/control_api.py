@@ -10,12 +10,11 @@ import logging
 import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from sagemaker_tfs.supervisor.metrics.stack import ModelLoads
 from sagemaker_tfs.supervisor.multi_model.registry import ModelRegistry
-from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpServer
+from sagemaker_tfs.supervisor.processes.unix_http import UnixHttpHandler, UnixHttpServer
 from sagemaker_tfs.wire.errors import HttpError, shorten
 
 logger = logging.getLogger(__name__)
@@ -38,8 +37,11 @@ def _page_query(path: str) -> tuple[str | None, int]:
     return token, int(limit_text)
 
 
-class ControlHandler(BaseHTTPRequestHandler):
+class ControlHandler(UnixHttpHandler):
     """JSON over HTTP on the supervisor's unix socket; see docs/DESIGN.md "Control API"."""
+
+    PEER = "control-socket"
+    LOG_PREFIX = "control API: "
 
     server: ControlServer
     protocol_version = "HTTP/1.1"
@@ -164,12 +166,6 @@ class ControlHandler(BaseHTTPRequestHandler):
             phrase = str(code)
         text = message if message and message != phrase else phrase
         self._send_json(code, {"error": shorten(text)}, close=True)
-
-    def address_string(self) -> str:
-        return "control-socket"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        logger.debug("control API: " + format, *args)
 
 
 class ControlServer(UnixHttpServer):

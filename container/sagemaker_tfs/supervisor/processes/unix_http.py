@@ -3,10 +3,26 @@ metrics endpoint): a socket only the supervisor's user may open, one thread per 
 
 from __future__ import annotations
 
+import logging
 import os
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class UnixHttpHandler(BaseHTTPRequestHandler):
+    """A request of a ``UnixHttpServer``: its peer is named ``PEER`` (a unix socket has no
+    address) and its access lines go at DEBUG, after ``LOG_PREFIX``, to the subclass's logger."""
+
+    PEER = "unix-socket"
+    LOG_PREFIX = ""
+
+    def address_string(self) -> str:
+        return self.PEER
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        logging.getLogger(type(self).__module__).debug(self.LOG_PREFIX + format, *args)
 
 
 class UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
