@@ -1,0 +1,132 @@
+"""nginx sends again a request that its gunicorn worker took and then died with, also when it
+went out on a new connection (issue 55: one request in ~1,300 was answered 503 when a
+gunicorn worker was killed under a request stream).
+
+nginx tries each server of an upstream once, and a failure on a kept-alive connection once
+more; a request cut on a fresh connection to an upstream of one server is answered 502 (503
+to the client). The real nginx with the stack's configuration runs here in front of a stand-in
+for gunicorn on the service's unix socket that takes the first connection's request and
+closes it unanswered, as a killed worker does.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from local_ports import free_port
+from sagemaker_tfs.config import load_config
+from sagemaker_tfs.supervisor import nginx_config
+
+EXAMPLE_MODELS = Path(__file__).resolve().parents[2] / "resources" / "models"
+ANSWER = b'{"predictions": [3.5]}'
+
+
+class DyingFirstWorker:
+    """A unix-socket HTTP server whose first connection dies after its request was read."""
+
+    def __init__(self, path: str) -> None:
+        self.connections = 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            first = self.connections == 1
+            threading.Thread(target=self._serve, args=(connection, first), daemon=True).start()
+
+    def _serve(self, connection: socket.socket, die: bool) -> None:
+        with connection:
+            while _read_request(connection):
+                if die:
+                    return  # closed with the request read and nothing answered
+                head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                connection.sendall(f"{head}Content-Length: {len(ANSWER)}\r\n\r\n".encode())
+                connection.sendall(ANSWER)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _read_request(connection: socket.socket) -> bool:
+    """One request read whole (its Content-Length body included); False at the end."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = next(
+        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
+         if line.lower().startswith(b"content-length:")),
+        0,
+    )  # fmt: skip
+    while len(body) < length:
+        body += connection.recv(65536)
+    return True
+
+
+@pytest.fixture(params=[False, True], ids=["no inference.py", "inference.py"])
+def front(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, DyingFirstWorker, bool]]:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
+    if request.param:
+        (model_dir / "code").mkdir()
+        (model_dir / "code" / "inference.py").write_text("def handler(data, context):\n    pass\n")
+    config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
+                         port=free_port())  # fmt: skip
+    Path(config.work.root).mkdir(parents=True)
+    worker = DyingFirstWorker(config.work.service_socket)
+    conf = Path(config.work.root) / "nginx.conf"
+    conf.write_text(nginx_config.render(config))
+    nginx = subprocess.Popen(
+        ["nginx", "-p", f"{config.work.root}/", "-c", str(conf), "-e", "stderr"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{config.port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", config.port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield url, worker, request.param
+    nginx.terminate()
+    nginx.wait(10)
+    worker.close()
+
+
+def test_a_request_cut_by_its_workers_death_on_a_new_connection_is_sent_again(front) -> None:
+    """Without inference.py (a prediction: idempotent) it is answered by the next worker;
+    with it, never sent again: user code runs once per request, so the client gets the 503."""
+    url, worker, user_code = front
+    body = b"\x93NUMPY" + b"\x00" * 64  # a binary body: the Python service's route
+    response = requests.post(
+        f"{url}/invocations", data=body, timeout=30,
+        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
+    )  # fmt: skip
+    if user_code:
+        assert response.status_code == 503
+        assert response.json() == {"error": "The inference service is not available"}
+        assert worker.connections == 1
+    else:
+        assert (response.status_code, response.content) == (200, ANSWER)
+        assert worker.connections == 2  # the first died with the request, the second answered
