@@ -1,12 +1,17 @@
-"""nginx sends again a request that its gunicorn worker took and then died with, also when it
-went out on a new connection (issue 55: one request in ~1,300 was answered 503 when a
-gunicorn worker was killed under a request stream).
+"""A request that its gunicorn worker took and then died with, on a new connection: what nginx
+does with it (issue 55: one request in ~1,300 was answered 503 when a gunicorn worker was
+killed under a request stream).
 
-nginx tries each server of an upstream once, and a failure on a kept-alive connection once
-more; a request cut on a fresh connection to an upstream of one server is answered 502 (503
-to the client). The real nginx with the stack's configuration runs here in front of a stand-in
-for gunicorn on the service's unix socket that takes the first connection's request and
-closes it unanswered, as a killed worker does.
+nginx sends again a request that failed on a kept-alive connection, but gives an upstream of
+one server one try: a request cut on a fresh connection is answered 502 (503 to the client).
+Listing the socket twice, or again as a backup, gives it a second try (this test passes) but
+made worker kills cost more (9-10 of ~1,200 requests instead of 0-1): the second entry is
+tried once, so two dead kept-alive connections in a row end the request. The gap is kept
+here as a strict xfail until nginx can be told to retry on the one server.
+
+The real nginx with the stack's configuration runs in front of a stand-in for gunicorn on the
+service's unix socket that takes the first connection's request and closes it unanswered, as
+a killed worker does.
 """
 
 from __future__ import annotations
@@ -80,7 +85,14 @@ def _read_request(connection: socket.socket) -> bool:
     return True
 
 
-@pytest.fixture(params=[False, True], ids=["no inference.py", "inference.py"])
+KNOWN_GAP = pytest.mark.xfail(
+    strict=True, reason="issue 55: one try for an upstream of one server (see the docstring)"
+)
+
+
+@pytest.fixture(
+    params=[pytest.param(False, marks=KNOWN_GAP), True], ids=["no inference.py", "inference.py"]
+)
 def front(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[tuple[str, DyingFirstWorker, bool]]:
