@@ -207,6 +207,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         config.multi_model.enabled or config.sessions.enabled or has_inference_script(config)
     )
     bounded = config.limits.max_concurrent_invocations > 0
+    resent = service_resend(config) == RESEND_TO_SERVICE
     return {
         "UPSTREAMS": f"{mode}_upstreams.conf",
         "LOCATIONS": f"{mode}_locations.conf",
@@ -224,6 +225,10 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
         "ADMISSION": "admission.conf" if bounded else None,
         "SESSION_ROUTING": "session_routing.conf" if config.sessions.enabled else None,
         "SESSIONS_OFF": None if config.sessions.enabled else "sessions_off.conf",
+        "SERVICE_PROXY": "service_proxy.conf",
+        "ERROR_PAGES": "error_pages.conf",
+        "SERVICE_RETRY": "service_retry.conf" if resent else None,
+        "SERVICE_RETRY_ERRORS": "service_retry_errors.conf" if resent else None,
     }
 
 

@@ -1,13 +1,13 @@
-"""A request that its gunicorn worker took and then died with, on a new connection: what nginx
-does with it (issue 55: one request in ~1,300 was answered 503 when a gunicorn worker was
-killed under a request stream).
+"""A request that its gunicorn worker took and then died with, on a new connection, is sent
+once more (issue 55: one request in ~1,300 was answered 503 when a gunicorn worker was killed
+under a request stream).
 
 nginx sends again a request that failed on a kept-alive connection, but gives an upstream of
-one server one try: a request cut on a fresh connection is answered 502 (503 to the client).
-Listing the socket twice, or again as a backup, gives it a second try (this test passes) but
-made worker kills cost more (9-10 of ~1,200 requests instead of 0-1): the second entry is
-tried once, so two dead kept-alive connections in a row end the request. The gap is kept
-here as a strict xfail until nginx can be told to retry on the one server.
+one server one try: a request cut on a fresh connection was answered 502 (503 to the client).
+Now ``@python_service`` hands it to ``@python_service_again`` (nginx/service_retry.conf), only
+where no inference.py can have run it. (Listing the socket twice, or again as a backup, also
+resent it, but made worker kills cost 9-10 of ~1,200 requests instead of 0-1: the second entry
+is tried once, so two dead kept-alive connections in a row ended a request.)
 
 The real nginx with the stack's configuration runs in front of a stand-in for gunicorn on the
 service's unix socket that takes the first connection's request and closes it unanswered, as
@@ -34,10 +34,13 @@ ANSWER = b'{"predictions": [3.5]}'
 
 
 class DyingFirstWorker:
-    """A unix-socket HTTP server whose first connection dies after its request was read."""
+    """A unix-socket HTTP server whose first ``dying`` connections die after their request was
+    read."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, dying: int = 1) -> None:
         self.connections = 0
+        self.dying = dying
+        self.silent_seconds = 0.0  # instead: each request held this long, unanswered
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(16)
@@ -50,12 +53,15 @@ class DyingFirstWorker:
             except OSError:
                 return
             self.connections += 1
-            first = self.connections == 1
-            threading.Thread(target=self._serve, args=(connection, first), daemon=True).start()
+            dies = self.connections <= self.dying
+            threading.Thread(target=self._serve, args=(connection, dies), daemon=True).start()
 
     def _serve(self, connection: socket.socket, die: bool) -> None:
         with connection:
             while _read_request(connection):
+                if self.silent_seconds:
+                    time.sleep(self.silent_seconds)
+                    return
                 if die:
                     return  # closed with the request read and nothing answered
                 head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -85,14 +91,7 @@ def _read_request(connection: socket.socket) -> bool:
     return True
 
 
-KNOWN_GAP = pytest.mark.xfail(
-    strict=True, reason="issue 55: one try for an upstream of one server (see the docstring)"
-)
-
-
-@pytest.fixture(
-    params=[pytest.param(False, marks=KNOWN_GAP), True], ids=["no inference.py", "inference.py"]
-)
+@pytest.fixture(params=[False, True], ids=["no inference.py", "inference.py"])
 def front(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[tuple[str, DyingFirstWorker, bool]]:
@@ -102,7 +101,9 @@ def front(
     if request.param:
         (model_dir / "code").mkdir()
         (model_dir / "code" / "inference.py").write_text("def handler(data, context):\n    pass\n")
-    config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
+    timeouts = {"SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "2",
+                "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "2"}  # fmt: skip
+    config = load_config(timeouts, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
                          port=free_port())  # fmt: skip
     Path(config.work.root).mkdir(parents=True)
     worker = DyingFirstWorker(config.work.service_socket)
@@ -142,3 +143,31 @@ def test_a_request_cut_by_its_workers_death_on_a_new_connection_is_sent_again(fr
     else:
         assert (response.status_code, response.content) == (200, ANSWER)
         assert worker.connections == 2  # the first died with the request, the second answered
+
+
+def test_a_request_whose_second_try_dies_too_is_answered_503_json_once(front) -> None:
+    """The second try is the last: no loop between the two locations, and the answer is the
+    stack's JSON 503, not nginx's page."""
+    url, worker, user_code = front
+    worker.dying = 1_000
+    response = requests.post(
+        f"{url}/invocations", data=b"\x93NUMPY" + b"\x00" * 64, timeout=30,
+        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
+    )  # fmt: skip
+    assert response.status_code == 503
+    assert response.json() == {"error": "The inference service is not available"}
+    assert worker.connections == (1 if user_code else 2)
+
+
+def test_a_timeout_is_still_the_stacks_json_504_and_not_sent_again(front) -> None:
+    """The location that resends a dead worker's request has error pages of its own: nginx's
+    other errors there are still the stack's JSON, and a timeout is never sent again."""
+    url, worker, _ = front
+    worker.silent_seconds = 5.0
+    response = requests.post(
+        f"{url}/invocations", data=b"\x93NUMPY" + b"\x00" * 64, timeout=30,
+        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
+    )  # fmt: skip
+    assert response.status_code == 504
+    assert response.json() == {"error": "No answer within 2 seconds"}
+    assert worker.connections == 1
