@@ -1,5 +1,5 @@
-"""The status socket beside ``--grpc_socket_path`` (``grpc/server.py``'s ``serve_status``): GetModelStatus
-on a server and thread pool of its own, for the supervisor's health checks.
+"""The status socket beside ``--grpc_socket_path`` (``serve_status`` of ``grpc/server.py``):
+GetModelStatus on a server and thread pool of its own, for the supervisor's health checks.
 
 The proof that it is needed and that it works: every thread of the main gRPC server (64) is
 kept busy by a Predict of the ``sleeper`` model; a GetModelStatus on the main socket then
