@@ -8,6 +8,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
+from sagemaker_tfs.settings import BatchingConfig
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -74,6 +76,10 @@ class JsonObject:
     def optional_child(self, name: str) -> JsonObject | None:
         return None if self._value(name) is None else self.child(name)
 
+    def optional_batching(self, name: str) -> BatchingConfig | None:
+        child = self.optional_child(name)
+        return None if child is None else child.settings(BatchingConfig)
+
     def _list(self, name: str) -> list[object]:
         value = self._value(name)
         if not isinstance(value, list):
@@ -95,8 +101,9 @@ class JsonObject:
         return tuple(numbers)
 
     def settings(self, kind: type[Settings]) -> Settings:
-        """A frozen settings dataclass whose fields are all strings, integers, numbers or
-        booleans (each maybe None), read field by field by its annotation."""
+        """A frozen settings dataclass whose fields are all strings, integers, numbers,
+        booleans or batching parameters (each maybe None), read field by field by its
+        annotation."""
         read = {field.name: _READERS[str(field.type)] for field in dataclasses.fields(kind)}
         return kind(**{name: reader(self, name) for name, reader in read.items()})
 
@@ -111,4 +118,5 @@ _READERS: dict[str, Callable[[JsonObject, str], object]] = {
     "float": JsonObject.number,
     "float | None": JsonObject.optional_number,
     "bool": JsonObject.boolean,
+    "BatchingConfig | None": JsonObject.optional_batching,
 }

@@ -123,7 +123,7 @@ def _stack_config(data: JsonObject) -> StackConfig:
         work=WorkDir(data.child("work").string("root")),
         nginx=data.child("nginx").settings(NginxSettings),
         service=data.child("service").settings(ServiceSettings),
-        model_servers=_model_servers(data.child("model_servers")),
+        model_servers=data.child("model_servers").settings(ModelServerSettings),
         multi_model=data.child("multi_model").settings(MultiModelSettings),
         batch=data.child("batch").settings(BatchTransformSettings),
         metrics=data.child("metrics").settings(MetricsSettings),
@@ -136,20 +136,3 @@ def _stack_config(data: JsonObject) -> StackConfig:
 def _model(data: JsonObject) -> ModelSpec:
     versions = data.integers("versions") if "versions" in data else ()
     return ModelSpec(data.string("name"), data.string("base_path"), versions)
-
-
-def _model_servers(data: JsonObject) -> ModelServerSettings:
-    batching = data.optional_child("batching")
-    return ModelServerSettings(
-        batching=None if batching is None else batching.settings(BatchingConfig),
-        inter_op_parallelism=data.integer("inter_op_parallelism"),
-        intra_op_parallelism=data.integer("intra_op_parallelism"),
-        omp_num_threads=data.string("omp_num_threads"),
-        wait_time_seconds=data.integer("wait_time_seconds"),
-        gpu_memory_margin=data.number("gpu_memory_margin"),
-        gpu_memory_fraction=data.optional_number("gpu_memory_fraction"),
-        timeout=data.integer("timeout"),
-        standby=data.boolean("standby"),
-        zygote=data.boolean("zygote"),
-        nice=data.integer("nice"),
-    )

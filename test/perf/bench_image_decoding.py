@@ -1,4 +1,4 @@
-"""How long the service takes to turn image requests into a batch (``inputs.decode_request``,
+"""How long the service takes to turn image requests into a batch (``registry.decode_request``,
 pixels widened), in this process: scenario 2's ten 512x512 JPEGs as an image stream,
 scenario 1's one 224x224 JPEG, and streams of small images. ``--container`` measures another
 version of the code (``git archive BASE container | tar -x -C /tmp/base``), for an A/B;
@@ -52,7 +52,7 @@ def main() -> None:
 
     try:
         from sagemaker_tfs.service.codecs import image_inputs
-        from sagemaker_tfs.service.codecs import inputs as decoder
+        from sagemaker_tfs.service.codecs import registry as decoder
     except ImportError:  # a version from before issue 56's subpackages (A/B runs)
         try:
             from sagemaker_tfs.service import image_inputs

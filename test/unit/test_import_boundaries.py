@@ -199,7 +199,7 @@ def test_the_reasons_for_json_outside_the_family_still_hold() -> None:
     [
         ("fast_path", "import json"),
         ("targets", "import orjson"),
-        ("inputs", "from sagemaker_tfs.service.codecs.text import text_rest"),
+        ("numpy_codecs", "from sagemaker_tfs.service.codecs.text import text_rest"),
         ("invoke", "from sagemaker_tfs.service.codecs.text.text_tensors import read_csv_request"),
     ],
 )
@@ -310,9 +310,9 @@ def test_no_import_from_a_lower_layer_to_a_higher_one(part: str) -> None:
 
 def test_the_layer_check_sees_an_upward_import() -> None:
     graph = {
-        "sagemaker_tfs.service.codecs.answers": {"sagemaker_tfs.service.edge.app"},
-        "sagemaker_tfs.service.edge.app": {"sagemaker_tfs.service.codecs.answers"},
+        "sagemaker_tfs.service.codecs.registry": {"sagemaker_tfs.service.edge.app"},
+        "sagemaker_tfs.service.edge.app": {"sagemaker_tfs.service.codecs.registry"},
     }
     assert upward_imports(graph, "service") == [
-        "sagemaker_tfs.service.codecs.answers -> sagemaker_tfs.service.edge.app"
+        "sagemaker_tfs.service.codecs.registry -> sagemaker_tfs.service.edge.app"
     ]

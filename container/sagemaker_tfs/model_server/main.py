@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the modules that import TensorFlow load in _run, after it i
     import grpc
 
     from sagemaker_tfs.model_server.flags import ServerOptions
-    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
-    from sagemaker_tfs.model_server.rest.rest_server import RestServer
+    from sagemaker_tfs.model_server.grpc.server import GrpcSettings
+    from sagemaker_tfs.model_server.rest.server import RestServer
     from sagemaker_tfs.model_server.serving.manager import ModelManager
 
 logger = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ def _serve_until_stopped(
     stop: threading.Event,
 ) -> None:
     """gRPC, then REST, then the ready line; on ``stop``, REST and gRPC close in that order."""
-    from sagemaker_tfs.model_server.grpc.grpc_server import serve as serve_grpc
+    from sagemaker_tfs.model_server.grpc.server import serve as serve_grpc
 
     grpc_server = None
     status_server = None
@@ -258,13 +258,13 @@ def _announce_socket(socket_path: str) -> None:
 def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.Server | None:
     """The status server beside ``--grpc_socket_path`` (``stack_config.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
-    from sagemaker_tfs.model_server.grpc import grpc_server
+    from sagemaker_tfs.model_server.grpc.server import serve_status
     from sagemaker_tfs.stack_config import status_socket_beside
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:
         return None
-    server = grpc_server.serve_status(manager, path)
+    server = serve_status(manager, path)
     logger.info("GetModelStatus for health checks at UNIX socket %s", path)
     return server
 
@@ -283,10 +283,10 @@ def _start_rest(
             "port for HTTP/REST API. Skipped exporting HTTP/REST API."
         )
         return None
-    from sagemaker_tfs.model_server.rest import rest_server
+    from sagemaker_tfs.model_server.rest.server import serve as serve_rest
 
     try:
-        server = rest_server.serve(
+        server = serve_rest(
             manager,
             port,
             options.rest_api_num_threads,

@@ -27,7 +27,7 @@ from sagemaker_tfs.model_server.flags import (
 if TYPE_CHECKING:  # these import TensorFlow; main imports them after it is quiet
     import tensorflow as tf
 
-    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
+    from sagemaker_tfs.model_server.grpc.server import GrpcSettings
     from sagemaker_tfs.model_server.serving.batch_scheduler import BatchScheduler
     from sagemaker_tfs.model_server.serving.manager import ServableLoader
     from sagemaker_tfs.model_server.serving.servable import Servable
@@ -240,7 +240,7 @@ def grpc_settings(options: ServerOptions) -> GrpcSettings:
         parse_channel_arguments,
         read_ssl_config,
     )
-    from sagemaker_tfs.model_server.grpc.grpc_server import GrpcSettings
+    from sagemaker_tfs.model_server.grpc.server import GrpcSettings
 
     return GrpcSettings(
         port=options.port,

@@ -41,8 +41,8 @@ def preload() -> None:
     """What a model server imports before it can load a model, TensorFlow first."""
     model_server_main.import_tensorflow_quietly()
     from sagemaker_tfs.model_server import server_setup  # noqa: F401
-    from sagemaker_tfs.model_server.grpc import grpc_server  # noqa: F401
-    from sagemaker_tfs.model_server.rest import rest_server  # noqa: F401
+    from sagemaker_tfs.model_server.grpc import server as grpc_server  # noqa: F401
+    from sagemaker_tfs.model_server.rest import server as rest_server  # noqa: F401
     from sagemaker_tfs.model_server.serving import manager, servable, tflite_servable  # noqa: F401
 
 

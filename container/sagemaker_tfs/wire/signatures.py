@@ -1,8 +1,8 @@
 """A served model's signatures as the model server's metadata describes them.
 
 Read from the ``signature_def`` of GetModelMetadata (:mod:`sagemaker_tfs.client`) and used by
-the fast path's decoders (:mod:`sagemaker_tfs.service.codecs.inputs`) to decode requests into what
-each input wants. No TensorFlow, Pillow or orjson: the client imports it.
+the fast path's decoders (:mod:`sagemaker_tfs.service.codecs.registry`) to decode requests into
+what each input wants. No TensorFlow, Pillow or orjson: the client imports it.
 """
 
 from __future__ import annotations

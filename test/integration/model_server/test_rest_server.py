@@ -1,4 +1,4 @@
-"""``rest_server`` (the REST API's HTTP layer) over real sockets, with a faulty model manager.
+"""``rest/server.py`` (the REST API's HTTP layer) over real sockets, with a faulty model manager.
 
 The manager here is a test double on purpose: no real manager path raises a non-ServingError
 or blocks on demand, and these tests are about what the HTTP server does when that happens
@@ -18,7 +18,8 @@ import pytest
 import requests
 from local_ports import free_port
 from sagemaker_tfs.model_server.errors import not_found
-from sagemaker_tfs.model_server.rest import http_loop, rest_server
+from sagemaker_tfs.model_server.rest import http_loop
+from sagemaker_tfs.model_server.rest import server as rest_server
 
 
 class FaultyManager:

@@ -1,5 +1,5 @@
-"""The status socket beside ``--grpc_socket_path`` (``grpc_server.serve_status``): GetModelStatus
-on a server and thread pool of its own, for the supervisor's health checks.
+"""The status socket beside ``--grpc_socket_path`` (``serve_status`` of ``grpc/server.py``):
+GetModelStatus on a server and thread pool of its own, for the supervisor's health checks.
 
 The proof that it is needed and that it works: every thread of the main gRPC server (64) is
 kept busy by a Predict of the ``sleeper`` model; a GetModelStatus on the main socket then
@@ -22,7 +22,7 @@ from tensorflow_serving.apis import get_model_status_pb2, predict_pb2
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
-MAIN_POOL_THREADS = 64  # grpc_server.serve's default
+MAIN_POOL_THREADS = 64  # grpc/server.py's serve's default
 SLEEP_SECONDS = 8.0  # longer than the checks below: the calls hold their threads throughout
 
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 STAND_IN = """\
 import re, socket, sys
 import grpc
-from sagemaker_tfs.model_server.grpc import grpc_server
+from sagemaker_tfs.model_server.grpc import server as grpc_server
 from sagemaker_tfs.model_server.main import main
 
 args = sys.argv[1:]

@@ -27,13 +27,13 @@ HOOKS: dict[str, dict[str, tuple[str | None, str | None, str | None]]] = {
         "Invocations.on_post": ("handler_start", "answer_handed_to_gunicorn", "service"),
     },
     "sagemaker_tfs.service.routing.fast_path": {"check": ("fast_path_start", None, None)},
-    "sagemaker_tfs.service.codecs.inputs": {"decode_request": (None, "decoded", None)},
+    "sagemaker_tfs.service.codecs.registry": {
+        "decode_request": (None, "decoded", None),
+        "encode_answer": ("answer_decoded", "answer_encoded", None),
+    },
     "sagemaker_tfs.wire.predict_messages": {
         "encode_predict_request": (None, "request_encoded", None),
         "decode_predict_response": ("answer_received", None, None),
-    },
-    "sagemaker_tfs.service.codecs.answers": {
-        "encode_answer": ("answer_decoded", "answer_encoded", None),
     },
     "sagemaker_tfs.model_server.grpc.servicers": {
         "PredictionService.Predict": ("server_entry", "server_exit", "model_server"),

@@ -1,8 +1,8 @@
-"""``rest_server.RunTimes``: which requests run on the REST loop itself."""
+"""``rest/server.py``'s ``RunTimes``: which requests run on the REST loop itself."""
 
 from __future__ import annotations
 
-from sagemaker_tfs.model_server.rest import rest_server
+from sagemaker_tfs.model_server.rest import server as rest_server
 from sagemaker_tfs.model_server.rest.request_reader import Request
 
 

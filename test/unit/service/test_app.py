@@ -19,7 +19,7 @@ from gunicorn.http.body import Body, LengthReader
 from gunicorn.http.unreader import IterUnreader
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.container_limits import CpuCount
-from sagemaker_tfs.service.codecs.answers import WrittenBody
+from sagemaker_tfs.service.codecs.content_types import WrittenBody
 from sagemaker_tfs.service.edge import app, http_bodies, sessions
 from sagemaker_tfs.service.edge.body_budget import BodyBudget
 from sagemaker_tfs.service.edge.http_bodies import SEND_PIECE_BYTES, _send, enlarge_send_buffer

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service.codecs import answers, inputs
+from sagemaker_tfs.service.codecs import registry
 from sagemaker_tfs.service.codecs.content_types import (
     Chunk,
     Codec,
@@ -71,13 +71,13 @@ def test_a_registered_codec_reads_and_answers_its_type(numbers_registered: None)
     request = request_of(NUMBERS, NUMBERS)
     fast_path.check(request)
     assert request.answer.fast_path == NUMBERS
-    decoded = inputs.decode_request(b"1 2.5 4", NUMBERS, ONE_INPUT, ImageOptions())
+    decoded = registry.decode_request(b"1 2.5 4", NUMBERS, ONE_INPUT, ImageOptions())
     np.testing.assert_array_equal(decoded.arrays["x"], np.array([1, 2.5, 4], np.float32))
     assert decoded.arrays["x"].dtype == np.float32
     outputs = {"y": np.array([0.5, 3.0], np.float32)}
-    assert answers.encode_outputs(outputs, NUMBERS) == ([b"0.5 3"], NUMBERS)
+    assert registry.encode_outputs(outputs, NUMBERS) == ([b"0.5 3"], NUMBERS)
     arriving = StreamedTensors.of(outputs)
-    assert answers.encode_answer(arriving, NUMBERS) == ([b"0.5 3"], NUMBERS)
+    assert registry.encode_answer(arriving, NUMBERS) == ([b"0.5 3"], NUMBERS)
     refused = CODECS.not_acceptable(accept_list("text/html")).message
     written = "application/json, application/jsonlines, application/x-npy, application/x-npz"
     assert refused == f"Not Acceptable: text/html; supported: {written}, text/csv, {NUMBERS}"
@@ -86,7 +86,7 @@ def test_a_registered_codec_reads_and_answers_its_type(numbers_registered: None)
 def test_without_its_codec_the_type_is_refused() -> None:
     """The same requests when the type is not registered: 415 to read it, 406 to answer it."""
     with pytest.raises(HttpError, match=f"^Unsupported Media Type: {NUMBERS}$") as read:
-        inputs.decode_request(b"1 2", NUMBERS, ONE_INPUT, ImageOptions())
+        registry.decode_request(b"1 2", NUMBERS, ONE_INPUT, ImageOptions())
     assert read.value.status == 415
     with pytest.raises(HttpError) as refused:
         fast_path.check(request_of("application/x-npy", NUMBERS))
@@ -106,7 +106,7 @@ def test_a_codec_that_only_reads_is_not_offered_as_an_answer(
     """``writes`` False: the type is read, and an Accept that lists it alone gets the 406."""
     monkeypatch.setattr(NumbersCodec, "writes", False)
     monkeypatch.setitem(CODECS, NUMBERS, NumbersCodec(NUMBERS))
-    assert inputs.decode_request(b"7", NUMBERS, ONE_INPUT, ImageOptions()).arrays["x"] == [7]
+    assert registry.decode_request(b"7", NUMBERS, ONE_INPUT, ImageOptions()).arrays["x"] == [7]
     assert CODECS.choose_output_type(accept_list(f"{NUMBERS}, application/x-npy")) == (
         "application/x-npy"
     )

@@ -16,7 +16,7 @@ import grpc
 import numpy as np
 import pytest
 from sagemaker_tfs import client
-from sagemaker_tfs.service.codecs import inputs
+from sagemaker_tfs.service.codecs import content_types
 from sagemaker_tfs.service.codecs.registry import answer_type
 from sagemaker_tfs.service.handlers.context import build_context
 from sagemaker_tfs.service.metrics import InvocationRecord
@@ -153,7 +153,7 @@ def test_pixels_travel_as_uint8_when_the_server_widens_them(streamed: bool) -> N
 
 
 def prepared(x: np.ndarray, output_type: str) -> fast_path.PreparedCall:
-    return fast_path.PreparedCall(inputs.DecodedInputs({"x": x}, {}), [], True, output_type)
+    return fast_path.PreparedCall(content_types.DecodedInputs({"x": x}, {}), [], True, output_type)
 
 
 def predict(context: Any, call: fast_path.PreparedCall) -> Any:

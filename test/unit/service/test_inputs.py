@@ -1,4 +1,4 @@
-"""sagemaker_tfs.service.codecs.inputs, image_inputs, content_types and answers: request
+"""sagemaker_tfs.service.codecs.registry, image_inputs, content_types and numpy_codecs: request
 decoding and response encoding, with real files."""
 
 from __future__ import annotations
@@ -20,13 +20,7 @@ from payload_bytes import (
     zip_needing_version_11_3,
 )
 from PIL import Image
-from sagemaker_tfs.service.codecs import (
-    answers,
-    content_types,
-    image_inputs,
-    inputs,
-    registry,
-)
+from sagemaker_tfs.service.codecs import content_types, image_inputs, numpy_codecs, registry
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.wire import errors
 from sagemaker_tfs.wire.errors import HttpError
@@ -42,7 +36,7 @@ RED = (200, 10, 30)
 
 def decode_widened(body: bytes, kind: str, specs: dict, options: ImageOptions) -> dict:
     """The arrays as the signature wants them (image pixels widened as the model server would)."""
-    return inputs.decode_request(body, kind, specs, options).widened()
+    return registry.decode_request(body, kind, specs, options).widened()
 
 
 def test_png_is_resized_to_the_signature_in_rgb_order() -> None:
@@ -66,7 +60,7 @@ def test_pixels_for_a_float_input_stay_uint8_with_their_cast() -> None:
     widens when it can); decode_request(...).widened() gives the same values."""
     options = ImageOptions(scale=0.5, offset=-1.0)
     body = image_stream_bytes([image_bytes((6, 8), color=RED)] * 2)
-    decoded = inputs.decode_request(body, "application/x-image-stream", IMAGE_INPUT, options)
+    decoded = registry.decode_request(body, "application/x-image-stream", IMAGE_INPUT, options)
     assert decoded.arrays["images"].dtype == np.uint8
     assert decoded.casts == {"images": PixelCast("float32", 0.5, -1.0)}
     assert decoded.widened_bytes() == 2 * 8 * 6 * 3 * 4 == 4 * decoded.arrays["images"].nbytes
@@ -74,7 +68,8 @@ def test_pixels_for_a_float_input_stay_uint8_with_their_cast() -> None:
     np.testing.assert_array_equal(decoded.widened()["images"], widened["images"])
     uint8_input = {"x": TensorSpec("x", DT_UINT8, (-1, 8, 6, 3))}
     assert (
-        inputs.decode_request(body, "application/x-image-stream", uint8_input, options).casts == {}
+        registry.decode_request(body, "application/x-image-stream", uint8_input, options).casts
+        == {}
     )
 
 
@@ -161,7 +156,7 @@ def test_npy_roundtrip_with_same_kind_cast() -> None:
 def test_npy_is_read_in_place(array: np.ndarray) -> None:
     """The array is a read-only view of the body's bytes: a 1 GB body is not copied."""
     body = npy_bytes(array)
-    decoded = inputs.decode_npy(body)
+    decoded = numpy_codecs.decode_npy(body)
     assert decoded.dtype == array.dtype and decoded.shape == array.shape
     np.testing.assert_array_equal(decoded, array)
     if array.size:
@@ -245,7 +240,7 @@ def test_accept_negotiation() -> None:
 
 def encoded(outputs: dict, output_type: str) -> tuple[bytes, str]:
     """encode_outputs' chunks joined into the body the client receives."""
-    chunks, content_type = answers.encode_outputs(outputs, output_type)
+    chunks, content_type = registry.encode_outputs(outputs, output_type)
     return b"".join(chunks), content_type
 
 
@@ -298,7 +293,7 @@ def test_numpy_answers_read_back_like_np_save_and_refer_to_the_outputs() -> None
             np.testing.assert_array_equal(archive[name], array)
     big = np.random.default_rng(3).random((64, 64), dtype=np.float32)
     for kind in ("application/x-npy", "application/x-npz"):
-        chunks, _ = answers.encode_outputs({"big": big}, kind)
+        chunks, _ = registry.encode_outputs({"big": big}, kind)
         views = [chunk for chunk in chunks if isinstance(chunk, memoryview)]
         assert any(np.shares_memory(np.frombuffer(view, np.uint8), big) for view in views), kind
 

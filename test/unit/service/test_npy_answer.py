@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service.codecs import answers, content_types
+from sagemaker_tfs.service.codecs import content_types, registry
 from sagemaker_tfs.wire import protos, streamed_predict
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
@@ -18,7 +18,7 @@ def received(arrays: dict, size: int) -> tuple[StreamedTensors, list[bytes]]:
 
 
 def body_bytes(body: object) -> bytes:
-    chunks = body.chunks if isinstance(body, answers.StreamedBody) else body
+    chunks = body.chunks if isinstance(body, content_types.StreamedBody) else body
     return b"".join(bytes(chunk) for chunk in chunks)  # type: ignore[union-attr]
 
 
@@ -34,8 +34,8 @@ def body_bytes(body: object) -> bytes:
 )
 def test_np_load_reads_the_streamed_answer(array: np.ndarray, size: int) -> None:
     answer, _ = received({"y": array}, size)
-    body, media_type = answers.encode_answer(answer, content_types.NPY)
-    assert media_type == content_types.NPY and isinstance(body, answers.StreamedBody)
+    body, media_type = registry.encode_answer(answer, content_types.NPY)
+    assert media_type == content_types.NPY and isinstance(body, content_types.StreamedBody)
     data = body_bytes(body)
     assert len(data) == body.length  # the Content-Length sent before the data
     got = np.load(io.BytesIO(data), allow_pickle=False)
@@ -46,7 +46,7 @@ def test_np_load_reads_the_streamed_answer(array: np.ndarray, size: int) -> None
 def test_the_answers_pieces_are_passed_on_not_gathered() -> None:
     """The data are views of the messages received: the answer is never whole in memory."""
     answer, messages = received({"y": np.arange(4096, dtype=np.float64)}, 8192)
-    body, _ = answers.encode_answer(answer, content_types.NPY)
+    body, _ = registry.encode_answer(answer, content_types.NPY)
     chunks = list(body.chunks)  # type: ignore[union-attr]
     views = [chunk for chunk in chunks if isinstance(chunk, memoryview)]
     assert len(views) == 4 and {id(view.obj) for view in views} <= {id(m) for m in messages[1:]}
@@ -54,17 +54,17 @@ def test_the_answers_pieces_are_passed_on_not_gathered() -> None:
 
 def test_strings_and_several_outputs_are_encoded_whole() -> None:
     answer, _ = received({"words": np.array([b"a", b"bc"], dtype=object)}, 64)
-    body, _ = answers.encode_answer(answer, content_types.NPY)
-    assert not isinstance(body, answers.StreamedBody)
+    body, _ = registry.encode_answer(answer, content_types.NPY)
+    assert not isinstance(body, content_types.StreamedBody)
     assert np.load(io.BytesIO(body_bytes(body))).tolist() == [b"a", b"bc"]
     answer, _ = received({"a": np.zeros(2), "b": np.ones(2)}, 64)
     with pytest.raises(HttpError, match="ask for application/x-npz"):
-        answers.encode_answer(answer, content_types.NPY)
+        registry.encode_answer(answer, content_types.NPY)
 
 
 def test_a_truncated_answer_raises_while_sending() -> None:
     _, messages = received({"y": np.zeros(1000)}, 1000)
     truncated = StreamedTensors.receive_answer(messages[:-1])
-    body, _ = answers.encode_answer(truncated, content_types.NPY)
+    body, _ = registry.encode_answer(truncated, content_types.NPY)
     with pytest.raises(streamed_predict.StreamError, match="ended after 7000 of the 8000 bytes"):
         body_bytes(body)

@@ -7,7 +7,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service.codecs import answers, content_types, npz_writer
+from sagemaker_tfs.service.codecs import content_types, npz_writer, registry
 from sagemaker_tfs.wire import protos, streamed_predict
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
@@ -38,7 +38,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_np_load_reads_every_member_back(case: str) -> None:
     arrays = CASES[case]
-    chunks, media_type = answers.encode_outputs(arrays, content_types.NPZ)
+    chunks, media_type = registry.encode_outputs(arrays, content_types.NPZ)
     assert media_type == content_types.NPZ
     got = read_back(joined(chunks))
     assert list(got) == sorted(arrays)
@@ -48,13 +48,13 @@ def test_np_load_reads_every_member_back(case: str) -> None:
         np.testing.assert_array_equal(got[name], want)
 
 
-def streamed_npz(arrays: dict, size: int) -> answers.StreamedBody:
+def streamed_npz(arrays: dict, size: int) -> content_types.StreamedBody:
     spec = protos.ModelSpec(name="m")
     messages = streamed_predict.answer_messages(spec, arrays, size=size)
-    body, media_type = answers.encode_answer(
+    body, media_type = registry.encode_answer(
         StreamedTensors.receive_answer(messages), content_types.NPZ
     )
-    assert media_type == content_types.NPZ and isinstance(body, answers.StreamedBody)
+    assert media_type == content_types.NPZ and isinstance(body, content_types.StreamedBody)
     return body
 
 
@@ -81,7 +81,7 @@ def test_pieces_are_passed_on_not_copied() -> None:
     arrays = {"x": np.arange(4096, dtype=np.float64)}
     spec = protos.ModelSpec(name="m")
     messages = list(streamed_predict.answer_messages(spec, arrays, size=8192))
-    body, _ = answers.encode_answer(StreamedTensors.receive_answer(messages), content_types.NPZ)
+    body, _ = registry.encode_answer(StreamedTensors.receive_answer(messages), content_types.NPZ)
     received = {id(message) for message in messages[1:]}
     views = [c for c in body.chunks if isinstance(c, memoryview)]
     assert len(views) == 4 and all(id(view.obj) in received for view in views)
@@ -90,7 +90,7 @@ def test_pieces_are_passed_on_not_copied() -> None:
 def test_a_truncated_answer_raises_while_sending() -> None:
     spec = protos.ModelSpec(name="m")
     messages = list(streamed_predict.answer_messages(spec, {"x": np.zeros(1000)}, size=1000))
-    body = answers.encode_answer(StreamedTensors.receive_answer(messages[:-1]), content_types.NPZ)[
+    body = registry.encode_answer(StreamedTensors.receive_answer(messages[:-1]), content_types.NPZ)[
         0
     ]
     with pytest.raises(streamed_predict.StreamError, match="ended after 7000 of the 8000 bytes"):
@@ -111,7 +111,7 @@ def test_pieces_that_do_not_match_the_members_are_an_error() -> None:
 
 def test_array_bytes_are_referenced_not_copied() -> None:
     array = np.arange(1 << 16, dtype=np.float64)
-    chunks, _ = answers.encode_outputs({"x": array}, content_types.NPZ)
+    chunks, _ = registry.encode_outputs({"x": array}, content_types.NPZ)
     assert any(isinstance(c, memoryview) and np.shares_memory(np.asarray(c), array) for c in chunks)
 
 

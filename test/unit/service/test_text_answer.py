@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sagemaker_tfs.service.codecs.answers import WrittenBody
+from sagemaker_tfs.service.codecs.content_types import WrittenBody
 from sagemaker_tfs.service.routing import text_predict
 from sagemaker_tfs.wire.tfs_json import predict_answer_pieces
 

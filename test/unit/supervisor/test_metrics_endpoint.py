@@ -134,7 +134,7 @@ def test_families_of_the_same_name_are_joined(tmp_path: Path) -> None:
 
     service = CollectorRegistry(auto_describe=False)
     Histogram("calls_seconds", "calls", ["route"], registry=service).labels("fast_path").observe(2)
-    metrics = StackMetrics(registry, [NginxCalls(), service], lambda: [], "/m")
+    metrics = StackMetrics(registry, [NginxCalls(), service], FakeStack([], [], models_loaded=0))
     found = Scrape(metrics.text().decode())
     assert found.value("calls_seconds_count", route="njs") == 1
     assert found.value("calls_seconds_count", route="fast_path") == 1
@@ -179,6 +179,17 @@ class FakeStack:
         return self._models_loaded
 
     def serves_model(self, name: str) -> bool:
+        return True
+
+
+class RestChild:
+    """A running model server child as ``endpoint.monitored`` reads it: its REST port from
+    its command line."""
+
+    def __init__(self, name: str, rest_port: int) -> None:
+        self.name, self.argv = name, [f"--rest_api_port={rest_port}"]
+
+    def running(self) -> bool:
         return True
 
 
@@ -244,10 +255,10 @@ def get(path: str, target: str, method: str = "GET") -> tuple[int, str, bytes]:
 def test_the_endpoint_answers_on_its_socket(tmp_path: Path, model_server_ports: list[int]) -> None:
     registry = CollectorRegistry(auto_describe=False)
     Counter("sagemaker_tfs_y", "y", registry=registry).inc(3)
-    servers = [MonitoredServer("model-server[0]", model_server_ports[0])]
+    model_server = RestChild("model-server[0]", model_server_ports[0])
+    stack = FakeStack([model_server], [model_server], models_loaded=0)
     path = str(tmp_path / "metrics.sock")
-    server = MetricsServer(path, StackMetrics(registry, [], lambda: servers,
-                                              "/monitoring/prometheus/metrics"))  # fmt: skip
+    server = MetricsServer(path, StackMetrics(registry, [], stack))
     server.serve_in_background()
     try:
         status, content_type, body = get(path, "/metrics")

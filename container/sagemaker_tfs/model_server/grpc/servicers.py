@@ -23,7 +23,6 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
     inference_pb2,
-    input_pb2,
     model_management_pb2,
     model_pb2,
     model_service_pb2_grpc,
@@ -104,16 +103,18 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
 def _on_examples(
     manager: ModelManager,
     request: classification_pb2.ClassificationRequest | regression_pb2.RegressionRequest,
-    run: Callable[[Servable, str, input_pb2.Input], Message],
     response_type: type[Response],
 ) -> Response:
-    """Classify or Regress: ``run`` (the servable's ``classify`` or ``regress``) on the request's
-    tf.Example input, answered as ``response_type``."""
-    api = "Classify" if isinstance(request, classification_pb2.ClassificationRequest) else "Regress"
-    with METRICS.request("GRPC", api, request.model_spec.name):
+    """Classify or Regress (the servable's ``classify`` or ``regress``, as the request is) on the
+    request's tf.Example input, answered as ``response_type``."""
+    classify = isinstance(request, classification_pb2.ClassificationRequest)
+    with METRICS.request("GRPC", "Classify" if classify else "Regress", request.model_spec.name):
         servable = resolve(manager, request.model_spec)
         signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
-        result = run(servable, signature_name, request.input)
+        if classify:
+            result: Message = servable.classify(signature_name, request.input)
+        else:
+            result = servable.regress(signature_name, request.input)
     response = response_type(result=result)
     response.model_spec.CopyFrom(_model_spec(servable, signature_name))
     return response
@@ -195,32 +196,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Classify(  # noqa: N802
         self, request: classification_pb2.ClassificationRequest, context: grpc.ServicerContext
     ) -> classification_pb2.ClassificationResponse:
-        return _handle(context, lambda: self._classify(request), "Classify")
-
-    def _classify(
-        self, request: classification_pb2.ClassificationRequest
-    ) -> classification_pb2.ClassificationResponse:
-        return _on_examples(
-            self._manager,
-            request,
-            lambda servable, name, examples: servable.classify(name, examples),
-            classification_pb2.ClassificationResponse,
-        )
+        response = classification_pb2.ClassificationResponse
+        return _handle(context, lambda: _on_examples(self._manager, request, response), "Classify")
 
     def Regress(  # noqa: N802
         self, request: regression_pb2.RegressionRequest, context: grpc.ServicerContext
     ) -> regression_pb2.RegressionResponse:
-        return _handle(context, lambda: self._regress(request), "Regress")
-
-    def _regress(
-        self, request: regression_pb2.RegressionRequest
-    ) -> regression_pb2.RegressionResponse:
-        return _on_examples(
-            self._manager,
-            request,
-            lambda servable, name, examples: servable.regress(name, examples),
-            regression_pb2.RegressionResponse,
-        )
+        response = regression_pb2.RegressionResponse
+        return _handle(context, lambda: _on_examples(self._manager, request, response), "Regress")
 
     def MultiInference(  # noqa: N802
         self, request: inference_pb2.MultiInferenceRequest, context: grpc.ServicerContext

@@ -2,7 +2,7 @@
 
 ``route`` maps a method and path to a ``Target``; ``RestApi.handle`` runs it against the
 model manager and returns the HTTP status and the JSON body, errors included. The HTTP/1.1
-server in front of it is ``rest_server``.
+server in front of it is ``server``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class HttpReply:
 
 
 class App(Protocol):
-    """What the loop asks of the application it serves (``rest_server.RestServer``)."""
+    """What the loop asks of the application it serves (``server.RestServer``)."""
 
     def respond(self, request: Request) -> HttpReply: ...
 

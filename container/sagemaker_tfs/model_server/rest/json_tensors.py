@@ -17,12 +17,8 @@ from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
 from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_kind
 from sagemaker_tfs.model_server.serving.signatures import short_dtype_name
+from sagemaker_tfs.wire.tensors import numpy_dtype
 from sagemaker_tfs.wire.tfs_json import B64_KEY
-
-try:  # ships with TensorFlow; bfloat16 tensors need it
-    from ml_dtypes import bfloat16 as _BFLOAT16
-except ImportError:  # pragma: no cover
-    _BFLOAT16 = None
 
 MAX_DIMS = 64  # NumPy's limit on the number of array dimensions
 
@@ -42,23 +38,8 @@ _INT_RANGES = {
     types_pb2.DT_UINT32: (0, 2**32 - 1),
     types_pb2.DT_UINT64: (0, 2**64 - 1),
 }
-_NUMPY_TYPES = {
-    types_pb2.DT_FLOAT: np.float32,
-    types_pb2.DT_DOUBLE: np.float64,
-    types_pb2.DT_HALF: np.float16,
-    types_pb2.DT_INT8: np.int8,
-    types_pb2.DT_INT16: np.int16,
-    types_pb2.DT_INT32: np.int32,
-    types_pb2.DT_INT64: np.int64,
-    types_pb2.DT_UINT8: np.uint8,
-    types_pb2.DT_UINT16: np.uint16,
-    types_pb2.DT_UINT32: np.uint32,
-    types_pb2.DT_UINT64: np.uint64,
-    types_pb2.DT_BOOL: np.bool_,
-    types_pb2.DT_STRING: object,
-}
-if _BFLOAT16 is not None:
-    _NUMPY_TYPES[types_pb2.DT_BFLOAT16] = _BFLOAT16
+# The dtypes a JSON request may carry (TF Serving's); their NumPy types are wire/tensors.py's.
+_JSON_TYPES = frozenset((*_FLOAT_TYPES, *_INT_RANGES, types_pb2.DT_BOOL, types_pb2.DT_STRING))
 
 
 class _ShapeError(Exception):
@@ -79,7 +60,7 @@ def build_tensor(value: Any, dtype: int) -> np.ndarray:
 
     Type errors raise ``ElementTypeError`` for the caller to wrap.
     """
-    if dtype not in _NUMPY_TYPES:
+    if dtype not in _JSON_TYPES:
         raise invalid_argument(f"Type {short_dtype_name(dtype)} is not supported in JSON requests")
     fast = _numeric_fast_path(value, dtype)
     if fast is not None:
@@ -97,7 +78,7 @@ def build_tensor(value: Any, dtype: int) -> np.ndarray:
         array = np.empty(len(state.flat), dtype=object)
         array[:] = state.flat
         return array.reshape(state.shape)
-    return np.array(state.flat, dtype=_NUMPY_TYPES[dtype]).reshape(state.shape)
+    return np.array(state.flat, dtype=numpy_dtype(dtype)).reshape(state.shape)
 
 
 def _too_many_dims(count: int) -> ServingError:
@@ -117,7 +98,7 @@ def _numeric_fast_path(value: Any, dtype: int) -> np.ndarray | None:
         if not types <= {float, int}:
             return None
         try:
-            return objects.astype(_NUMPY_TYPES[dtype]) if objects.size else _empty(objects, dtype)
+            return objects.astype(numpy_dtype(dtype)) if objects.size else _empty(objects, dtype)
         except (OverflowError, TypeError, ValueError):
             return None
     if types - {int}:
@@ -131,11 +112,11 @@ def _numeric_fast_path(value: Any, dtype: int) -> np.ndarray | None:
     low, high = _INT_RANGES[dtype]
     if wide.min() < low or wide.max() > high:
         return None
-    return wide.astype(_NUMPY_TYPES[dtype])
+    return wide.astype(numpy_dtype(dtype))
 
 
 def _empty(objects: np.ndarray, dtype: int) -> np.ndarray:
-    return np.zeros(objects.shape, dtype=_NUMPY_TYPES[dtype])
+    return np.zeros(objects.shape, dtype=numpy_dtype(dtype))
 
 
 class _WalkState:

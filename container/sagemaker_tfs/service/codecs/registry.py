@@ -4,7 +4,10 @@ answer of it, and does both. ``inputs`` and ``answers`` go through ``CODECS``, a
 406 and the Accept list's choice follow from it: a new media type is one codec registered (the
 njs sends the service any type it does not convert). Here: JSON and JSON lines (read by
 ``text_codecs.read_body``, written as TF Serving's ``{"predictions": ...}``) and CSV; and the
-answer's media type, decided once per request from Accept (``answer_type``).
+answer's media type, decided once per request from Accept (``answer_type``). A request body is
+decoded by its type's codec (``decode_request``) and an answer written by its type's codec
+(``encode_outputs``, ``encode_answer``). Every problem with a request raises ``HttpError``
+with an HTTP status and a message that says what is wrong.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from sagemaker_tfs.service.codecs.content_types import (
     Codec,
     DecodedInputs,
     ImageOptions,
+    StreamedBody,
     conform_array,
     one_line_json_type,
     only_output,
@@ -41,6 +45,7 @@ from sagemaker_tfs.service.codecs.numpy_codecs import NpyCodec, NpzCodec
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import MediaType
 from sagemaker_tfs.wire.signatures import TensorSpec
+from sagemaker_tfs.wire.streamed_predict import StreamedTensors
 
 _ORJSON_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
@@ -208,3 +213,29 @@ def _builtin_codecs() -> list[Codec]:
 
 
 CODECS = CodecRegistry(_builtin_codecs())
+
+
+def decode_request(
+    body: bytes, kind: str, inputs: Mapping[str, TensorSpec], options: ImageOptions
+) -> DecodedInputs:
+    """Decode a request body of media type ``kind`` into inputs keyed by alias, image pixels
+    not yet widened: a 415 for a type no codec reads, a 400 for an empty body."""
+    codec = CODECS.reader(kind)
+    if not body:
+        raise HttpError(400, f"Empty request body for {kind}")
+    return codec.read(body, inputs, options)
+
+
+def encode_outputs(outputs: Mapping[str, np.ndarray], output_type: str) -> tuple[list[Chunk], str]:
+    """Serialize named outputs as ``output_type`` (a type a codec writes): the body as chunks
+    to send one after the other, and its content type."""
+    return CODECS[output_type].write(outputs), output_type
+
+
+def encode_answer(
+    answer: StreamedTensors, output_type: str
+) -> tuple[list[Chunk] | StreamedBody, str]:
+    """``encode_outputs`` of an answer still arriving: its codec may pass it on piece by piece
+    as it arrives (an ``.npz``, the ``.npy`` of one numeric output: never whole in memory);
+    others wait for the whole answer."""
+    return CODECS[output_type].write_arriving(answer), output_type

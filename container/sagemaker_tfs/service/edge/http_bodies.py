@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 import falcon
 
 from sagemaker_tfs.service import errors
-from sagemaker_tfs.service.codecs.answers import StreamedBody, WrittenBody
+from sagemaker_tfs.service.codecs.content_types import StreamedBody, WrittenBody
 from sagemaker_tfs.service.handlers.invoke import Reply
 from sagemaker_tfs.service.handlers.streaming import HandlerStream
 

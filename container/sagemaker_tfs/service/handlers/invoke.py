@@ -20,8 +20,12 @@ import requests
 from sagemaker_tfs import client
 from sagemaker_tfs.config_rules import DEFAULT_MAX_TEXT_BODY_MB
 from sagemaker_tfs.service.codecs import text_codecs
-from sagemaker_tfs.service.codecs.answers import StreamedBody, WrittenBody
-from sagemaker_tfs.service.codecs.content_types import CONVERTIBLE_TYPES, JSON
+from sagemaker_tfs.service.codecs.content_types import (
+    CONVERTIBLE_TYPES,
+    JSON,
+    StreamedBody,
+    WrittenBody,
+)
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers.context import Context, build_context

@@ -1,6 +1,6 @@
 """Built-in handling of binary content types (no ``inference.py``): decode -> gRPC -> encode.
 
-The request body is decoded by :mod:`sagemaker_tfs.service.codecs.inputs` into the inputs the
+The request body is decoded by :mod:`sagemaker_tfs.service.codecs.registry` into the inputs the
 model's signature wants (metadata fetched once per model/version and cached), once (``prepare``:
 a failover sends the same inputs to the next model server), sent with one gRPC
 ``Predict`` over ``context.channel`` as raw tensors, and the outputs are encoded as the Accept
@@ -23,9 +23,9 @@ import grpc
 import numpy as np
 
 from sagemaker_tfs import client
-from sagemaker_tfs.service.codecs import answers, content_types, inputs
+from sagemaker_tfs.service.codecs import content_types, registry
+from sagemaker_tfs.service.codecs.content_types import Chunk, DecodedInputs, StreamedBody
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
-from sagemaker_tfs.service.codecs.inputs import DecodedInputs
 from sagemaker_tfs.service.codecs.registry import CODECS
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.metrics import InvocationRecord
@@ -74,7 +74,7 @@ def prepare(
     request: ParsedRequest, body: bytes, signature: Signature, options: ImageOptions
 ) -> PreparedCall:
     """The body decoded against the signature, once (a failover reuses it)."""
-    decoded = inputs.decode_request(body, request.content_type.name, signature.inputs, options)
+    decoded = registry.decode_request(body, request.content_type.name, signature.inputs, options)
     names = list(request.custom_attributes.output_filter)
     expected = expected_answer_bytes(signature, decoded.arrays, names)
     stream = max(decoded.widened_bytes(), expected) >= STREAM_BYTES
@@ -112,7 +112,7 @@ def signature_of(context: Any) -> Signature:
 
 def predict(
     context: Any, call: PreparedCall, record: InvocationRecord, timeout: float
-) -> tuple[list[answers.Chunk] | answers.StreamedBody, str]:
+) -> tuple[list[Chunk] | StreamedBody, str]:
     """Predict over ``context``'s model server, with the ``timeout`` deadline (seconds): the
     answer's body chunks (an ``.npz`` while it arrives) and its content type."""
     try:
@@ -126,7 +126,7 @@ def predict(
                 unavailable_retry_seconds=0,  # the service fails over to another model server
                 timeout=timeout,
             )
-        return answers.encode_answer(answer, call.output_type)
+        return registry.encode_answer(answer, call.output_type)
     except grpc.RpcError as error:
         # The model may have been reloaded with another signature: look it up again next time.
         client.forget_signatures(context)

@@ -24,8 +24,7 @@ import numpy as np
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service.codecs import text_codecs
-from sagemaker_tfs.service.codecs.answers import WrittenBody
-from sagemaker_tfs.service.codecs.content_types import JSON
+from sagemaker_tfs.service.codecs.content_types import JSON, WrittenBody
 from sagemaker_tfs.service.codecs.text_codecs import ForPredict, Refusal, RestRequest
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord

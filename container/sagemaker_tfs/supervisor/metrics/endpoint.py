@@ -22,7 +22,7 @@ import glob
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -97,27 +97,21 @@ class Joined:
 
 
 class StackMetrics:
-    """Everything one scrape shows; ``text()`` is the exposition."""
+    """Everything one scrape shows; ``text()`` is the exposition (the model servers are those
+    ``stack`` runs, only the models it serves are label values)."""
 
     def __init__(
-        self,
-        registry: CollectorRegistry,
-        collectors: Sequence[Collector],
-        model_servers: Callable[[], Sequence[MonitoredServer]],
-        monitoring_path: str,
-        served_models: Callable[[str], bool] = lambda name: True,
+        self, registry: CollectorRegistry, collectors: Sequence[Collector], stack: ObservedStack
     ) -> None:
         self._joined = Joined([registry, *collectors])
-        self._model_servers = model_servers
-        self._monitoring_path = monitoring_path
-        self._served_models = served_models
+        self._stack = stack
 
     def text(self) -> bytes:
         """The model servers are asked first and write their text while this process
         writes its own: a scrape takes the longer of the two, not their sum."""
-        servers = self._model_servers()
+        servers = monitored(self._stack.model_server_children())
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="metrics") as pool:
-            passed = pool.submit(exposition, servers, self._monitoring_path, self._served_models)
+            passed = pool.submit(exposition, servers, MONITORING_PATH, self._stack.serves_model)
             own = generate_latest(self._joined)
             return own + passed.result().encode("utf-8")
 
@@ -202,11 +196,7 @@ def start_metrics_endpoint(config: StackConfig, stack: ObservedStack) -> Metrics
         ServiceWorkers(config.work.metrics_dir),
         StackCollector(stack),
     ]
-
-    def model_servers() -> list[MonitoredServer]:
-        return monitored(stack.model_server_children())
-
-    metrics = StackMetrics(registry, collectors, model_servers, MONITORING_PATH, stack.serves_model)
+    metrics = StackMetrics(registry, collectors, stack)
     server = MetricsServer(config.work.metrics_socket, metrics, edge_log)
     server.loads = loads
     server.serve_in_background()
