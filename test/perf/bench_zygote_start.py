@@ -27,6 +27,7 @@ from pathlib import Path
 import requests
 
 TEST_DIR = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TEST_DIR))
 sys.path.insert(0, str(TEST_DIR / "integration" / "stack"))
 sys.path.insert(0, str(TEST_DIR / "reliability"))
 
