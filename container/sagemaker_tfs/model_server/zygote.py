@@ -9,6 +9,11 @@ stdin is a socket to the supervisor
 - once imported it writes ``ready``; a line with a JSON list (a model server's command line,
   ``... sagemaker_tfs.cli model-server FLAGS``) is answered with the pid of a model server
   running those flags; an empty read (the supervisor went away) ends it.
+- the line ``"spare"`` is answered with the pid of a *spare*: a fork of the zygote itself
+  (TensorFlow's pages shared until written), with the supervisor's end of the spare's own
+  socket passed along with the pid (``SCM_RIGHTS``). The spare writes ``ready`` on it and
+  then serves as the zygote does; the supervisor keeps it to take the zygote's place the
+  moment the zygote dies, with no import.
 - each model server is forked twice (the middle process exits at once), so that it becomes
   the supervisor's own child (a child subreaper, or PID 1 in the container) and the supervisor
   waits for it and signals its process group as for any model server; it leads a session of
@@ -39,6 +44,8 @@ from sagemaker_tfs.model_server.standby import flags_of, preload, set_title
 
 IMPORTING_TITLE = "sagemaker-tfs zygote standby model server (importing TensorFlow)"
 WAITING_TITLE = "sagemaker-tfs zygote standby model server (waiting)"
+SPARE_TITLE = "sagemaker-tfs zygote standby model server (spare, waiting)"
+SPARE = "spare"
 READY = b"ready\n"
 NOT_SINGLE_THREADED = 3
 PR_SET_PDEATHSIG = 1
@@ -142,8 +149,45 @@ def serve(
     channel.sendall(READY)
     with channel.makefile("rb") as lines:
         for line in lines:
-            argv = [str(arg) for arg in json.loads(line)]
+            set_title(WAITING_TITLE)  # a spare asked for anything has taken the zygote's place
+            request = json.loads(line)
+            if request == SPARE:
+                fork_spare(channel, parent, run)
+                continue
+            argv = [str(arg) for arg in request]
             channel.sendall(f"{fork_model_server(argv, parent, run)}\n".encode())
+
+
+def fork_spare(channel: socket.socket, parent: int, run: Callable[[Sequence[str]], int]) -> None:
+    """Fork a copy of this zygote, adopted by ``parent`` as a model server is, and send its
+    pid on ``channel`` with the supervisor's end of the copy's own socket."""
+    ours, theirs = socket.socketpair()
+    try:
+        pid = fork_model_server(
+            [SPARE], parent, lambda _argv: serve_as_spare(ours, theirs, parent, run)
+        )
+    finally:
+        ours.close()
+    try:
+        socket.send_fds(channel, [f"{pid}\n".encode()], [theirs.fileno()])
+    finally:
+        theirs.close()
+
+
+def serve_as_spare(
+    ours: socket.socket,
+    theirs: socket.socket,
+    parent: int,
+    run: Callable[[Sequence[str]], int],
+) -> int:
+    """In the spare (detached, stdin on /dev/null): its own socket becomes its stdin, as the
+    zygote's is, so that no model server it forks keeps it open; then it serves."""
+    theirs.close()
+    os.dup2(ours.fileno(), 0)
+    ours.close()
+    set_title(SPARE_TITLE)
+    serve(socket.socket(fileno=0), parent, run)
+    return 0
 
 
 def single_threaded() -> bool:

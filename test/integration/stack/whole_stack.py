@@ -156,10 +156,19 @@ class Stack:
         """The standby model server has imported TensorFlow and waits (its process title)."""
         return self.child_pids(STANDBY_WAITING) != []
 
+    def settled(self) -> bool:
+        """The standby model server waits and, with the zygote, its spare was forked (a round
+        of the watch loop after the zygote's import)."""
+        if not self.standby_waits():
+            return False
+        log = self.log_text()
+        return "started model server zygote" not in log or "forked its spare" in log
+
     def wait_until_settled(self, timeout: float = STARTUP_TIMEOUT_SECONDS) -> None:
-        """Until the standby model server waits. The supervisor starts it right after the stack
-        serves, so a test that compares the stack's processes before and after starts here."""
-        if not wait_for(self.standby_waits, timeout):
+        """Until the stack has settled (``settled``). The supervisor starts the standby right
+        after the stack serves (the zygote before), so a test that compares the stack's
+        processes before and after starts here."""
+        if not wait_for(self.settled, timeout):
             raise StackError("no standby model server waiting:\n" + self.log_tail())
 
     def orphans(self, marker: str) -> list[int]:

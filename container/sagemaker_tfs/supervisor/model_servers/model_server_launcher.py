@@ -18,9 +18,11 @@ from sagemaker_tfs.supervisor.model_servers.model_availability import (
     wait_until_available,
 )
 from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
+    IMPORT_WAIT_SECONDS,
     ModelServerZygote,
     adopts_orphans,
 )
+from sagemaker_tfs.supervisor.model_servers.model_server_zygote import NAME as ZYGOTE
 from sagemaker_tfs.supervisor.model_servers.standby_model_server import StandbyModelServer
 from sagemaker_tfs.supervisor.multi_model.registry import (
     BackEndServer,
@@ -61,11 +63,28 @@ class ModelServerLauncher(TierLauncher):
             return None
         nice = self.config.model_servers.nice
         if self.config.model_servers.zygote and adopts_orphans():
-            return ModelServerZygote(self.env, self._settled, nice)
+            # The zygote starts with the stack: the first model servers are forked from it.
+            return ModelServerZygote(self.env, lambda: True, nice)
         return StandbyModelServer(self.env, self._settled, nice)
 
+    def _zygote(self) -> ModelServerZygote | None:
+        return self.standby if isinstance(self.standby, ModelServerZygote) else None
+
+    def _wait_for_zygote(self) -> None:
+        """Before a first start: the zygote started (if none runs) and its import waited
+        for, so that the model server is forked too; it starts cold if the zygote cannot
+        fork (it exited, e.g. code 3 for a thread left after its imports) or a stop came."""
+        zygote = self._zygote()
+        if zygote is None:
+            return
+        zygote.start_now()
+        stopping = self.stop_requested.is_set
+        if not zygote.wait_until_ready(IMPORT_WAIT_SECONDS, stopping) and not stopping():
+            logger.warning("no %s to fork from: the model server starts cold", ZYGOTE)
+
     def check(self, now: float) -> None:
-        """The model servers, then the standby (started once they are all ready)."""
+        """The model servers, then the standby (started once they are all ready) or the
+        zygote (started at once, and its spare kept)."""
         super().check(now)
         if self.standby is not None:
             self.standby.check(now)
@@ -122,6 +141,7 @@ class ModelServerLauncher(TierLauncher):
         def choose_command() -> None:
             child.argv = command(child.failed_starts)
 
+        self._wait_for_zygote()
         child = Child(
             key,
             command(0),
@@ -158,7 +178,16 @@ class ModelServerLauncher(TierLauncher):
     # --- start-up ---
 
     def launch_single_model(self) -> None:
-        """Every instance started, to serve every model (``wait_for_single_model`` waits)."""
+        """Every instance started, to serve every model (``wait_for_single_model`` waits);
+        with the zygote, only the zygote (it imports while gunicorn starts): the model
+        servers are forked from it in ``wait_for_single_model``."""
+        zygote = self._zygote()
+        if zygote is not None:
+            zygote.start_now()
+            return
+        self._start_single_model_servers()
+
+    def _start_single_model_servers(self) -> None:
         names = [m.name for m in self.config.models]
         for key, instance in self._single_model_instances():
             ready = models_available_check(key, instance, names)
@@ -166,6 +195,8 @@ class ModelServerLauncher(TierLauncher):
 
     def wait_for_single_model(self) -> None:
         """Returns once every instance serves every model (AVAILABLE)."""
+        if self._zygote() is not None:
+            self._start_single_model_servers()
         names = [m.name for m in self.config.models]
         for key, instance in self._single_model_instances():
             self._wait_for_models(key, instance, names)

@@ -9,11 +9,24 @@ so it costs less memory than a standby that duplicates them.
 
 A forked model server is forked twice, so it becomes the supervisor's own child (the
 supervisor is a child subreaper, or PID 1 in the container) and ``ForkedProcess`` gives the
-``Child`` the Popen it expects. A model server *restarted* while the zygote imports (in the
-seconds after the stack starts serving, or after the zygote itself died and was started
-again) waits for that import, which started earlier than a cold start would and so ends
-sooner (``ZygoteImporting``: the ``Child`` tries again a moment later); a first start, or one
-with no zygote running, is spawned the cold way.
+``Child`` the Popen it expects.
+
+No model server waits for a TensorFlow import but the first ones (issue 55):
+
+- the zygote starts with the stack (``start_now``), before any model server, and the first
+  model servers are forked from it once it has imported (``wait_until_ready``): one import
+  at start-up, not a model server's and the zygote's competing for the CPU, and a model
+  server killed as soon as the stack serves is forked like any other. A zygote that cannot
+  fork (a thread left after its imports: exit code 3) or does not import within
+  ``IMPORT_WAIT_SECONDS`` leaves them to start cold.
+- once ready, the zygote forks a *spare* of itself (``SpareZygote``; its pages shared until
+  written, so little memory) that the supervisor keeps: when the zygote dies the spare takes
+  its place at once, in the watch loop or in the ``take`` of a model server restarted in the
+  same round, and a new spare is forked from it.
+
+Only when the zygote and its spare are both gone does a new one import (after a backoff); a
+model server restarted then waits for that import (``ZygoteImporting``: the ``Child`` tries
+again a moment later), which started earlier than a cold start would and so ends sooner.
 
 Not used with the real ``tensorflow_model_server`` binary, which needs no import.
 """
@@ -22,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import select
@@ -32,20 +44,33 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from sagemaker_tfs.supervisor.model_servers.warm_process import FIRST_BACKOFF_SECONDS, WarmProcess
-from sagemaker_tfs.supervisor.processes.children import spawn_for
+from sagemaker_tfs.supervisor.model_servers.warm_process import (
+    FIRST_BACKOFF_SECONDS,
+    WarmProcess,
+)
+from sagemaker_tfs.supervisor.model_servers.zygote_channel import (
+    FORK_SECONDS,
+    ForkedProcess,
+    SpareZygote,
+    ask_for_model_server,
+    ask_for_spare,
+    read_line,
+)
+from sagemaker_tfs.supervisor.processes.children import describe_exit, spawn_for
+from sagemaker_tfs.supervisor.processes.spawning import owned_processes
 
 logger = logging.getLogger(__name__)
 
 NAME = "model server zygote"
-FORK_SECONDS = 5.0
 NOT_SINGLE_THREADED = 3  # the zygote's exit code when a fork would not be safe (no retry)
 # A restart waiting for the zygote's import asks again this often, and for at most this long
 # (then it starts cold: an import that takes longer is stuck).
 IMPORT_POLL_SECONDS = 0.02
 IMPORT_WAIT_SECONDS = 60.0
+SPARE_RETRY_SECONDS = 1.0  # a spare that died, or could not be forked, is asked for again then
 
 
 class ZygoteImporting(OSError):
@@ -54,34 +79,15 @@ class ZygoteImporting(OSError):
     retry_seconds = IMPORT_POLL_SECONDS
 
 
-class ForkedProcess(subprocess.Popen[bytes]):
-    """A Popen for a child the zygote forked: ``poll``, ``wait`` and signals work as for one
-    Popen started (they need only the pid of a child of this process)."""
-
-    def __init__(self, pid: int, args: Sequence[str]) -> None:  # noqa: PLW0231
-        # Popen.__init__ would start a process; these are the attributes its methods read.
-        self.args = list(args)
-        self.pid = pid
-        self.returncode = None
-        self.stdin = self.stdout = self.stderr = None
-        self.text_mode = False
-        self.encoding = self.errors = None
-        self.universal_newlines = False
-        self._child_created = True
-        self._waitpid_lock = threading.Lock()
-        self._input = None
-        self._communication_started = False
-        self._sigint_wait_secs = 0.25
-        self._closed_child_pipe_fds = True
-
-
 class ModelServerZygote(WarmProcess):
-    """At most one zygote; ``take`` forks a model server from it, ``check`` replaces it.
+    """At most one zygote and its spare; ``take`` forks a model server from it, ``check``
+    keeps a spare and replaces the zygote (by its spare when there is one).
 
     The same contract as ``StandbyModelServer``: ``take`` runs under the spawn lock (so the
     forked process is recorded before ``reap_orphans`` could reap it), ``check`` in the watch
-    loop. ``stop`` ends the zygote only: its model servers are the supervisor's children and
-    stop with their tier.
+    loop (and ``start_now`` in whichever thread starts a model server first). ``stop`` ends
+    the zygote and its spare only: its model servers are the supervisor's children and stop
+    with their tier.
     """
 
     NAME = NAME
@@ -90,6 +96,12 @@ class ModelServerZygote(WarmProcess):
     channel: socket.socket | None = None
     ready = False
     waiting_since: float | None = None  # a restart waits for the import since then
+    spare: SpareZygote | None = None
+    spare_at = 0.0  # no spare is asked for before then (monotonic)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._checking = threading.Lock()  # check from the watch loop and from start_now
 
     def take(self, argv: Sequence[str], wait: bool = False) -> subprocess.Popen[bytes] | None:
         """A model server running ``argv`` forked by the zygote; None while there is none
@@ -97,13 +109,15 @@ class ModelServerZygote(WarmProcess):
         zygote imports, for up to ``IMPORT_WAIT_SECONDS``."""
         with self._lock:
             started = time.monotonic()
+            if self.process is not None and self.process.poll() is not None:
+                self._promote_spare()  # died since the watch loop's last round
             try:
                 if self.channel is None or not self._ready_now(self.channel):
                     if wait and self.channel is not None and self._may_wait(started):
                         raise ZygoteImporting(f"{NAME} is importing TensorFlow")
                     self.waiting_since = None
                     return None
-                pid = self._fork(self.channel, argv)
+                pid = self._fork_or_promote(self.channel, argv)
             except ZygoteImporting:
                 raise
             except (OSError, ValueError) as error:
@@ -115,6 +129,41 @@ class ModelServerZygote(WarmProcess):
         logger.info("%s forked pid %d in %.3fs%s", NAME, pid, time.monotonic() - started, waited)
         return ForkedProcess(pid, argv)
 
+    def _fork_or_promote(self, channel: socket.socket, argv: Sequence[str]) -> int:
+        """Fork from the zygote; one that fails (it died this instant) gives its place to the
+        spare, which forks instead."""
+        try:
+            return ask_for_model_server(channel, argv)
+        except (OSError, ValueError) as error:
+            if self.spare is None or not self.spare.alive():
+                raise
+            logger.warning("%s could not fork a model server: %s", NAME, error)
+        self._discard()
+        self._promote_spare()
+        assert self.channel is not None
+        if not self._ready_now(self.channel, FORK_SECONDS):
+            raise ValueError("its spare did not say it was ready")
+        return ask_for_model_server(self.channel, argv)
+
+    def _promote_spare(self) -> bool:
+        """The spare, if alive, becomes the zygote (under ``self._lock``)."""
+        spare, self.spare = self.spare, None
+        if spare is None or not spare.alive():
+            if spare is not None:
+                spare.discard()
+            return False
+        assert spare.process is not None
+        gone = self.process
+        how = "does not answer"
+        if gone is not None and gone.returncode is not None:
+            how = describe_exit(gone.returncode)
+        self._close_channel()
+        self.process, self.channel, self.ready = spare.process, spare.channel, False
+        self.spare_at = 0.0
+        logger.warning("%s (pid %d) %s: its spare (pid %d) takes its place",
+                       NAME, gone.pid if gone else 0, how, spare.process.pid)  # fmt: skip
+        return True
+
     def _may_wait(self, now: float) -> bool:
         """A restart may wait for the import (still running, not waited on too long)."""
         if self.process is None or self.process.poll() is not None:
@@ -125,16 +174,90 @@ class ModelServerZygote(WarmProcess):
                         self.process.pid)  # fmt: skip
         return now - self.waiting_since < IMPORT_WAIT_SECONDS
 
-    def _ready_now(self, channel: socket.socket) -> bool:
-        """Whether the zygote said it has imported TensorFlow (read without waiting)."""
-        if not self.ready and select.select([channel], [], [], 0)[0]:
-            self.ready = _read_line(channel, FORK_SECONDS) == "ready"
+    def _ready_now(self, channel: socket.socket, within: float = 0.0) -> bool:
+        """Whether the zygote said it has imported TensorFlow (read waiting at most
+        ``within``)."""
+        if not self.ready and select.select([channel], [], [], within)[0]:
+            self.ready = read_line(channel, FORK_SECONDS) == "ready"
         return self.ready
 
-    @staticmethod
-    def _fork(channel: socket.socket, argv: Sequence[str]) -> int:
-        channel.sendall(json.dumps(list(argv)).encode() + b"\n")
-        return int(_read_line(channel, FORK_SECONDS))
+    # --- the first model servers, forked too ---
+
+    def start_now(self) -> None:
+        """Start the zygote if none runs (and none is due later): before the first model
+        server, which it is to fork."""
+        if self.process is None:
+            self.check(time.monotonic())
+
+    def wait_until_ready(self, timeout: float, stop_requested: Callable[[], bool]) -> bool:
+        """Wait (outside every lock) until the zygote has imported: True, or False once there
+        is none, it exited (e.g. code 3), ``timeout`` passed or a stop was asked."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not stop_requested():
+            with self._lock:
+                ready = self._ready_or_gone()
+            if ready is not None:
+                return ready
+            time.sleep(IMPORT_POLL_SECONDS)
+        return False
+
+    def _ready_or_gone(self) -> bool | None:
+        """True: ready; False: no zygote (or one that will not answer); None: importing."""
+        if self.stopped or self.channel is None:
+            return False
+        try:
+            if self._ready_now(self.channel):
+                return True
+        except (OSError, ValueError):
+            return False  # it exited: ``check`` tells why
+        return None if self.process is not None and self.process.poll() is None else False
+
+    # --- the watch loop ---
+
+    def check(self, now: float) -> None:
+        """The zygote replaced by its spare when it died, or started (``WarmProcess``); a
+        spare forked from a ready zygote."""
+        with self._checking:
+            process = self.process
+            if process is not None and process.poll() is not None:
+                with self._lock:
+                    if self.process is process:
+                        self._promote_spare()
+            super().check(now)
+            self._keep_spare(now)
+
+    def _keep_spare(self, now: float) -> None:
+        spare = self.spare
+        if spare is not None and not spare.alive():
+            assert spare.process is not None
+            logger.warning("spare of %s (pid %d) %s", NAME, spare.process.pid,
+                           describe_exit(spare.process.returncode or 0))  # fmt: skip
+            with self._lock:
+                self.spare = None
+            spare.discard()
+            self.spare_at = now + SPARE_RETRY_SECONDS
+        if self.spare is not None or self.stopped or now < self.spare_at:
+            return
+        self._fork_spare(now)
+
+    def _fork_spare(self, now: float) -> None:
+        """Ask the ready zygote for a spare (recorded as an owner's under the spawn lock)."""
+        holder = SpareZygote()
+        with owned_processes.recording(holder), self._lock:
+            channel = self.channel
+            if channel is None or self.spare is not None:
+                return
+            try:
+                if not self._ready_now(channel):
+                    return
+                pid, spare_channel = ask_for_spare(channel)
+            except (OSError, ValueError) as error:
+                logger.warning("%s could not fork a spare: %s", NAME, error)
+                self.spare_at = now + SPARE_RETRY_SECONDS
+                return
+            holder.process, holder.channel = ForkedProcess(pid, ["spare"]), spare_channel
+            self.spare = holder
+        logger.info("%s forked its spare (pid %d)", NAME, pid)
 
     def _let_go(self) -> None:
         self._close_channel()
@@ -148,6 +271,15 @@ class ModelServerZygote(WarmProcess):
             process.pid,
         )
         return True
+
+    def stop(self) -> None:
+        """The zygote, then its spare: none starts after this."""
+        super().stop()
+        with self._lock:
+            spare, self.spare = self.spare, None
+        if spare is not None:
+            logger.info("stopping the spare of %s", NAME)
+            spare.discard()
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
@@ -190,18 +322,3 @@ def adopts_orphans() -> bool:
 
 def _waited(now: float, since: float | None) -> str:
     return f" after waiting {now - since:.2f}s for its import" if since is not None else ""
-
-
-def _read_line(channel: socket.socket, timeout: float) -> str:
-    """One line from the zygote (ValueError if it closed or took longer than ``timeout``)."""
-    data = b""
-    deadline = time.monotonic() + timeout
-    while not data.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([channel], [], [], remaining)[0]:
-            raise ValueError(f"no answer within {timeout:.0f}s")
-        chunk = channel.recv(64)
-        if not chunk:
-            raise ValueError("it closed its end")
-        data += chunk
-    return data.decode().strip()

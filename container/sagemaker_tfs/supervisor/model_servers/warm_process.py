@@ -2,10 +2,11 @@
 
 Our Python model server spends most of its start-up importing TensorFlow (3-4 s on a quiet
 2-core machine, 10 s and more on a busy one; docs/reliability.md). The supervisor keeps one
-process that has done the import, started once the stack has settled (every model server
-ready, so that its import does not compete for the CPU with a model that is loading), and
-replaced when it exits, after a backoff that doubles up to a minute. What it does for a
-model server that starts is its kind's: the standby becomes it
+process that has done the import, started when its kind's ``start_when`` allows (the standby:
+once the stack has settled, every model server ready, so that its import does not compete
+for the CPU with a model that is loading; the zygote: at once, as it forks the first model
+servers too), and replaced when it exits, after a backoff that doubles up to a minute. What
+it does for a model server that starts is its kind's: the standby becomes it
 (``standby_model_server``), the zygote forks one (``model_server_zygote``).
 
 Not used with the real ``tensorflow_model_server`` binary, which needs no import.
