@@ -24,6 +24,7 @@ from sagemaker_tfs.service.codecs.text import text_json
 from sagemaker_tfs.service.codecs.text_codecs import ForPredict, Refusal, TextRequest, read_body
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+from sagemaker_tfs.wire.tfs_json import predict_answer_pieces
 
 JSON = "application/json"
 LINES = "application/jsonlines"
@@ -134,3 +135,17 @@ def test_a_body_refused_at_its_last_value_is_refused_within_its_inputs_bytes(
     inputs = 4 * (body.count(b",") + 1)
     print(f"null at the end: {len(body) / MB:.1f} MB, peak {peak / len(body):.2f}x the body")
     assert peak <= ALLOWANCE * inputs + WORK_BYTES, f"{peak / inputs:.2f}x the inputs' bytes"
+
+
+def test_a_large_answer_is_written_a_small_block_at_a_time() -> None:
+    """The JSON answer of 2 M floats (the doubled values of three decimals: several layouts)
+    is written while it is sent, a block at a time: one block's byte matrix and index arrays
+    (~180 bytes a value) are what the writer holds, 3 MB (65,536 values a block held 12 MB,
+    0.12x a 100 MB body, on top of whatever the request still held)."""
+    rng = np.random.default_rng(8)
+    outputs = {"y": rng.uniform(-1, 1, 2_000_000).round(3).astype(np.float32) * np.float32(2)}
+    written, peak = traced_peak(
+        lambda: max(len(piece) for piece in predict_answer_pieces(outputs, False))
+    )
+    assert isinstance(written, int) and written < MB
+    assert peak <= 4 * MB, f"{peak / MB:.1f} MB"
