@@ -10,9 +10,9 @@ inputs), or, for named inputs, a list of objects that each name every input once
 such object (columns). The reading is done on the body's *skeleton*: its brackets, braces and
 commas, each run of number characters (the words' letters among them) as one ``0``, and each
 input's name (``"a":``) as one marker byte. A rectangular list, or rows that repeat the first
-row's layout, have exactly the skeleton their shapes make, which is checked by building it; the
-numbers are then parsed by orjson a piece at a time (what the model server's reader uses) and
-cut into the inputs by that layout.
+row's layout, have exactly the skeleton their shapes make, which ``text_layout`` checks a block
+at a time (the skeleton is made once, in one buffer); the numbers are then parsed by orjson a
+piece at a time (what the model server's reader uses) and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
 path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings,
