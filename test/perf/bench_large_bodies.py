@@ -27,7 +27,10 @@ two-input model or ``dtype_echo``)
 at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``, on that checkout's
 ``container`` too, the two in turn for each body (the order swapped each time): per body, the
 seconds, seconds per MB, the route the model server saw (gRPC or REST) and the growth of
-every process of the stack over the body.
+every process of the stack over the body. With ``--fresh-worker``, each body goes to a new
+gunicorn worker (``fresh_worker``), after a warm-up body of ~1 MB of its shape: a worker that
+kept the heap of an earlier, larger body grows less than it uses. With ``--timeline``, the
+service's RSS over each request too (sampled every 5 ms).
 
 Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
 [--text-mb 100] [--transform-mb 100]``, or ``... --shapes all --sizes 10,100
@@ -42,9 +45,11 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -67,7 +72,7 @@ from process_memory import (  # noqa: E402
 )
 from rest_parity import answered_by  # noqa: E402
 from text_shapes import SHAPES, Shape  # noqa: E402
-from whole_stack import Stack, running_stack  # noqa: E402
+from whole_stack import Stack, running_stack, wait_for  # noqa: E402
 
 MODELS = REPO_ROOT / "test" / "resources" / "models"
 MB = 1 << 20
@@ -288,7 +293,8 @@ def stacks_of(model: str, base_tree: Path | None, root: Path) -> Iterator[dict[s
         yield found
 
 
-def run_shapes(shapes: list[Shape], sizes: list[int], base_tree: Path | None) -> None:
+def run_shapes(shapes: list[Shape], sizes: list[int], base_tree: Path | None,
+               fresh: bool = False, timeline: bool = False) -> None:  # fmt: skip
     print(f"{'shape':22} {'MB':>5} {'tree':6} {'s':>6} {'s/MB':>6} {'route':5}  growth x body")
     swap = False
     with tempfile.TemporaryDirectory(prefix="bench_shapes") as root:
@@ -299,13 +305,43 @@ def run_shapes(shapes: list[Shape], sizes: list[int], base_tree: Path | None) ->
                         body = shape.body(mb * MB)
                         order = list(stacks.items())
                         for label, stack in reversed(order) if swap else order:
-                            run_shape(stack, shape, body, label)
+                            if fresh:
+                                fresh_worker(stack, shape)
+                            run_shape(stack, shape, body, label, timeline)
                         swap = not swap
 
 
-def run_shape(stack: Stack, shape: Shape, body: bytes, label: str) -> None:
+WORKER = "gunicorn worker (the service)"
+WARM_UP_BYTES = MB  # text_shapes makes at least one block (~1 MB): over the njs limit
+
+
+def fresh_worker(stack: Stack, shape: Shape) -> None:
+    """The stack's gunicorn worker replaced by a new one (TTIN, then TTOU: gunicorn stops its
+    oldest worker), then a warm-up body of the shape: a new worker's first read and gRPC call
+    fault in code and buffers (~20 MB) that do not grow with the body."""
+    processes = stack_processes(stack)
+    master = next(pid for pid, name in processes.items() if name == "gunicorn master")
+    old = {pid for pid, name in processes.items() if name == WORKER}
+
+    def workers() -> set[int]:
+        return {pid for pid, name in stack_processes(stack).items() if name == WORKER}
+
+    os.kill(master, signal.SIGTTIN)
+    if not wait_for(lambda: bool(workers() - old), 60):
+        raise SystemExit("gunicorn started no new worker")
+    os.kill(master, signal.SIGTTOU)
+    if not wait_for(lambda: not workers() & old, 60):
+        raise SystemExit("gunicorn did not stop its old worker")
+    response = requests.post(stack.url + "/invocations", data=shape.body(WARM_UP_BYTES),
+                             headers={"Content-Type": shape.content_type}, timeout=600)  # fmt: skip
+    assert response.status_code == 200, response.text[:500]
+
+
+def run_shape(stack: Stack, shape: Shape, body: bytes, label: str,
+              timeline: bool = False) -> None:  # fmt: skip
     grpc_before = answered_by(stack, "GRPC")
-    with measured_peaks(stack) as peaks:
+    worker = next(pid for pid, name in stack_processes(stack).items() if name == WORKER)
+    with measured_peaks(stack) as peaks, rss_samples(worker) as samples:
         started = time.monotonic()
         response = requests.post(stack.url + "/invocations", data=body, timeout=3600,
                                  headers={"Content-Type": shape.content_type})  # fmt: skip
@@ -315,6 +351,41 @@ def run_shape(stack: Stack, shape: Shape, body: bytes, label: str) -> None:
     size = len(body)
     print(f"{shape.name:22} {size / MB:5.0f} {label:6} {seconds:6.1f} {seconds * MB / size:6.3f} "
           f"{route:5}  {growths(peaks, size)}", flush=True)  # fmt: skip
+    if timeline:
+        print(f"  service RSS above its start, x body, at each 5% of the request: "
+              f"{timeline_text(samples, size)}", flush=True)  # fmt: skip
+
+
+TIMELINE_SECONDS = 0.005
+TIMELINE_POINTS = 20
+
+
+@contextmanager
+def rss_samples(pid: int) -> Iterator[list[int]]:
+    """The RSS of ``pid`` (bytes) every ``TIMELINE_SECONDS`` over the ``with`` block, the
+    first sample before it."""
+    samples = [status_kb(pid, "VmRSS") * 1024]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(TIMELINE_SECONDS):
+            samples.append(status_kb(pid, "VmRSS") * 1024)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        sampler.join()
+
+
+def timeline_text(samples: list[int], size: int) -> str:
+    """The largest sample of each of ``TIMELINE_POINTS`` equal spans, above the first, over
+    ``size``: where in the request the service's memory rises and falls."""
+    start, rest = samples[0], samples[1:] or samples
+    spans = np.array_split(np.array(rest), min(TIMELINE_POINTS, len(rest)))
+    return " ".join(f"{(span.max() - start) / size:.2f}" for span in spans)
 
 
 def growths(peaks: Peaks, size: int) -> str:
@@ -339,6 +410,12 @@ def main() -> None:
     parser.add_argument("--shapes", default="", help="text shapes (names or 'all'; issue 53)")
     parser.add_argument("--sizes", default="10,100", help="--shapes: body sizes, MB")
     parser.add_argument("--base-tree", type=Path, help="--shapes: a checkout to compare with")
+    parser.add_argument(
+        "--fresh-worker", action="store_true", help="--shapes: each body to a new worker"
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="--shapes: the service's RSS over each request"
+    )
     parser.add_argument("--npy-mb", default="100,1024", help="x-npy body sizes, MB")
     parser.add_argument("--npz-mb", default="100,1000", help="x-npz body sizes, MB (empty: none)")
     parser.add_argument("--text-mb", type=int, default=100, help="CSV and JSON size (0: none)")
@@ -349,7 +426,7 @@ def main() -> None:
     if args.shapes:
         shapes = [s for s in SHAPES if args.shapes == "all" or s.name in args.shapes.split(",")]
         sizes = [int(size) for size in args.sizes.split(",") if size]
-        run_shapes(shapes, sizes, args.base_tree)
+        run_shapes(shapes, sizes, args.base_tree, args.fresh_worker, args.timeline)
         return
     npy_sizes = [int(size) for size in args.npy_mb.split(",") if size]
     npz_sizes = [int(size) for size in args.npz_mb.split(",") if size]

@@ -10,9 +10,9 @@ inputs), or, for named inputs, a list of objects that each name every input once
 such object (columns). The reading is done on the body's *skeleton*: its brackets, braces and
 commas, each run of number characters (the words' letters among them) as one ``0``, and each
 input's name (``"a":``) as one marker byte. A rectangular list, or rows that repeat the first
-row's layout, have exactly the skeleton their shapes make, which is checked by building it; the
-numbers are then parsed by orjson a piece at a time (what the model server's reader uses) and
-cut into the inputs by that layout.
+row's layout, have exactly the skeleton their shapes make, which ``text_layout`` checks a block
+at a time (the skeleton is made once, in one buffer); the numbers are then parsed by orjson a
+piece at a time (what the model server's reader uses) and cut into the inputs by that layout.
 
 Anything else is None and goes the REST way, so that its answer and its errors are the REST
 path's (or refused as it refuses them, by ``text_refusals`` and ``text_ragged``): strings,
@@ -24,13 +24,14 @@ different dtypes, and names written with a blank before their colon.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
+from sagemaker_tfs.service.codecs.text import text_layout
+from sagemaker_tfs.service.codecs.text.text_layout import MARKERS, MAX_INPUTS, Layout
 from sagemaker_tfs.service.codecs.text.text_numbers import (
     NON_FINITE_CHARS,
     NUMBER_CHARS,
@@ -39,14 +40,12 @@ from sagemaker_tfs.service.codecs.text.text_numbers import (
     piece_values,
 )
 
-MAX_DIMS = 64  # the model server's limit on a JSON tensor's dimensions
-MAX_INPUTS = 64  # names get one marker byte each, from 0x80 (bytes never outside a string)
-# Bytes scanned and numbers parsed at a time (a piece ends at a comma, or a line's end).
-PARSE_BYTES = 1 << 20
+# Bytes scanned and numbers parsed at a time (a piece ends at a comma, or a line's end). orjson
+# holds ~16x a piece while it reads one (its reader's buffer, then a Python number per value):
+# 4 MB for 256 KB, 17 MB for 1 MB (0.17x a 100 MB body); smaller pieces read as fast.
+PARSE_BYTES = 256 << 10
 
 WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
-_MARKERS = bytes(range(0x80, 0x80 + MAX_INPUTS))
-_A_MARKER = re.compile(b"[" + re.escape(_MARKERS) + b"]")
 _NUMBER_MARK = ord("0")
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 _RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
@@ -69,7 +68,7 @@ _OUTSIDE = 0x01  # a byte the skeleton does not take (strings' quotes, letters o
 # stay as they are, any other byte is _OUTSIDE.
 _SKELETON_CLASSES = bytes(
     _NUMBER_MARK if byte in _RUN_CHARS else ord(" ") if byte in WHITESPACE
-    else byte if byte in b",[]{}" + _MARKERS else _OUTSIDE
+    else byte if byte in b",[]{}" + MARKERS else _OUTSIDE
     for byte in range(256)
 )  # fmt: skip
 _LINES_AS_COMMAS = bytes.maketrans(b"\n", b",")
@@ -141,13 +140,16 @@ def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Lay
     return None if read is None or layout is None else (read[0], layout)
 
 
-def pieces_and_skeleton(document: Document, names: list[str]) -> tuple[Pieces, bytes] | None:
+def _layout(skeleton: bytes | bytearray, document: Document, inputs: int) -> Layout | None:
+    return text_layout.layout(skeleton, document.key, document.lines, inputs)
+
+
+def pieces_and_skeleton(document: Document,
+                        names: list[str]) -> tuple[Pieces, bytearray] | None:  # fmt: skip
     """The document's pieces and its skeleton (JSON lines' in brackets), or None."""
     pieces = _pieces(document, names)
-    skeleton = None if pieces is None else pieces.skeleton()
-    if pieces is None or skeleton is None:
-        return None
-    return pieces, b"[" + skeleton + b"]" if document.lines else skeleton
+    skeleton = None if pieces is None else pieces.skeleton(brackets=document.lines)
+    return None if pieces is None or skeleton is None else (pieces, skeleton)
 
 
 def _pieces(document: Document, names: list[str]) -> Pieces | None:
@@ -205,19 +207,23 @@ class Pieces:
             piece = piece.translate(_LINES_AS_COMMAS)
         if not self.tokens or b'"' not in piece:  # a name is in quotes: none in this piece
             return piece
-        for marker, token in zip(_MARKERS, self.tokens, strict=False):
+        for marker, token in zip(MARKERS, self.tokens, strict=False):
             piece = piece.replace(token, bytes((marker,)))
         return piece
 
-    def skeleton(self) -> bytes | None:
-        """The skeleton of the value (see the module), or None for a byte outside it."""
-        parts = []
-        for piece in self:
+    def skeleton(self, brackets: bool = False) -> bytearray | None:
+        """The skeleton of the value (see the module), in brackets with ``brackets`` (JSON
+        lines'), or None for a byte outside it. Made in one growing buffer: the pieces' parts
+        in a list, then joined, would hold it twice."""
+        skeleton = bytearray(b"[" if brackets else b"")
+        for index, piece in enumerate(self):
             classes = _classes(piece)
             if classes is None:
                 return None
-            parts.append(_part(classes))
-        return b",".join(parts)
+            skeleton += b"," + _part(classes) if index else _part(classes)
+        if brackets:
+            skeleton += b"]"
+        return skeleton
 
     def skeleton_and_numbers(self, dtype: np.dtype, kept: bool = True) -> Read | None:
         """The skeleton's parts (unless not ``kept``) and the numbers, each piece's by orjson
@@ -252,8 +258,11 @@ def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None
     if count is not None:
         shape = (count,) if document.key is not None else (1, count)
         return Layout(None, [shape], []) if inputs == 1 else None
-    flat = (part if isinstance(part, bytes) else (b",0" * part)[1:] for part in parts)
-    return _layout(b",".join(flat), document, inputs)  # a flat piece's: 0,0,...,0
+    skeleton = bytearray()  # a flat piece's part: 0,0,...,0
+    for index, part in enumerate(parts):
+        skeleton += b"," if index else b""
+        skeleton += part if isinstance(part, bytes) else (b",0" * part)[1:]
+    return _layout(skeleton, document, inputs)
 
 
 def _plain_list(parts: Parts) -> int | None:
@@ -289,111 +298,3 @@ def _part(classes: bytes) -> bytes:
     keep = chunk != ord(" ")  # a run's first character, structure and markers
     keep[1:] &= ~(number[1:] & number[:-1])
     return chunk[keep].tobytes()
-
-
-# --------------------------------------------------------------------------- layouts
-
-
-class Layout(NamedTuple):
-    """How the numbers, in order, make the inputs: rows of one block per input (the block's
-    shape after the row's), ``rows`` None for one object (columns) or a plain list."""
-
-    rows: int | None
-    shapes: list[tuple[int, ...]]  # each input's, in the order the names come in a row
-    order: list[int]  # the index of each of those names in the signature's list
-
-    @property
-    def numbers(self) -> int:
-        return (self.rows or 1) * sum(math.prod(shape) for shape in self.shapes)
-
-    def arrays(self, numbers: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
-        if not self.order:  # a plain list: one input
-            return {names[0]: numbers.reshape(self.shapes[0])}
-        block = numbers.reshape(self.rows or 1, -1)
-        arrays, offset = {}, 0
-        for index, shape in zip(self.order, self.shapes, strict=True):
-            size = math.prod(shape)
-            part = block[:, offset : offset + size]
-            arrays[names[index]] = part.reshape(((self.rows,) if self.rows else ()) + shape)
-            offset += size
-        return arrays
-
-
-def _layout(skeleton: bytes, document: Document, inputs: int) -> Layout | None:
-    """The layout the skeleton is exactly made of, or None."""
-    if skeleton[:1] == b"{":
-        return _object_layout(skeleton, inputs) if document.key == "inputs" else None
-    if b"{" not in skeleton:
-        shape = rectangular_shape(skeleton)
-        if shape is None or inputs != 1 or (document.lines and len(shape) < 2):
-            return None
-        if document.key is None and not document.lines and len(shape) == 1:
-            shape = (1, *shape)  # a list of numbers: conversion's one instance
-        return Layout(None, [shape], [])
-    if document.key == "inputs" or skeleton[:2] != b"[{":
-        return None
-    one_row = skeleton[1 : skeleton.find(b"}") + 1]
-    row = _object_layout(one_row, inputs)
-    rows = skeleton.count(b"{")
-    if row is None or b"[" + (one_row + b",") * (rows - 1) + one_row + b"]" != skeleton:
-        return None
-    return Layout(rows, row.shapes, row.order)
-
-
-def _object_layout(skeleton: bytes, inputs: int) -> Layout | None:
-    """``{`` marker value ``,`` marker value ... ``}``, every input named once: each value's
-    shape, from its skeleton."""
-    if skeleton[-1:] != b"}" or skeleton.count(b"}") != 1:
-        return None
-    members = _members(skeleton[1:-1])
-    if members is None or sorted(marker for marker, _ in members) != list(range(inputs)):
-        return None
-    shapes = []
-    for _, value in members:
-        shape = () if value == b"0" else rectangular_shape(value)
-        if shape is None:
-            return None
-        shapes.append(shape)
-    return Layout(None, shapes, [marker for marker, _ in members])
-
-
-def _members(inside: bytes) -> list[tuple[int, bytes]] | None:
-    """An object's skeleton without its braces -> (marker index, value skeleton) per member."""
-    members = []
-    for found in _A_MARKER.finditer(inside):  # a few: one per input (a C scan of the rest)
-        at = found.start()
-        if at and inside[at - 1] != ord(","):
-            return None
-        members.append((inside[at] - 0x80, at + 1))
-    result = []
-    for index, (marker, start) in enumerate(members):
-        end = members[index + 1][1] - 2 if index + 1 < len(members) else len(inside)
-        value = inside[start:end]
-        if not value or value.startswith(b",") or value.endswith(b","):
-            return None
-        result.append((marker, value))
-    return result if members and inside[:1] and inside[0] >= 0x80 else None
-
-
-def rectangular_shape(skeleton: bytes) -> tuple[int, ...] | None:
-    """The shape of a nested list of numbers, from its skeleton. A rectangular array's
-    skeleton is the one its shape makes; anything else (ragged, empty, two numbers without a
-    comma) is None."""
-    head = skeleton[: MAX_DIMS + 1]
-    depth = len(head) - len(head.lstrip(b"["))
-    if not 0 < depth <= MAX_DIMS:
-        return None
-    shape: list[int] = []
-    child = b"0"
-    for level in range(depth, 0, -1):  # innermost list first; level 1 is the outer list
-        run = depth - level + 1  # "]" closing the first list of this level and those inside
-        closing = skeleton.find(b"]" * run)
-        if closing < 0:
-            return None
-        length = closing + run - (level - 1)  # from its "[" (at level - 1) to its "]"
-        count, remainder = divmod(length - 1, len(child) + 1)
-        if count < 1 or remainder:
-            return None
-        shape.insert(0, count)
-        child = b"[" + (child + b",") * (count - 1) + child + b"]"  # no list of copies
-    return tuple(shape) if child == skeleton else None

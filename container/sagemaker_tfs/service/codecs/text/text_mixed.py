@@ -19,7 +19,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_json, text_numbers
-from sagemaker_tfs.service.codecs.text.text_json import Document, JsonInputs, Layout
+from sagemaker_tfs.service.codecs.text.text_json import Document, JsonInputs
+from sagemaker_tfs.service.codecs.text.text_layout import Layout
 
 _WORD_LETTERS = text_numbers.WORD_CHARS  # of true, false and null
 

@@ -26,7 +26,8 @@ import re
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_json, text_numbers
-from sagemaker_tfs.service.codecs.text.text_json import MAX_DIMS, Document, Pieces
+from sagemaker_tfs.service.codecs.text.text_json import Document, Pieces
+from sagemaker_tfs.service.codecs.text.text_layout import MAX_DIMS
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
 
 _OPEN, _CLOSE, _COMMA, _NUMBER = b"[],0"
@@ -41,7 +42,8 @@ def ragged_refusal(document: Document, names: list[str], dtype: np.dtype) -> Ref
     read = text_json.pieces_and_skeleton(document, names)
     if read is None:
         return None
-    pieces, skeleton = read
+    pieces, skeleton = read[0], bytes(read[1])  # its parts are keys below: bytes
+    del read
     if b"{" in skeleton:
         return _named_refusal(pieces, skeleton, len(names), dtype)
     if len(names) != 1 or document.lines:

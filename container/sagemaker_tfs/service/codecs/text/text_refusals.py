@@ -28,7 +28,8 @@ from typing import NamedTuple
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_json, text_mixed, text_numbers
-from sagemaker_tfs.service.codecs.text.text_json import Document, Layout
+from sagemaker_tfs.service.codecs.text.text_json import Document
+from sagemaker_tfs.service.codecs.text.text_layout import Layout
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.tfs_json import rapidjson_double
 

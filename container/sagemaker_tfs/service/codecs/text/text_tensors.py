@@ -33,6 +33,7 @@ double of its text, the difference is recorded and applied (CSV's ``-0``: see
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -41,6 +42,7 @@ import numpy as np
 from sagemaker_tfs.service.codecs.text import (
     text_csv,
     text_json,
+    text_layout,
     text_mixed,
     text_numbers,
     text_ragged,
@@ -52,6 +54,7 @@ from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 DEFAULT_SIGNATURE = "serving_default"
+_NOT_LISTS = re.compile(rb"[^\[\], \t\n\r]")  # a byte of a value other than empty lists
 # The input dtypes read here.
 _READ_TYPES = {
     tensors.tf_dtype(np.dtype(dtype)): np.dtype(dtype)
@@ -115,9 +118,11 @@ def _empty_lists(document: Document, names: list[str], dtype: np.dtype) -> JsonI
     error, named inputs and JSON lines are left to it)."""
     if len(names) != 1 or document.lines:
         return None
+    if _NOT_LISTS.search(document.body, document.start, document.end):
+        return None  # a number, or not lists: no skeleton made (a refused body comes here)
     read = text_json.pieces_and_skeleton(document, names)
-    if read is None or read[1].strip(b"[],") or b"[]" not in read[1]:
-        return None  # a number, or not lists
+    if read is None or b"[]" not in read[1]:
+        return None
     shape = _empty_shape(read[1])
     if shape is None or (document.key == "instances" and shape == (0,)):
         return None
@@ -126,12 +131,12 @@ def _empty_lists(document: Document, names: list[str], dtype: np.dtype) -> JsonI
     return JsonInputs({names[0]: np.empty(shape, dtype)}, document.key == "inputs")
 
 
-def _empty_shape(skeleton: bytes) -> tuple[int, ...] | None:
+def _empty_shape(skeleton: bytes | bytearray) -> tuple[int, ...] | None:
     """The shape of nested lists whose innermost ones are all empty: the shape of the lists
     around them (their skeleton with each ``[]`` a number), then 0."""
     if skeleton == b"[]":
         return (0,)
-    outer = text_json.rectangular_shape(skeleton.replace(b"[]", b"0"))
+    outer = text_layout.rectangular_shape(skeleton.replace(b"[]", b"0"))
     return None if outer is None else (*outer, 0)
 
 
