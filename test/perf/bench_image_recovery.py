@@ -245,6 +245,17 @@ class StreamClients(Clients):
         return "stopped"
 
 
+def supervised(init: int) -> list[int]:
+    """The container's processes but a killed nginx master's workers: those serve the
+    connections they hold until those close and the supervisor then tells them to quit, which
+    may be after later kills; they are waited for by no one, unlike a gunicorn master's worker."""
+    return [
+        pid for pid in descendant_pids(init)
+        if not (cmdline(pid).startswith("nginx: worker")
+                and not cmdline(parent_of(pid)).startswith("nginx: master"))
+    ]  # fmt: skip
+
+
 def recover(
     kind: str, find: Callable[[], int | None], init: int, port: int, stream: bool = False
 ) -> float:
@@ -253,15 +264,12 @@ def recover(
     pid = find()
     if pid is None:
         raise SystemExit(f"no {kind} process in the container")
-    # A killed nginx master's workers serve the connections they hold until those close (up to
-    # 65 s, docs/reliability.md): they are not waited for, unlike a gunicorn master's worker.
-    serving_on = set(descendant_pids(pid)) if kind == "nginx master" else set()
-    processes = len(descendant_pids(init)) - len(serving_on)
+    processes = len(supervised(init))
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     deadline = killed_at + 60
     while time.monotonic() < deadline:
-        count = len(set(descendant_pids(init)) - serving_on)
+        count = len(supervised(init))
         replaced = find() not in (None, pid) and count == processes
         if replaced and predicts(port) and (not stream or streams(port)):
             return time.monotonic() - killed_at
