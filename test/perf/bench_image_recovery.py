@@ -150,7 +150,11 @@ def finder(kind: str, init: int) -> Callable[[], int | None]:
         "nginx worker": lambda pid: cmdline(pid).startswith("nginx: worker")
         and cmdline(parent_of(pid)).startswith("nginx: master"),
         "gunicorn master": is_gunicorn_master,
-        "gunicorn worker": lambda pid: gunicorn in cmdline(pid) and not is_gunicorn_master(pid),
+        # A worker of the current master: a killed master's worker serves on until the new
+        # master's is ready.
+        "gunicorn worker": lambda pid: gunicorn in cmdline(pid)
+        and not is_gunicorn_master(pid)
+        and is_gunicorn_master(parent_of(pid)),
         "stream server": lambda pid: "sagemaker_tfs.service.stream.stream_server" in cmdline(pid),
         "model server": lambda pid: " model-server " in cmdline(pid),
     }
@@ -265,12 +269,15 @@ def recover(
     if pid is None:
         raise SystemExit(f"no {kind} process in the container")
     processes = len(supervised(init))
+    # What the killed one leaves serving (a gunicorn master's worker) must be gone: the count
+    # alone can match while the successor has not started its own yet.
+    left = set() if kind == "nginx master" else set(descendant_pids(pid))
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     deadline = killed_at + 60
     while time.monotonic() < deadline:
-        count = len(supervised(init))
-        replaced = find() not in (None, pid) and count == processes
+        alive = set(supervised(init))
+        replaced = find() not in (None, pid) and len(alive) == processes and not left & alive
         if replaced and predicts(port) and (not stream or streams(port)):
             return time.monotonic() - killed_at
         time.sleep(0.02)
