@@ -92,11 +92,20 @@ def start(image: str, models: Path) -> tuple[int, int]:
         ).stdout
     )  # fmt: skip
     deadline = time.monotonic() + 180
-    while not predicts(port):
+    while not (predicts(port) and started_up()):
         if time.monotonic() > deadline:
             raise SystemExit("the container did not serve within 180 s")
         time.sleep(0.5)
     return port, init
+
+
+def started_up() -> bool:
+    """The supervisor has finished starting the stack. A prediction alone is not enough: the
+    supervisor holds the public port, so nginx answers before its start-up wait has seen it
+    listen, and an nginx killed then is started again with its workers killed (its start-up's
+    handling, not the handover a running stack's nginx gets)."""
+    logs = subprocess.run(["podman", "logs", NAME], capture_output=True, text=True, check=False)
+    return "serving on port" in logs.stdout + logs.stderr
 
 
 def predicts(port: int, session: requests.Session | None = None) -> bool:
