@@ -41,6 +41,7 @@ from pathlib import Path
 from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.model_servers.health import VERDICT_MAX_AGE_SECONDS
+from sagemaker_tfs.supervisor.user_script import may_serve_invocations
 
 NJS_MODULE_CANDIDATES = (
     "/usr/lib/nginx/modules/ngx_http_js_module.so",
@@ -115,9 +116,12 @@ def execution_parameters(config: StackConfig) -> dict[str, object]:
     }
 
 
-def has_inference_script(config: StackConfig) -> bool:
+def has_invocation_handlers(config: StackConfig) -> bool:
+    """``code/inference.py`` may serve ``/invocations`` (one with only ``stream_handler``
+    does not: the invocations go as without a script, resend included)."""
     code_dir = config.code_dir
-    return code_dir is not None and os.path.isfile(os.path.join(code_dir, "inference.py"))
+    script = None if code_dir is None else os.path.join(code_dir, "inference.py")
+    return script is not None and os.path.isfile(script) and may_serve_invocations(script)
 
 
 # A request whose gunicorn worker died under it (nginx reads an error: reset, closed before
@@ -133,7 +137,7 @@ NO_RESEND_TO_SERVICE = "proxy_next_upstream error;"
 
 def service_resend(config: StackConfig) -> str:
     """The ``proxy_next_upstream`` of requests to the Python service (proxy_to_service.conf)."""
-    user_code = config.multi_model.enabled or has_inference_script(config)
+    user_code = config.multi_model.enabled or has_invocation_handlers(config)
     return NO_RESEND_TO_SERVICE if user_code or config.sessions.enabled else RESEND_TO_SERVICE
 
 
@@ -204,7 +208,7 @@ def template_parts(config: StackConfig) -> dict[str, str | None]:
     mode = "multi_model" if config.multi_model.enabled else "single_model"
     # Sessions are opened and checked by the service: without inference.py too.
     to_service = (
-        config.multi_model.enabled or config.sessions.enabled or has_inference_script(config)
+        config.multi_model.enabled or config.sessions.enabled or has_invocation_handlers(config)
     )
     bounded = config.limits.max_concurrent_invocations > 0
     resent = service_resend(config) == RESEND_TO_SERVICE

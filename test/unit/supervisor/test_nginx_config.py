@@ -137,6 +137,22 @@ def test_inference_script_sends_invocations_to_the_service(
     assert "js_content" not in block
 
 
+def test_a_stream_only_script_leaves_invocations_as_without_a_script(
+    stack_config: StackConfigBuilder, tmp_path: Path
+) -> None:
+    """The service serves /invocations without a script that defines only stream_handler:
+    nginx sends them to the njs, and what reaches the service is resent after a worker's
+    death as without a script (issue 55: 39 of 1,503 lost to worker kills in the image)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "inference.py").write_text(
+        "def stream_handler(messages, context):\n    yield from messages\n"
+    )
+    text = nginx_config.render(stack_config(code_dir=str(code)))
+    assert "js_content tfs.invocations;" in location_block(text, "= /invocations")
+    assert "proxy_next_upstream error non_idempotent;" in location_block(text, "@python_service")
+
+
 @pytest.mark.parametrize(
     ("env", "limit", "buffer"),
     [
