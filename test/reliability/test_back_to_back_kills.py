@@ -91,6 +91,26 @@ def kill_twice_in_a_row(stack: Stack) -> float:
     return time.monotonic() - killed_at
 
 
+def recovers_forked(stack: Stack, pids: list[int], what: str) -> list[str]:
+    """Kill ``pids`` in turn: the model server's replacement is forked (one start, from the
+    standby, no import waited for) and serves within the back-to-back bound. Returns the log
+    lines written since the kills."""
+    before = len(stack.log_text().splitlines())
+    for pid in pids:
+        kill(pid)
+    killed_at = time.monotonic()
+    assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
+    recovery = time.monotonic() - killed_at
+    cold_start = cold_start_seconds(stack.log_text())
+    report(f"faults: {what}: back in {recovery:.2f} s; cold start {cold_start:.2f} s")
+    log = stack.log_text().splitlines()[before:]
+    starts = [line for line in log if "started model-server[0] (pid" in line]
+    assert len(starts) == 1 and "from the standby" in starts[0], log
+    assert not any("waits for the import" in line for line in log), log
+    assert recovery <= max(GOAL_SECONDS, cold_start / 2), (recovery, cold_start, log)
+    return log
+
+
 def tensorflow_pss_mb(stack: Stack) -> float:
     """PSS of the processes that hold TensorFlow: model servers, the standby or the zygote."""
     total = 0
@@ -159,22 +179,8 @@ def test_a_model_server_killed_as_the_stack_first_serves_is_forked_at_once(
     55's start-up change the zygote started importing only then, and the restart waited for
     that import, or before that started cold)."""
     stack = stacks.start(plain_models)
-    before = len(stack.log_text().splitlines())
     (pid,) = model_server_pids(stack)
-    kill(pid)
-    killed_at = time.monotonic()
-    assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
-    recovery = time.monotonic() - killed_at
-    cold_start = cold_start_seconds(stack.log_text())
-    report(
-        f"faults: model server killed as the stack first serves: back in {recovery:.2f} s; "
-        f"cold start {cold_start:.2f} s"
-    )
-    log = stack.log_text().splitlines()[before:]
-    starts = [line for line in log if "started model-server[0] (pid" in line]
-    assert len(starts) == 1 and "from the standby" in starts[0], log
-    assert not any("waits for the import" in line for line in log), log
-    assert recovery <= max(GOAL_SECONDS, cold_start / 2), (recovery, cold_start, log)
+    recovers_forked(stack, [pid], "model server killed as the stack first serves")
 
 
 def test_a_model_server_killed_with_the_zygote_is_forked_by_its_spare(
@@ -187,22 +193,7 @@ def test_a_model_server_killed_with_the_zygote_is_forked_by_its_spare(
     assert wait_for(lambda: "forked its spare" in stack.log_text(), 30), stack.log_tail()
     (zygote,) = stack.child_pids(STANDBY_WAITING)
     (pid,) = model_server_pids(stack)
-    before = len(stack.log_text().splitlines())
-    kill(zygote)
-    kill(pid)
-    killed_at = time.monotonic()
-    assert wait_until_serving(stack, PLAIN_PATHS, RECOVERY_TIMEOUT_SECONDS) is not None
-    recovery = time.monotonic() - killed_at
-    cold_start = cold_start_seconds(stack.log_text())
-    report(
-        f"faults: zygote then model server killed: back in {recovery:.2f} s; "
-        f"cold start {cold_start:.2f} s"
-    )
-    log = stack.log_text().splitlines()[before:]
-    starts = [line for line in log if "started model-server[0] (pid" in line]
-    assert len(starts) == 1 and "from the standby" in starts[0], log
+    log = recovers_forked(stack, [zygote, pid], "zygote then model server killed")
     assert any(f"zygote (pid {zygote})" in line and "its spare" in line for line in log), log
-    assert not any("waits for the import" in line for line in log), log
-    assert recovery <= max(GOAL_SECONDS, cold_start / 2), (recovery, cold_start, log)
     # The spare that took its place has a spare of its own: the next death costs no import.
     assert wait_for(lambda: stack.log_text().count("forked its spare") >= 2, 30), stack.log_tail()

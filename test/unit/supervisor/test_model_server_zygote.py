@@ -29,18 +29,22 @@ STAND_IN = textwrap.dedent("""
     zygote.serve(socket.socket(fileno=0), int(sys.argv[1]), run)
     """)
 
-DRIVER = textwrap.dedent("""
+# What every driver of a stand-in zygote starts with (its argv[1] is STAND_IN's source).
+DRIVER_PRELUDE = textwrap.dedent("""
     import json, os, signal, sys, time
-    from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
     from sagemaker_tfs.supervisor.processes.spawning import become_subreaper
-    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
-        ModelServerZygote, adopts_orphans)
+    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import ModelServerZygote
 
     def until(condition, timeout=10.0):
         deadline = time.monotonic() + timeout
         while not condition() and time.monotonic() < deadline:
             time.sleep(0.01)
         return condition()
+    """)
+
+DRIVER = DRIVER_PRELUDE + textwrap.dedent("""
+    from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
+    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import adopts_orphans
 
     def facts(pid):
         stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
@@ -102,17 +106,22 @@ DRIVER = textwrap.dedent("""
     """)
 
 
-@pytest.fixture(scope="module")
-def result() -> dict:
+def run_driver(driver: str, timeout: float) -> dict:
+    """Run ``driver`` on STAND_IN in a fresh Python; the JSON of its last line."""
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, STAND_IN],
+        [sys.executable, "-c", driver, STAND_IN],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return run_driver(DRIVER, timeout=60)
 
 
 def test_used_only_where_orphans_are_adopted(result: dict) -> None:

@@ -6,26 +6,12 @@ Python process that becomes a child subreaper, as ``serve`` does.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
-from test_model_server_zygote import STAND_IN
+from test_model_server_zygote import DRIVER_PRELUDE, run_driver
 
-DRIVER = textwrap.dedent("""
-    import json, os, signal, sys, time
-    from sagemaker_tfs.supervisor.processes.spawning import become_subreaper
-    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import ModelServerZygote
-
-    def until(condition, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return condition()
-
+DRIVER = DRIVER_PRELUDE + textwrap.dedent("""
     def facts(pid):
         stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         return {"ppid": int(stat[1]), "leads_session": os.getsid(pid) == pid,
@@ -110,15 +96,7 @@ DRIVER = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", DRIVER, STAND_IN],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_driver(DRIVER, timeout=90)
 
 
 def test_a_first_start_is_forked_once_the_zygote_is_ready(result: dict) -> None:
