@@ -127,15 +127,19 @@ def front(
     worker.close()
 
 
+def post_npy(url: str) -> requests.Response:
+    """An invocation with a binary body: the Python service's route, never the njs's."""
+    return requests.post(
+        f"{url}/invocations", data=b"\x93NUMPY" + b"\x00" * 64, timeout=30,
+        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
+    )  # fmt: skip
+
+
 def test_a_request_cut_by_its_workers_death_on_a_new_connection_is_sent_again(front) -> None:
     """Without inference.py (a prediction: idempotent) it is answered by the next worker;
     with it, never sent again: user code runs once per request, so the client gets the 503."""
     url, worker, user_code = front
-    body = b"\x93NUMPY" + b"\x00" * 64  # a binary body: the Python service's route
-    response = requests.post(
-        f"{url}/invocations", data=body, timeout=30,
-        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
-    )  # fmt: skip
+    response = post_npy(url)
     if user_code:
         assert response.status_code == 503
         assert response.json() == {"error": "The inference service is not available"}
@@ -150,10 +154,7 @@ def test_a_request_whose_second_try_dies_too_is_answered_503_json_once(front) ->
     stack's JSON 503, not nginx's page."""
     url, worker, user_code = front
     worker.dying = 1_000
-    response = requests.post(
-        f"{url}/invocations", data=b"\x93NUMPY" + b"\x00" * 64, timeout=30,
-        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
-    )  # fmt: skip
+    response = post_npy(url)
     assert response.status_code == 503
     assert response.json() == {"error": "The inference service is not available"}
     assert worker.connections == (1 if user_code else 2)
@@ -164,10 +165,7 @@ def test_a_timeout_is_still_the_stacks_json_504_and_not_sent_again(front) -> Non
     other errors there are still the stack's JSON, and a timeout is never sent again."""
     url, worker, _ = front
     worker.silent_seconds = 5.0
-    response = requests.post(
-        f"{url}/invocations", data=b"\x93NUMPY" + b"\x00" * 64, timeout=30,
-        headers={"Content-Type": "application/x-npy", "Accept": "application/json"},
-    )  # fmt: skip
+    response = post_npy(url)
     assert response.status_code == 504
     assert response.json() == {"error": "No answer within 2 seconds"}
     assert worker.connections == 1
