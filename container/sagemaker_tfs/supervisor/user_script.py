@@ -9,7 +9,7 @@ would run the user's code in the supervisor, so its syntax tree is read instead.
 errs toward "may": whatever could bind a name at run time that the tree does not show (a
 star import, ``globals()``, ``setattr``, ``exec``, a module ``__getattr__``, a ``global``
 statement in a function) counts as a handler, as does a script that cannot be read or
-parsed, since the service reports that one itself.
+parsed (too deep a nesting included), since the service reports that one itself.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def may_serve_invocations(path: str | Path) -> bool:
     """Whether the script at ``path`` may define an ``/invocations`` handler."""
     try:
         tree = ast.parse(Path(path).read_bytes(), str(path))
-    except (OSError, SyntaxError, ValueError):
-        return True
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # the service reports a script it cannot import
     if _binds_dynamically(tree):
         return True
     names = set(_top_level_names(tree.body))
@@ -72,14 +72,17 @@ def _top_level_names(statements: list[ast.stmt]) -> Iterator[str]:
                 yield from _top_level_names(case.body)
 
 
-def _stored_names(node: ast.AST) -> Iterator[str]:
-    """Names a statement binds (``=``, ``:=``, ``for``, ``with ... as``), not those bound
-    inside a function, class or lambda it holds."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+def _stored_names(statement: ast.stmt) -> Iterator[str]:
+    """Names a statement binds (``=``, ``:=``, ``for``, ``with ... as``, ``case``), not those
+    bound inside a function, class or lambda it holds (walked without recursion: an
+    expression may nest deeper than Python's recursion limit)."""
+    todo = list(ast.iter_child_nodes(statement))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
-            yield child.id
-        if isinstance(child, (ast.MatchAs, ast.MatchStar)) and child.name:
-            yield child.name
-        yield from _stored_names(child)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            yield node.id
+        if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            yield node.name
+        todo.extend(ast.iter_child_nodes(node))

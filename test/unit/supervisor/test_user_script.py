@@ -73,3 +73,19 @@ def test_a_script_that_cannot_be_read_reads_as_may_serve(tmp_path: Path) -> None
     assert may_serve_invocations(tmp_path / "missing.py")
     (tmp_path / "latin1.py").write_bytes(b"# -*- coding: utf-8 -*-\nx = '\xff'\n")
     assert may_serve_invocations(tmp_path / "latin1.py")
+
+
+def test_a_script_nested_too_deep_to_parse_reads_as_may_serve(tmp_path: Path) -> None:
+    """ast.parse raises RecursionError on it: the supervisor must not stop on that."""
+    script = tmp_path / "inference.py"
+    script.write_text(STREAM + "x = " + "+".join(["1"] * 100_000) + "\n")
+    assert may_serve_invocations(script)
+
+
+def test_a_deep_expression_that_parses_is_read_to_its_end(tmp_path: Path) -> None:
+    """Deeper than Python's recursion limit but within the parser's: walked, not recursed."""
+    script = tmp_path / "inference.py"
+    script.write_text(STREAM + "x = " + "+".join(["1"] * 1_500) + "\n")
+    assert not may_serve_invocations(script)
+    script.write_text(STREAM + "handler = " + "+".join(["1"] * 1_500) + "\n")
+    assert may_serve_invocations(script)
