@@ -41,7 +41,7 @@ from pathlib import Path
 from sagemaker_tfs.model_discovery import MODEL_NAME_PATTERN
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.model_servers.health import VERDICT_MAX_AGE_SECONDS
-from sagemaker_tfs.supervisor.user_script import may_serve_invocations
+from sagemaker_tfs.user_script import may_serve_invocations
 
 NJS_MODULE_CANDIDATES = (
     "/usr/lib/nginx/modules/ngx_http_js_module.so",

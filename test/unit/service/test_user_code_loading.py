@@ -71,6 +71,21 @@ def test_stream_handler_beside_a_handler(tmp_path: Path) -> None:
     assert user_code.handler is not None and user_code.stream_handler is not None
 
 
+def test_a_handler_the_supervisors_reading_missed_stops_the_service(tmp_path: Path) -> None:
+    """nginx routes /invocations by user_script's reading of the script; one that binds its
+    handler where that reading cannot see (here through its own module object) must not be
+    served with nginx sending the invocations past it."""
+    code = tmp_path / "code"
+    write(
+        code / "inference.py",
+        "import importlib\n"
+        "def stream_handler(m, c): return m\n"
+        "importlib.import_module(__name__).handler = lambda d, c: (d, 'x')\n",
+    )
+    with pytest.raises(UserCodeError, match="could not read without running it"):
+        loading.load_user_code(str(code), str(tmp_path))
+
+
 def test_no_handler_at_all_names_the_stream_form_too(tmp_path: Path) -> None:
     code = tmp_path / "code"
     write(code / "inference.py", "x = 1\n")

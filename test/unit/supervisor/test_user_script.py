@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sagemaker_tfs.supervisor.user_script import may_serve_invocations
+from sagemaker_tfs.user_script import may_serve_invocations
 
 STREAM = "def stream_handler(messages, context):\n    yield from messages\n"
 
@@ -37,6 +37,8 @@ SERVES = {
     "setattr": "import sys\nsetattr(sys.modules[__name__], 'handler', print)\n",
     "a global statement": "def install():\n    global handler\n    handler = print\ninstall()\n",
     "exec": "exec('def handler(d, c): return d')\n",
+    "locals()": "locals()['handler'] = print\n",
+    "a function's __globals__": "(lambda: 0).__globals__['handler'] = print\n",
     "a module __getattr__": "def __getattr__(name):\n    return print\n",
     "a syntax error": "def handler(:\n",
     "a null byte": "handler = 1\x00\n",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagemaker_tfs.service.handlers.code_namespaces import CodeNamespace
+from sagemaker_tfs.user_script import may_serve_invocations
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +197,13 @@ def load_user_code(code_dir: str | None, work_dir: str) -> UserCode | None:
     user_code = load_any_handlers(code_dir, work_dir)
     if user_code is None:
         return None
+    if user_code.serves_requests and not may_serve_invocations(user_code.path):
+        # nginx sends /invocations past the service for such a script: say so, do not serve.
+        raise UserCodeError(
+            f"{user_code.path} defines its /invocations handlers in a way the supervisor could "
+            "not read without running it; define handler (or input_handler and "
+            "output_handler) with def, class, = or import at the script's top level"
+        )
     if not user_code.serves_requests:
         logger.info("%s has only stream_handler: /invocations serves without it", user_code.path)
         return None

@@ -9,7 +9,10 @@ would run the user's code in the supervisor, so its syntax tree is read instead.
 errs toward "may": whatever could bind a name at run time that the tree does not show (a
 star import, ``globals()``, ``setattr``, ``exec``, a module ``__getattr__``, a ``global``
 statement in a function) counts as a handler, as does a script that cannot be read or
-parsed (too deep a nesting included), since the service reports that one itself.
+parsed (too deep a nesting included), since the service reports that one itself. Should a
+script still bind its handlers some other way, the service, which imports it, finds the
+handlers this reading missed and refuses to start with a message that says so
+(``service/handlers/user_code.load_user_code``), rather than serve with nginx routing past it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 HANDLER = "handler"
 HANDLER_PAIR = ("input_handler", "output_handler")
 # Names through which a module can bind a global the syntax tree does not show.
-DYNAMIC_BINDERS = frozenset({"globals", "vars", "setattr", "exec", "eval", "__import__"})
+DYNAMIC_BINDERS = frozenset({"globals", "locals", "vars", "setattr", "exec", "eval", "__import__"})
 
 
 def may_serve_invocations(path: str | Path) -> bool:
@@ -42,7 +45,7 @@ def _binds_dynamically(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in DYNAMIC_BINDERS:
             return True
-        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "modules"):
+        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "__globals__", "modules"):
             return True
         if isinstance(node, ast.Global):
             return True
