@@ -146,14 +146,12 @@ class HealthMonitor:
         client_for: Callable[[str], ModelServiceClient] = ModelServiceClient,
         interval: float = CHECK_INTERVAL_SECONDS,
         deadline: float = CHECK_DEADLINE_SECONDS,
-        misses_before_down: int = MISSES_BEFORE_DOWN,
     ) -> None:
         self.path = path
         self._watched = watched
         self._client_for = client_for
         self._interval = interval
         self._deadline = deadline
-        self._misses_before_down = misses_before_down
         self._clients: dict[str, ModelServiceClient] = {}
         self._records: dict[str, _ServerRecord] = {}
         self._stop = threading.Event()
@@ -253,7 +251,7 @@ class HealthMonitor:
         if not record.answered_once:
             waiting = f": models not available yet: {', '.join(server.models)}"
             return f"{server.key} is starting" + (waiting if server.models else "")
-        if record.misses >= self._misses_before_down:
+        if record.misses >= MISSES_BEFORE_DOWN:
             return f"{server.key} does not answer its health checks ({record.last_miss})"
         if server.not_ready is not None:
             return f"{server.key} {server.not_ready}"
