@@ -256,10 +256,10 @@ def _announce_socket(socket_path: str) -> None:
 
 
 def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.Server | None:
-    """The status server beside ``--grpc_socket_path`` (``stack_config.status_socket_beside``), for
+    """The status server beside ``--grpc_socket_path`` (``settings.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
     from sagemaker_tfs.model_server.grpc.server import serve_status
-    from sagemaker_tfs.stack_config import status_socket_beside
+    from sagemaker_tfs.settings import status_socket_beside
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:

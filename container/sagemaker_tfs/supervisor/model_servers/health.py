@@ -8,7 +8,7 @@ small JSON file in the work directory (written whole and renamed), which nginx r
 behind an invocation, however busy the model servers are.
 
 The channel: the Python model server answers GetModelStatus on a unix socket and thread pool
-of its own (``stack_config.status_socket_beside``, ``grpc.server.serve_status``), so a status call
+of its own (``settings.status_socket_beside``, ``grpc.server.serve_status``), so a status call
 never queues behind Predict calls; ``tensorflow_model_server`` is asked on its gRPC socket.
 
 The rule: ``/ping`` says whether the instance can serve. It is 200 while any watched model
