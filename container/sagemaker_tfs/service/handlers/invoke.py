@@ -29,7 +29,7 @@ from sagemaker_tfs.service.codecs.content_types import (
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers.context import Context, build_context
-from sagemaker_tfs.service.handlers.streaming import HandlerStream, is_stream
+from sagemaker_tfs.service.handlers.streaming import HandlerStream, as_chunk, is_stream
 from sagemaker_tfs.service.handlers.user_code import UserCode
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest, RequestBody
@@ -122,12 +122,9 @@ class SessionState(NamedTuple):
 
 
 def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
+    """A handler's body: bytes-like or str as a streamed chunk is, anything else as JSON."""
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        return as_chunk(value)
     return json.dumps(value).encode("utf-8")
 
 
