@@ -233,7 +233,8 @@ def _serve_until_stopped(
         grpc_server = serve_grpc(manager, grpc_settings)
         if options.port:
             _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
-        _announce_socket(options.grpc_socket_path)
+        if options.grpc_socket_path:
+            _announce(f"Running gRPC ModelServer at UNIX socket {options.grpc_socket_path} ...")
         status_server = _start_status_server(manager, options.grpc_socket_path)
         rest_server = _start_rest(manager, options, metrics_path)
         _announce("NET_LOG: Entering the event loop ...")
@@ -247,12 +248,6 @@ def _serve_until_stopped(
             grpc_server.stop(grace=1.0).wait(3.0)
         if status_server is not None:
             status_server.stop(grace=None)
-
-
-def _announce_socket(socket_path: str) -> None:
-    """TF Serving's line for ``--grpc_socket_path``."""
-    if socket_path:
-        _announce(f"Running gRPC ModelServer at UNIX socket {socket_path} ...")
 
 
 def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.Server | None:
