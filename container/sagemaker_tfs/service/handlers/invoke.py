@@ -10,7 +10,7 @@ import io
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -69,24 +69,20 @@ class Limits:
     invocation_timeout: float | None = None
 
 
-def seconds_left(
-    arrival: float | None, timeout: float, now: Callable[[], float] = time.time
-) -> float:
+def seconds_left(arrival: float | None, timeout: float) -> float:
     """Seconds until the invocation timeout, counted from the request's arrival in nginx
     (``ParsedRequest.arrival``, epoch seconds), or from now when nginx did not say."""
-    return timeout if arrival is None else timeout - (now() - arrival)
+    return timeout if arrival is None else timeout - (time.time() - arrival)
 
 
-def check_deadline(
-    request: ParsedRequest, limits: Limits, now: Callable[[], float] = time.time
-) -> None:
+def check_deadline(request: ParsedRequest, limits: Limits) -> None:
     """A request that waited past the invocation timeout is shed (503) rather than handed to
     a handler or sent to a model server: its answer would come after nginx gave up on it
     (or the client did), so the model server's work on it would be wasted."""
     timeout = limits.invocation_timeout
     if timeout is None or request.arrival is None:
         return
-    left = seconds_left(request.arrival, timeout, now)
+    left = seconds_left(request.arrival, timeout)
     if left <= 0:
         waited = timeout - left
         raise Overloaded(
