@@ -128,8 +128,7 @@ def load_config(
         safe_port_range=served.safe_port_range,
         sched_policy=env.choice(
             "SAGEMAKER_TFS_SCHED_POLICY", DEFAULT_SCHED_POLICY, tuple(SCHED_POLICIES)
-        )
-        or DEFAULT_SCHED_POLICY,
+        ),
         work=work,
         nginx=_nginx_settings(env, batch.enabled),
         service=service,
@@ -195,9 +194,9 @@ def _models_and_ports(
 
 def _nginx_settings(env: EnvReader, batch_transform: bool) -> settings.NginxSettings:
     return settings.NginxSettings(
-        log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS) or "error",
+        log_level=env.choice("SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS),
         proxy_read_timeout=timeouts(env, batch_transform)[0],
-        access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS) or "off",
+        access_log=env.choice("SAGEMAKER_TFS_ACCESS_LOG", "off", ACCESS_LOG_FORMATS),
         access_log_all=env.boolean("SAGEMAKER_TFS_ACCESS_LOG_ALL", False),
     )
 
@@ -209,7 +208,7 @@ def _service_settings(env: EnvReader, batch_transform: bool) -> settings.Service
         threads=env.required_integer("SAGEMAKER_GUNICORN_THREADS", 1),
         worker_class=worker_class(env),
         timeout=timeouts(env, batch_transform)[1],
-        log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS) or "info",
+        log_level=env.choice("SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS),
         image_scale=env.finite("SAGEMAKER_TFS_IMAGE_SCALE", 1.0),
         image_offset=env.finite("SAGEMAKER_TFS_IMAGE_OFFSET", 0.0),
     )

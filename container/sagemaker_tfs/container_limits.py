@@ -300,7 +300,7 @@ def describe_memory(limit: MemoryLimit | None) -> str:
     return f"memory limit {limit.limit / (1 << 20):.0f} MiB (cgroup v{limit.version})"
 
 
-def describe_limits(view: CgroupView | None = None) -> str:
+def describe_limits() -> str:
     """The CPU count and the memory limit in one phrase, for the start-up log lines."""
-    view = view or CgroupView()
+    view = CgroupView()
     return f"{cpu_count(view).describe()}; {describe_memory(memory_limit(view))}"

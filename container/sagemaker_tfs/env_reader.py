@@ -62,7 +62,7 @@ class EnvReader:
         assert value is not None
         return value
 
-    def choice(self, name: str, default: str | None, choices: tuple[str, ...]) -> str | None:
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
         value = self.raw(name)
         if value is None:
             return default

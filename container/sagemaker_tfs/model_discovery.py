@@ -37,14 +37,10 @@ def version_dirs(base_path: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
-def model_versions(base_path: str | os.PathLike[str]) -> tuple[int, ...]:
-    """The version numbers of ``base_path``'s version directories (``00000123`` is 123)."""
-    return tuple(sorted({int(path.name) for path in version_dirs(base_path)}))
-
-
 def model_spec(name: str, base_path: str | os.PathLike[str]) -> ModelSpec:
-    """A model and every version it has on disk."""
-    return ModelSpec(name, str(base_path), model_versions(base_path))
+    """A model and every version it has on disk (``00000123`` is version 123)."""
+    versions = tuple(sorted({int(path.name) for path in version_dirs(base_path)}))
+    return ModelSpec(name, str(base_path), versions)
 
 
 def discover_models(model_dir: str) -> tuple[ModelSpec, ...]:

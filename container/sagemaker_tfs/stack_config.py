@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from sagemaker_tfs.json_fields import JsonObject
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance, PortRange
+from sagemaker_tfs.settings import SERVICE_READY_MARKER as SERVICE_READY_MARKER
 from sagemaker_tfs.settings import (
-    MAX_UNIX_SOCKET_PATH_BYTES,
-    SERVICE_READY_MARKER,
-    BatchingConfig,
     BatchTransformSettings,
     Limits,
     MetricsSettings,
@@ -27,17 +25,7 @@ from sagemaker_tfs.settings import (
     SessionSettings,
     StreamSettings,
     WorkDir,
-    status_socket_beside,
 )
-
-__all__ = [
-    "MAX_UNIX_SOCKET_PATH_BYTES",
-    "SERVICE_READY_MARKER",
-    "STACK_CONFIG_ENV",
-    "BatchingConfig",
-    "StackConfig",
-    "status_socket_beside",
-]
 
 # The variable that tells the service's processes where the supervisor wrote the StackConfig.
 STACK_CONFIG_ENV = "SAGEMAKER_TFS_STACK_CONFIG"

@@ -14,7 +14,8 @@ from sagemaker_tfs.container_limits import cpu_count
 from sagemaker_tfs.env_reader import ConfigError
 from sagemaker_tfs.model_discovery import ModelSpec, discover_models
 from sagemaker_tfs.ports import Instance, PortRange
-from sagemaker_tfs.stack_config import BatchingConfig, StackConfig
+from sagemaker_tfs.settings import BatchingConfig
+from sagemaker_tfs.stack_config import StackConfig
 from stack_configs import EVERY_VARIABLE, StackConfigBuilder, make_model
 
 

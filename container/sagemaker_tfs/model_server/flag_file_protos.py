@@ -5,11 +5,22 @@
 ``.proto``. Both messages are declared here field by field (the names and numbers of TF
 Serving's ``monitoring_config.proto`` and ``ssl_config.proto``) in a private descriptor pool,
 so text-format files written for TF Serving parse the same, errors included.
+``read_flag_file`` reads any such file (these, and ``--tensorflow_session_config_file``).
 """
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+import logging
+from pathlib import Path
+from typing import TypeVar
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf.message import Message
+
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
+
+logger = logging.getLogger(__name__)
+FlagMessage = TypeVar("FlagMessage", bound=Message)
 
 _FieldType = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tensorflow.serving"
@@ -58,3 +69,17 @@ def _message(name: str) -> type:
 
 MonitoringConfig = _message("MonitoringConfig")
 SSLConfig = _message("SSLConfig")
+
+
+def read_flag_file(path: str, message: FlagMessage) -> FlagMessage:
+    """``message`` filled from the text-format file ``path``, with TF Serving's errors:
+    ``NOT_FOUND: PATH; No such file or directory``, ``INVALID_ARGUMENT: Invalid protobuf
+    file: 'PATH'`` (the parser's reason logged, as TF Serving logs it)."""
+    try:
+        text_format.Parse(Path(path).read_text(), message)
+    except FileNotFoundError:
+        raise ServingError(Code.NOT_FOUND, f"{path}; No such file or directory") from None
+    except (OSError, UnicodeDecodeError, text_format.ParseError) as error:
+        logger.error("Error parsing text-format %s: %s", message.DESCRIPTOR.full_name, error)
+        raise invalid_argument(f"Invalid protobuf file: '{path}'") from None
+    return message

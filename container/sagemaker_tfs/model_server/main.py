@@ -233,7 +233,8 @@ def _serve_until_stopped(
         grpc_server = serve_grpc(manager, grpc_settings)
         if options.port:
             _announce(f"Running gRPC ModelServer at 0.0.0.0:{options.port} ...")
-        _announce_socket(options.grpc_socket_path)
+        if options.grpc_socket_path:
+            _announce(f"Running gRPC ModelServer at UNIX socket {options.grpc_socket_path} ...")
         status_server = _start_status_server(manager, options.grpc_socket_path)
         rest_server = _start_rest(manager, options, metrics_path)
         _announce("NET_LOG: Entering the event loop ...")
@@ -249,17 +250,11 @@ def _serve_until_stopped(
             status_server.stop(grace=None)
 
 
-def _announce_socket(socket_path: str) -> None:
-    """TF Serving's line for ``--grpc_socket_path``."""
-    if socket_path:
-        _announce(f"Running gRPC ModelServer at UNIX socket {socket_path} ...")
-
-
 def _start_status_server(manager: ModelManager, grpc_socket_path: str) -> grpc.Server | None:
-    """The status server beside ``--grpc_socket_path`` (``stack_config.status_socket_beside``), for
+    """The status server beside ``--grpc_socket_path`` (``settings.status_socket_beside``), for
     the supervisor's health checks; None without a socket or when its path is too long."""
     from sagemaker_tfs.model_server.grpc.server import serve_status
-    from sagemaker_tfs.stack_config import status_socket_beside
+    from sagemaker_tfs.settings import status_socket_beside
 
     path = status_socket_beside(grpc_socket_path) if grpc_socket_path else None
     if path is None:

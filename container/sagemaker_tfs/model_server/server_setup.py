@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from google.protobuf import text_format
+from typing import TYPE_CHECKING
 
 from sagemaker_tfs.container_limits import describe_limits, stack_cpus
-from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.errors import invalid_argument
+from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig, read_flag_file
 from sagemaker_tfs.model_server.flags import (
     FLAGS,
     ServerOptions,
@@ -36,18 +35,14 @@ logger = logging.getLogger(__name__)
 PER_MODEL_BATCHING_FILE = "batching_params.pbtxt"
 
 
-def _invalid(message: str) -> ServingError:
-    return ServingError(Code.INVALID_ARGUMENT, message)
-
-
 def check_options(options: ServerOptions) -> None:
     """The checks TF Serving makes across flags before it starts anything."""
     if not options.model_base_path and not options.model_config_file:
-        raise _invalid(
+        raise invalid_argument(
             "Both server_options.model_base_path and server_options.model_config_file are empty!"
         )
     if options.port == 0 and not options.grpc_socket_path:
-        raise _invalid(
+        raise invalid_argument(
             "At least one of server_options.grpc_port or server_options.grpc_socket_path "
             "must be set."
         )
@@ -56,7 +51,7 @@ def check_options(options: ServerOptions) -> None:
         and not options.enable_batching
         and not options.platform_config_file
     ):
-        raise _invalid(
+        raise invalid_argument(
             "server_options.batching_parameters_file is set without setting "
             "server_options.enable_batching to true."
         )
@@ -68,14 +63,14 @@ def check_options(options: ServerOptions) -> None:
         )
         > 0
     ):
-        raise _invalid(
+        raise invalid_argument(
             "Either configure server_options.tensorflow_session_parallelism or "
             "(server_options.tensorflow_intra_op_parallelism, "
             "server_options.tensorflow_inter_op_parallelism) separately. "
             "You cannot configure all."
         )
     if options.use_alts_credentials and options.ssl_config_file:
-        raise _invalid(
+        raise invalid_argument(
             "Either use_alts_credentials must be false or ssl_config_file must be empty."
         )
 
@@ -94,17 +89,6 @@ def log_flags(options: ServerOptions) -> None:
         )
 
 
-def _read_text_proto(path: str, message: Any) -> Any:
-    try:
-        text_format.Parse(Path(path).read_text(), message)
-    except FileNotFoundError:
-        raise ServingError(Code.NOT_FOUND, f"{path}; No such file or directory") from None
-    except (OSError, UnicodeDecodeError, text_format.ParseError) as error:
-        logger.error("Error parsing text-format %s: %s", message.DESCRIPTOR.full_name, error)
-        raise _invalid(f"Invalid protobuf file: '{path}'") from None
-    return message
-
-
 def session_config(options: ServerOptions) -> tf.compat.v1.ConfigProto:
     """The sessions' ConfigProto: ``--tensorflow_session_config_file``, then the thread and
     GPU flags over it (always, as TF Serving does, even at their 0 defaults). A pool left at
@@ -114,7 +98,7 @@ def session_config(options: ServerOptions) -> tf.compat.v1.ConfigProto:
 
     config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     if options.tensorflow_session_config_file:
-        _read_text_proto(options.tensorflow_session_config_file, config)
+        read_flag_file(options.tensorflow_session_config_file, config)
     intra = options.tensorflow_intra_op_parallelism
     inter = options.tensorflow_inter_op_parallelism
     if intra <= 0 and inter <= 0:
@@ -154,7 +138,7 @@ def batch_scheduler(options: ServerOptions) -> BatchScheduler | None:
     try:
         parameters = load_batching_parameters(options.batching_parameters_file)
     except (OSError, ValueError) as error:
-        raise _invalid(f"Invalid batching parameters: {error}") from None
+        raise invalid_argument(f"Invalid batching parameters: {error}") from None
     if options.enable_per_model_batching_parameters:
         logger.info("Batching per model (%s in each version)", PER_MODEL_BATCHING_FILE)
         return None
@@ -255,12 +239,11 @@ def grpc_settings(options: ServerOptions) -> GrpcSettings:
 def monitoring_path(options: ServerOptions) -> str | None:
     """The Prometheus endpoint's path from ``--monitoring_config_file`` (None: no endpoint).
     TF Serving reads the file only when the REST API is on."""
-    from sagemaker_tfs.model_server.flag_file_protos import MonitoringConfig
     from sagemaker_tfs.model_server.monitoring import DEFAULT_PATH
 
     if not options.monitoring_config_file or not options.rest_api_port:
         return None
-    config = _read_text_proto(options.monitoring_config_file, MonitoringConfig())
+    config = read_flag_file(options.monitoring_config_file, MonitoringConfig())
     if not config.prometheus_config.enable:
         return None
     return config.prometheus_config.path or DEFAULT_PATH

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from sagemaker_tfs.config import DEFAULT_WORK_DIR, load_config
-from sagemaker_tfs.container_limits import cpu_count, describe_memory, memory_limit
+from sagemaker_tfs.container_limits import cpu_count, describe_limits
 from sagemaker_tfs.env_reader import ConfigError
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.processes.scheduling import use_sched_policy
@@ -62,7 +62,7 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as error:
         logger.error("invalid configuration: %s", error)
         return 2
-    log_config(config, f"{cpus.describe()}; {describe_memory(memory_limit())}")
+    log_config(config, describe_limits())
     use_sched_policy(config.sched_policy)
     supervisor = Supervisor(config)
 

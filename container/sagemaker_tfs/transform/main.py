@@ -7,6 +7,7 @@ and record, a stack that did not start, an S3 error), 2 the command line is inva
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -17,6 +18,7 @@ from sagemaker_tfs.transform.job import JobConfigError, TransformJob, parse_args
 logger = logging.getLogger(__name__)
 
 STACK_START_TIMEOUT_SECONDS = 300.0
+NOT_DESCRIBED = ("model_dir", "endpoint", "env", "progress", "on_sagemaker")
 MISSING_EXTRA = (
     "sagemaker-tfs transform needs jsonpath-ng and tqdm: pip install 'sagemaker-tfs[transform]'"
 )
@@ -47,16 +49,11 @@ def _endpoint(job: TransformJob) -> Iterator[str]:
 
 
 def _describe(job: TransformJob) -> str:
-    return (
-        f"input={job.input}{' (manifest)' if job.manifest else ''} output={job.output} "
-        f"content_type={job.content_type} accept={job.accept} split_type={job.split_type} "
-        f"compression={job.compression} batch_strategy={job.batch_strategy} "
-        f"max_payload_mb={job.max_payload_mb} "
-        f"max_concurrent_transforms={job.max_concurrent_transforms} "
-        f"assemble_with={job.assemble_with} input_filter={job.input_filter} "
-        f"output_filter={job.output_filter} join_source={job.join_source} "
-        f"invocations_timeout={job.invocations_timeout} "
-        f"invocations_max_retries={job.invocations_max_retries}"
+    """The job's settings (not where the stack runs or its environment), ``name=value`` each."""
+    return " ".join(
+        f"{field.name}={getattr(job, field.name)}"
+        for field in dataclasses.fields(job)
+        if field.name not in NOT_DESCRIBED
     )
 
 

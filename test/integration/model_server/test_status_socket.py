@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc_helpers import float_tensor, model_stub, prediction_stub
 from model_server_process import ServerHandle
-from sagemaker_tfs.stack_config import status_socket_beside
+from sagemaker_tfs.settings import status_socket_beside
 from tensorflow_serving.apis import get_model_status_pb2, predict_pb2
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

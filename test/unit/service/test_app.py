@@ -22,9 +22,10 @@ from sagemaker_tfs.container_limits import CpuCount
 from sagemaker_tfs.service.codecs.content_types import WrittenBody
 from sagemaker_tfs.service.edge import app, http_bodies, sessions
 from sagemaker_tfs.service.edge.body_budget import BodyBudget
-from sagemaker_tfs.service.edge.http_bodies import SEND_PIECE_BYTES, _send, enlarge_send_buffer
+from sagemaker_tfs.service.edge.http_bodies import _send, enlarge_send_buffer
 from sagemaker_tfs.service.handlers.invoke import Reply
 from sagemaker_tfs.service.handlers.multi_model import ModelDirectory
+from sagemaker_tfs.service.handlers.streaming import PIECE_BYTES as SEND_PIECE_BYTES
 from sagemaker_tfs.service.routing.connections import Channels, RestClient
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire.errors import HttpError

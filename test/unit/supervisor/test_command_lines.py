@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sagemaker_tfs.model_discovery import ModelSpec, model_spec
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.stack_config import BatchingConfig
+from sagemaker_tfs.settings import BatchingConfig
 from sagemaker_tfs.supervisor.model_servers.command_lines import (
     MONITORING_PATH,
     model_server_args,

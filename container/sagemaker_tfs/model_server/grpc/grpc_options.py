@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import grpc
-from google.protobuf import text_format
 
-from sagemaker_tfs.model_server.errors import Code, ServingError
-from sagemaker_tfs.model_server.flag_file_protos import SSLConfig
+from sagemaker_tfs.model_server.errors import invalid_argument
+from sagemaker_tfs.model_server.flag_file_protos import SSLConfig, read_flag_file
 
 ChannelArgument = tuple[str, int | str]
 _INT32 = re.compile(r"\s*[+-]?[0-9]+\s*")
@@ -34,10 +32,7 @@ def parse_channel_arguments(text: str) -> list[ChannelArgument]:
     for item in text.split(","):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ServingError(
-                Code.INVALID_ARGUMENT,
-                f"grpc_channel_arguments: {item!r} is not key=value",
-            )
+            raise invalid_argument(f"grpc_channel_arguments: {item!r} is not key=value")
         value = value.split("=", 1)[0]  # TF Serving keeps the text up to a second '='
         if _INT32.fullmatch(value) and -(2**31) <= int(value) < 2**31:
             arguments.append((key, int(value)))
@@ -71,22 +66,12 @@ class TlsSettings:
 
 def read_ssl_config(path: str) -> TlsSettings:
     """The TLS settings of an ``--ssl_config_file``; raises ServingError."""
-    config = SSLConfig()
-    try:
-        text_format.Parse(Path(path).read_text(), config)
-    except FileNotFoundError:
-        raise ServingError(Code.NOT_FOUND, f"{path}; No such file or directory") from None
-    except (OSError, UnicodeDecodeError, text_format.ParseError) as error:
-        raise ServingError(
-            Code.INVALID_ARGUMENT, f"Invalid protobuf file: '{path}': {error}"
-        ) from None
+    config = read_flag_file(path, SSLConfig())
     if not config.server_key or not config.server_cert:
-        raise ServingError(
-            Code.INVALID_ARGUMENT, f"{path}: server_key and server_cert must both be set"
-        )
+        raise invalid_argument(f"{path}: server_key and server_cert must both be set")
     if config.client_verify and not config.custom_ca:
         # gRPC cannot verify client certificates without roots to verify them against.
-        raise ServingError(Code.INVALID_ARGUMENT, f"{path}: client_verify needs custom_ca")
+        raise invalid_argument(f"{path}: client_verify needs custom_ca")
     return TlsSettings(
         config.server_key.encode(),
         config.server_cert.encode(),

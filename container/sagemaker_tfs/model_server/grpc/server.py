@@ -72,18 +72,19 @@ def serve(manager: ModelManager, settings: GrpcSettings, max_workers: int = 64) 
         _add_health_service(server)
     credentials = settings.tls.credentials() if settings.tls is not None else None
 
-    def bind(address: str) -> int:
+    def bind(address: str) -> None:
         try:
             if credentials is None:
-                return server.add_insecure_port(address)
-            return server.add_secure_port(address, credentials)
-        except RuntimeError:  # grpcio raises where older versions returned 0
-            return 0
+                server.add_insecure_port(address)
+            else:
+                server.add_secure_port(address, credentials)
+        except RuntimeError:  # grpcio's "Failed to bind to address"
+            raise OSError(f"Could not bind gRPC server to {address}") from None
 
-    if settings.port and bind(f"0.0.0.0:{settings.port}") == 0:
-        raise OSError(f"Could not bind gRPC server to 0.0.0.0:{settings.port}")
-    if settings.socket_path and bind(f"unix:{settings.socket_path}") == 0:
-        raise OSError(f"Could not bind gRPC server to unix:{settings.socket_path}")
+    if settings.port:
+        bind(f"0.0.0.0:{settings.port}")
+    if settings.socket_path:
+        bind(f"unix:{settings.socket_path}")
     server.start()
     return server
 
@@ -106,10 +107,8 @@ def serve_status(manager: ModelManager, socket_path: str) -> grpc.Server:
         (grpc.method_handlers_generic_handler(MODEL_SERVICE, {"GetModelStatus": handler}),)
     )
     try:
-        bound = server.add_insecure_port(f"unix:{socket_path}")
-    except RuntimeError:  # grpcio raises where older versions returned 0
-        bound = 0
-    if bound == 0:
-        raise OSError(f"Could not bind the status server to unix:{socket_path}")
+        server.add_insecure_port(f"unix:{socket_path}")
+    except RuntimeError:  # grpcio's "Failed to bind to address"
+        raise OSError(f"Could not bind the status server to unix:{socket_path}") from None
     server.start()
     return server

@@ -262,18 +262,12 @@ def _body_share(service: Service, req: falcon.Request, resp: falcon.Response) ->
 
 
 class Invocations:
+    """``/invocations``, and ``/models/{name}/invoke`` (``name``: the model in the path)."""
+
     def __init__(self, service: Service) -> None:
         self._service = service
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _serve(self._service, req, resp, None)
-
-
-class ModelInvoke:
-    def __init__(self, service: Service) -> None:
-        self._service = service
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str | None = None) -> None:
         _serve(self._service, req, resp, name)
 
 
@@ -331,7 +325,7 @@ def build_app(service: Service) -> falcon.App:
     app.add_route("/ping", Ping())
     app.add_route("/invocations", Invocations(service))
     if isinstance(service, MultiModelService):
-        app.add_route("/models/{name}/invoke", ModelInvoke(service))
+        app.add_route("/models/{name}/invoke", Invocations(service))
     app.add_sink(not_found)
     return app
 

@@ -9,14 +9,14 @@ import errno
 import io
 import logging
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import falcon
 
 from sagemaker_tfs.service import errors
 from sagemaker_tfs.service.codecs.content_types import StreamedBody, WrittenBody
 from sagemaker_tfs.service.handlers.invoke import Reply
-from sagemaker_tfs.service.handlers.streaming import HandlerStream
+from sagemaker_tfs.service.handlers.streaming import PIECE_BYTES, HandlerStream, pieces
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,7 @@ def read_body(req: falcon.Request) -> bytes:
     return buffer.getvalue()
 
 
-SEND_PIECE_BYTES = 1 << 20
-# The send buffer of a connection that carries an answer larger than SEND_PIECE_BYTES.
+# The send buffer of a connection that carries an answer larger than PIECE_BYTES.
 # Under gevent, sendall waits in the hub each time the buffer is full until nginx has read
 # some: with the kernel's default 208 KB that is ~260 waits for a 55 MB answer (the larger
 # buffer saved 3-8 ms of ~120, docs/performance.md). The kernel caps it at net.core.wmem_max.
@@ -88,7 +87,7 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
         _send_streamed(resp, reply.body)
         return
     if isinstance(reply.body, WrittenBody):  # no Content-Length: sent chunked as it is written
-        resp.stream = _pieces(reply.body.chunks)
+        resp.stream = pieces(reply.body.chunks)
         return
     if isinstance(reply.body, HandlerStream):
         # no Content-Length: gunicorn sends each chunk as an HTTP/1.1 chunk as it comes
@@ -96,16 +95,16 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
         resp.stream = reply.body.chunks()
         return
     length = sum(len(chunk) for chunk in reply.body)
-    if length <= SEND_PIECE_BYTES:
+    if length <= PIECE_BYTES:
         resp.data = b"".join(reply.body)
         return
     resp.content_length = length
-    resp.stream = _pieces(reply.body)
+    resp.stream = pieces(reply.body)
 
 
 def _send_streamed(resp: falcon.Response, body: StreamedBody) -> None:
     """An answer passed on while it arrives; a small one is gathered first."""
-    if body.length <= SEND_PIECE_BYTES:
+    if body.length <= PIECE_BYTES:
         try:
             resp.data = b"".join(body.chunks)
         except Exception as error:  # noqa: BLE001 - the model server's answer broke off
@@ -113,7 +112,7 @@ def _send_streamed(resp: falcon.Response, body: StreamedBody) -> None:
             raise errors.HttpError(502, f"The model server's answer broke off: {error}") from None
         return
     resp.content_length = body.length
-    resp.stream = _cut_short_on_failure(_pieces(body.chunks))
+    resp.stream = _cut_short_on_failure(pieces(body.chunks))
 
 
 def _cut_short_on_failure(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -125,27 +124,3 @@ def _cut_short_on_failure(chunks: Iterator[bytes]) -> Iterator[bytes]:
     except Exception as error:  # noqa: BLE001 - any failure here can only cut the answer
         logger.warning("answer cut short: the model server's answer broke off: %s", error)
         raise ConnectionResetError(errno.ECONNRESET, "answer cut short") from None
-
-
-def _pieces(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
-    """The chunks as ``bytes`` of at most 1 MiB (WSGI servers take bytes; copying a large
-    answer piece by piece reuses the same memory instead of faulting in one more copy). A
-    view of a whole ``bytes`` (a message as received from the model server) is that ``bytes``,
-    not a copy."""
-    for chunk in chunks:
-        if isinstance(chunk, memoryview):
-            chunk = _whole_bytes(chunk) or chunk
-        if isinstance(chunk, bytes) and len(chunk) <= SEND_PIECE_BYTES:
-            yield chunk
-            continue
-        view = memoryview(chunk)
-        for start in range(0, len(view), SEND_PIECE_BYTES):
-            yield bytes(view[start : start + SEND_PIECE_BYTES])
-
-
-def _whole_bytes(view: memoryview) -> bytes | None:
-    """The ``bytes`` object ``view`` shows all of, if it is one."""
-    whole = view.obj
-    if isinstance(whole, bytes) and view.nbytes == len(whole) and view.c_contiguous:
-        return whole
-    return None

@@ -10,7 +10,7 @@ import io
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -29,7 +29,7 @@ from sagemaker_tfs.service.codecs.content_types import (
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions
 from sagemaker_tfs.service.errors import ModelServerUnavailable, Overloaded
 from sagemaker_tfs.service.handlers.context import Context, build_context
-from sagemaker_tfs.service.handlers.streaming import HandlerStream, is_stream
+from sagemaker_tfs.service.handlers.streaming import HandlerStream, as_chunk, is_stream
 from sagemaker_tfs.service.handlers.user_code import UserCode
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest, RequestBody
@@ -69,24 +69,20 @@ class Limits:
     invocation_timeout: float | None = None
 
 
-def seconds_left(
-    arrival: float | None, timeout: float, now: Callable[[], float] = time.time
-) -> float:
+def seconds_left(arrival: float | None, timeout: float) -> float:
     """Seconds until the invocation timeout, counted from the request's arrival in nginx
     (``ParsedRequest.arrival``, epoch seconds), or from now when nginx did not say."""
-    return timeout if arrival is None else timeout - (now() - arrival)
+    return timeout if arrival is None else timeout - (time.time() - arrival)
 
 
-def check_deadline(
-    request: ParsedRequest, limits: Limits, now: Callable[[], float] = time.time
-) -> None:
+def check_deadline(request: ParsedRequest, limits: Limits) -> None:
     """A request that waited past the invocation timeout is shed (503) rather than handed to
     a handler or sent to a model server: its answer would come after nginx gave up on it
     (or the client did), so the model server's work on it would be wasted."""
     timeout = limits.invocation_timeout
     if timeout is None or request.arrival is None:
         return
-    left = seconds_left(request.arrival, timeout, now)
+    left = seconds_left(request.arrival, timeout)
     if left <= 0:
         waited = timeout - left
         raise Overloaded(
@@ -122,12 +118,9 @@ class SessionState(NamedTuple):
 
 
 def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
+    """A handler's body: bytes-like or str as a streamed chunk is, anything else as JSON."""
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        return as_chunk(value)
     return json.dumps(value).encode("utf-8")
 
 

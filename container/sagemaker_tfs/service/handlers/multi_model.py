@@ -70,10 +70,6 @@ class ModelLocation:
         )
 
 
-def not_loaded(name: str) -> HttpError:
-    return HttpError(404, f"Model {name} is not loaded yet.")
-
-
 class ControlClient:
     """The supervisor's control API (``GET /registry``: the stack's own view of the models,
     with their ports; ``GET /models`` answers SageMaker's shape)."""
@@ -140,7 +136,7 @@ class ModelDirectory:
         the shared model servers takes tens of milliseconds): ask for that one model."""
         description = self._client.describe(name)
         if description is None or description.get("state") != AVAILABLE:
-            raise not_loaded(name)
+            raise HttpError(404, f"Model {name} is not loaded yet.")
         model = ModelLocation.from_description(description)
         with self._lock:
             self._models[name] = model
@@ -231,19 +227,16 @@ class RegisteredModel(Candidates):
         self._name = name
         self.location = directory.lookup(name)  # raises 404 when it is not loaded
 
-    def _server(self) -> ModelServer:
+    def first(self) -> ModelServer:
         location = self.location
         return ModelServer(
             location.grpc_port, location.rest_port, self._channels.get(location.grpc_port)
         )
 
-    def first(self) -> ModelServer:
-        return self._server()
-
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
         self.unreachable(failed)
         self.location = self._directory.lookup(self._name)
-        return self._server()
+        return self.first()
 
     def unreachable(self, server: ModelServer) -> None:
         self._directory.forget(self._name)

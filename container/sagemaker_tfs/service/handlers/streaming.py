@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sagemaker_tfs.service.metrics import InvocationRecord
@@ -83,10 +83,10 @@ class HandlerStream:
         outcome = CLOSED
         try:
             if self._first is not None:
-                yield from _pieces(self._first)
+                yield from pieces((self._first,))
                 self._first = None
             for chunk in self._source:
-                yield from _pieces(as_chunk(chunk))
+                yield from pieces((as_chunk(chunk),))
             outcome = COMPLETE
         except Exception as error:  # noqa: BLE001 - any failure can only cut the answer short
             outcome = FAILED
@@ -106,13 +106,26 @@ def _close(source: Iterator[Any]) -> None:
         close()
 
 
-def _pieces(chunk: bytes) -> Iterator[bytes]:
-    """The chunk, in pieces of at most ``PIECE_BYTES``; empty ones left out (an empty HTTP
-    chunk would end the body)."""
-    if len(chunk) <= PIECE_BYTES:
-        if chunk:
-            yield chunk
-        return
-    view = memoryview(chunk)
-    for start in range(0, len(view), PIECE_BYTES):
-        yield bytes(view[start : start + PIECE_BYTES])
+def pieces(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes]:
+    """The chunks as ``bytes`` of at most ``PIECE_BYTES`` (WSGI servers take bytes; copying a
+    large answer piece by piece reuses the same memory instead of faulting in one more copy),
+    empty ones left out (an empty HTTP chunk would end a chunked body). A view of a whole
+    ``bytes`` (a message as received from the model server) is that ``bytes``, not a copy."""
+    for chunk in chunks:
+        if isinstance(chunk, memoryview):
+            chunk = _whole_bytes(chunk) or chunk
+        if isinstance(chunk, bytes) and len(chunk) <= PIECE_BYTES:
+            if chunk:
+                yield chunk
+            continue
+        view = memoryview(chunk)
+        for start in range(0, len(view), PIECE_BYTES):
+            yield bytes(view[start : start + PIECE_BYTES])
+
+
+def _whole_bytes(view: memoryview) -> bytes | None:
+    """The ``bytes`` object ``view`` shows all of, if it is one."""
+    whole = view.obj
+    if isinstance(whole, bytes) and view.nbytes == len(whole) and view.c_contiguous:
+        return whole
+    return None

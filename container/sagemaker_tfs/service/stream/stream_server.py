@@ -28,6 +28,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Mapping
+from dataclasses import asdict
 from types import FrameType
 from typing import NamedTuple
 from urllib.parse import unquote
@@ -269,15 +270,13 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     server = start_server(service, listen_unix(config.work.stream_socket))
     thread = threading.Thread(target=server.serve_forever, name="stream-accept")
     thread.start()
+    settings = " ".join(f"{name}={value}" for name, value in asdict(config.stream).items())
+    handler = "yes" if service.handler is not None else "no"
     logger.info(
-        "stream server on unix:%s: stream_handler=%s max_message_mb=%d idle_timeout=%ds "
-        "max_connections=%d keepalive=%ds",
+        "stream server on unix:%s: stream_handler=%s %s",
         config.work.stream_socket,
-        "yes" if service.handler is not None else "no",
-        config.stream.max_message_mb,
-        config.stream.idle_timeout,
-        config.stream.max_connections,
-        config.stream.keepalive,
+        handler,
+        settings,
     )
     wait_for_stop_signal()
     server.shutdown(code=CloseCode.GOING_AWAY, reason=SHUTDOWN_REASON)

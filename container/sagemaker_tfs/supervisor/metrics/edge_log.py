@@ -47,7 +47,6 @@ FIELDS = 8
 DRAIN_SECONDS = 0.05
 IDLE_WAKE_SECONDS = 1.0
 PIPE_BYTES = 1 << 20  # the kernel's default limit for an unprivileged pipe
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
 class Histogram:
@@ -250,7 +249,7 @@ class EdgeLog:
         self._read_end = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         self._write_end = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         with contextlib.suppress(OSError):
-            fcntl.fcntl(self._read_end, F_SETPIPE_SZ, PIPE_BYTES)
+            fcntl.fcntl(self._read_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._drain_forever, name="edge-log", daemon=True)
         self._thread.start()

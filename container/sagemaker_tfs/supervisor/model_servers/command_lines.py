@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from sagemaker_tfs.model_discovery import ModelSpec
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.stack_config import BatchingConfig, StackConfig
+from sagemaker_tfs.settings import BatchingConfig
+from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.metrics.model_servers import MONITORING_PATH
 
 TFS_BINARY = "tensorflow_model_server"

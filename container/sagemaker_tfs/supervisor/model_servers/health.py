@@ -8,7 +8,7 @@ small JSON file in the work directory (written whole and renamed), which nginx r
 behind an invocation, however busy the model servers are.
 
 The channel: the Python model server answers GetModelStatus on a unix socket and thread pool
-of its own (``stack_config.status_socket_beside``, ``grpc.server.serve_status``), so a status call
+of its own (``settings.status_socket_beside``, ``grpc.server.serve_status``), so a status call
 never queues behind Predict calls; ``tensorflow_model_server`` is asked on its gRPC socket.
 
 The rule: ``/ping`` says whether the instance can serve. It is 200 while any watched model
@@ -136,24 +136,18 @@ def write_verdict(path: str, verdict: Verdict, written_at: float | None = None) 
 
 
 class HealthMonitor:
-    """Checks the model servers ``watched()`` names, one round a ``interval``, and writes the
-    verdict to ``path``. ``client_for(target)`` makes the channel to one model server."""
+    """Checks the model servers ``watched()`` names, a round every ``CHECK_INTERVAL_SECONDS``,
+    and writes the verdict to ``path``. ``client_for(target)`` makes the channel to one."""
 
     def __init__(
         self,
         path: str,
         watched: Callable[[], Sequence[WatchedServer]],
         client_for: Callable[[str], ModelServiceClient] = ModelServiceClient,
-        interval: float = CHECK_INTERVAL_SECONDS,
-        deadline: float = CHECK_DEADLINE_SECONDS,
-        misses_before_down: int = MISSES_BEFORE_DOWN,
     ) -> None:
         self.path = path
         self._watched = watched
         self._client_for = client_for
-        self._interval = interval
-        self._deadline = deadline
-        self._misses_before_down = misses_before_down
         self._clients: dict[str, ModelServiceClient] = {}
         self._records: dict[str, _ServerRecord] = {}
         self._stop = threading.Event()
@@ -171,7 +165,7 @@ class HealthMonitor:
         """No more rounds; ``/ping`` answers 503 with ``reason`` from now on."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self._deadline + 1.0)
+            self._thread.join(CHECK_DEADLINE_SECONDS + 1.0)
         with contextlib.suppress(OSError):  # the work directory is gone: nothing to answer
             self._write(Verdict(False, reason))
         for client in self._clients.values():
@@ -206,7 +200,7 @@ class HealthMonitor:
     def check_once(self, servers: Sequence[WatchedServer] | None = None) -> Verdict:
         """Ask every watched model server at once (``servers``, else ``watched()``), judge,
         write the verdict."""
-        self._next_round = time.monotonic() + self._interval
+        self._next_round = time.monotonic() + CHECK_INTERVAL_SECONDS
         servers = list(self._watched()) if servers is None else list(servers)
         answers = {server.key: self._ask(server) for server in servers}
         results = {key: [wait() for wait in waits] for key, waits in answers.items()}
@@ -228,7 +222,7 @@ class HealthMonitor:
         client = self._clients.get(server.target)
         if client is None:
             client = self._clients[server.target] = self._client_for(server.target)
-        return [client.ask_state(name, self._deadline) for name in asked_names(server)]
+        return [client.ask_state(name, CHECK_DEADLINE_SECONDS) for name in asked_names(server)]
 
     def _judge(self, server: WatchedServer, answers: list[StatusAnswer]) -> str | None:
         """Why ``server`` keeps the stack from being healthy, or None; updates its record."""
@@ -253,7 +247,7 @@ class HealthMonitor:
         if not record.answered_once:
             waiting = f": models not available yet: {', '.join(server.models)}"
             return f"{server.key} is starting" + (waiting if server.models else "")
-        if record.misses >= self._misses_before_down:
+        if record.misses >= MISSES_BEFORE_DOWN:
             return f"{server.key} does not answer its health checks ({record.last_miss})"
         if server.not_ready is not None:
             return f"{server.key} {server.not_ready}"

@@ -14,6 +14,7 @@ from sagemaker_tfs.supervisor.multi_model.registry import ModelLoadError
 from sagemaker_tfs.supervisor.processes.startup import poll_until
 
 logger = logging.getLogger(__name__)
+POLL_SECONDS = 0.2
 
 
 def model_version_statuses(rest_port: int, name: str, timeout: float = 2.0) -> list[dict]:
@@ -48,7 +49,6 @@ def wait_until_available(
     names: Sequence[str],
     timeout: float,
     still_running: Callable[[], bool],
-    interval: float = 0.2,
 ) -> bool:
     """Poll until every model in ``names`` is AVAILABLE; False on timeout or process exit.
 
@@ -61,7 +61,7 @@ def wait_until_available(
         pending[:] = [name for name in pending if not model_is_available(rest_port, name)]
         return not pending
 
-    return poll_until(all_available, timeout, interval, still_running)
+    return poll_until(all_available, timeout, POLL_SECONDS, still_running)
 
 
 def models_available_check(
