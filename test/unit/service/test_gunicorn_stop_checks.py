@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import gevent
@@ -24,31 +23,3 @@ def test_the_gevent_workers_sleeps_are_cut_to_the_stop_check(
     started = time.monotonic()
     wrapped.sleep(1.0)  # the worker's loop: ``while self.alive: notify(); sleep(1.0)``
     assert time.monotonic() - started < 0.5
-
-
-def test_only_connections_idle_long_enough_with_nothing_waiting_are_closed() -> None:
-    """Of four kept-alive connections of a stopping worker: idle 2 s (closed: its peer reads
-    the end), idle 0.1 s, handling a request, and idle 2 s with a request's first bytes
-    waiting unread (all three kept)."""
-    pairs = [socket.socketpair() for _ in range(4)]
-    long_idle, short_idle, busy, request_waiting = pairs
-    request_waiting[1].sendall(b"POST /invocations HTTP/1.1\r\n")
-    connections = gunicorn_hooks.KeptAliveConnections()
-    now = time.monotonic()
-    connections._idle_since.update(
-        {
-            long_idle[0]: now - 2,
-            short_idle[0]: now - 0.1,
-            busy[0]: None,
-            request_waiting[0]: now - 2,
-        }
-    )
-    connections.close_idle(1.0)
-    assert long_idle[1].recv(1) == b""
-    for kept in (short_idle, busy, request_waiting):
-        kept[1].setblocking(False)
-        with pytest.raises(BlockingIOError):
-            kept[1].recv(1)
-    for pair in pairs:
-        for end in pair:
-            end.close()

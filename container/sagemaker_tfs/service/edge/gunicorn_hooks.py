@@ -11,11 +11,7 @@ master dies the worker becomes the supervisor's child (a subreaper, or PID 1 in 
 it keeps serving the socket the supervisor holds, and the supervisor stops it (SIGTERM,
 in-flight requests finish) once the new gunicorn's worker is ready. When the supervisor is
 gone too, the worker exits at once; a worker told to stop looks 20 times a second whether
-its requests are done (``look_often_whether_to_stop``), and closes the kept-alive connections
-that have been idle for ``IDLE_CLOSE_SECONDS`` (``KeptAliveConnections``): gunicorn's gevent
-worker otherwise waits for every connection, and nginx keeps idle ones for 30 s (its
-upstream ``keepalive_timeout``), so a killed master's worker stayed up to the graceful
-timeout. ``post_worker_init`` also leaves the
+its requests are done (``look_often_whether_to_stop``). ``post_worker_init`` also leaves the
 marker by which the supervisor knows that a worker of *this* master is ready, since a ping
 on the shared socket could be answered by a leftover worker. ``child_exit`` removes an exited
 worker's in-flight gauges from the metrics directory (prometheus_client's multiprocess mode,
@@ -31,20 +27,12 @@ one that exited (whose sessions are gone with it) and binds the path anew.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import fcntl
 import itertools
 import logging
 import os
 import signal
-import socket
-import struct
 import sys
-import termios
-import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,106 +93,40 @@ def _set_parent_death_signal(worker: Any) -> None:
 
 def post_worker_init(worker: Any) -> None:
     signal.signal(PARENT_DIED, lambda *_: _on_parent_death(worker))
-    if GEVENT_WORKER_MODULE in sys.modules:
-        connections = KeptAliveConnections()
-        connections.watch(worker)
-        look_often_whether_to_stop(partial(_close_idle_once_stopping, worker, connections))
+    look_often_whether_to_stop()
     if os.getppid() != worker.ppid:  # the master died while the app was loading
         os._exit(1)
     config = StackConfig.load(os.environ[STACK_CONFIG_ENV])
     Path(config.work.service_ready_marker(worker.ppid)).touch()
 
 
-GEVENT_WORKER_MODULE = "gunicorn.workers.ggevent"
 # How often gunicorn's gevent worker looks whether it was told to stop (and then whether its
 # requests are done); gunicorn's own is once a second.
 STOP_CHECK_SECONDS = 0.05
-# A worker told to stop closes a kept-alive connection idle this long. nginx takes its cached
-# connections most recently used first, so it sends on one idle this long only when more
-# requests are in flight at once than in the last second; a request it sent just as the
-# connection closed would fail (a POST is not resent). One that reached the worker is served.
-IDLE_CLOSE_SECONDS = 1.0
 
 
 class _ShorterSleeps:
     """The ``gevent`` module as gunicorn's gevent worker sees it, with sleeps of at most
-    ``STOP_CHECK_SECONDS``, each after ``each_look``: its loop (``while self.alive: notify();
-    sleep(1.0)``, then the same for its requests in flight) cannot otherwise be woken."""
+    ``STOP_CHECK_SECONDS``: its loop (``while self.alive: notify(); sleep(1.0)``, then the
+    same for its requests in flight) cannot otherwise be woken."""
 
-    def __init__(self, gevent: Any, each_look: Callable[[], None]) -> None:
+    def __init__(self, gevent: Any) -> None:
         self._gevent = gevent
-        self._each_look = each_look
 
     def sleep(self, seconds: float = 0, ref: bool = True) -> None:
-        self._each_look()
         self._gevent.sleep(min(seconds, STOP_CHECK_SECONDS), ref)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._gevent, name)
 
 
-def look_often_whether_to_stop(each_look: Callable[[], None] = lambda: None) -> None:
+def look_often_whether_to_stop() -> None:
     """A worker told to stop gracefully (SIGTERM: a killed master's worker once its
     successor's serves) exits within ``STOP_CHECK_SECONDS`` of its last request, not up to
     two seconds later (one second to see the signal, one more for its requests)."""
-    module: Any = sys.modules.get(GEVENT_WORKER_MODULE)
+    module: Any = sys.modules.get("gunicorn.workers.ggevent")
     if module is not None and not isinstance(module.gevent, _ShorterSleeps):
-        module.gevent = _ShorterSleeps(module.gevent, each_look)
-
-
-class KeptAliveConnections:
-    """A gevent worker's connections, each with the time since which it has been idle (None
-    while one of its requests is handled), from gunicorn's ``handle`` (one call a connection)
-    and ``handle_request`` (one a request), which ``watch`` wraps."""
-
-    def __init__(self) -> None:
-        self._idle_since: dict[Any, float | None] = {}
-
-    def watch(self, worker: Any) -> None:
-        handle, handle_request = worker.handle, worker.handle_request
-
-        def handle_connection(listener: Any, client: Any, addr: Any) -> None:
-            self._idle_since[client] = time.monotonic()
-            try:
-                handle(listener, client, addr)
-            finally:
-                self._idle_since.pop(client, None)
-
-        def handle_one_request(listener_name: Any, req: Any, client: Any, addr: Any) -> Any:
-            self._idle_since[client] = None
-            try:
-                return handle_request(listener_name, req, client, addr)
-            finally:
-                if client in self._idle_since:
-                    self._idle_since[client] = time.monotonic()
-
-        worker.handle = handle_connection
-        worker.handle_request = handle_one_request
-
-    def close_idle(self, idle_for: float) -> None:
-        """Shut down the connections idle ``idle_for`` seconds or more with no byte waiting:
-        their greenlets, waiting for a next request, read the end and return."""
-        now = time.monotonic()
-        for client, since in list(self._idle_since.items()):
-            if since is None or now - since < idle_for or _bytes_waiting(client):
-                continue
-            self._idle_since.pop(client, None)
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
-
-
-def _bytes_waiting(connection: Any) -> bool:
-    """Whether a request (or its start) waits unread on ``connection``."""
-    try:
-        count = fcntl.ioctl(connection.fileno(), termios.FIONREAD, b"\0" * 4)
-    except OSError:
-        return False
-    return bool(struct.unpack("i", count)[0])
-
-
-def _close_idle_once_stopping(worker: Any, connections: KeptAliveConnections) -> None:
-    if not worker.alive:
-        connections.close_idle(IDLE_CLOSE_SECONDS)
+        module.gevent = _ShorterSleeps(module.gevent)
 
 
 def child_exit(server: Any, worker: Any) -> None:
