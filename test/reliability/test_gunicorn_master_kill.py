@@ -9,8 +9,9 @@ benchmark counts a recovery once the container runs as many processes as before
 (``gunicorn_hooks.look_often_whether_to_stop``).
 
 The requests here go through the njs (JSON), as the image's benchmark's do, so that nginx
-keeps no idle connection to the old worker: one it keeps is served until nginx closes it
-(its upstream ``keepalive_timeout``, 30 s), which is what such a worker then waits for.
+keeps no idle connection to the old worker: the worker waits for one it keeps until nginx
+closes it idle (after 1 s, ``nginx_config.SERVICE_KEEPALIVE_TIMEOUT_SECONDS``; 30 s before
+issue 55: test/integration/stack/test_stopping_worker_leaves.py).
 """
 
 from __future__ import annotations

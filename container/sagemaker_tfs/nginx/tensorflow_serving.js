@@ -5,14 +5,14 @@
  * TF Serving REST requests here and sent to the model servers (location /tfs/), so no
  * Python is in the path: the very bytes sagemaker_tfs/service/codecs/text/text_rest.py
  * writes for the same body, or its refusal's status (test/unit/supervisor/test_njs_parity.py).
- * Anything else, and a body this cannot convert exactly (HandOver), goes to the Python
- * service (@python_service).
+ * Anything else, a body this cannot convert exactly (HandOver), and a prediction that no
+ * model server took on two tries (predictOrHandOver), goes to the Python service
+ * (@python_service).
  * /ping: the supervisor's health verdict, read from a file (no model server call).
  * Shedding: an invocation whose timeout passed before it could be sent, or that the model
  * server refused because its batch queue is full, is answered 503 (Retry-After from nginx,
  * $tfs_shed names why, nginx/logging.conf) instead of being sent or retried.
  */
-/* global setTimeout */
 import fs from 'fs';
 
 var JSON_TYPES = ['application/json'];
@@ -26,8 +26,11 @@ var VERSION = /^[0-9]{1,19}(?![\s\S])/;
 var MAX_VERSION = '9223372036854775807';
 /* Statuses nginx gives when no model server could take the prediction (one died or restarts). */
 var RETRY_STATUSES = [502, 503];
-var RETRY_WINDOW_MS = 10000;
-var RETRY_PAUSE_MS = 100;
+/* Tries made here before a prediction no model server could take goes to the Python service,
+ * which resends it on its side (predictOrHandOver). */
+var NJS_TRIES = 2;
+/* What predictOrHandOver resolves to when the Python service is to take the request. */
+var HAND_OVER = {handOver: true};
 /* TF Serving's UNAVAILABLE when max_enqueued_batches are queued (its batching scheduler's text). */
 var QUEUE_FULL = 'batch scheduling queue to which this task was submitted is full';
 var LOOSE_NUMBER = /^[+\-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+\-]?[0-9]+)?$/;
@@ -825,10 +828,14 @@ function invocations(r) {
         shedExpired(r);
         return;
     }
-    predictWithRetries(r, uri, body, Date.now() + RETRY_WINDOW_MS, 0)
+    predictOrHandOver(r, uri, body, 0)
         .then(function (reply) {
             if (reply === null) {
                 shedExpired(r);
+                return;
+            }
+            if (reply === HAND_OVER) {
+                r.internalRedirect('@python_service');
                 return;
             }
             r.variables.tfs_model_server_time = reply.variables.upstream_response_time || '';
@@ -845,28 +852,31 @@ function invocations(r) {
 }
 
 /*
- * Predictions are idempotent: one whose model server died or is restarting is sent again,
- * at once (nginx skips a model server that just failed, so it goes to a live one), then every
- * RETRY_PAUSE_MS until one answers or RETRY_WINDOW_MS have passed. Retrying here rather than
- * with proxy_next_upstream non_idempotent: nginx resending a subrequest's body after a reset
- * failed with EFAULT (njs 0.7.9). A full batch queue is not retried (the model server is
- * alive and busy), nor is an invocation sent again past its timeout (resolves to null).
+ * Predictions are idempotent: one whose model server died or is restarting is sent again at
+ * once (nginx skips a model server that just failed, so it goes to a live one). If that one
+ * is refused too, no model server can take it now, and the request goes to the Python service
+ * (HAND_OVER), which converts the same body and resends it every 100 ms for up to 10 s
+ * (model_servers.Failover). The waiting is not done here: nginx cannot tell njs that a
+ * client closed its connection (njs's subrequests are background ones and the main request's
+ * reading is blocked while njs holds it), so a request whose client had gone kept its
+ * admission slot (SAGEMAKER_TFS_MAX_CONCURRENT_INVOCATIONS) for the whole 10 s; proxied to
+ * the service, nginx sees the close and frees the slot at once. Not with proxy_next_upstream
+ * non_idempotent: nginx resending a subrequest's body after a reset failed with EFAULT (njs
+ * 0.7.9). A full batch queue is not resent (the model server is alive and busy), nor is an
+ * invocation past its timeout (resolves to null).
  */
-function predictWithRetries(r, uri, body, deadline, attempt) {
+function predictOrHandOver(r, uri, body, attempt) {
     if (attempt > 0 && expired(r)) {
         return Promise.resolve(null);
     }
     return r.subrequest(uri, {method: 'POST', body: body}).then(function (reply) {
-        if (RETRY_STATUSES.indexOf(reply.status) < 0 || queueFull(reply) ||
-                Date.now() >= deadline) {
+        if (RETRY_STATUSES.indexOf(reply.status) < 0 || queueFull(reply)) {
             return reply;
         }
-        var pause = attempt === 0 ? 0 : RETRY_PAUSE_MS;
-        return new Promise(function (resolve) {
-            setTimeout(resolve, pause);
-        }).then(function () {
-            return predictWithRetries(r, uri, body, deadline, attempt + 1);
-        });
+        if (attempt + 1 >= NJS_TRIES) {
+            return HAND_OVER;
+        }
+        return predictOrHandOver(r, uri, body, attempt + 1);
     });
 }
 

@@ -70,6 +70,13 @@ CONTROL_TIMEOUT_MARGIN_SECONDS = 30
 # nginx waits this much longer than the stream server's idle timeout before it gives up on an
 # upgraded connection (the stream server's keepalive pings and its pongs count as traffic).
 STREAM_TIMEOUT_MARGIN_SECONDS = 30
+# nginx closes a connection to gunicorn idle this long. gunicorn's gevent worker, told to stop
+# (a killed master's, once its successor's serves), waits for every connection it has, idle
+# or not, up to its graceful timeout; with nginx's 30 s of before a killed master's worker
+# stayed up to 30 s (issue 55). Only nginx can close an idle kept-alive connection without a
+# race (the worker closing one as nginx sends a POST on it loses that request). Steady
+# traffic keeps its connections; a request after a second of quiet opens a new one.
+SERVICE_KEEPALIVE_TIMEOUT_SECONDS = 1
 # Retry-After (seconds) of an answer that sheds an invocation: overload is measured in
 # seconds of queued work, so a client that comes back a second later finds room again.
 RETRY_AFTER_SECONDS = 1
@@ -197,7 +204,7 @@ def _session_workers(config: StackConfig) -> str:
         f"    upstream session_worker_{slot} {{\n"
         f"        server unix:{config.work.session_socket(slot)};\n"
         "        keepalive 4;\n"
-        "        keepalive_timeout 30s;\n"
+        f"        keepalive_timeout {SERVICE_KEEPALIVE_TIMEOUT_SECONDS}s;\n"
         "    }"
         for slot in range(config.service.workers)
     )
@@ -283,6 +290,7 @@ def render(
         "RESPONSE_LIMIT_MB": str(RESPONSE_LIMIT_MB),
         "PROXY_READ_TIMEOUT": str(config.nginx.proxy_read_timeout),
         "SERVICE_SOCKET": config.work.service_socket,
+        "SERVICE_KEEPALIVE_TIMEOUT": str(SERVICE_KEEPALIVE_TIMEOUT_SECONDS),
         "CONTROL_SOCKET": config.work.control_socket,
         "PORT": str(config.port),
         "DEFAULT_MODEL": default_model,
