@@ -29,8 +29,9 @@ from typing import NamedTuple, overload
 import numpy as np
 
 from sagemaker_tfs.service.codecs.content_types import CSV, JSON, JSON_LINES_TYPES
-from sagemaker_tfs.service.codecs.text import text_rest, text_tensors
+from sagemaker_tfs.service.codecs.text import text_rest, text_tensors, text_verbatim
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_scan import Unsure
 from sagemaker_tfs.service.codecs.text.text_tensors import TextRequest
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -83,7 +84,17 @@ class TextCodec:
             read = self.read_arrays(body, reading.signatures)
             if read is not None:
                 return read
-        return RestRequest(text_rest.convert(self.media_type, body).encode("utf-8"))
+        return RestRequest(self.rest_request(body))
+
+    def rest_request(self, body: bytes) -> bytes:
+        """TF Serving's REST request for the body: a large JSON body as it is or wrapped
+        (``text_verbatim``), else written by ``text_rest``."""
+        if self.media_type == JSON:
+            try:
+                return text_verbatim.rest_request(body)
+            except Unsure:
+                pass
+        return text_rest.convert(self.media_type, body).encode("utf-8")
 
     def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
         return text_rest.named_values(self.media_type, body, reading.inputs)
