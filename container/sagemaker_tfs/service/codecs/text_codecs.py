@@ -7,7 +7,8 @@ The family behind it: ``text_tensors`` (with ``text_json``, ``text_csv``, ``text
 the REST path's 400; ``text_rest`` writes TF Serving's REST request for what cannot be arrays
 yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
 asked for), with the njs's rules (held to them by the parity tests), and reads the same
-values for a binary Accept. A codec per media type (``CODECS``) joins the two, so that a
+values for a binary Accept; ``text_verbatim`` (with ``text_scan``) gives the same request
+for a large JSON body without a Python object per value: the body itself, or wrapped. A codec per media type (``CODECS``) joins the two, so that a
 media type is read in one place.
 
 What a caller gets is the body read once into one of:

@@ -24,7 +24,7 @@ class Unsure(Exception):
 
 
 def _table(members: bytes, value: int, dtype: type) -> np.ndarray:
-    table = np.zeros(256, dtype)
+    table: np.ndarray = np.zeros(256, dtype)
     table[list(members)] = value
     return table
 

@@ -10,8 +10,8 @@ of members, and each run, put between the container's brackets, is parsed by ``j
 and let go of (a member larger than a window is read the same way, a level down). The
 document is valid exactly when every run is (a JSON array or object is its members,
 separated by commas), so the pieces' verdict is the whole's. Anything else (a body that is
-not valid, JSON lines, a bare scalar, a string larger than a window, nesting deeper than
-``MAX_DEPTH``) is ``Unsure``: ``text_rest.convert`` reads it, with its errors in its words.
+not valid, JSON lines, a bare scalar, nesting deeper than ``MAX_DEPTH``) is ``Unsure``:
+``text_rest.convert`` reads it, with its errors in its words.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sagemaker_tfs.service.codecs.text import text_scan
 from sagemaker_tfs.service.codecs.text.text_scan import (
     COLON,
     COMMA,
-    WINDOW,
     Unsure,
     first_not_whitespace,
     last_not_whitespace,
@@ -70,12 +70,12 @@ class _Document:
         """``body[start:stop]`` (JSON whitespace around it allowed) is one valid value."""
         start = first_not_whitespace(self.view, start, stop)
         stop = last_not_whitespace(self.view, start, stop)
-        if stop - start <= WINDOW:
-            _loads(self.body, start, stop)
-        elif _CLOSING.get(int(self.view[start])) == self.view[stop - 1]:
+        if stop - start > text_scan.WINDOW and self.view[start] in _CLOSING:
+            if _CLOSING[int(self.view[start])] != self.view[stop - 1]:
+                raise Unsure
             self.container(start, stop, _ignore)
-        else:
-            raise Unsure  # a string (or anything) of more than a window
+        else:  # a string or a number, whatever its size: one value, the input's own bytes
+            _loads(self.body, start, stop)
 
     def container(self, start: int, stop: int, seen: Seen) -> None:
         """``body[start:stop]``, from its opening bracket to its closing one, is one valid
@@ -95,7 +95,7 @@ class _Document:
         last the end of the run): the first, which may have begun windows before, alone when
         it is larger than a window, the rest as one run."""
         first_end = int(ends[0])
-        if first_end - run_start > WINDOW:
+        if first_end - run_start > text_scan.WINDOW:
             self.member(opening, run_start, first_end, seen)
             if len(ends) == 1:
                 return
@@ -111,10 +111,10 @@ class _Document:
         key = None
         if self.body[opening] == ord("{"):
             colon = self.first_mark(start, stop, COLON)
-            key = _loads(self.body, start, colon)
-            if not isinstance(key, str):
+            parsed = _loads(self.body, start, colon)
+            if not isinstance(parsed, str):
                 raise Unsure
-            start = colon + 1
+            key, start = parsed, colon + 1
         value_start = first_not_whitespace(self.view, start, stop)
         self.value(value_start, stop)
         seen(Large(key, int(self.view[value_start])))
