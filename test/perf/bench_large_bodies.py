@@ -23,7 +23,7 @@ peak at most 2.5x the body for the binary type. The client's own memory is not c
 With ``--shapes`` (issue 53), instead: the generated corpus of ``text_shapes.py`` (one
 value a line, many columns, integers, negative zeros, JSON instances, named inputs as rows
 and as columns, JSON lines, ``signature_name``, strings, b64; ``half_plus_three``, the
-two-input model or ``dtype_echo``)
+two-input model or ``dtype_echo``; classify and regress on TF Serving's half_plus_two)
 at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``, on that checkout's
 ``container`` too, the two in turn for each body (the order swapped each time): per body, the
 seconds, seconds per MB, the route the model server saw (gRPC or REST) and the growth of
@@ -333,7 +333,8 @@ def fresh_worker(stack: Stack, shape: Shape) -> None:
     if not wait_for(lambda: not workers() & old, 60):
         raise SystemExit("gunicorn did not stop its old worker")
     response = requests.post(stack.url + "/invocations", data=shape.body(WARM_UP_BYTES),
-                             headers={"Content-Type": shape.content_type}, timeout=600)  # fmt: skip
+                             headers={"Content-Type": shape.content_type, **shape.headers},
+                             timeout=600)  # fmt: skip
     assert response.status_code == 200, response.text[:500]
 
 
@@ -344,7 +345,8 @@ def run_shape(stack: Stack, shape: Shape, body: bytes, label: str,
     with measured_peaks(stack) as peaks, rss_samples(worker) as samples:
         started = time.monotonic()
         response = requests.post(stack.url + "/invocations", data=body, timeout=3600,
-                                 headers={"Content-Type": shape.content_type})  # fmt: skip
+                                 headers={"Content-Type": shape.content_type,
+                                          **shape.headers})  # fmt: skip
         seconds = time.monotonic() - started
     assert response.status_code == 200, response.text[:500]
     route = "gRPC" if answered_by(stack, "GRPC") > grpc_before else "REST"

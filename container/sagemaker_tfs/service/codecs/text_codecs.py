@@ -8,8 +8,8 @@ the REST path's 400; ``text_rest`` writes TF Serving's REST request for what can
 yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
 asked for), with the njs's rules (held to them by the parity tests), and reads the same
 values for a binary Accept; ``text_verbatim`` (with ``text_scan``) gives the same request
-for a large JSON body without a Python object per value: the body itself, or wrapped. A codec per media type (``CODECS``) joins the two, so that a
-media type is read in one place.
+for a large JSON body without a Python object per value: the body itself, or wrapped. A
+codec per media type (``CODECS``) joins the two, so that a media type is read in one place.
 
 What a caller gets is the body read once into one of:
 
@@ -48,6 +48,7 @@ __all__ = [
     "text_too_large",
 ]
 
+CSV_PIECE_BYTES = 1 << 18  # a large CSV body is converted this much at a time
 ArrayReader = Callable[[bytes, Mapping[str, Signature]], TextRequest | Refusal | None]
 
 
@@ -89,12 +90,15 @@ class TextCodec:
 
     def rest_request(self, body: bytes) -> bytes:
         """TF Serving's REST request for the body: a large JSON body as it is or wrapped
-        (``text_verbatim``), else written by ``text_rest``."""
+        (``text_verbatim``), a large CSV body written a piece at a time, else written by
+        ``text_rest``."""
         if self.media_type == JSON:
             try:
                 return text_verbatim.rest_request(body)
             except Unsure:
                 pass
+        elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:
+            return bytes(text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES))
         return text_rest.convert(self.media_type, body).encode("utf-8")
 
     def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
