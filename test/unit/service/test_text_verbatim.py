@@ -25,6 +25,7 @@ import pytest
 from conversion_cases import CASES
 from njs_corpus import fuzzed_bodies, shape_bodies
 from sagemaker_tfs.service.codecs import text_codecs
+from sagemaker_tfs.service.codecs.content_types import JSON_LINES_TYPES, JSONLINES
 from sagemaker_tfs.service.codecs.text import text_rest, text_scan, text_verbatim
 from sagemaker_tfs.service.codecs.text.text_rest import convert
 from sagemaker_tfs.service.codecs.text_codecs import ForPredict, RestRequest, read_body
@@ -80,17 +81,41 @@ EXTRA_CASES = [
 ]
 
 
-def reference(body: bytes) -> bytes | HttpError:
+LINES_CASES = [
+    '{"x": "a"}\n{"x": "b"}\n',
+    '{"x": "a"}{"x": "b"}',
+    "[1]\r\n\t [2] ",
+    '{"x": "a"}\n5\n{"x": "b"}',
+    '{"x": "a"}\n"s"',
+    '{"x": "a"},{"x": "b"}',
+    '{"x": "a"}\n{"x": "b"',
+    '{"x": "a"}\n{"x": "b"}}',
+    '{"x": "\\"}\n{"x": "\\""}',
+    '{"x": "é"}\n{"x": "模型"}\n',
+    '{"x": "a"}\n\xa0{"x": "b"}',
+    '{"x": [' + '"a", ' * 30 + '"b"]}\n{"y": {"z": [1, 2]}}\n' * 3,
+    "[" * 150 + "]" * 150 + "\n[1]",
+    '{"x": "a"}\n\n\n   \n',
+    '{"x": 1}\n{"x": 01}',
+]
+
+
+def reference(body: bytes, kind: str = JSON) -> bytes | HttpError:
     try:
-        return convert(JSON, body).encode("utf-8")
+        return convert(kind, body).encode("utf-8")
     except HttpError as error:
         return error
 
 
-def corpus() -> list[bytes]:
-    bodies = [body for kind, body in CASES + shape_bodies() + fuzzed_bodies(3000, 53)
-              if kind == JSON]  # fmt: skip
-    return [body.encode("utf-8", "surrogatepass") for body in bodies + EXTRA_CASES]
+def corpus(fuzzed: bool) -> list[tuple[str, bytes]]:
+    """(media type, body): the JSON and JSON lines bodies of the njs corpus (``fuzzed``: and
+    its fuzzed bodies) and this file's; JSON lines' cases sent as JSON too (a JSON body of
+    two values or more is JSON lines)."""
+    njs = CASES + shape_bodies() + (fuzzed_bodies(3000, 53) if fuzzed else [])
+    cases = [(kind, body) for kind, body in njs if kind in (JSON, *JSON_LINES_TYPES)]
+    cases += [(JSON, body) for body in EXTRA_CASES + LINES_CASES]
+    cases += [(JSONLINES, body) for body in EXTRA_CASES + LINES_CASES]
+    return [(kind, body.encode("utf-8", "surrogatepass")) for kind, body in cases]
 
 
 @pytest.fixture
@@ -98,37 +123,37 @@ def any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(text_verbatim, "MIN_BYTES", 0)
 
 
-@pytest.mark.parametrize("window", [16, 1 << 18])
+@pytest.mark.parametrize(("window", "fuzzed"), [(16, False), (1 << 18, True)])
 def test_a_body_read_verbatim_is_the_request_convert_writes(
-    window: int, any_size: None, monkeypatch: pytest.MonkeyPatch
+    window: int, fuzzed: bool, any_size: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(text_scan, "WINDOW", window)
     read, valid, different = 0, 0, []
-    for body in corpus():
-        expected = reference(body)
+    for kind, body in corpus(fuzzed):
+        expected = reference(body, kind)
         valid += isinstance(expected, bytes)
         try:
-            request = text_verbatim.rest_request(body)
+            request = text_verbatim.rest_request(body, lines=kind != JSON)
         except text_scan.Unsure:
             continue
         read += 1
         if request != expected:
             different.append((body[:200], request[:200], expected))
     assert different == []
-    assert read > valid * 0.6  # the rest: JSON lines, scalars, empty lists
+    assert read > valid * 0.7  # the rest: scalars, empty lists
 
 
-@pytest.mark.parametrize("window", [16])
+@pytest.mark.parametrize(("window", "fuzzed"), [(16, False), (64, True)])
 def test_the_codec_answers_as_convert_on_every_body(
-    window: int, any_size: None, monkeypatch: pytest.MonkeyPatch
+    window: int, fuzzed: bool, any_size: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What is read here and what is left to ``convert`` together: the same request, or the
     same error in the same words."""
     monkeypatch.setattr(text_scan, "WINDOW", window)
-    for body in corpus():
-        expected = reference(body)
+    for kind, body in corpus(fuzzed):
+        expected = reference(body, kind)
         try:
-            found: bytes | HttpError = text_codecs.CODECS[JSON].rest_request(body)
+            found: bytes | HttpError = text_codecs.CODECS[kind].rest_request(body)
         except HttpError as error:
             found = error
         if isinstance(expected, HttpError):
@@ -204,6 +229,11 @@ def csv_words(size: int) -> bytes:
     return repeated("", words(20_000, 4), "", size).replace(b", ", b"\n")
 
 
+def json_lines(size: int) -> bytes:
+    items = [f'{{"x": {json.dumps(word)}}}' for word in words(20_000, 5)]
+    return repeated("", items, "\n", size).replace(b", ", b"\n")
+
+
 def rows_of_strings(size: int) -> bytes:
     items = [
         "[" + ", ".join(json.dumps(word) for word in words(8, seed)) + "]" for seed in range(50)
@@ -224,7 +254,10 @@ LARGE = [
     ("no_signatures", strings, ForPredict(None), 0.2),
     ("rows_of_strings", rows_of_strings, ForPredict(STRING_SIGNATURES), 1.2),
 ]
-CSV_LARGE = [("csv_strings", csv_words, ForPredict(STRING_SIGNATURES), 3.0)]
+CSV_LARGE = [
+    ("csv_strings", csv_words, ForPredict(STRING_SIGNATURES), 3.0),
+    ("json_lines", json_lines, ForPredict(STRING_SIGNATURES), 2.2),
+]
 
 
 def traced_peak(read: Callable[[], object]) -> tuple[object, int]:
@@ -244,7 +277,7 @@ def test_a_large_body_going_the_rest_way_is_read_within_a_fraction_of_itself(
 ) -> None:  # fmt: skip
     monkeypatch.setattr(text_scan, "WINDOW", 32 << 10)
     monkeypatch.setattr(text_codecs, "CSV_PIECE_BYTES", 32 << 10)
-    kind = CSV if name.startswith("csv") else JSON
+    kind = {"csv_strings": CSV, "json_lines": JSONLINES}.get(name, JSON)
     body = make(3 * MB if kind == CSV else 6 * MB)  # a CSV field is read by Python's code
     read, peak = traced_peak(lambda: read_body(kind, body, reading))
     assert isinstance(read, RestRequest)

@@ -92,9 +92,9 @@ class TextCodec:
         """TF Serving's REST request for the body: a large JSON body as it is or wrapped
         (``text_verbatim``), a large CSV body written a piece at a time, else written by
         ``text_rest``."""
-        if self.media_type == JSON:
+        if self.media_type == JSON or self.media_type in JSON_LINES_TYPES:
             try:
-                return text_verbatim.rest_request(body)
+                return text_verbatim.rest_request(body, lines=self.media_type != JSON)
             except Unsure:
                 pass
         elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:

@@ -9,9 +9,10 @@ about ``text_scan.WINDOW`` bytes at a time: a container is cut at its own commas
 of members, and each run, put between the container's brackets, is parsed by ``json.loads``
 and let go of (a member larger than a window is read the same way, a level down). The
 document is valid exactly when every run is (a JSON array or object is its members,
-separated by commas), so the pieces' verdict is the whole's. Anything else (a body that is
-not valid, JSON lines, a bare scalar, nesting deeper than ``MAX_DEPTH``) is ``Unsure``:
-``text_rest.convert`` reads it, with its errors in its words.
+separated by commas), so the pieces' verdict is the whole's. JSON lines (and a JSON body
+that holds two values or more, as ``convert`` reads it) are read by ``text_lines``. Anything
+else (a body that is not valid, a bare scalar, nesting deeper than ``MAX_DEPTH``) is
+``Unsure``: ``text_rest.convert`` reads it, with its errors in its words.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs.text import text_scan
+from sagemaker_tfs.service.codecs.text import text_lines, text_scan
 from sagemaker_tfs.service.codecs.text.text_scan import (
     COLON,
     COMMA,
@@ -151,10 +152,12 @@ class _TopLevel:
             self.all_lists &= all(isinstance(member, list) for member in parsed)
 
 
-def rest_request(body: bytes) -> bytes:
+def rest_request(body: bytes, lines: bool = False) -> bytes:
     """TF Serving's REST request for a JSON body of a list or an object, as
-    ``text_rest.convert_json`` writes it: the body, or the body wrapped. ``Unsure``: a body
-    smaller than ``MIN_BYTES``, or one this does not read (see the module)."""
+    ``text_rest.convert_json`` writes it: the body, or the body wrapped; for JSON lines
+    (``lines``, or a JSON body of two values or more), their values as the instances.
+    ``Unsure``: a body smaller than ``MIN_BYTES``, or one this does not read (see the
+    module)."""
     if len(body) < MIN_BYTES:
         raise Unsure
     document = _Document(body)
@@ -162,8 +165,13 @@ def rest_request(body: bytes) -> bytes:
     stop = last_not_whitespace(document.view, start, len(body))
     if start == stop or _CLOSING.get(body[start]) != body[stop - 1]:
         raise Unsure
+    if lines:
+        return text_lines.instances(body, document.view, (start, stop), document.value, 1)
     top = _TopLevel()
-    document.container(start, stop, top)
+    try:
+        document.container(start, stop, top)
+    except Unsure:  # JSON lines, if it is not one document (json.loads fails on two values)
+        return text_lines.instances(body, document.view, (start, stop), document.value, 2)
     if body[start] == ord("{"):
         if top.keys.intersection(TFS_REQUEST_KEYS):
             return body
