@@ -118,6 +118,11 @@ def csv_strings(size: int) -> bytes:
     return repeated(b"", ("\n".join(words(BLOCK_VALUES, 16)) + "\n").encode(), b"", b"", size)
 
 
+def json_lines_strings(size: int) -> bytes:
+    lines = "\n".join(f'{{"x": "{word}"}}' for word in words(BLOCK_VALUES, 17)) + "\n"
+    return repeated(b"", lines.encode(), b"", b"", size)
+
+
 def _examples(signature: str, seed: int, size: int) -> bytes:
     block = ", ".join(f'{{"x": {value}}}' for value in numbers(BLOCK_VALUES // 2, seed))
     head = f'{{"signature_name": "{signature}", "examples": ['.encode()
@@ -148,6 +153,7 @@ SHAPES = [
     Shape("strings", "dtype_echo", "application/json", json_strings),
     Shape("b64", "dtype_echo", "application/json", json_b64),
     Shape("csv_strings", "dtype_echo", "text/csv", csv_strings),
+    Shape("json_lines_strings", "dtype_echo", "application/jsonlines", json_lines_strings),
     Shape("classify", HALF_PLUS_TWO, "application/json", classify_examples,
           {METHOD: "tfs-method=classify"}),  # fmt: skip
     Shape("regress", HALF_PLUS_TWO, "application/json", regress_examples,
