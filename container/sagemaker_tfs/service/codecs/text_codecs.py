@@ -98,7 +98,7 @@ class TextCodec:
             except Unsure:
                 pass
         elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:
-            return bytes(text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES))
+            return text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES)
         return text_rest.convert(self.media_type, body).encode("utf-8")
 
     def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
