@@ -71,7 +71,7 @@ class _Document:
         """``body[start:stop]`` (JSON whitespace around it allowed) is one valid value."""
         start = first_not_whitespace(self.view, start, stop)
         stop = last_not_whitespace(self.view, start, stop)
-        if stop - start > text_scan.WINDOW and self.view[start] in _CLOSING:
+        if stop - start > text_scan.WINDOW and int(self.view[start]) in _CLOSING:
             if _CLOSING[int(self.view[start])] != self.view[stop - 1]:
                 raise Unsure
             self.container(start, stop, _ignore)
