@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_lines, text_scan
+from sagemaker_tfs.service.codecs.text.text_rest import TFS_REQUEST_KEYS
 from sagemaker_tfs.service.codecs.text.text_scan import (
     COLON,
     COMMA,
@@ -35,7 +36,6 @@ from sagemaker_tfs.service.codecs.text.text_scan import (
 
 MIN_BYTES = 1 << 20  # smaller bodies: text_rest.convert (its objects are as bounded)
 MAX_DEPTH = 100  # deeper: text_rest.convert (json.loads' own limit is the recursion limit's)
-TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 _CLOSING = {ord("["): ord("]"), ord("{"): ord("}")}
 
 Seen = Callable[[object], None]  # told of each run parsed (a list or a dict) and large member
