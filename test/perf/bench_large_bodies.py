@@ -20,17 +20,17 @@ the RSS before, the peak (``VmHWM``) and both ratios to the body (``x body``: th
 ``growth``: the peak less the RSS before) are printed for each. Goal: the Python service's
 peak at most 2.5x the body for the binary type. The client's own memory is not counted.
 
-With ``--shapes`` (issue 53), instead: the generated corpus of ``text_shapes.py`` (one
-value a line, many columns, integers, negative zeros, JSON instances, named inputs as rows
-and as columns, JSON lines, ``signature_name``, strings, b64; ``half_plus_three``, the
-two-input model or ``dtype_echo``)
-at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``, on that checkout's
-``container`` too, the two in turn for each body (the order swapped each time): per body, the
-seconds, seconds per MB, the route the model server saw (gRPC or REST) and the growth of
-every process of the stack over the body. With ``--fresh-worker``, each body goes to a new
-gunicorn worker (``fresh_worker``), after a warm-up body of ~1 MB of its shape: a worker that
-kept the heap of an earlier, larger body grows less than it uses. With ``--timeline``, the
-service's RSS over each request too (sampled every 5 ms).
+With ``--shapes`` (issue 53), instead: the generated corpus of ``text_shapes.py`` (one value a
+line, many columns, integers, negative zeros, JSON instances, named inputs as rows and as
+columns, JSON lines, ``signature_name``, strings, b64; ``half_plus_three``, the two-input model
+or ``dtype_echo``: strings, b64, CSV strings, JSON lines of strings; classify and regress on TF
+Serving's half_plus_two) at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``,
+on that checkout's ``container`` too, the two in turn for each body (the order swapped each
+time): per body, the seconds, seconds per MB, the route the model server saw (gRPC or REST) and
+the growth of every process of the stack over the body. With ``--fresh-worker``, each body goes
+to a new gunicorn worker (``fresh_worker``), after a warm-up body of ~1 MB of its shape: a
+worker that kept the heap of an earlier, larger body grows less than it uses. With
+``--timeline``, the service's RSS over each request too (sampled every 5 ms).
 
 Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
 [--text-mb 100] [--transform-mb 100]``, or ``... --shapes all --sizes 10,100
@@ -333,7 +333,8 @@ def fresh_worker(stack: Stack, shape: Shape) -> None:
     if not wait_for(lambda: not workers() & old, 60):
         raise SystemExit("gunicorn did not stop its old worker")
     response = requests.post(stack.url + "/invocations", data=shape.body(WARM_UP_BYTES),
-                             headers={"Content-Type": shape.content_type}, timeout=600)  # fmt: skip
+                             headers={"Content-Type": shape.content_type, **shape.headers},
+                             timeout=600)  # fmt: skip
     assert response.status_code == 200, response.text[:500]
 
 
@@ -344,7 +345,8 @@ def run_shape(stack: Stack, shape: Shape, body: bytes, label: str,
     with measured_peaks(stack) as peaks, rss_samples(worker) as samples:
         started = time.monotonic()
         response = requests.post(stack.url + "/invocations", data=body, timeout=3600,
-                                 headers={"Content-Type": shape.content_type})  # fmt: skip
+                                 headers={"Content-Type": shape.content_type,
+                                          **shape.headers})  # fmt: skip
         seconds = time.monotonic() - started
     assert response.status_code == 200, response.text[:500]
     route = "gRPC" if answered_by(stack, "GRPC") > grpc_before else "REST"

@@ -1,7 +1,9 @@
 """A generated corpus of JSON, JSON lines and CSV bodies of a given size (issue 53), for
 bench_large_bodies.py's ``--shapes``: the shapes TF Serving's REST API takes that real
 clients send, each for ``half_plus_three`` (y = 0.5x + 3, one input), ``two_inputs``
-(y = 2a + b; signature ``doubled``: 2a) or ``dtype_echo`` (a string x -> y = x).
+(y = 2a + b; signature ``doubled``: 2a), ``dtype_echo`` (a string x -> y = x) or TF Serving's
+``saved_model_half_plus_two_cpu`` (classify and regress on tf.Examples: ``headers`` name
+the method).
 
 A body repeats a block of about 1 MB of random values with three decimals in [-1, 1] (so
 ``-0.000`` now and then, as real data has) until it reaches the size: the parsing cost is
@@ -24,6 +26,7 @@ class Shape(NamedTuple):
     model: str  # "half_plus_three", "two_inputs" or "dtype_echo"
     content_type: str
     body: Callable[[int], bytes]  # size in bytes -> a body of about that size
+    headers: dict[str, str] = {}  # extra request headers (never changed)
 
 
 def numbers(count: int, seed: int) -> list[str]:
@@ -111,6 +114,32 @@ def json_b64(size: int) -> bytes:
     return repeated(b'{"instances": [', block, b'{"b64": "ZW5k"}', b"]}", size)
 
 
+def csv_strings(size: int) -> bytes:
+    return repeated(b"", ("\n".join(words(BLOCK_VALUES, 16)) + "\n").encode(), b"", b"", size)
+
+
+def json_lines_strings(size: int) -> bytes:
+    lines = "\n".join(f'{{"x": "{word}"}}' for word in words(BLOCK_VALUES, 17)) + "\n"
+    return repeated(b"", lines.encode(), b"", b"", size)
+
+
+def _examples(signature: str, seed: int, size: int) -> bytes:
+    block = ", ".join(f'{{"x": {value}}}' for value in numbers(BLOCK_VALUES // 2, seed))
+    head = f'{{"signature_name": "{signature}", "examples": ['.encode()
+    return repeated(head, block.encode() + b", ", b'{"x": 0.5}', b"]}", size)
+
+
+def classify_examples(size: int) -> bytes:
+    return _examples("classify_x_to_y", 14, size)
+
+
+def regress_examples(size: int) -> bytes:
+    return _examples("regress_x_to_y", 15, size)
+
+
+METHOD = "X-Amzn-SageMaker-Custom-Attributes"
+HALF_PLUS_TWO = "saved_model_half_plus_two_cpu"
+
 SHAPES = [
     Shape("csv_one_value_a_line", "half_plus_three", "text/csv", csv_one_value_a_line),
     Shape("csv_many_columns", "half_plus_three", "text/csv", csv_many_columns),
@@ -123,4 +152,10 @@ SHAPES = [
     Shape("signature_name", "two_inputs", "application/json", signature_name),
     Shape("strings", "dtype_echo", "application/json", json_strings),
     Shape("b64", "dtype_echo", "application/json", json_b64),
+    Shape("csv_strings", "dtype_echo", "text/csv", csv_strings),
+    Shape("json_lines_strings", "dtype_echo", "application/jsonlines", json_lines_strings),
+    Shape("classify", HALF_PLUS_TWO, "application/json", classify_examples,
+          {METHOD: "tfs-method=classify"}),  # fmt: skip
+    Shape("regress", HALF_PLUS_TWO, "application/json", regress_examples,
+          {METHOD: "tfs-method=regress"}),  # fmt: skip
 ]

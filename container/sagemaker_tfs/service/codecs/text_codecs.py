@@ -7,8 +7,9 @@ The family behind it: ``text_tensors`` (with ``text_json``, ``text_csv``, ``text
 the REST path's 400; ``text_rest`` writes TF Serving's REST request for what cannot be arrays
 yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
 asked for), with the njs's rules (held to them by the parity tests), and reads the same
-values for a binary Accept. A codec per media type (``CODECS``) joins the two, so that a
-media type is read in one place.
+values for a binary Accept; ``text_verbatim`` (with ``text_scan``) gives the same request
+for a large JSON body without a Python object per value: the body itself, or wrapped. A
+codec per media type (``CODECS``) joins the two, so that a media type is read in one place.
 
 What a caller gets is the body read once into one of:
 
@@ -29,8 +30,9 @@ from typing import NamedTuple, overload
 import numpy as np
 
 from sagemaker_tfs.service.codecs.content_types import CSV, JSON, JSON_LINES_TYPES
-from sagemaker_tfs.service.codecs.text import text_rest, text_tensors
+from sagemaker_tfs.service.codecs.text import text_rest, text_tensors, text_verbatim
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_scan import Unsure
 from sagemaker_tfs.service.codecs.text.text_tensors import TextRequest
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -46,6 +48,7 @@ __all__ = [
     "text_too_large",
 ]
 
+CSV_PIECE_BYTES = 1 << 18  # a large CSV body is converted this much at a time
 ArrayReader = Callable[[bytes, Mapping[str, Signature]], TextRequest | Refusal | None]
 
 
@@ -83,7 +86,20 @@ class TextCodec:
             read = self.read_arrays(body, reading.signatures)
             if read is not None:
                 return read
-        return RestRequest(text_rest.convert(self.media_type, body).encode("utf-8"))
+        return RestRequest(self.rest_request(body))
+
+    def rest_request(self, body: bytes) -> bytes:
+        """TF Serving's REST request for the body: a large JSON body as it is or wrapped
+        (``text_verbatim``), a large CSV body written a piece at a time, else written by
+        ``text_rest``."""
+        if self.media_type == JSON or self.media_type in JSON_LINES_TYPES:
+            try:
+                return text_verbatim.rest_request(body, lines=self.media_type != JSON)
+            except Unsure:
+                pass
+        elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:
+            return text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES)
+        return text_rest.convert(self.media_type, body).encode("utf-8")
 
     def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
         return text_rest.named_values(self.media_type, body, reading.inputs)

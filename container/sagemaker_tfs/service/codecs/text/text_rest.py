@@ -13,6 +13,7 @@ is its one entry point.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Mapping
@@ -136,23 +137,63 @@ def _csv_field(field: str) -> str:
     return json.dumps(value)
 
 
+class _CsvRows:
+    """CSV rows -> TF Serving's instances, a piece of whole lines at a time: the width is the
+    first row's, the rows counted across pieces (blank lines are not rows)."""
+
+    def __init__(self) -> None:
+        self.width = 0
+        self.count = 0
+
+    def instances(self, text: str) -> list[str]:
+        instances = []
+        for line in text.split("\n"):
+            if not strip_ecmascript_whitespace(line):
+                continue
+            fields = line.removesuffix("\r").split(",")
+            self.count += 1
+            if self.count == 1:
+                self.width = len(fields)
+            elif len(fields) != self.width:
+                raise HttpError(400, f"Invalid CSV: row {self.count} has {len(fields)} fields, "
+                                     f"expected {self.width}")  # fmt: skip
+            values = [_csv_field(field) for field in fields]
+            instances.append(values[0] if self.width == 1 else "[" + ",".join(values) + "]")
+        return instances
+
+
 def convert_csv(text: str) -> str:
-    rows = [
-        line.removesuffix("\r") for line in text.split("\n") if strip_ecmascript_whitespace(line)
-    ]
-    if not rows:
+    rows = _CsvRows()
+    instances = rows.instances(text)
+    if not rows.count:
         raise HttpError(400, "Empty request body")
-    width = len(rows[0].split(","))
-    instances = []
-    for number, row in enumerate(rows, start=1):
-        fields = row.split(",")
-        if len(fields) != width:
-            raise HttpError(
-                400, f"Invalid CSV: row {number} has {len(fields)} fields, expected {width}"
-            )
-        values = [_csv_field(field) for field in fields]
-        instances.append(values[0] if width == 1 else "[" + ",".join(values) + "]")
     return _instances(instances)
+
+
+def convert_csv_pieces(body: bytes, piece_bytes: int) -> bytes:
+    """``convert(CSV, body)`` encoded, written a piece of about ``piece_bytes`` of whole lines
+    at a time (no string per line of the whole body) into one buffer that becomes the request
+    without a copy; a body that is not UTF-8 is converted whole (its error names the position
+    in the body)."""
+    rows, written, separator = _CsvRows(), io.BytesIO(), b""
+    written.write(b'{"instances": [')
+    start = 0
+    while start < len(body):
+        end = body.find(b"\n", start + piece_bytes)
+        end = len(body) if end < 0 else end + 1
+        try:
+            text = body[start:end].decode("utf-8")
+        except UnicodeDecodeError:
+            return convert(CSV, body).encode("utf-8")
+        instances = rows.instances(text)
+        if instances:
+            written.write(separator + ",".join(instances).encode("utf-8"))
+            separator = b","
+        start = end
+    if not rows.count:
+        raise HttpError(400, "Empty request body")
+    written.write(b"]}")
+    return written.getvalue()
 
 
 def _text(content_type: str, body: bytes) -> str:

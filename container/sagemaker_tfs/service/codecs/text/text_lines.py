@@ -1,0 +1,125 @@
+"""JSON lines -> TF Serving's REST request (``{"instances": [<value>,<value>,...]}``) without a
+Python object per value of the whole body, for ``text_verbatim`` (issue 53).
+
+The values are found by their marks (``text_scan``: an opening bracket at depth 0, the
+closing one that brings the depth back to 0), a window at a time; each is checked as
+``text_rest.split_json_lines`` reads it (``json.JSONDecoder.raw_decode`` from its first
+byte ends exactly at its last; one larger than a window is read by ``large_value``, a run
+of members at a time), and what lies between two values must be JSON whitespace. The
+request is the values' bytes joined by commas, a window's values at a time, written into one
+buffer that becomes the request without a copy. Anything else
+is ``Unsure`` (``text_rest`` then reads the body, with its errors in its words).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+
+import numpy as np
+
+from sagemaker_tfs.service.codecs.text import text_scan
+from sagemaker_tfs.service.codecs.text.text_scan import WHITESPACE, Marks, Unsure, marks
+
+_OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
+_DECODER = json.JSONDecoder()
+
+LargeValue = Callable[[int, int], None]  # checks body[start:stop] is one value
+
+
+def instances(body: bytes, view: np.ndarray, bounds: tuple[int, int], large_value: LargeValue,
+              at_least: int) -> bytes:  # fmt: skip
+    """The request for the JSON lines of ``body`` between ``bounds`` (its first byte that is
+    not whitespace, one past its last), when it has ``at_least`` values (a JSON body is
+    read as lines only when it holds two or more)."""
+    start, stop = bounds
+    written = io.BytesIO()  # its getvalue() is its buffer, not a copy of it
+    written.write(b'{"instances": [')
+    pending, previous_end, count = -1, start, 0
+    for window in marks(view, start, stop):
+        starts, ends, pending = _spans(window, pending)
+        if len(ends):
+            _check_gaps(body, starts, ends, previous_end)
+            _check_values(body, starts, ends, large_value)
+            values = zip(starts.tolist(), ends.tolist(), strict=True)
+            written.write(b"," if count else b"")
+            written.write(b",".join(body[first:last] for first, last in values))
+            previous_end, count = int(ends[-1]), count + len(ends)
+    if pending >= 0 or previous_end != stop or count < at_least:
+        raise Unsure
+    written.write(b"]}")
+    return written.getvalue()
+
+
+def _spans(window: Marks, pending: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The values that end in this window (their first and one past their last byte), and
+    the first byte of one that ends later (else -1)."""
+    if window.depths.size and int(window.depths.min()) < 0:
+        raise Unsure
+    top = window.depths == 0
+    if not np.isin(window.chars[top], _OPENING).all():
+        raise Unsure  # a comma, a colon or a closing bracket between values
+    starts = window.positions[top]
+    ends = window.positions[(window.depths == 1) & np.isin(window.chars, _CLOSING)] + 1
+    if pending >= 0:
+        starts = np.concatenate(([pending], starts))
+    pending = -1
+    if len(starts) == len(ends) + 1:
+        pending, starts = int(starts[-1]), starts[:-1]
+    elif len(starts) != len(ends):
+        raise Unsure
+    if len(ends) and not ((starts < ends).all() and (ends[:-1] <= starts[1:]).all()):
+        raise Unsure
+    return starts, ends, pending
+
+
+def _check_gaps(body: bytes, starts: np.ndarray, ends: np.ndarray, previous_end: int) -> None:
+    """What lies before each value, after the one before it, is JSON whitespace."""
+    gap_starts = np.concatenate(([previous_end], ends[:-1]))
+    lengths = starts - gap_starts
+    long = np.flatnonzero(lengths > 1)
+    single = np.frombuffer(body, np.uint8)[gap_starts[lengths == 1]]
+    if not np.isin(single, np.frombuffer(WHITESPACE, np.uint8)).all():
+        raise Unsure
+    for index in long.tolist():
+        if body[int(gap_starts[index]) : int(starts[index])].strip(WHITESPACE):
+            raise Unsure
+
+
+def _check_values(body: bytes, starts: np.ndarray, ends: np.ndarray,
+                  large_value: LargeValue) -> None:  # fmt: skip
+    """Each value is one JSON value as ``raw_decode`` reads it from its first byte."""
+    sizes = ends - starts
+    if int(sizes.max()) > text_scan.WINDOW:
+        for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
+            if last - first > text_scan.WINDOW:
+                large_value(first, last)
+            else:
+                _one_value(_decoded(body, first, last), 0, None)
+        return
+    base, stop = int(starts[0]), int(ends[-1])
+    text = _decoded(body, base, stop)
+    if len(text) == stop - base:  # ASCII: the text's offsets are the body's
+        for first, last in zip((starts - base).tolist(), (ends - base).tolist(), strict=True):
+            _one_value(text, first, last)
+    else:
+        for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
+            _one_value(_decoded(body, first, last), 0, None)
+
+
+def _decoded(body: bytes, start: int, stop: int) -> str:
+    try:
+        return body[start:stop].decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unsure from None
+
+
+def _one_value(text: str, first: int, last: int | None) -> None:
+    """``text`` holds one JSON value from ``first`` to ``last`` (None: its end)."""
+    try:
+        _, end = _DECODER.raw_decode(text, first)
+    except (ValueError, RecursionError):
+        raise Unsure from None
+    if end != (len(text) if last is None else last):
+        raise Unsure
