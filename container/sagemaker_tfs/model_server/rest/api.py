@@ -157,7 +157,10 @@ class RestApi:
             plain = self._plain_strings(target, body)
             if plain is not None:
                 servable, inputs, columnar = plain
-                return format_predict_response(servable.predict("", inputs), columnar)
+                del plain
+                outputs = servable.predict("", inputs)
+                del inputs  # not held while the answer is written
+                return format_predict_response(outputs, columnar)
         with _cyclic_gc_paused():
             document = parse_json_object(body)
         signature_name = _signature_name(document)

@@ -154,10 +154,15 @@ def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndar
 
 def format_predict_response(outputs: Mapping[str, np.ndarray], columnar: bool) -> bytearray:
     """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request),
-    its pieces added to one buffer as they are written (not all held, then joined)."""
+    its pieces added to one buffer as they are written (not all held, then joined). A scalar
+    string output (which TensorFlow's session gives as a bytes object) is a 0-d array."""
+    arrays = {
+        alias: value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
+        for alias, value in outputs.items()
+    }
     answer = bytearray()
     try:
-        for piece in predict_answer_pieces(outputs, columnar):
+        for piece in predict_answer_pieces(arrays, columnar):
             answer += piece
         return answer
     except TensorJsonError as error:
