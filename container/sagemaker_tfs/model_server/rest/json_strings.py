@@ -26,6 +26,8 @@ import re
 
 import numpy as np
 
+from sagemaker_tfs.model_server.rest.b64_values import NotDecoded, decode_b64_spans, spans
+
 KEYS = (b"instances", b"inputs")
 # Bytes of the body looked at a block at a time when its structure is taken out.
 BLOCK_BYTES = 1 << 20
@@ -64,9 +66,30 @@ def _read(body: bytes | bytearray) -> tuple[str, np.ndarray]:
     key = bytes(body[int(starts[0]) : int(ends[0])])
     if key not in KEYS or not skeleton.startswith(b"{s:") or not skeleton.endswith(b"}"):
         raise _NotPlain
-    shape = _rectangular_shape(skeleton[3:-1], starts.size - 1)
+    value = skeleton[3:-1]
+    if b"{" in value:
+        return key.decode(), _b64_values(body, data, value, starts[1:], ends[1:])
+    shape = _rectangular_shape(value, starts.size - 1)
     values = _string_array(body, data, starts[1:], ends[1:])
     return key.decode(), values.reshape(shape)
+
+
+def _b64_values(body: bytes | bytearray, data: np.ndarray, value: bytes, starts: np.ndarray,
+                ends: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Lists of ``{"b64": ...}`` objects only (each ``{s:s}`` in the skeleton), decoded."""
+    if starts.size % 2:
+        raise _NotPlain
+    shape = _rectangular_shape(value.replace(b"{s:s}", b"s"), starts.size // 2)
+    key_starts, key_ends = starts[0::2], ends[0::2]
+    is_b64 = (key_ends - key_starts == 3) & (data[key_starts] == ord("b"))
+    is_b64 &= (data[key_starts + 1] == ord("6")) & (data[key_starts + 2] == ord("4"))
+    if not is_b64.all():
+        raise _NotPlain
+    try:
+        values = decode_b64_spans(body, starts[1::2], ends[1::2], MAX_WIDTH_WASTE)
+    except NotDecoded:
+        raise _NotPlain from None
+    return values.reshape(shape)
 
 
 def _string_quotes(body: bytes | bytearray, data: np.ndarray) -> np.ndarray:
@@ -211,7 +234,7 @@ def _object_array(body: bytes | bytearray, starts: np.ndarray, ends: np.ndarray,
                   decoded: dict[int, bytes]) -> np.ndarray:  # fmt: skip
     values = np.empty(starts.size, dtype=object)
     view = memoryview(body)
-    for index, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+    for index, start, end in spans(starts, ends):
         text = decoded.get(index)
         values[index] = bytes(view[start:end]) if text is None else text
     return values
