@@ -56,6 +56,7 @@ NOT_TAKEN = [
     b'{"instances": [{"b64": "A"}]}',  # base64 the general reader refuses
     b'{"instances": [{"b64": "AA=A"}]}',
     b'{"instances": [{"b64": "A\\u0041=="}]}',
+    b'{"instances": [{"b64": "A\\u0041-="}]}',  # URL-safe: its escape decoded first
     b'{"instances": [{"b64": "\xc3\xa9AA"}]}',
     b'{"instances": [{"b64": 1}]}',
     b'{"instances": [{"b64": "AA==", "b64": "AQ=="}]}',

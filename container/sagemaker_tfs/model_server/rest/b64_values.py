@@ -57,7 +57,8 @@ def spans(starts: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int, int]
             yield index, start, end
 
 
-def _decoded(raw: memoryview) -> bytes:
+def _decoded(span: memoryview) -> bytes:
+    raw = bytes(span)
     if b"\\" in raw:
         raise NotDecoded
     try:
