@@ -158,7 +158,7 @@ class RestApi:
             if plain is not None:
                 servable, inputs, columnar = plain
                 del plain
-                outputs = servable.predict("", inputs)
+                outputs = servable.predict_joined("", inputs)
                 del inputs  # not held while the answer is written
                 return format_predict_response(outputs, columnar)
         with _cyclic_gc_paused():
@@ -170,7 +170,7 @@ class RestApi:
             with _cyclic_gc_paused():
                 inputs, columnar = parse_predict_request(document, signature)
             del document
-            outputs = servable.predict(signature_name, inputs)
+            outputs = servable.predict_joined(signature_name, inputs)
             return format_predict_response(outputs, columnar)
         request_input = parse_examples_request(document)
         servable = self._servable(target)

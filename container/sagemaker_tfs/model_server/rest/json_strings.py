@@ -30,7 +30,7 @@ from sagemaker_tfs.model_server.rest.b64_values import NotDecoded, decode_b64_sp
 
 KEYS = (b"instances", b"inputs")
 # Bytes of the body looked at a block at a time when its structure is taken out.
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = 1 << 18
 # A fixed-width array may hold up to this many times the strings' bytes (plus one MB):
 # beyond, the strings are bytes objects in an object array.
 MAX_WIDTH_WASTE = 4
@@ -60,9 +60,10 @@ def _read(body: bytes | bytearray) -> tuple[str, np.ndarray]:
     quotes = _string_quotes(body, data)
     if quotes.size < 4 or quotes.size % 2:
         raise _NotPlain
-    starts, ends = quotes[0::2] + 1, quotes[1::2]
-    _refuse_controls_in_strings(data, starts, ends)
     skeleton = _skeleton(data, quotes)
+    starts, ends = quotes[0::2] + 1, quotes[1::2].copy()
+    del quotes  # half of it kept (ends) rather than all of it
+    _refuse_controls_in_strings(data, starts, ends)
     key = bytes(body[int(starts[0]) : int(ends[0])])
     if key not in KEYS or not skeleton.startswith(b"{s:") or not skeleton.endswith(b"}"):
         raise _NotPlain
@@ -176,17 +177,14 @@ def _rectangular_shape(value: bytes, count: int) -> tuple[int, ...]:
 def _string_array(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
                   ends: np.ndarray) -> np.ndarray:  # fmt: skip
     """The strings between ``starts`` and ``ends``, escapes decoded, as a flat array."""
-    lengths = ends - starts
+    lengths = ends - starts  # an escaped string's text is shorter: the width may be wider
     decoded = _escaped_strings(body, data, starts, ends)
-    for index, text in decoded.items():
-        lengths[index] = len(text)
     width = int(lengths.max()) if lengths.size else 0
     wasteful = lengths.size * width > MAX_WIDTH_WASTE * int(lengths.sum()) + (1 << 20)
     if wasteful or any(text.endswith(b"\x00") for text in decoded.values()):
         return _object_array(body, starts, ends, decoded)
     values = np.zeros(starts.size, dtype=f"S{max(width, 1)}")
-    raw_lengths = np.minimum(ends - starts, width)  # an escaped string's text may be longer
-    _copy_spans(data, starts, raw_lengths, values.view(np.uint8).reshape(starts.size, -1))
+    _copy_spans(data, starts, lengths, values.view(np.uint8).reshape(starts.size, -1))
     for index, text in decoded.items():
         values[index] = text
     return values

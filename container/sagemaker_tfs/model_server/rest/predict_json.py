@@ -152,12 +152,13 @@ def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndar
 # --------------------------------------------------------------------------- response
 
 
-def format_predict_response(outputs: Mapping[str, np.ndarray], columnar: bool) -> bytearray:
+def format_predict_response(outputs: Mapping[str, Any], columnar: bool) -> bytearray:
     """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request),
     its pieces added to one buffer as they are written (not all held, then joined). A scalar
-    string output (which TensorFlow's session gives as a bytes object) is a 0-d array."""
+    string output (which TensorFlow's session gives as a bytes object) is a 0-d array; a
+    ``JoinedStrings`` is sliced into arrays a block at a time by the writer."""
     arrays = {
-        alias: value if isinstance(value, np.ndarray) else np.array(value, dtype=object)
+        alias: np.array(value, dtype=object) if isinstance(value, bytes) else value
         for alias, value in outputs.items()
     }
     answer = bytearray()
