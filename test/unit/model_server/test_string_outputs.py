@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings, joined_result
+import tensorflow as tf
+from sagemaker_tfs.model_server.serving.string_outputs import (
+    JoinedStrings,
+    joined_fetches,
+    joined_result,
+)
 
 VALUES = [b"a", b"", b"ends in NUL\x00", "日本".encode(), b"\xff\xfe", b"x" * 1000]
 
@@ -34,3 +39,16 @@ def test_scalar_and_empty_tensors_are_arrays() -> None:
     assert isinstance(scalar, np.ndarray) and scalar.shape == () and scalar.item() == b"one"
     empty = joined(np.empty((0, 3), dtype=object))
     assert isinstance(empty, np.ndarray) and empty.shape == (0, 3)
+
+
+def test_outputs_the_graph_lacks_are_left_out() -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        text = tf.compat.v1.placeholder(tf.string, shape=None, name="text")
+    fetches = joined_fetches(graph, ["text:0", "missing:0", "text:7"])
+    assert list(fetches) == ["text:0"]
+    with tf.compat.v1.Session(graph=graph) as session:
+        joined, lengths, shape = session.run(
+            list(fetches["text:0"]), {text: [[b"ab", b""], [b"c\x00", b"d"]]}
+        )
+    assert (joined, lengths.tolist(), shape.tolist()) == (b"abc\x00d", [2, 0, 2, 1], [2, 2])

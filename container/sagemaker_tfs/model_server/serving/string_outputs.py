@@ -31,18 +31,26 @@ class JoinedNames(NamedTuple):
 
 
 def joined_fetches(graph: tf.Graph, string_outputs: Iterable[str]) -> dict[str, JoinedNames]:
-    """Ops added to ``graph`` (before it is finalized) for each string output tensor name."""
+    """Ops added to ``graph`` (before it is finalized) for each string output tensor name; a
+    name the graph lacks, or a tensor these ops cannot take (one inside a loop, say), is left
+    out: it is fetched as it is, and a bad signature fails at predict as it did."""
     fetches: dict[str, JoinedNames] = {}
     with graph.as_default(), tf.name_scope(SCOPE):
         for name in sorted(set(string_outputs)):
-            tensor = graph.get_tensor_by_name(name)
-            flat = tf.reshape(tensor, [-1])
-            fetches[name] = JoinedNames(
-                tf.strings.reduce_join(flat).name,
-                tf.strings.length(flat).name,
-                tf.shape(tensor, out_type=tf.int64).name,
-            )
+            try:
+                fetches[name] = _joined_ops(graph.get_tensor_by_name(name))
+            except (KeyError, ValueError, TypeError):
+                continue
     return fetches
+
+
+def _joined_ops(tensor: tf.Tensor) -> JoinedNames:
+    flat = tf.reshape(tensor, [-1])
+    return JoinedNames(
+        tf.strings.reduce_join(flat).name,
+        tf.strings.length(flat).name,
+        tf.shape(tensor, out_type=tf.int64).name,
+    )
 
 
 def string_output_names(outputs: Iterable[tuple[str, int]]) -> list[str]:
