@@ -4,14 +4,17 @@ the same tensors and answers as the general reader, in bounded memory (issue 53)
 from __future__ import annotations
 
 import base64
+import random
 import tracemalloc
 from typing import Any
 
 import numpy as np
 import pytest
+from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
-from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.b64_values import NotDecoded, decode_b64_spans
+from sagemaker_tfs.model_server.rest.json_reader import decode_b64, parse_json_object
 from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
@@ -201,3 +204,40 @@ def test_a_body_of_short_strings_is_answered_in_2x_its_size_besides_the_output(
     assert status == 200 and answer.startswith(b'{\n    "predictions": ["')
     growth = (peak - servable.output_bytes) / len(body)
     assert growth < 2, f"traced peak {growth:.1f}x the body besides the output"
+
+
+def random_b64_texts(rng: random.Random) -> list[str]:
+    """Standard b64 (padded, unpadded, decoding to a trailing NUL or not) and random texts
+    of its alphabets, '=' and all."""
+    texts = []
+    for _ in range(rng.randint(1, 12)):
+        kind = rng.random()
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 9)))
+        if kind < 0.5:
+            texts.append(base64.b64encode(data).decode())
+        elif kind < 0.7:
+            texts.append(base64.b64encode(data).decode().rstrip("="))
+        else:
+            texts.append("".join(rng.choice("ABCab09+/=-_") for _ in range(rng.randint(0, 9))))
+    return texts
+
+
+def test_b64_values_decode_as_decode_b64_does() -> None:
+    """Decoded in bulk (NumPy) or one by one, every list of values gives what the general
+    reader's ``decode_b64`` gives, or is left to it when it refuses any."""
+    rng = random.Random(2)
+    for _ in range(600):
+        texts = random_b64_texts(rng)
+        body = b"".join(b'"' + text.encode() + b'"' for text in texts)
+        ends = np.cumsum([len(text) + 2 for text in texts], dtype=np.int32) - 1
+        starts = ends - np.array([len(text) for text in texts], dtype=np.int32)
+        try:
+            expected = [decode_b64(text) for text in texts]
+        except ServingError:
+            expected = None
+        try:
+            values = decode_b64_spans(body, np.frombuffer(body, np.uint8), starts, ends, 4)
+            decoded = np.asarray(values, dtype=object).tolist()
+        except NotDecoded:
+            decoded = None
+        assert decoded == expected, texts

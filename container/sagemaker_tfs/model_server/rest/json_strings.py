@@ -26,7 +26,12 @@ import re
 
 import numpy as np
 
-from sagemaker_tfs.model_server.rest.b64_values import NotDecoded, decode_b64_spans, spans
+from sagemaker_tfs.model_server.rest.b64_values import (
+    NotDecoded,
+    copy_spans,
+    decode_b64_spans,
+    spans,
+)
 
 KEYS = (b"instances", b"inputs")
 # Bytes of the body looked at a block at a time when its structure is taken out.
@@ -87,7 +92,7 @@ def _b64_values(body: bytes | bytearray, data: np.ndarray, value: bytes, starts:
     if not is_b64.all():
         raise _NotPlain
     try:
-        values = decode_b64_spans(body, starts[1::2], ends[1::2], MAX_WIDTH_WASTE)
+        values = decode_b64_spans(body, data, starts[1::2], ends[1::2], MAX_WIDTH_WASTE)
     except NotDecoded:
         raise _NotPlain from None
     return values.reshape(shape)
@@ -184,24 +189,10 @@ def _string_array(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
     if wasteful or any(text.endswith(b"\x00") for text in decoded.values()):
         return _object_array(body, starts, ends, decoded)
     values = np.zeros(starts.size, dtype=f"S{max(width, 1)}")
-    _copy_spans(data, starts, lengths, values.view(np.uint8).reshape(starts.size, -1))
+    copy_spans(data, starts, lengths, values.view(np.uint8).reshape(starts.size, -1))
     for index, text in decoded.items():
         values[index] = text
     return values
-
-
-def _copy_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                target: np.ndarray) -> None:  # fmt: skip
-    """Row i of ``target`` gets ``data[starts[i]:starts[i] + lengths[i]]``, a block of rows
-    at a time (an index per byte of a block only)."""
-    width = target.shape[1]
-    columns = np.arange(width)
-    rows_per_block = max(1, BLOCK_BYTES // 8 // width)
-    for first in range(0, starts.size, rows_per_block):
-        block = slice(first, first + rows_per_block)
-        within = columns < lengths[block, None]
-        index = np.where(within, starts[block, None] + columns, 0)
-        target[block] = np.where(within, data[index], 0)
 
 
 def _escaped_strings(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
