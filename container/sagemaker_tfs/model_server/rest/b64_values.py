@@ -1,13 +1,15 @@
-"""The ``{"b64": ...}`` values of a body decoded straight into one array, a value at a time
-(no document, no list of bytes objects): what ``json_strings`` gives for a list of b64
-objects.
+"""The ``{"b64": ...}`` values of a body decoded straight into one array (no document, no
+list of bytes objects): what ``json_strings`` gives for a list of b64 objects.
 
-Each value is decoded by ``json_reader.decode_b64``, the general reader's own rules (standard
-or URL-safe alphabet, padding optional); a value it refuses, or one with an escape or a byte
-beyond ASCII, raises ``NotDecoded`` and the general reader reads the body and words the
-error. The bytes go into a fixed-width ``S`` array (its width from the longest text: 3 bytes
-per 4 characters), or an object array when the widths would waste memory or a value ends in
-a NUL byte (which an ``S`` array drops: decoded binary often does).
+Values of the standard alphabet are decoded by NumPy a block at a time (a table from
+characters to 6-bit values, four of them to three bytes), the general reader's padding rules
+(``json_reader.decode_b64``: padding optional, at most two ``=``) checked on the same arrays.
+A block with any other value (URL-safe, refused, decoding to a trailing NUL byte, which an
+``S`` array drops) sends the values one at a time through ``decode_b64`` itself; a value it
+refuses, or one with an escape or a byte beyond ASCII, raises ``NotDecoded`` and the general
+reader reads the body and words the error. The bytes go into a fixed-width ``S`` array (3
+bytes per 4 characters of the longest text), or an object array when the widths would waste
+memory or a value ends in a NUL byte.
 """
 
 from __future__ import annotations
