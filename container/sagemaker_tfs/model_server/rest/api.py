@@ -173,6 +173,7 @@ class RestApi:
             outputs = servable.predict_joined(signature_name, inputs)
             return format_predict_response(outputs, columnar)
         request_input = parse_examples_request(document)
+        del document  # its dicts are not held while the examples run
         servable = self._servable(target)
         if target.action == "classify":
             result = servable.classify(signature_name, request_input)
