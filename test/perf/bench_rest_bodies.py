@@ -1,9 +1,11 @@
 """The Python model server's REST API alone, in process, on large JSON bodies (issue 53).
 
-Loads ``dtype_echo`` (a string x -> y = x) from the test models' cache, then for each shape
-of ``--shapes`` (``strings``, ``b64``: ``text_shapes.py``'s bodies) at ``--mb`` MB answers one
-warm-up body, resets the process's peak RSS (``/proc/self/clear_refs``) and answers the
-body through ``RestApi.handle``: prints the seconds and the peak RSS growth over the body.
+Loads ``dtype_echo`` (a string x -> y = x) and ``saved_model_half_plus_three`` from the test
+models' cache, then for each shape of ``--shapes`` (``strings``, ``b64``: ``text_shapes.py``'s
+bodies to ``dtype_echo``; ``examples``: a ``regress`` body of three-feature examples to the
+other's regress signature) at ``--mb`` MB answers one warm-up body, resets the process's
+peak RSS (``/proc/self/clear_refs``) and answers the body through ``RestApi.handle``: prints
+the seconds and the peak RSS growth over the body.
 Run it once per tree to compare (``PYTHONPATH=<tree>/container``), alternating, one process
 per body (``--shapes`` of one name): a process keeps the heap of its earlier bodies.
 
@@ -25,18 +27,32 @@ from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from text_shapes import SHAPES  # noqa: E402
+from text_shapes import SHAPES, numbers, repeated  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = "dtype_echo"
+REGRESS_MODEL = "saved_model_half_plus_three"
+REGRESS_HEAD = b'{"signature_name": "tensorflow/serving/regress", "examples": ['
 
 
 class Manager:
-    def __init__(self, servable: SavedModelServable) -> None:
-        self.servable = servable
+    def __init__(self, servables: dict[str, SavedModelServable]) -> None:
+        self.servables = servables
 
     def get_servable(self, name: str, version: int | None, label: str | None) -> Any:
-        return self.servable
+        return self.servables[name]
+
+
+def examples_body(size: int) -> bytes:
+    values = numbers(20_000, 4)
+    rows = ", ".join(f'{{"x": {x}, "w": "word", "n": [1, 2, 3]}}' for x in values)
+    return repeated(REGRESS_HEAD, rows.encode() + b", ", b'{"x": 1.0}', b"]}", size)
+
+
+def load(cache: Path, name: str) -> SavedModelServable:
+    version = sorted(path.name for path in (cache / name).iterdir() if path.name.isdigit())[-1]
+    config = tf.compat.v1.ConfigProto()
+    return SavedModelServable.load(name, int(version), str(cache / name / version), config)
 
 
 def status_bytes(field: str) -> int:
@@ -54,15 +70,15 @@ def main() -> None:
     cache = Path(
         os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
     )
-    servable = SavedModelServable.load(
-        MODEL, 1, str(cache / MODEL / "1"), tf.compat.v1.ConfigProto()
-    )
-    api = RestApi(Manager(servable))  # type: ignore[arg-type]
-    path = f"/v1/models/{MODEL}:predict"
-    shapes = {shape.name: shape for shape in SHAPES if shape.model == MODEL}
+    servables = {name: load(cache, name) for name in (MODEL, REGRESS_MODEL)}
+    api = RestApi(Manager(servables))  # type: ignore[arg-type]
+    bodies = {shape.name: shape.body for shape in SHAPES if shape.model == MODEL}
+    bodies["examples"] = examples_body
     for name in args.shapes.split(","):
-        body = shapes[name].body(int(args.mb * (1 << 20)))
-        api.handle("POST", path, shapes[name].body(1 << 20))  # warm-up: ~1 MB
+        model, verb = (REGRESS_MODEL, "regress") if name == "examples" else (MODEL, "predict")
+        path = f"/v1/models/{model}:{verb}"
+        body = bodies[name](int(args.mb * (1 << 20)))
+        api.handle("POST", path, bodies[name](1 << 20))  # warm-up: ~1 MB
         gc.collect()
         Path("/proc/self/clear_refs").write_text("5")
         before = status_bytes("VmRSS")
