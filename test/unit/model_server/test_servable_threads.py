@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sagemaker_tfs.model_server.serving import saved_model_servable as servable_module
+from sagemaker_tfs.model_server.serving import servable as servable_protocol
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 
@@ -90,7 +91,7 @@ def run_beside_a_held_one(servable: SavedModelServable, probe: ThreadProbe) -> i
 def test_a_run_beside_another_executes_in_the_pool(
     probe: ThreadProbe, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(servable_module, "SHORT_RUN_SECONDS", 0.0)  # no run is short
+    monkeypatch.setattr(servable_protocol, "SHORT_RUN_SECONDS", 0.0)  # no run is short
     servable = probe_servable(probe)
     first_thread = run_beside_a_held_one(servable, probe)
     assert probe.seen[0] == first_thread  # alone when it started: inline

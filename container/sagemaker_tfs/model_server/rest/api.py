@@ -33,6 +33,7 @@ from sagemaker_tfs.model_server.rest.json_writer import (
 from sagemaker_tfs.model_server.rest.predict_json import (
     format_predict_response,
     parse_predict_request,
+    read_plain_strings,
 )
 
 if TYPE_CHECKING:
@@ -103,7 +104,9 @@ class RestApi:
     def __init__(self, manager: ModelManager) -> None:
         self._manager = manager
 
-    def handle(self, method: str, path: str, body: bytes | bytearray) -> tuple[int, bytes]:
+    def handle(
+        self, method: str, path: str, body: bytes | bytearray
+    ) -> tuple[int, bytes | bytearray]:
         """Every ``/v1/`` request is counted (``request_count``), and timed when it succeeds
         (``request_latency``, API = the verb of the URL, "" for status and metadata)."""
         with METRICS.request("REST", "") as record:
@@ -146,9 +149,18 @@ class RestApi:
     def _servable(self, target: Target) -> Servable:
         return self._manager.get_servable(target.model, target.version, target.label)
 
-    def _inference(self, target: Target, body: bytes | bytearray) -> bytes:
+    def _inference(self, target: Target, body: bytes | bytearray) -> bytes | bytearray:
         """Predict looks the model up before reading inputs (it needs the signature's types);
-        classify and regress read the whole request first, as TF Serving does."""
+        classify and regress read the whole request first, as TF Serving does. A plain list
+        of strings for the default signature is read without a document (``json_strings``)."""
+        if target.action == "predict":
+            plain = self._plain_strings(target, body)
+            if plain is not None:
+                servable, inputs, columnar = plain
+                del plain
+                outputs = servable.predict_joined("", inputs)
+                del inputs  # not held while the answer is written
+                return format_predict_response(outputs, columnar)
         with _cyclic_gc_paused():
             document = parse_json_object(body)
         signature_name = _signature_name(document)
@@ -158,15 +170,31 @@ class RestApi:
             with _cyclic_gc_paused():
                 inputs, columnar = parse_predict_request(document, signature)
             del document
-            outputs = servable.predict(signature_name, inputs)
+            outputs = servable.predict_joined(signature_name, inputs)
             return format_predict_response(outputs, columnar)
         request_input = parse_examples_request(document)
+        del document  # its dicts are not held while the examples run
         servable = self._servable(target)
         if target.action == "classify":
             result = servable.classify(signature_name, request_input)
             return format_classify_response(result)
         result = servable.regress(signature_name, request_input)
         return format_regress_response(result)
+
+    def _plain_strings(
+        self, target: Target, body: bytes | bytearray
+    ) -> tuple[Servable, dict[str, Any], bool] | None:
+        """The servable and the inputs of a body ``read_plain_strings`` takes; None for any
+        other (it is read the general way, which raises any error in TF Serving's order)."""
+        if b'"signature_name"' in body:
+            return None
+        try:
+            servable = self._servable(target)
+            signature = servable.signature("")
+        except ServingError:
+            return None
+        read = read_plain_strings(body, signature)
+        return None if read is None else (servable, *read)
 
     def _model_spec(self, target: Target) -> model_pb2.ModelSpec:
         spec = model_pb2.ModelSpec(name=target.model)

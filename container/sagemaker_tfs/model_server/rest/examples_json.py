@@ -21,7 +21,8 @@ from sagemaker_tfs.wire.tfs_json import B64_KEY, format_floats, quote, render_do
 
 
 def parse_examples_request(document: Mapping[str, Any]) -> input_pb2.Input:
-    """``examples`` (+ optional ``context``) as a tensorflow.serving.Input."""
+    """``examples`` (+ optional ``context``) as a tensorflow.serving.Input; the document's
+    ``examples`` list is emptied as it is read (each object dropped once it is an Example)."""
     if "examples" not in document:
         raise invalid_argument("Missing 'examples' key")
     examples = document["examples"]
@@ -36,10 +37,11 @@ def parse_examples_request(document: Mapping[str, Any]) -> input_pb2.Input:
         _fill_example(context, target.context)
     else:
         target = request_input.example_list
-    for example in examples:
+    for index, example in enumerate(examples):
         if not isinstance(example, dict):
             raise json_value_error(example, "Example must be JSON object but got JSON ")
         _fill_example(example, target.examples.add())
+        examples[index] = None  # the document's object let go of once it is an Example
     return request_input
 
 

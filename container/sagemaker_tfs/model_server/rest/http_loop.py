@@ -72,7 +72,7 @@ class _Job:
         self.request = request
         self.arrived = arrived
         self.state = _Job.QUEUED
-        self.buffers: list[bytes] = []
+        self.buffers: list[bytes | bytearray] = []
         self.close = False
 
 
@@ -228,7 +228,7 @@ class HttpLoop:
     def _answer(self, conn: _Connection, reply: HttpReply, method: str, keep_alive: bool) -> None:
         self._send(conn, encode(reply, method, keep_alive), closes(reply, keep_alive))
 
-    def _send(self, conn: _Connection, buffers: list[bytes], close: bool) -> None:
+    def _send(self, conn: _Connection, buffers: list[bytes | bytearray], close: bool) -> None:
         """Queue bytes and write what the socket takes now; ``close``: the connection closes
         once they have left."""
         conn.closing = conn.closing or close

@@ -17,7 +17,7 @@ from sagemaker_tfs.model_server.rest.request_reader import Request
 @dataclasses.dataclass
 class HttpReply:
     status: int
-    body: bytes
+    body: bytes | bytearray
     content_type: str | None = "application/json"
     headers: tuple[tuple[str, str], ...] = ()
     close: bool = False  # the connection closes once this answer has left
@@ -39,7 +39,7 @@ class App(Protocol):
     def ran_too_long(self, request: Request) -> HttpReply | None: ...
 
 
-def encode(reply: HttpReply, method: str, keep_alive: bool) -> list[bytes]:
+def encode(reply: HttpReply, method: str, keep_alive: bool) -> list[bytes | bytearray]:
     """The answer's head and body (no body for HEAD); ``Connection: close`` when the
     connection ends after it."""
     lines = [

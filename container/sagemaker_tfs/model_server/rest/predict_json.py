@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from tensorflow.core.framework import types_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import is_b64_object
+from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.json_tensors import ElementTypeError, build_tensor
 from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_value_error
 from sagemaker_tfs.model_server.serving.signatures import ServableSignature
@@ -41,6 +43,24 @@ def parse_predict_request(
     if INPUTS_KEY in document:
         return _parse_inputs(document[INPUTS_KEY], signature), True
     raise invalid_argument("Missing 'inputs' or 'instances' key")
+
+
+def read_plain_strings(
+    body: bytes | bytearray, signature: ServableSignature
+) -> tuple[dict[str, np.ndarray], bool] | None:
+    """What ``parse_predict_request`` would give for a body that is a plain list of strings
+    under ``instances`` or ``inputs`` for a signature of one string input, read without a
+    Python object per string (``json_strings``); None for any other body or signature."""
+    if len(signature.inputs) != 1:
+        return None
+    alias, spec = next(iter(signature.inputs.items()))
+    if spec.dtype != types_pb2.DT_STRING:
+        return None
+    read = read_string_tensor(body)
+    if read is None:
+        return None
+    key, values = read
+    return {alias: values}, key == INPUTS_KEY
 
 
 def _is_named_object(value: Any) -> bool:
@@ -132,9 +152,19 @@ def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndar
 # --------------------------------------------------------------------------- response
 
 
-def format_predict_response(outputs: Mapping[str, np.ndarray], columnar: bool) -> bytes:
-    """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request)."""
+def format_predict_response(outputs: Mapping[str, Any], columnar: bool) -> bytearray:
+    """``{"predictions": ...}`` (row request) or ``{"outputs": ...}`` (columnar request),
+    its pieces added to one buffer as they are written (not all held, then joined). A scalar
+    string output (which TensorFlow's session gives as a bytes object) is a 0-d array; a
+    ``JoinedStrings`` is sliced into arrays a block at a time by the writer."""
+    arrays = {
+        alias: np.array(value, dtype=object) if isinstance(value, bytes) else value
+        for alias, value in outputs.items()
+    }
+    answer = bytearray()
     try:
-        return b"".join(predict_answer_pieces(outputs, columnar))
+        for piece in predict_answer_pieces(arrays, columnar):
+            answer += piece
+        return answer
     except TensorJsonError as error:
         raise invalid_argument(str(error)) from None

@@ -22,10 +22,10 @@ graph's constants and running inline needs a second one.
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Sequence
+from itertools import islice
 
 import numpy as np
 import tensorflow as tf
@@ -52,10 +52,17 @@ from sagemaker_tfs.model_server.serving.predict_checks import (
     output_aliases,
 )
 from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
-from sagemaker_tfs.model_server.serving.servable import BatchedRuns, RunFunction
+from sagemaker_tfs.model_server.serving.servable import BatchedRuns, RunFunction, SessionRunner
 from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     SignatureTable,
+)
+from sagemaker_tfs.model_server.serving.string_outputs import (
+    JoinedNames,
+    JoinedStrings,
+    joined_fetches,
+    joined_result,
+    string_output_names,
 )
 
 # Session callables kept per version: one per (signature, inputs, outputs) that requests ask
@@ -65,41 +72,6 @@ MAX_CALLABLES = 64
 # Graphs up to this size (their GraphDef, constants included) get a second callable per
 # signature that runs in the caller's thread.
 INLINE_GRAPH_MAX_BYTES = 16 << 20
-# Graphs whose lone runs take less than this go inline even beside other runs.
-SHORT_RUN_SECONDS = 0.001
-
-
-class SessionRunner:
-    """One signature's callables: ``pooled`` runs in TF's inter-op pool, ``inline`` (when
-    there is one) in the caller's thread.
-
-    A run alone goes inline and its time is noted; once lone runs take less than
-    ``SHORT_RUN_SECONDS``, overlapping runs go inline too, since nothing that small can crowd
-    the cores. Wall time, not the caller thread's CPU: an op TensorFlow spreads over its
-    intra-op threads costs the caller little CPU while it crowds the cores all the same, and
-    a lone run slowed by other work only sends the graph to the pool, the safe side."""
-
-    def __init__(self, pooled: RunFunction, inline: RunFunction | None) -> None:
-        self.pooled = pooled
-        self.inline = inline
-        self.seconds = math.inf  # a lone inline run's, smoothed
-
-    def __call__(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """A batch of the batch scheduler's: merged batches always run in the pool."""
-        return self.pooled(values)
-
-    def run(self, values: Sequence[np.ndarray], alone: bool) -> list[np.ndarray]:
-        if self.inline is None:
-            return self.pooled(values)
-        if not alone:
-            short = self.seconds < SHORT_RUN_SECONDS
-            return self.inline(values) if short else self.pooled(values)
-        started = time.perf_counter()
-        results = self.inline(values)
-        spent = time.perf_counter() - started
-        previous = self.seconds
-        self.seconds = spent if previous == math.inf else previous + (spent - previous) / 8
-        return results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +93,10 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         session: tf.compat.v1.Session,
         meta_graph: meta_graph_pb2.MetaGraphDef,
         options: ServableOptions = ServableOptions(),
+        joined: dict[str, JoinedNames] | None = None,
     ) -> None:
         self.name = name
+        self._joined = joined or {}  # string output tensor -> its joined fetches
         self.version = version
         self._session = session
         self._options = options
@@ -168,8 +142,11 @@ class SavedModelServable(SignatureTable, BatchedRuns):
                 _run_init_op(loader, session, meta_graph, list(options.tags))
                 stages["init_graph"] = time.perf_counter() - started - stages["restore_graph"]
                 _check_variables_restored(session, graph, meta_graph, saver)
+            outputs = [(t.name, t.dtype) for d in meta_graph.signature_def.values()
+                       for t in d.outputs.values() if t.name]  # fmt: skip
+            joined = joined_fetches(graph, string_output_names(outputs))
             graph.finalize()
-            servable = cls(name, version, session, meta_graph, options)
+            servable = cls(name, version, session, meta_graph, options, joined)
         except BaseException:
             session.close()
             METRICS.record_load(path, False, stages)
@@ -204,9 +181,9 @@ class SavedModelServable(SignatureTable, BatchedRuns):
     # ----- running -----
 
     def _callable(
-        self, signature: ServableSignature, inputs: tuple[str, ...], outputs: tuple[str, ...]
+        self, signature: ServableSignature, inputs: tuple[str, ...], fetches: tuple[str, ...]
     ) -> SessionRunner:
-        key = (signature.name, inputs, outputs)
+        key = (signature.name, inputs, fetches)
         runner = self._callables.get(key)
         if runner is not None:
             return runner
@@ -215,7 +192,7 @@ class SavedModelServable(SignatureTable, BatchedRuns):
             if runner is None:
                 options = config_pb2.CallableOptions(
                     feed=[signature.inputs[alias].name for alias in inputs],
-                    fetch=[signature.outputs[alias].name for alias in outputs],
+                    fetch=list(fetches),
                 )
                 inline = None
                 if self._inline_allowed:
@@ -243,12 +220,14 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         feeds: dict[str, np.ndarray],
         outputs: tuple[str, ...],
         api: str,
+        fetches: tuple[str, ...] = (),
     ) -> list[np.ndarray]:
         inputs = tuple(sorted(feeds))
         values = [feeds[alias] for alias in inputs]
+        fetches = fetches or tuple(signature.outputs[alias].name for alias in outputs)
         alone = self._enter()
         try:
-            runner = self._callable(signature, inputs, outputs)
+            runner = self._callable(signature, inputs, fetches)
             with METRICS.runtime(self.name, api):
                 if self._batcher is not None:
                     key = (self.name, self.version, signature.name, inputs, outputs)
@@ -272,6 +251,25 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         outputs = output_aliases(signature, output_filter)
         results = self._run(signature, inputs, outputs, "Predict")
         return dict(zip(outputs, results, strict=True))
+
+    def predict_joined(
+        self, signature_name: str, inputs: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray | JoinedStrings]:
+        """``predict`` with string outputs fetched joined (``string_outputs``), for the REST
+        answer; as ``predict`` when runs are batched (the batcher splits arrays)."""
+        signature = self.signature(signature_name)
+        outputs = output_aliases(signature, ())
+        names = [signature.outputs[alias].name for alias in outputs]
+        if self._batcher is not None or not any(name in self._joined for name in names):
+            return dict(self.predict(signature_name, inputs))
+        check_predict_method(signature, self._options.method_name_check)
+        check_inputs(signature, inputs, self._rank_strict.get(signature.name, {}))
+        fetches = tuple(f for name in names for f in self._joined.get(name, (name,)))
+        results = iter(self._run(signature, inputs, outputs, "Predict", fetches))
+        return {
+            alias: joined_result(*islice(results, 3)) if name in self._joined else next(results)
+            for alias, name in zip(outputs, names, strict=True)
+        }
 
     def classify(
         self, signature_name: str, request_input: input_pb2.Input

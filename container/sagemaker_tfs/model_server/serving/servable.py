@@ -8,6 +8,8 @@ this protocol, so a third format is one new module, not a change to them.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     )
 
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
+    from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings
 
     # A tensor in or out of a run: an array of any shape and dtype, spelled without numpy's
     # default type arguments (Any) so that the module passes mypy's disallow_any_explicit.
@@ -78,6 +81,13 @@ class Servable(Protocol):
         output_filter: Sequence[str] = (),
     ) -> dict[str, Tensor]: ...
 
+    def predict_joined(
+        self, signature_name: str, inputs: dict[str, Tensor]
+    ) -> dict[str, Tensor | JoinedStrings]:
+        """``predict`` for a REST answer: a string output may come as a ``JoinedStrings``
+        (``string_outputs``), sliced into arrays a block at a time."""
+        ...
+
     def classify(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> classification_pb2.ClassificationResult: ...
@@ -85,3 +95,40 @@ class Servable(Protocol):
     def regress(
         self, signature_name: str, request_input: input_pb2.Input
     ) -> regression_pb2.RegressionResult: ...
+
+
+# Graphs whose lone runs take less than this go inline even beside other runs.
+SHORT_RUN_SECONDS = 0.001
+
+
+class SessionRunner:
+    """One signature's callables: ``pooled`` runs in TF's inter-op pool, ``inline`` (when
+    there is one) in the caller's thread.
+
+    A run alone goes inline and its time is noted; once lone runs take less than
+    ``SHORT_RUN_SECONDS``, overlapping runs go inline too, since nothing that small can crowd
+    the cores. Wall time, not the caller thread's CPU: an op TensorFlow spreads over its
+    intra-op threads costs the caller little CPU while it crowds the cores all the same, and
+    a lone run slowed by other work only sends the graph to the pool, the safe side."""
+
+    def __init__(self, pooled: RunFunction, inline: RunFunction | None) -> None:
+        self.pooled = pooled
+        self.inline = inline
+        self.seconds = math.inf  # a lone inline run's, smoothed
+
+    def __call__(self, values: Sequence[Tensor]) -> list[Tensor]:
+        """A batch of the batch scheduler's: merged batches always run in the pool."""
+        return self.pooled(values)
+
+    def run(self, values: Sequence[Tensor], alone: bool) -> list[Tensor]:
+        if self.inline is None:
+            return self.pooled(values)
+        if not alone:
+            short = self.seconds < SHORT_RUN_SECONDS
+            return self.inline(values) if short else self.pooled(values)
+        started = time.perf_counter()
+        results = self.inline(values)
+        spent = time.perf_counter() - started
+        previous = self.seconds
+        self.seconds = spent if previous == math.inf else previous + (spent - previous) / 8
+        return results

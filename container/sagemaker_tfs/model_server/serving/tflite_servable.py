@@ -35,6 +35,7 @@ from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.predict_checks import check_inputs, output_aliases
 from sagemaker_tfs.model_server.serving.servable import BatchedRuns
 from sagemaker_tfs.model_server.serving.signatures import SignatureTable
+from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings
 from sagemaker_tfs.model_server.serving.tflite_signatures import serving_signatures, tensor_map
 
 TFLITE_FILE = "model.tflite"
@@ -200,6 +201,12 @@ class TfLiteServable(SignatureTable, BatchedRuns):
         """Nothing to do: interpreters hold no resources beyond memory, and the lanes' idle
         threads end when their executor is collected; the last reference frees both, so a
         call still in flight finishes on them."""
+
+    def predict_joined(
+        self, signature_name: str, inputs: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray | JoinedStrings]:
+        """``predict``: the interpreter gives string outputs as arrays."""
+        return dict(self.predict(signature_name, inputs))
 
     def predict(
         self,

@@ -1,0 +1,229 @@
+"""A predict body of strings read straight into one array, without a Python object per string.
+
+``{"instances": [...]}`` or ``{"inputs": [...]}`` whose value is a rectangular (nested) list
+of JSON strings, and nothing else: the strings' bytes are copied from the body into a NumPy
+fixed-width ``S`` array (one buffer; TensorFlow feeds it as a string tensor), found by the
+positions of the body's quotes. The general reader (orjson, then a list of bytes objects)
+holds ~12x the body for short strings; this one the body, the quotes' offsets (4 bytes
+each) and the array.
+
+Only bodies the general reader would read without error, and to the same bytes, are taken:
+anything else (other keys, ``{"b64": ...}`` objects, empty lists, scalars, ragged lists,
+bytes after the root object, control characters in a string, ``\\uD800``-like escapes, an
+escape the standard parser refuses) returns None, and the caller reads the body the general
+way, which words the error as TF Serving does. Strings with a backslash are decoded one by
+one by the standard parser; bytes that are not UTF-8 are kept as they came, as the general
+reader keeps them. Strings of very unequal lengths (a fixed width that would waste memory)
+and strings ending in a NUL byte (which an ``S`` array drops) become an object array of
+bytes instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+
+from sagemaker_tfs.model_server.rest.b64_values import (
+    NotDecoded,
+    copy_spans,
+    decode_b64_spans,
+    spans,
+)
+
+KEYS = (b"instances", b"inputs")
+# Bytes of the body looked at a block at a time when its structure is taken out.
+BLOCK_BYTES = 1 << 18
+# A fixed-width array may hold up to this many times the strings' bytes (plus one MB):
+# beyond, the strings are bytes objects in an object array.
+MAX_WIDTH_WASTE = 4
+_QUOTE, _BACKSLASH, _STRING_MARK = ord('"'), ord("\\"), ord("s")
+_WHITESPACE = b" \t\n\r"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_STRICT = json.JSONDecoder()
+
+
+class _NotPlain(Exception):
+    """The body is not one this reader takes: the general reader reads it."""
+
+
+def read_string_tensor(body: bytes | bytearray) -> tuple[str, np.ndarray] | None:
+    """(``"instances"`` or ``"inputs"``, the strings as an array of their nested lists'
+    shape), or None when the body is not a plain list of strings under one of those keys."""
+    try:
+        return _read(body)
+    except _NotPlain:
+        return None
+
+
+def _read(body: bytes | bytearray) -> tuple[str, np.ndarray]:
+    data = np.frombuffer(body, dtype=np.uint8)
+    if not data.size or b'"' not in body:
+        raise _NotPlain
+    quotes = _string_quotes(body, data)
+    if quotes.size < 4 or quotes.size % 2:
+        raise _NotPlain
+    skeleton = _skeleton(data, quotes)
+    starts, ends = quotes[0::2] + 1, quotes[1::2].copy()
+    del quotes  # half of it kept (ends) rather than all of it
+    _refuse_controls_in_strings(data, starts, ends)
+    key = bytes(body[int(starts[0]) : int(ends[0])])
+    if key not in KEYS or not skeleton.startswith(b"{s:") or not skeleton.endswith(b"}"):
+        raise _NotPlain
+    value = skeleton[3:-1]
+    if b"{" in value:
+        return key.decode(), _b64_values(body, data, value, starts[1:], ends[1:])
+    shape = _rectangular_shape(value, starts.size - 1)
+    values = _string_array(body, data, starts[1:], ends[1:])
+    return key.decode(), values.reshape(shape)
+
+
+def _b64_values(body: bytes | bytearray, data: np.ndarray, value: bytes, starts: np.ndarray,
+                ends: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Lists of ``{"b64": ...}`` objects only (each ``{s:s}`` in the skeleton), decoded."""
+    if starts.size % 2:
+        raise _NotPlain
+    shape = _rectangular_shape(value.replace(b"{s:s}", b"s"), starts.size // 2)
+    key_starts, key_ends = starts[0::2], ends[0::2]
+    is_b64 = (key_ends - key_starts == 3) & (data[key_starts] == ord("b"))
+    is_b64 &= (data[key_starts + 1] == ord("6")) & (data[key_starts + 2] == ord("4"))
+    if not is_b64.all():
+        raise _NotPlain
+    try:
+        values = decode_b64_spans(body, data, starts[1::2], ends[1::2], MAX_WIDTH_WASTE)
+    except NotDecoded:
+        raise _NotPlain from None
+    return values.reshape(shape)
+
+
+def _string_quotes(body: bytes | bytearray, data: np.ndarray) -> np.ndarray:
+    """Offsets of the quotes that open or close a string (not the escaped ones), found a
+    block at a time, 4 bytes each for a body under 2 GB."""
+    offset_type = np.int32 if data.size < 2**31 else np.int64
+    quotes = np.concatenate([
+        (np.flatnonzero(data[block : block + BLOCK_BYTES] == _QUOTE) + block).astype(offset_type)
+        for block in range(0, data.size, BLOCK_BYTES)
+    ])  # fmt: skip
+    if b"\\" not in body:
+        return quotes
+    after_backslash = quotes[(quotes > 0) & (data[np.maximum(quotes - 1, 0)] == _BACKSLASH)]
+    escaped = [q for q in after_backslash.tolist() if _backslashes_before(body, q) % 2]
+    return np.setdiff1d(quotes, np.array(escaped, dtype=offset_type), assume_unique=True)
+
+
+def _backslashes_before(body: bytes | bytearray, offset: int) -> int:
+    count = 0
+    while offset - count > 0 and body[offset - count - 1] == _BACKSLASH:
+        count += 1
+    return count
+
+
+def _refuse_controls_in_strings(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """A control character inside a string is an error: the general reader words it."""
+    for block in range(0, data.size, BLOCK_BYTES):
+        controls = np.flatnonzero(data[block : block + BLOCK_BYTES] < 0x20) + block
+        controls = controls.astype(starts.dtype)  # searched without a cast of starts
+        if not controls.size:
+            continue
+        owner = np.searchsorted(starts, controls, side="right") - 1
+        inside = (owner >= 0) & (controls < ends[np.maximum(owner, 0)])
+        if inside.any():
+            raise _NotPlain
+
+
+def _skeleton(data: np.ndarray, quotes: np.ndarray) -> bytes:
+    """The body outside its strings, whitespace removed, each string written ``s``."""
+    pieces = []
+    for block in range(0, data.size, BLOCK_BYTES):
+        chunk = data[block : block + BLOCK_BYTES].copy()
+        bounds = np.array([block, block + chunk.size], dtype=quotes.dtype)  # no cast of quotes
+        first, last = np.searchsorted(quotes, bounds)
+        inside_at_start = first % 2 == 1
+        marks = np.zeros(chunk.size + 1, dtype=np.int8)
+        local = quotes[first:last] - block
+        opening = local[(np.arange(first, last) % 2) == 0]
+        closing = local[(np.arange(first, last) % 2) == 1]
+        marks[0] = 1 if inside_at_start else 0
+        np.add.at(marks, opening, 1)
+        np.add.at(marks, closing, -1)
+        outside = np.cumsum(marks[:-1], dtype=np.int8) == 0
+        chunk[closing] = _STRING_MARK
+        outside[opening] = False
+        pieces.append(chunk[outside].tobytes())
+    return b"".join(pieces).translate(None, _WHITESPACE)
+
+
+def _rectangular_shape(value: bytes, count: int) -> tuple[int, ...]:
+    """The shape of a skeleton such as ``[[s,s],[s,s]]`` holding ``count`` strings; raises
+    _NotPlain unless every list of a level has the same, non-zero length."""
+    leading = re.match(rb"\[*", value)
+    depth = leading.end() if leading else 0
+    if depth == 0:
+        raise _NotPlain
+    shape: list[int] = []
+    row = b"s"
+    for level in range(depth, 0, -1):
+        end = value.find(b"]" * (depth - level + 1))
+        if end < 0:
+            raise _NotPlain
+        items = end + (depth - level) - level  # the first list of this level, unbracketed
+        size = (items + 1) // (len(row) + 1)
+        if size == 0:
+            raise _NotPlain
+        shape.insert(0, size)
+        row = b"[" + row + (b"," + row) * (size - 1) + b"]"
+    if row != value or math.prod(shape) != count:
+        raise _NotPlain
+    return tuple(shape)
+
+
+def _string_array(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
+                  ends: np.ndarray) -> np.ndarray:  # fmt: skip
+    """The strings between ``starts`` and ``ends``, escapes decoded, as a flat array."""
+    lengths = ends - starts  # an escaped string's text is shorter: the width may be wider
+    decoded = _escaped_strings(body, data, starts, ends)
+    width = int(lengths.max()) if lengths.size else 0
+    wasteful = lengths.size * width > MAX_WIDTH_WASTE * int(lengths.sum()) + (1 << 20)
+    if wasteful or any(text.endswith(b"\x00") for text in decoded.values()):
+        return _object_array(body, starts, ends, decoded)
+    values = np.zeros(starts.size, dtype=f"S{max(width, 1)}")
+    copy_spans(data, starts, lengths, values.view(np.uint8).reshape(starts.size, -1))
+    for index, text in decoded.items():
+        values[index] = text
+    return values
+
+
+def _escaped_strings(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
+                     ends: np.ndarray) -> dict[int, bytes]:  # fmt: skip
+    """The strings that hold a backslash, decoded by the standard parser."""
+    if b"\\" not in body:
+        return {}
+    decoded: dict[int, bytes] = {}
+    backslashes = np.flatnonzero(data == _BACKSLASH)
+    owners = np.unique(np.searchsorted(starts, backslashes, side="right") - 1)
+    for index in owners.tolist():
+        if index < 0:
+            continue
+        raw = bytes(body[int(starts[index]) : int(ends[index])])
+        if b"\\" not in raw:
+            continue  # a backslash outside strings: the skeleton refuses it
+        if _SURROGATE_ESCAPE.search(raw):
+            raise _NotPlain
+        try:
+            text = _STRICT.decode('"' + raw.decode("utf-8", errors="surrogateescape") + '"')
+        except json.JSONDecodeError:
+            raise _NotPlain from None
+        decoded[index] = text.encode("utf-8", errors="surrogateescape")
+    return decoded
+
+
+def _object_array(body: bytes | bytearray, starts: np.ndarray, ends: np.ndarray,
+                  decoded: dict[int, bytes]) -> np.ndarray:  # fmt: skip
+    values = np.empty(starts.size, dtype=object)
+    view = memoryview(body)
+    for index, start, end in spans(starts, ends):
+        text = decoded.get(index)
+        values[index] = bytes(view[start:end]) if text is None else text
+    return values

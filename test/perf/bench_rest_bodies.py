@@ -1,0 +1,95 @@
+"""The Python model server's REST API alone, in process, on large JSON bodies (issue 53).
+
+Loads ``dtype_echo`` (a string x -> y = x) and ``saved_model_half_plus_three`` from the test
+models' cache, then for each shape of ``--shapes`` (``strings``, ``b64``: ``text_shapes.py``'s
+bodies to ``dtype_echo``; ``examples``: a ``regress`` body of three-feature examples to the
+other's regress signature) at ``--mb`` MB answers one warm-up body, resets the process's
+peak RSS (``/proc/self/clear_refs``) and answers the body through ``RestApi.handle``: prints
+the seconds and the peak RSS growth over the body.
+Run it once per tree to compare (``PYTHONPATH=<tree>/container``), alternating, one process
+per body (``--shapes`` of one name): a process keeps the heap of its earlier bodies.
+
+Usage: ``PYTHONPATH=container .venv/bin/python test/perf/bench_rest_bodies.py --shapes strings``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+from sagemaker_tfs.model_server.rest.api import RestApi
+from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from text_shapes import SHAPES, numbers, repeated  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL = "dtype_echo"
+REGRESS_MODEL = "saved_model_half_plus_three"
+REGRESS_HEAD = b'{"signature_name": "tensorflow/serving/regress", "examples": ['
+
+
+class Manager:
+    def __init__(self, servables: dict[str, SavedModelServable]) -> None:
+        self.servables = servables
+
+    def get_servable(self, name: str, version: int | None, label: str | None) -> Any:
+        return self.servables[name]
+
+
+def examples_body(size: int) -> bytes:
+    values = numbers(20_000, 4)
+    rows = ", ".join(f'{{"x": {x}, "w": "word", "n": [1, 2, 3]}}' for x in values)
+    return repeated(REGRESS_HEAD, rows.encode() + b", ", b'{"x": 1.0}', b"]}", size)
+
+
+def load(cache: Path, name: str) -> SavedModelServable:
+    version = sorted(path.name for path in (cache / name).iterdir() if path.name.isdigit())[-1]
+    config = tf.compat.v1.ConfigProto()
+    return SavedModelServable.load(name, int(version), str(cache / name / version), config)
+
+
+def status_bytes(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shapes", default="strings,b64")
+    parser.add_argument("--mb", type=float, default=10)
+    args = parser.parse_args()
+    cache = Path(
+        os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
+    )
+    servables = {name: load(cache, name) for name in (MODEL, REGRESS_MODEL)}
+    api = RestApi(Manager(servables))  # type: ignore[arg-type]
+    bodies = {shape.name: shape.body for shape in SHAPES if shape.model == MODEL}
+    bodies["examples"] = examples_body
+    for name in args.shapes.split(","):
+        model, verb = (REGRESS_MODEL, "regress") if name == "examples" else (MODEL, "predict")
+        path = f"/v1/models/{model}:{verb}"
+        body = bodies[name](int(args.mb * (1 << 20)))
+        api.handle("POST", path, bodies[name](1 << 20))  # warm-up: ~1 MB
+        gc.collect()
+        Path("/proc/self/clear_refs").write_text("5")
+        before = status_bytes("VmRSS")
+        started = time.perf_counter()
+        status, answer = api.handle("POST", path, body)
+        seconds = time.perf_counter() - started
+        growth = (status_bytes("VmHWM") - before) / len(body)
+        assert status == 200, bytes(answer[:300])
+        print(f"{name:8} {len(body) / (1 << 20):5.1f} MB {seconds:6.2f} s  peak RSS growth "
+              f"{growth:5.2f}x the body", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
