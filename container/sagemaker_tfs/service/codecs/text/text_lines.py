@@ -91,10 +91,10 @@ def _check_gaps(body: bytes, starts: np.ndarray, ends: np.ndarray, previous_end:
 def _joined(body: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes | bytearray:
     """The values' bytes joined by commas: when one byte lies between each two (a newline),
     the bytes from the first to the last with those bytes made commas."""
-    base, stop = int(starts[0]), int(ends[-1])
-    if stop - base - int((ends - starts).sum()) != len(ends) - 1:
+    if not (starts[1:] == ends[:-1] + 1).all():
         values = zip(starts.tolist(), ends.tolist(), strict=True)
         return b",".join(body[first:last] for first, last in values)
+    base, stop = int(starts[0]), int(ends[-1])
     joined = bytearray(memoryview(body)[base:stop])
     np.frombuffer(joined, np.uint8)[ends[:-1] - base] = ord(",")
     return joined
