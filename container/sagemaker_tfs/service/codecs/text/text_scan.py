@@ -55,7 +55,7 @@ def marks(view: np.ndarray, start: int, stop: int) -> Iterator[Marks]:
             quotes[found[_escaped(view, found, start)] - low] = 0
         inside = np.bitwise_xor.accumulate(quotes)
         inside ^= in_string
-        positions = np.flatnonzero(_MARKS[window] > inside) + low
+        positions = np.flatnonzero(_MARKS.take(window) > inside) + low
         chars = view[positions]
         delta = _DELTA[chars]
         after = np.cumsum(delta, dtype=np.int64) + depth
