@@ -84,6 +84,8 @@ def _escaped(view: np.ndarray, quotes: np.ndarray, start: int) -> np.ndarray:
 
 def first_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
     """The first position in ``[start, stop)`` that is not JSON whitespace, else ``stop``."""
+    if start < stop and _NOT_WHITESPACE[view[start]]:
+        return start
     for low in range(start, stop, WINDOW):
         found = np.flatnonzero(_NOT_WHITESPACE[view[low : min(low + WINDOW, stop)]])
         if len(found):
@@ -94,6 +96,8 @@ def first_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
 def last_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
     """One past the last position in ``[start, stop)`` that is not JSON whitespace, else
     ``start``."""
+    if start < stop and _NOT_WHITESPACE[view[stop - 1]]:
+        return stop
     for high in range(stop, start, -WINDOW):
         low = max(start, high - WINDOW)
         found = np.flatnonzero(_NOT_WHITESPACE[view[low:high]])
