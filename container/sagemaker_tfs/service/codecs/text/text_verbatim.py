@@ -163,7 +163,9 @@ class _Document:
         last comma among the marks of one window; a member larger than the window, alone.
         Returns where the container closes (-1: not yet) and where the next run starts."""
         stop = min(run_start + text_scan.WINDOW, len(self.body))
-        window = next(marks(self.view, run_start, stop))
+        window = next(marks(self.view, run_start, stop), None)
+        if window is None:  # the body ends before the container does
+            raise Unsure
         top = window.depths == 0
         closings = window.positions[top & _IS_CLOSING[window.chars]]
         if closings.size:
