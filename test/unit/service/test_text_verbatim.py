@@ -336,3 +336,19 @@ def test_a_body_nested_near_the_recursion_limit_is_left_to_convert(any_size: Non
         except text_scan.Unsure:
             continue
     assert read and all(read)
+
+
+def test_a_body_is_read_whatever_the_window(
+    any_size: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member that only ends a window (an empty list or object among them) is read a
+    level down like a large one, not left to ``convert``."""
+    bodies = [
+        b'{"a": -0.5,\n "instances": [], "b": {}, "c": [[], {}, [[]], "x"]}',
+        b'[[], {}, [], [[], []], {"d": {}}, [{}]]',
+        b'{"instances": [{"b64": "YWJj"}, {"b64": ""}, ["", []], "\\"], [", {}]}',
+    ]
+    for window in range(4, 48):
+        monkeypatch.setattr(text_scan, "WINDOW", window)
+        for body in bodies:
+            assert text_verbatim.rest_request(body) == reference(body), (window, body)

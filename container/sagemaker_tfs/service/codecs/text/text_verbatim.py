@@ -172,8 +172,12 @@ class _Document:
             closing = int(closings[0])
             if self.body[closing] != _CLOSING[self.body[opening]]:
                 raise Unsure
-            seen(self.run(opening, run_start, closing, level))
-            return closing, closing + 1
+            if (
+                run_start > opening + 1
+                or first_not_whitespace(self.view, run_start, closing) < closing
+            ):
+                seen(self.run(opening, run_start, closing, level))
+            return closing, closing + 1  # else an empty container (a member that ends a window)
         commas = window.positions[top & (window.chars == COMMA)]
         if commas.size:
             seen(self.run(opening, run_start, int(commas[-1]), level))
