@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -78,6 +78,11 @@ EXTRA_CASES = [
     '{"instances": ["a"]}\ufeff',
     "\ufeff" + '{"instances": ["a"]}',
     "\xa0[[1]]",
+    '{"k": ["a", "b", "c", "d", "e", "f", "g", "h", "i"], ["j", "k"]}',
+    '{"k": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [10, 11]}',
+    "[[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14]], [15]]",
+    '{"instances": [1, 2, 3, 4, 5, 6, 7, 8, "a, b, c, d", 9, "e, f", 10]}',
+    '{"instances": [{"a": [1, 2]}, {"a": [3, 4]}, {"a": [5, 6]}, {"a": [7, 8]}, {"b": 9}]}',
 ]
 
 
@@ -97,6 +102,8 @@ LINES_CASES = [
     "[" * 150 + "]" * 150 + "\n[1]",
     '{"x": "a"}\n\n\n   \n',
     '{"x": 1}\n{"x": 01}',
+    '{"x": 1}{"x": 2}\n\n{"x": 3}',
+    '{"x": 1}\r\n{"x": 2}{"x": 3}\n{"x": 4}',
 ]
 
 
@@ -283,3 +290,65 @@ def test_a_large_body_going_the_rest_way_is_read_within_a_fraction_of_itself(
     assert isinstance(read, RestRequest)
     assert read.body == convert(kind, body).encode("utf-8")
     assert peak < bound * len(body), f"{name}: {peak / len(body):.2f}x the body"
+
+
+@pytest.mark.parametrize("make", [strings, b64, classify], ids=["strings", "b64", "classify"])
+def test_a_large_body_is_scanned_a_few_windows_at_most(
+    make: Callable[[int], bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs end at guessed commas, proved by parsing: the marks of a few windows are
+    scanned (before: every window twice, the outer object's and its large member's)."""
+    monkeypatch.setattr(text_scan, "WINDOW", 32 << 10)
+    scanned = []
+
+    def counted(view: np.ndarray, start: int, stop: int) -> Iterator[text_scan.Marks]:
+        for window in text_scan.marks(view, start, stop):
+            scanned.append(window)
+            yield window
+
+    monkeypatch.setattr(text_verbatim, "marks", counted)
+    body = make(4 * MB)
+    assert text_verbatim.rest_request(body) == convert(JSON, body).encode()
+    assert len(scanned) <= 6, f"{len(scanned)} of {len(body) >> 15} windows scanned"
+
+
+def test_a_body_nested_near_the_recursion_limit_is_left_to_convert(any_size: None) -> None:
+    """A run is parsed PAD lists deeper than it lies in the document: a body that ``convert``
+    reads with a few levels to spare is left to it (read here with PAD 0), and every body
+    read here near the limit is one ``convert`` reads, into the same request."""
+
+    def body(depth: int) -> bytes:
+        return ('{"instances": [' + "[" * depth + "]" * depth + "]}").encode()
+
+    def convert_reads(depth: int) -> bool:
+        return isinstance(reference(body(depth)), bytes)
+
+    low, high = 1, 100_000  # the deepest body convert reads, found from this frame
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if convert_reads(middle) else (low, middle)
+    with pytest.raises(text_scan.Unsure):
+        text_verbatim.rest_request(body(low - 8))
+    read = []
+    for depth in range(low - 40, low + 3):
+        try:
+            read.append(text_verbatim.rest_request(body(depth)) == reference(body(depth)))
+        except text_scan.Unsure:
+            continue
+    assert read and all(read)
+
+
+def test_a_body_is_read_whatever_the_window(
+    any_size: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member that only ends a window (an empty list or object among them) is read a
+    level down like a large one, not left to ``convert``."""
+    bodies = [
+        b'{"a": -0.5,\n "instances": [], "b": {}, "c": [[], {}, [[]], "x"]}',
+        b'[[], {}, [], [[], []], {"d": {}}, [{}]]',
+        b'{"instances": [{"b64": "YWJj"}, {"b64": ""}, ["", []], "\\"], [", {}]}',
+    ]
+    for window in range(4, 48):
+        monkeypatch.setattr(text_scan, "WINDOW", window)
+        for body in bodies:
+            assert text_verbatim.rest_request(body) == reference(body), (window, body)

@@ -4,11 +4,12 @@ Python object per value of the whole body, for ``text_verbatim`` (issue 53).
 The values are found by their marks (``text_scan``: an opening bracket at depth 0, the
 closing one that brings the depth back to 0), a window at a time; each is checked as
 ``text_rest.split_json_lines`` reads it (``json.JSONDecoder.raw_decode`` from its first
-byte ends exactly at its last; one larger than a window is read by ``large_value``, a run
-of members at a time), and what lies between two values must be JSON whitespace. The
-request is the values' bytes joined by commas, a window's values at a time, written into one
-buffer that becomes the request without a copy. Anything else
-is ``Unsure`` (``text_rest`` then reads the body, with its errors in its words).
+byte ends exactly at its last: a window's values by one ``json.loads`` of them joined in a
+list; one larger than a window by ``large_value``, a run of members at a time), and what
+lies between two values must be JSON whitespace. The request is the values' bytes joined
+by commas, a window's values at a time, written into one buffer that becomes the request
+without a copy. Anything else is ``Unsure`` (``text_rest`` then reads the body, with its
+errors in its words).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ def instances(body: bytes, view: np.ndarray, bounds: tuple[int, int], large_valu
         starts, ends, pending = _spans(window, pending)
         if len(ends):
             _check_gaps(body, starts, ends, previous_end)
-            _check_values(body, starts, ends, large_value)
-            values = zip(starts.tolist(), ends.tolist(), strict=True)
+            joined = _joined(body, starts, ends)
+            _check_values(body, starts, ends, joined, large_value)
             written.write(b"," if count else b"")
-            written.write(b",".join(body[first:last] for first, last in values))
+            written.write(joined)
             previous_end, count = int(ends[-1]), count + len(ends)
     if pending >= 0 or previous_end != stop or count < at_least:
         raise Unsure
@@ -87,9 +88,24 @@ def _check_gaps(body: bytes, starts: np.ndarray, ends: np.ndarray, previous_end:
             raise Unsure
 
 
-def _check_values(body: bytes, starts: np.ndarray, ends: np.ndarray,
+def _joined(body: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes | bytearray:
+    """The values' bytes joined by commas: when one byte lies between each two (a newline),
+    the bytes from the first to the last with those bytes made commas."""
+    if not (starts[1:] == ends[:-1] + 1).all():
+        values = zip(starts.tolist(), ends.tolist(), strict=True)
+        return b",".join(body[first:last] for first, last in values)
+    base, stop = int(starts[0]), int(ends[-1])
+    joined = bytearray(memoryview(body)[base:stop])
+    np.frombuffer(joined, np.uint8)[ends[:-1] - base] = ord(",")
+    return joined
+
+
+def _check_values(body: bytes, starts: np.ndarray, ends: np.ndarray, joined: bytes | bytearray,
                   large_value: LargeValue) -> None:  # fmt: skip
-    """Each value is one JSON value as ``raw_decode`` reads it from its first byte."""
+    """Each value is one JSON value as ``raw_decode`` reads it from its first byte: each
+    begins and ends with a bracket that the marks match, so one ``json.loads`` of them
+    joined in a list, with as many members, says so of all (the values that are larger
+    than a window, one at a time)."""
     sizes = ends - starts
     if int(sizes.max()) > text_scan.WINDOW:
         for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
@@ -98,14 +114,12 @@ def _check_values(body: bytes, starts: np.ndarray, ends: np.ndarray,
             else:
                 _one_value(_decoded(body, first, last), 0, None)
         return
-    base, stop = int(starts[0]), int(ends[-1])
-    text = _decoded(body, base, stop)
-    if len(text) == stop - base:  # ASCII: the text's offsets are the body's
-        for first, last in zip((starts - base).tolist(), (ends - base).tolist(), strict=True):
-            _one_value(text, first, last)
-    else:
-        for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
-            _one_value(_decoded(body, first, last), 0, None)
+    try:
+        parsed = json.loads(b"".join((b"[", joined, b"]")).decode())
+    except (ValueError, RecursionError):
+        raise Unsure from None
+    if len(parsed) != len(ends):
+        raise Unsure
 
 
 def _decoded(body: bytes, start: int, stop: int) -> str:

@@ -55,7 +55,7 @@ def marks(view: np.ndarray, start: int, stop: int) -> Iterator[Marks]:
             quotes[found[_escaped(view, found, start)] - low] = 0
         inside = np.bitwise_xor.accumulate(quotes)
         inside ^= in_string
-        positions = np.flatnonzero(_MARKS[window] > inside) + low
+        positions = np.flatnonzero(_MARKS.take(window) > inside) + low
         chars = view[positions]
         delta = _DELTA[chars]
         after = np.cumsum(delta, dtype=np.int64) + depth
@@ -84,6 +84,8 @@ def _escaped(view: np.ndarray, quotes: np.ndarray, start: int) -> np.ndarray:
 
 def first_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
     """The first position in ``[start, stop)`` that is not JSON whitespace, else ``stop``."""
+    if start < stop and _NOT_WHITESPACE[view[start]]:
+        return start
     for low in range(start, stop, WINDOW):
         found = np.flatnonzero(_NOT_WHITESPACE[view[low : min(low + WINDOW, stop)]])
         if len(found):
@@ -94,6 +96,8 @@ def first_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
 def last_not_whitespace(view: np.ndarray, start: int, stop: int) -> int:
     """One past the last position in ``[start, stop)`` that is not JSON whitespace, else
     ``start``."""
+    if start < stop and _NOT_WHITESPACE[view[stop - 1]]:
+        return stop
     for high in range(stop, start, -WINDOW):
         low = max(start, high - WINDOW)
         found = np.flatnonzero(_NOT_WHITESPACE[view[low:high]])
