@@ -11,10 +11,12 @@ server's REST status through those same slots and answered 503 "Models not avail
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from ping_under_load import (
     HEAVY_CLIENTS,
     LARGE_BODY_CLIENTS,
@@ -75,8 +77,29 @@ def loaded_stack(
         stacks.stop_all()
 
 
+def _wait_until_served(stack: Stack, body: bytes, attributes: dict[str, str]) -> None:
+    """One request answered 200 before the load: the work a load before this one left behind
+    (its clients gave up on requests the model server still runs) is done, so that each load
+    starts from an idle stack whatever ran before it (a compute_heavy load left the batching
+    queue full and the gunicorn workers busy for the 2 MB load that followed, which then
+    got no answer in time on a loaded host)."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            reply = requests.post(
+                f"{stack.url}/invocations", data=body, headers=attributes, timeout=60
+            )
+            if reply.status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, f"not served within 180 s\n{stack.log_tail()}"
+        time.sleep(0.5)
+
+
 def _check(kind: str, load: str, stack: Stack, body: bytes, clients: int, model: str) -> None:
     attributes = {"X-Amzn-SageMaker-Custom-Attributes": f"tfs-model-name={model}"}
+    _wait_until_served(stack, body, {**attributes, "Content-Type": "application/json"})
     run = run_load(stack.url, body, clients, LOAD_SECONDS, attributes)
     report(f"ping under load: {kind}, {load}: {run.summary()}")
     assert (
