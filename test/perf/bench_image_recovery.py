@@ -67,12 +67,12 @@ EXPECTED = [3.5, 4.0, 5.5]  # half_plus_three: x / 2 + 3
 NAME = "sagemaker-tfs-recovery-bench"
 
 
-def model_dir(with_stream_code: bool, scratch: Path) -> Path:
-    """The models the container serves: ``half_plus_three``, with the stream example's code."""
-    if not with_stream_code:
+def model_dir(code: Path | None, scratch: Path) -> Path:
+    """The models the container serves: ``half_plus_three``, with ``code`` as its ``code/``."""
+    if code is None:
         return MODELS
     shutil.copytree(MODELS, scratch / "model")
-    shutil.copytree(STREAM_CODE, scratch / "model" / "code")
+    shutil.copytree(code, scratch / "model" / "code")
     return scratch / "model"
 
 
@@ -301,12 +301,17 @@ def main() -> None:
     parser.add_argument("--stream-clients", type=int, default=0)
     parser.add_argument("--logs", type=Path, help="the container's log, written here at the end")
     parser.add_argument(
+        "--code", type=Path, help="a code/ folder for the model (default: the stream example's "
+        "with --stream-clients, else none), e.g. one whose inference.py serves /invocations",
+    )  # fmt: skip
+    parser.add_argument(
         "--kinds", default="nginx master,nginx worker,gunicorn master,gunicorn worker,"
         "stream server,model server",
     )  # fmt: skip
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-image-recovery-"))
-    port, init = start(args.image, model_dir(args.stream_clients > 0, scratch))
+    code = args.code or (STREAM_CODE if args.stream_clients else None)
+    port, init = start(args.image, model_dir(code, scratch))
     try:
         with Clients(port, args.clients) as clients, StreamClients(
             port, args.stream_clients
