@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,9 +29,9 @@ from pathlib import Path
 import pytest
 import requests
 from local_ports import free_port
+from nginx_in_front import UnixStandIn, answer_json, read_request, start_nginx, stop_nginx
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.supervisor import nginx_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -88,7 +87,7 @@ class RefusingModelServer:
         self.server.server_close()
 
 
-class StandInService:
+class StandInService(UnixStandIn):
     """The Python service's unix socket: each request read whole, then held until nginx closes
     the connection (``hold``) or answered SERVICE_ANSWER at once. Counts the requests it got
     and the connections nginx closed while one was held."""
@@ -97,53 +96,17 @@ class StandInService:
         self.hold = True
         self.requests: list[bytes] = []
         self.closed_while_held = 0
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(path)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self.listener.accept()
-            except OSError:
+    def serve(self, connection: socket.socket, number: int) -> None:
+        while (request := read_request(connection)) is not None:
+            self.requests.append(request)
+            if self.hold:
+                connection.settimeout(60)
+                if connection.recv(1) == b"":
+                    self.closed_while_held += 1
                 return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
-
-    def _serve(self, connection: socket.socket) -> None:
-        with connection:
-            while (request := _read_request(connection)) is not None:
-                self.requests.append(request)
-                if self.hold:
-                    connection.settimeout(60)
-                    if connection.recv(1) == b"":
-                        self.closed_while_held += 1
-                    return
-                head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                connection.sendall(f"{head}Content-Length: {len(SERVICE_ANSWER)}\r\n\r\n".encode())
-                connection.sendall(SERVICE_ANSWER)
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _read_request(connection: socket.socket) -> bytes | None:
-    """One request read whole (head and Content-Length body); None at the end."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = connection.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, body = data.split(b"\r\n\r\n", 1)
-    length = next(
-        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
-         if line.lower().startswith(b"content-length:")),
-        0,
-    )  # fmt: skip
-    while len(body) < length:
-        body += connection.recv(65536)
-    return data
+            answer_json(connection, SERVICE_ANSWER)
 
 
 @dataclasses.dataclass
@@ -165,22 +128,9 @@ def front(tmp_path: Path) -> Iterator[Front]:
     config = dataclasses.replace(config, instances=(Instance(free_port(), model_server.port),))
     Path(config.work.root).mkdir(parents=True)
     service = StandInService(config.work.service_socket)
-    conf = Path(config.work.root) / "nginx.conf"
-    conf.write_text(nginx_config.render(config))
-    nginx = subprocess.Popen(
-        ["nginx", "-p", f"{config.work.root}/", "-c", str(conf), "-e", "stderr"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", config.port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    nginx = start_nginx(config)
     yield Front(config.port, model_server, service)
-    nginx.terminate()
-    nginx.wait(10)
+    stop_nginx(nginx)
     service.close()
     model_server.close()
 

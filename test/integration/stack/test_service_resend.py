@@ -17,8 +17,6 @@ a killed worker does.
 from __future__ import annotations
 
 import socket
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,69 +24,31 @@ from pathlib import Path
 import pytest
 import requests
 from local_ports import free_port
+from nginx_in_front import UnixStandIn, answer_json, read_request, start_nginx, stop_nginx
 from sagemaker_tfs.config import load_config
-from sagemaker_tfs.supervisor import nginx_config
 
 EXAMPLE_MODELS = Path(__file__).resolve().parents[2] / "resources" / "models"
 ANSWER = b'{"predictions": [3.5]}'
 
 
-class DyingFirstWorker:
+class DyingFirstWorker(UnixStandIn):
     """A unix-socket HTTP server whose first ``dying`` connections die after their request was
     read."""
 
     def __init__(self, path: str, dying: int = 1) -> None:
-        self.connections = 0
         self.dying = dying
         self.silent_seconds = 0.0  # instead: each request held this long, unanswered
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(path)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self.listener.accept()
-            except OSError:
+    def serve(self, connection: socket.socket, number: int) -> None:
+        die = number <= self.dying
+        while read_request(connection) is not None:
+            if self.silent_seconds:
+                time.sleep(self.silent_seconds)
                 return
-            self.connections += 1
-            dies = self.connections <= self.dying
-            threading.Thread(target=self._serve, args=(connection, dies), daemon=True).start()
-
-    def _serve(self, connection: socket.socket, die: bool) -> None:
-        with connection:
-            while _read_request(connection):
-                if self.silent_seconds:
-                    time.sleep(self.silent_seconds)
-                    return
-                if die:
-                    return  # closed with the request read and nothing answered
-                head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                connection.sendall(f"{head}Content-Length: {len(ANSWER)}\r\n\r\n".encode())
-                connection.sendall(ANSWER)
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _read_request(connection: socket.socket) -> bool:
-    """One request read whole (its Content-Length body included); False at the end."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = connection.recv(65536)
-        if not chunk:
-            return False
-        data += chunk
-    head, body = data.split(b"\r\n\r\n", 1)
-    length = next(
-        (int(line.split(b":")[1]) for line in head.split(b"\r\n")
-         if line.lower().startswith(b"content-length:")),
-        0,
-    )  # fmt: skip
-    while len(body) < length:
-        body += connection.recv(65536)
-    return True
+            if die:
+                return  # closed with the request read and nothing answered
+            answer_json(connection, ANSWER)
 
 
 @pytest.fixture(params=[False, True], ids=["no inference.py", "inference.py"])
@@ -107,23 +67,10 @@ def front(
                          port=free_port())  # fmt: skip
     Path(config.work.root).mkdir(parents=True)
     worker = DyingFirstWorker(config.work.service_socket)
-    conf = Path(config.work.root) / "nginx.conf"
-    conf.write_text(nginx_config.render(config))
-    nginx = subprocess.Popen(
-        ["nginx", "-p", f"{config.work.root}/", "-c", str(conf), "-e", "stderr"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    nginx = start_nginx(config)
     url = f"http://127.0.0.1:{config.port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", config.port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
     yield url, worker, request.param
-    nginx.terminate()
-    nginx.wait(10)
+    stop_nginx(nginx)
     worker.close()
 
 

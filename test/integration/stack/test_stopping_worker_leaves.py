@@ -26,9 +26,10 @@ import pytest
 import requests
 from front_end import EXAMPLE_MODELS
 from local_ports import free_port
+from nginx_in_front import start_nginx, stop_nginx
+from process_checks import alive
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV
-from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 
 pytestmark = pytest.mark.timeout(120)
@@ -76,19 +77,14 @@ def service(tmp_path: Path) -> Iterator[Service]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     listener.close()
-    (work / "nginx.conf").write_text(nginx_config.render(config))
-    nginx = subprocess.Popen(
-        ["nginx", "-p", f"{work}/", "-c", str(work / "nginx.conf"), "-e", "stderr"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    nginx = start_nginx(config)
     ready = Path(config.work.service_ready_marker(gunicorn.pid))
     deadline = time.monotonic() + 60
     while not ready.exists():
         assert gunicorn.poll() is None and time.monotonic() < deadline, "gunicorn did not start"
         time.sleep(0.1)
     yield Service(f"http://127.0.0.1:{config.port}", gunicorn)
-    nginx.terminate()
-    nginx.wait(10)
+    stop_nginx(nginx)
     os.killpg(gunicorn.pid, signal.SIGKILL)
     gunicorn.wait()
 
@@ -101,14 +97,6 @@ def invoke(url: str, seconds: float) -> requests.Response:
 def worker_pids(service: Service) -> list[int]:
     master = service.gunicorn.pid
     return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_stopping_worker_is_not_kept_by_nginxs_idle_connections(service: Service) -> None:
