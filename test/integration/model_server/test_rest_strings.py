@@ -5,12 +5,12 @@ byte as the general reader's object array of bytes is (issue 53)."""
 from __future__ import annotations
 
 import sys
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tensorflow as tf
+from memory_traces import traced_peak
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
@@ -82,11 +82,8 @@ def test_a_body_of_short_strings_is_answered_in_3_5x_its_size(rest_api: RestApi)
     joined output and its offsets (1.4x) with the answer (1.1x) and a block's bytes objects
     and texts (~0.7x of this body). Read and answered the general way: 18.6x."""
     body = short_strings_body(3 << 20)
-    tracemalloc.start()
-    try:
-        status, answer = rest_api.handle("POST", "/v1/models/dtype_echo:predict", body)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (status, answer), peak = traced_peak(
+        lambda: rest_api.handle("POST", "/v1/models/dtype_echo:predict", body)
+    )
     assert status == 200 and len(answer) > len(body) * 0.9
     assert peak < 3.5 * len(body), f"traced peak {peak / len(body):.1f}x the body"

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from memory_traces import traced_peak
 from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
@@ -195,12 +196,7 @@ def test_a_body_of_short_strings_is_answered_in_2x_its_size_besides_the_output(
     servable = EchoServable(bytes_output=False)
     api = RestApi(Manager(servable))  # type: ignore[arg-type]
     api.handle("POST", "/v1/models/m:predict", b'{"instances": ["warm"]}')
-    tracemalloc.start()
-    try:
-        status, answer = api.handle("POST", "/v1/models/m:predict", body)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:predict", body))
     assert status == 200 and answer.startswith(b'{\n    "predictions": ["')
     growth = (peak - servable.output_bytes) / len(body)
     assert growth < 2, f"traced peak {growth:.1f}x the body besides the output"

@@ -14,12 +14,11 @@ named columns and lists of rows held it up to four times over (0.6-1.0x the body
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from memory_traces import traced_peak
 from sagemaker_tfs.service.codecs.text import text_json
 from sagemaker_tfs.service.codecs.text_codecs import ForPredict, Refusal, TextRequest, read_body
 from sagemaker_tfs.wire import tensors
@@ -94,17 +93,6 @@ SHAPES: list[tuple[str, Callable[[int], bytes], str, dict[str, int]]] = [
     ("mixed_columns", mixed_columns, JSON, {"a": F32, "b": I64}),
     ("rows_of_lists", rows_of_lists, JSON, {"x": F32}),
 ]
-
-
-def traced_peak(read: Callable[[], object]) -> tuple[object, int]:
-    """What ``read`` returns, and the peak of the allocations made while it ran."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = read()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize(("name", "make", "kind", "dtypes"), SHAPES, ids=[s[0] for s in SHAPES])

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import base64
 import json
-import tracemalloc
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from conversion_cases import CASES
+from memory_traces import traced_peak
 from njs_corpus import fuzzed_bodies, shape_bodies
 from sagemaker_tfs.service.codecs import text_codecs
 from sagemaker_tfs.service.codecs.content_types import JSON_LINES_TYPES, JSONLINES
@@ -267,13 +267,6 @@ CSV_LARGE = [
 ]
 
 
-def traced_peak(read: Callable[[], object]) -> tuple[object, int]:
-    tracemalloc.start()
-    try:
-        result = read()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 @pytest.mark.parametrize(("name", "make", "reading", "bound"), LARGE + CSV_LARGE,
