@@ -328,12 +328,7 @@ class ModelManager:
         with self._lock:
             model = self._models.get(name)
             if label is not None:
-                labels = model.labels if model is not None else {}
-                if label not in labels:
-                    raise ServingError(
-                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
-                    )
-                version = labels[label]
+                version = _labeled_version(model, label)
             available = model.available() if model is not None else {}
             if version is None:
                 if not available:
@@ -367,19 +362,22 @@ class ModelManager:
                 if not states:
                     raise not_found(f"Could not find version {wanted} of model {name}")
             elif request.model_spec.version_label:
-                label = request.model_spec.version_label
-                labels = model.labels if model else {}
-                if label not in labels:
-                    raise ServingError(
-                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
-                    )
-                states = [state for state in states if state.version == labels[label]]
+                version = _labeled_version(model, request.model_spec.version_label)
+                states = [state for state in states if state.version == version]
             if not states:
                 raise not_found(f"Could not find any versions of model {name}")
             response = get_model_status_pb2.GetModelStatusResponse()
             for state in states:
                 response.model_version_status.append(_version_status(state))
             return response
+
+
+def _labeled_version(model: Model | None, label: str) -> int:
+    """The version ``label`` names, or TF Serving's InvalidArgument error."""
+    labels = model.labels if model is not None else {}
+    if label not in labels:
+        raise ServingError(Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}")
+    return labels[label]
 
 
 def _version_status(state: VersionState) -> get_model_status_pb2.ModelVersionStatus:
