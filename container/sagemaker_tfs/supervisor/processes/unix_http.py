@@ -23,10 +23,14 @@ class UnixHttpHandler(BaseHTTPRequestHandler):
     def address_string(self) -> str:
         return self.PEER
 
-    def send_whole(self, status: int, body: bytes, content_type: str, send_body: bool = True,
-                   headers: Sequence[tuple[str, str]] = ()) -> None:  # fmt: skip
-        """One answer: its status, type, length and ``headers``, then ``body`` unless
-        ``send_body`` is false (HEAD)."""
+    def send_whole(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        send_body: bool = True,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
