@@ -6,6 +6,7 @@ importing TensorFlow, which only ``model-server`` needs.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -18,29 +19,17 @@ commands:
 """
 
 
-def _serve(argv: Sequence[str]) -> int:
-    from sagemaker_tfs.supervisor import main as supervisor_main
-
-    return supervisor_main.main(argv)
-
-
-def _model_server(argv: Sequence[str]) -> int:
-    from sagemaker_tfs.model_server import main as model_server_main
-
-    return model_server_main.main(argv)
-
-
-def _transform(argv: Sequence[str]) -> int:
-    from sagemaker_tfs.transform import main as transform_main
-
-    return transform_main.main(argv)
-
-
-COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
-    "serve": _serve,
-    "model-server": _model_server,
-    "transform": _transform,
+# Each subcommand's module, whose ``main(argv)`` runs it; imported only when it runs.
+COMMANDS = {
+    "serve": "sagemaker_tfs.supervisor.main",
+    "model-server": "sagemaker_tfs.model_server.main",
+    "transform": "sagemaker_tfs.transform.main",
 }
+
+
+def _run(command: str, argv: Sequence[str]) -> int:
+    main: Callable[[Sequence[str]], int] = importlib.import_module(COMMANDS[command]).main
+    return main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,16 +37,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return 0 if args else 2
-    command = COMMANDS.get(args[0])
-    if command is None:
+    if args[0] not in COMMANDS:
         sys.stderr.write(f"sagemaker-tfs: unknown command {args[0]!r}\n{USAGE}")
         return 2
-    return command(args[1:])
+    return _run(args[0], args[1:])
 
 
 def serve() -> int:
     """The image's ``serve`` executable: ``docker run IMAGE serve`` lands here."""
-    return _serve(sys.argv[1:])
+    return _run("serve", sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -68,18 +68,6 @@ BODY_MB_IN_FLIGHT_PER_CPU = 64
 # (supervisor/processes/scheduling.py).
 SCHED_POLICIES = {"batch": "SCHED_BATCH", "normal": "SCHED_OTHER"}
 DEFAULT_SCHED_POLICY = "normal"
-# The bidirectional stream (service/stream/stream_server.py): the largest message either way, how
-# long a connection may pass no message before it is closed, how many connections at once,
-# how often the stream server pings the client (and how long the client has to answer; 0: no
-# pings, SageMaker pings every 60 s itself).
-DEFAULT_STREAM_MAX_MESSAGE_MB = 16
-DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS = 300
-DEFAULT_STREAM_MAX_CONNECTIONS = 200
-DEFAULT_STREAM_KEEPALIVE_SECONDS = 20
-# Stateful sessions: how long one lives (fixed from its opening, as its Expires announces) and
-# how many a gunicorn worker holds at once.
-DEFAULT_SESSION_TTL_SECONDS = 1200
-DEFAULT_MAX_SESSIONS = 1000
 
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -248,12 +236,16 @@ def _gpu_sharers(
 def _multi_model_settings(
     env: EnvReader, multi_model: bool, work: settings.WorkDir
 ) -> settings.MultiModelSettings:
+    bucket = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
+    prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
+    downloaded = multi_model and bucket is not None and prefix is not None
     return settings.MultiModelSettings(
         enabled=multi_model,
         server_per_model=env.boolean("SAGEMAKER_TFS_MODEL_SERVER_PER_MODEL", False) and multi_model,
-        universal_bucket=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
-        universal_prefix=env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),
-        universal_code_dir=_universal_code_dir(env, multi_model, work),
+        universal_bucket=bucket,
+        universal_prefix=prefix,
+        # Not under the model dir: /opt/ml/models is mounted read-only on SageMaker.
+        universal_code_dir=work.path("universal_code") if downloaded else None,
     )
 
 
@@ -282,33 +274,29 @@ def _limits(env: EnvReader, cpus: int) -> settings.Limits:
 
 
 def _stream_settings(env: EnvReader) -> settings.StreamSettings:
+    """The bidirectional stream (service/stream/stream_server.py): the largest message either
+    way, how long a connection may pass no message before it is closed, how many connections
+    at once, how often the stream server pings the client (and how long the client has to
+    answer; 0: no pings, SageMaker pings every 60 s itself)."""
     return settings.StreamSettings(
-        max_message_mb=env.required_integer(
-            "SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", DEFAULT_STREAM_MAX_MESSAGE_MB
-        ),
-        idle_timeout=env.required_integer(
-            "SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS", DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS
-        ),
-        max_connections=env.required_integer(
-            "SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", DEFAULT_STREAM_MAX_CONNECTIONS
-        ),
-        keepalive=env.required_integer(
-            "SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS", DEFAULT_STREAM_KEEPALIVE_SECONDS, 0
-        ),
+        max_message_mb=env.required_integer("SAGEMAKER_TFS_STREAM_MAX_MESSAGE_MB", 16),
+        idle_timeout=env.required_integer("SAGEMAKER_TFS_STREAM_IDLE_TIMEOUT_SECONDS", 300),
+        max_connections=env.required_integer("SAGEMAKER_TFS_STREAM_MAX_CONNECTIONS", 200),
+        keepalive=env.required_integer("SAGEMAKER_TFS_STREAM_KEEPALIVE_SECONDS", 20, 0),
     )
 
 
 def _session_settings(
     env: EnvReader, work: settings.WorkDir, workers: int
 ) -> settings.SessionSettings:
+    """Stateful sessions: how long one lives (fixed from its opening, as its Expires
+    announces) and how many a gunicorn worker holds at once."""
     sessions = sessions_on(env)
     _check_session_sockets(work, workers, sessions)
     return settings.SessionSettings(
         enabled=sessions,
-        ttl_seconds=env.required_integer(
-            "SAGEMAKER_TFS_SESSION_TTL_SECONDS", DEFAULT_SESSION_TTL_SECONDS
-        ),
-        max_sessions=env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", DEFAULT_MAX_SESSIONS),
+        ttl_seconds=env.required_integer("SAGEMAKER_TFS_SESSION_TTL_SECONDS", 1200),
+        max_sessions=env.required_integer("SAGEMAKER_TFS_MAX_SESSIONS", 1000),
     )
 
 
@@ -358,15 +346,3 @@ def _check_session_sockets(work: settings.WorkDir, workers: int, sessions: bool)
 def _code_dir(model_dir: str) -> str | None:
     code = Path(model_dir) / "code"
     return str(code) if code.is_dir() else None
-
-
-def _universal_code_dir(env: EnvReader, multi_model: bool, work: settings.WorkDir) -> str | None:
-    """``WORK_DIR/universal_code`` when the shared code is to be downloaded from S3.
-
-    Not under the model dir: ``/opt/ml/models`` is mounted read-only on SageMaker.
-    """
-    bucket = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
-    prefix = env.raw("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
-    if not multi_model or bucket is None or prefix is None:
-        return None
-    return work.path("universal_code")

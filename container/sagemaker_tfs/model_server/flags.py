@@ -185,13 +185,7 @@ class ServerOptions:
 def _flags_of_options() -> tuple[Flag, ...]:
     defaults = ServerOptions()
     return tuple(
-        Flag(
-            field.name,
-            field.metadata["flag"].type,
-            getattr(defaults, field.name),
-            field.metadata["flag"].help,
-            field.metadata["flag"].runtime_only,
-        )
+        Flag(field.name, default=getattr(defaults, field.name), **vars(field.metadata["flag"]))
         for field in dataclasses.fields(ServerOptions)
     )
 

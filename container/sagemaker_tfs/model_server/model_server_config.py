@@ -15,7 +15,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 from tensorflow_serving.config.model_server_config_pb2 import ModelConfig, ModelServerConfig
 
-from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, not_found
 from sagemaker_tfs.model_server.flags import ServerOptions
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def parse_text(text: str) -> ModelServerConfig:
         logger.error(
             "Error parsing text-format %s: %s", ModelServerConfig.DESCRIPTOR.full_name, message
         )
-        raise ServingError(Code.INVALID_ARGUMENT, message) from None
+        raise invalid_argument(message) from None
     return config
 
 
@@ -82,13 +82,13 @@ def load_file(path: str) -> ModelServerConfig:
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
-        raise ServingError(Code.NOT_FOUND, f"{path}; No such file or directory") from None
+        raise not_found(f"{path}; No such file or directory") from None
     except (OSError, UnicodeDecodeError) as error:
-        raise ServingError(Code.INVALID_ARGUMENT, f"{path}; {error}") from None
+        raise invalid_argument(f"{path}; {error}") from None
     try:
         return parse_text(text)
     except ServingError:
-        raise ServingError(Code.INVALID_ARGUMENT, f"Invalid protobuf file: '{path}'") from None
+        raise invalid_argument(f"Invalid protobuf file: '{path}'") from None
 
 
 def from_options(options: ServerOptions) -> ModelServerConfig:
@@ -111,10 +111,7 @@ def _policy(model: ModelConfig) -> VersionPolicy:
         return VersionPolicy("all")
     if which == "specific":
         if not policy.specific.versions:
-            raise ServingError(
-                Code.INVALID_ARGUMENT,
-                f"Model {model.name}: specific version policy lists no versions",
-            )
+            raise invalid_argument(f"Model {model.name}: specific version policy lists no versions")
         return VersionPolicy("specific", versions=tuple(policy.specific.versions))
     num_versions = policy.latest.num_versions if which == "latest" else 0
     return VersionPolicy("latest", num_versions=max(num_versions, 1))
@@ -146,23 +143,18 @@ def model_specs(config: ModelServerConfig) -> list[ConfiguredModel]:
     seen: set[str] = set()
     for model in config.model_config_list.config:
         if model.name in seen:
-            raise ServingError(
-                Code.INVALID_ARGUMENT,
-                f"Illegal to list model {model.name} multiple times in config list",
+            raise invalid_argument(
+                f"Illegal to list model {model.name} multiple times in config list"
             )
         seen.add(model.name)
         if not (model.base_path.startswith("/") or "://" in model.base_path):
-            raise ServingError(
-                Code.INVALID_ARGUMENT,
+            raise invalid_argument(
                 f"Expected model {model.name} to have an absolute path or URI; "
                 f"got base_path()={model.base_path}",
             )
         platform = _platform(model)
         if platform != "tensorflow":
-            raise ServingError(
-                Code.INVALID_ARGUMENT,
-                f"Model {model.name} requests unsupported platform {platform}",
-            )
+            raise invalid_argument(f"Model {model.name} requests unsupported platform {platform}")
         specs.append(
             ConfiguredModel(model.name, model.base_path, _policy(model), dict(model.version_labels))
         )

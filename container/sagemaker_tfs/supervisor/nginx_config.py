@@ -267,12 +267,7 @@ def user_directive(euid: int) -> str:
     return "user root;\n" if euid == 0 else ""
 
 
-def render(
-    config: StackConfig,
-    template: str | None = None,
-    js_dir: str | None = None,
-    euid: int | None = None,
-) -> str:
+def render(config: StackConfig, template: str | None = None, euid: int | None = None) -> str:
     """The nginx configuration text for ``config`` (``euid`` defaults to this process's)."""
     if template is None:
         template = (templates_dir() / TEMPLATE_NAME).read_text(encoding="utf-8")
@@ -282,7 +277,7 @@ def render(
         "USER": user_directive(os.geteuid() if euid is None else euid),
         "WORK_DIR": config.work.root,
         "LOG_LEVEL": config.nginx.log_level,
-        "JS_DIR": js_dir or str(templates_dir()),
+        "JS_DIR": str(templates_dir()),
         "BODY_LIMIT_MB": str(config.limits.max_body_mb),
         "BODY_BUFFER_MB": str(min(BODY_BUFFER_MB, config.limits.max_body_mb)),
         "NJS_TEXT_LIMIT": str(min(NJS_TEXT_LIMIT_BYTES, config.limits.max_text_body_bytes)),

@@ -101,16 +101,12 @@ class Supervisor:
 
     def _download_universal_code(self) -> None:
         """Shared code from S3, before gunicorn (its hook installs the requirements)."""
-        target = self.config.multi_model.universal_code_dir
-        if target is None:
+        multi = self.config.multi_model
+        if multi.universal_code_dir is None:
             return
-        assert self.config.multi_model.universal_bucket and self.config.multi_model.universal_prefix
+        assert multi.universal_bucket and multi.universal_prefix
         try:
-            download_code(
-                self.config.multi_model.universal_bucket,
-                self.config.multi_model.universal_prefix,
-                target,
-            )
+            download_code(multi.universal_bucket, multi.universal_prefix, multi.universal_code_dir)
         except CodeDownloadError as error:
             raise StartupError(str(error)) from None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from sagemaker_tfs.transform.records import RecordTooLarge, append_framed, framed_size
+from sagemaker_tfs.transform.records import append_framed, framed_size, record_too_large
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,7 @@ def mini_batches(
             raise type(error)(f"record {index + 1}: {error}") from None
         size = framed_size(to_send, split_type)
         if size > limit:
-            raise RecordTooLarge(
-                f"record {index + 1} is {size} bytes, over MaxPayloadInMB ({limit} bytes): "
-                "raise --max-payload-mb (at most 100) or split the input"
-            )
+            raise record_too_large(index, size, limit)
         if count and (strategy == "SingleRecord" or len(body) + size > limit):
             batch = MiniBatch(first, count, bytes(body), kept)
             first, count, kept = index, 0, []

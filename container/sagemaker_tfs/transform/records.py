@@ -56,7 +56,7 @@ def split(stream: BinaryIO, split_type: str, limit: int) -> Iterator[bytes]:
     return whole_object(stream, limit)
 
 
-def _too_large(index: int, size: int | str, limit: int) -> RecordTooLarge:
+def record_too_large(index: int, size: int | str, limit: int) -> RecordTooLarge:
     return RecordTooLarge(
         f"record {index + 1} is {size} bytes, over MaxPayloadInMB ({limit} bytes): "
         "raise --max-payload-mb (at most 100) or split the input"
@@ -66,7 +66,7 @@ def _too_large(index: int, size: int | str, limit: int) -> RecordTooLarge:
 def whole_object(stream: BinaryIO, limit: int) -> Iterator[bytes]:
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise _too_large(0, f"more than {limit}", limit)
+        raise record_too_large(0, f"more than {limit}", limit)
     yield data
 
 
@@ -78,7 +78,7 @@ def lines(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         if not line:
             return
         if not line.endswith(b"\n") and len(line) == limit + 2:
-            raise _too_large(index, f"more than {limit}", limit)
+            raise record_too_large(index, f"more than {limit}", limit)
         record = line.rstrip(b"\r\n")
         if record.strip():
             yield record
@@ -115,7 +115,7 @@ def recordio_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
             padded = (length + 3) & ~3
             size += _RECORDIO_HEADER.size + padded
             if size > limit:
-                raise _too_large(index, f"at least {size}", limit)
+                raise record_too_large(index, f"at least {size}", limit)
             parts.append(header + _read_exactly(stream, padded, where))
             if flag in (0, 3):  # a whole record, or the last part of one
                 break
@@ -136,7 +136,7 @@ def tfrecord_records(stream: BinaryIO, limit: int) -> Iterator[bytes]:
         length, _ = _TFRECORD_HEADER.unpack(header)
         size = _TFRECORD_HEADER.size + length + _TFRECORD_FOOTER_BYTES
         if size > limit:
-            raise _too_large(index, size, limit)
+            raise record_too_large(index, size, limit)
         yield header + _read_exactly(stream, length + _TFRECORD_FOOTER_BYTES, where)
         index += 1
 

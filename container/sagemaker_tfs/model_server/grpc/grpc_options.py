@@ -34,10 +34,8 @@ def parse_channel_arguments(text: str) -> list[ChannelArgument]:
         if not sep:
             raise invalid_argument(f"grpc_channel_arguments: {item!r} is not key=value")
         value = value.split("=", 1)[0]  # TF Serving keeps the text up to a second '='
-        if _INT32.fullmatch(value) and -(2**31) <= int(value) < 2**31:
-            arguments.append((key, int(value)))
-        else:
-            arguments.append((key, value))
+        integer = bool(_INT32.fullmatch(value)) and -(2**31) <= int(value) < 2**31
+        arguments.append((key, int(value) if integer else value))
     return arguments
 
 

@@ -277,11 +277,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def GetModelStatus(  # noqa: N802
         self, request: get_model_status_pb2.GetModelStatusRequest, context: grpc.ServicerContext
     ) -> get_model_status_pb2.GetModelStatusResponse:
-        return _handle(
-            context,
-            lambda: self._manager.get_model_status(request),
-            "GetModelStatus",
-        )
+        return _handle(context, lambda: self._manager.get_model_status(request), "GetModelStatus")
 
     def HandleReloadConfigRequest(  # noqa: N802
         self, request: model_management_pb2.ReloadConfigRequest, context: grpc.ServicerContext

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from tensorflow_serving.apis import get_model_status_pb2, status_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
-from sagemaker_tfs.model_server.errors import Code, ServingError, not_found
+from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, not_found
 from sagemaker_tfs.model_server.model_server_config import ConfiguredModel, model_specs
 from sagemaker_tfs.model_server.serving.garbage import COLLECTOR
 from sagemaker_tfs.model_server.serving.servable import Servable
@@ -328,12 +328,7 @@ class ModelManager:
         with self._lock:
             model = self._models.get(name)
             if label is not None:
-                labels = model.labels if model is not None else {}
-                if label not in labels:
-                    raise ServingError(
-                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
-                    )
-                version = labels[label]
+                version = _labeled_version(model, label)
             available = model.available() if model is not None else {}
             if version is None:
                 if not available:
@@ -355,7 +350,7 @@ class ModelManager:
         """Versions newest first, with state and error; NotFound as TF Serving words it."""
         name = request.model_spec.name
         if not name:
-            raise ServingError(Code.INVALID_ARGUMENT, "Missing model name in request.")
+            raise invalid_argument("Missing model name in request.")
         with self._lock:
             model = self._models.get(name)
             states = sorted(
@@ -367,19 +362,22 @@ class ModelManager:
                 if not states:
                     raise not_found(f"Could not find version {wanted} of model {name}")
             elif request.model_spec.version_label:
-                label = request.model_spec.version_label
-                labels = model.labels if model else {}
-                if label not in labels:
-                    raise ServingError(
-                        Code.INVALID_ARGUMENT, f"Unrecognized servable version label: {label}"
-                    )
-                states = [state for state in states if state.version == labels[label]]
+                version = _labeled_version(model, request.model_spec.version_label)
+                states = [state for state in states if state.version == version]
             if not states:
                 raise not_found(f"Could not find any versions of model {name}")
             response = get_model_status_pb2.GetModelStatusResponse()
             for state in states:
                 response.model_version_status.append(_version_status(state))
             return response
+
+
+def _labeled_version(model: Model | None, label: str) -> int:
+    """The version ``label`` names, or TF Serving's InvalidArgument error."""
+    labels = model.labels if model is not None else {}
+    if label not in labels:
+        raise invalid_argument(f"Unrecognized servable version label: {label}")
+    return labels[label]
 
 
 def _version_status(state: VersionState) -> get_model_status_pb2.ModelVersionStatus:

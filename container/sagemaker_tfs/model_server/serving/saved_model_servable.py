@@ -33,7 +33,7 @@ from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.saved_model.loader_impl import SavedModelLoader, get_init_op
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
 
-from sagemaker_tfs.model_server.errors import Code, ServingError
+from sagemaker_tfs.model_server.errors import Code, ServingError, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.classify_regress import (
     CLASSIFY_METHOD,
@@ -68,7 +68,6 @@ from sagemaker_tfs.model_server.serving.string_outputs import (
 # Session callables kept per version: one per (signature, inputs, outputs) that requests ask
 # for; output filters are the client's choice, so the oldest go past this many.
 MAX_CALLABLES = 64
-# Runs feeds (in input alias order) and returns fetches (in output alias order).
 # Graphs up to this size (their GraphDef, constants included) get a second callable per
 # signature that runs in the caller's thread.
 INLINE_GRAPH_MAX_BYTES = 16 << 20
@@ -165,9 +164,8 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         """Count a run in; True when it is the only one in flight."""
         with self._idle:
             if self._closed:
-                raise ServingError(
-                    Code.UNAVAILABLE,
-                    f"Servable {{name: {self.name} version: {self.version}}} is being unloaded",
+                raise unavailable(
+                    f"Servable {{name: {self.name} version: {self.version}}} is being unloaded"
                 )
             self._in_flight += 1
             return self._in_flight == 1

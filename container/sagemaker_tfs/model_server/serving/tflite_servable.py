@@ -151,9 +151,7 @@ def _joined(pieces: list[np.ndarray]) -> np.ndarray:
 def _common_rows(values: Any) -> int | None:
     """The first dimension all inputs share, if they share one (None: no split)."""
     rows = {value.shape[0] if value.ndim else None for value in values}
-    if len(rows) != 1:
-        return None
-    return rows.pop()
+    return rows.pop() if len(rows) == 1 else None
 
 
 class TfLiteServable(SignatureTable, BatchedRuns):

@@ -118,7 +118,6 @@ class StackMetrics:
 
 class MetricsHandler(UnixHttpHandler):
     server: MetricsServer
-    protocol_version = "HTTP/1.1"
 
     PEER = "metrics-socket"
     LOG_PREFIX = "metrics: "
@@ -131,30 +130,22 @@ class MetricsHandler(UnixHttpHandler):
 
     def _answer(self, send_body: bool) -> None:
         if self.path.split("?")[0] != SCRAPE_PATH:
-            self._send(404, b'{"error": "Not Found"}', "application/json", send_body)
+            self.send_whole(404, b'{"error": "Not Found"}', "application/json", send_body)
             return
         try:
             body = self.server.metrics.text()
         except Exception as error:  # noqa: BLE001 - one failed scrape, logged; serving goes on
             logger.exception("metrics: the scrape failed")
             message = f'{{"error": "the metrics could not be gathered: {type(error).__name__}"}}'
-            self._send(500, message.encode(), "application/json", send_body)
+            self.send_whole(500, message.encode(), "application/json", send_body)
             return
-        self._send(200, body, CONTENT_TYPE, send_body)
-
-    def _send(self, status: int, body: bytes, content_type: str, send_body: bool) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
+        self.send_whole(200, body, CONTENT_TYPE, send_body)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors as JSON; an unknown method (its 501) is a 405."""
         self.close_connection = True
         body = b'{"error": "the metrics endpoint answers GET only"}'
-        self._send(405 if code == 501 else code, body, "application/json", send_body=True)
+        self.send_whole(405 if code == 501 else code, body, "application/json")
 
 
 class MetricsServer(UnixHttpServer):

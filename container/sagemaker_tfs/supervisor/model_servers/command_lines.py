@@ -38,19 +38,20 @@ def is_python_model_server() -> bool:
     return shutil.which(TFS_BINARY) is None
 
 
+# What would end or break a text-format string literal: quotes, backslashes, control characters.
+_TEXT_PROTO_ESCAPES = str.maketrans(
+    {
+        **{chr(code): f"\\{code:03o}" for code in (*range(0x20), 0x7F)},
+        "\n": "\\n",
+        '"': '\\"',
+        "\\": "\\\\",
+    }
+)
+
+
 def quote_text_proto(value: str) -> str:
     """A protobuf text-format string literal: nothing in ``value`` can end the string."""
-    escaped = []
-    for char in value:
-        if char in ('"', "\\"):
-            escaped.append("\\" + char)
-        elif char == "\n":
-            escaped.append("\\n")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            escaped.append(f"\\{ord(char):03o}")
-        else:
-            escaped.append(char)
-    return '"' + "".join(escaped) + '"'
+    return '"' + value.translate(_TEXT_PROTO_ESCAPES) + '"'
 
 
 def render_version_policy(versions: Sequence[int]) -> str:
@@ -66,16 +67,15 @@ def render_model_config(models: Sequence[ModelSpec]) -> str:
     """TF Serving's text ``ModelServerConfig`` serving ``models``, each with every version
     found on disk (a ``specific`` version policy, as the reference container writes it), so
     requests can pin any of them with ``tfs-model-version``."""
-    entries = []
-    for model in models:
-        entries.append(
-            "  config: {\n"
-            f"    name: {quote_text_proto(model.name)}\n"
-            f"    base_path: {quote_text_proto(model.base_path)}\n"
-            '    model_platform: "tensorflow"\n'
-            f"{render_version_policy(model.versions)}"
-            "  }"
-        )
+    entries = [
+        "  config: {\n"
+        f"    name: {quote_text_proto(model.name)}\n"
+        f"    base_path: {quote_text_proto(model.base_path)}\n"
+        '    model_platform: "tensorflow"\n'
+        f"{render_version_policy(model.versions)}"
+        "  }"
+        for model in models
+    ]
     return "model_config_list: {\n" + ",\n".join(entries) + "\n}\n"
 
 

@@ -31,6 +31,7 @@ stopped), and before the first one is written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -88,14 +89,7 @@ class Verdict:
     degraded: str | None = None
 
     def to_json(self, written_at: float) -> str:
-        return json.dumps(
-            {
-                "healthy": self.healthy,
-                "error": self.error,
-                "degraded": self.degraded,
-                "written_at": written_at,
-            }
-        )
+        return json.dumps({**dataclasses.asdict(self), "written_at": written_at})
 
 
 def judge_stack(counted: int, reasons: Sequence[str]) -> Verdict:

@@ -157,7 +157,7 @@ class ModelServerZygote(WarmProcess):
         how = "does not answer"
         if gone is not None and gone.returncode is not None:
             how = describe_exit(gone.returncode)
-        self._close_channel()
+        self._let_go()
         self.process, self.channel, self.ready = spare.process, spare.channel, False
         self.spare_at = 0.0
         logger.warning("%s (pid %d) %s: its spare (pid %d) takes its place",
@@ -259,9 +259,6 @@ class ModelServerZygote(WarmProcess):
             self.spare = holder
         logger.info("%s forked its spare (pid %d)", NAME, pid)
 
-    def _let_go(self) -> None:
-        self._close_channel()
-
     def _ends_for_good(self, process: subprocess.Popen[bytes], code: int) -> bool:
         if code != NOT_SINGLE_THREADED:
             return False
@@ -294,12 +291,13 @@ class ModelServerZygote(WarmProcess):
 
     def _discard(self) -> None:
         """A zygote that does not answer is killed; ``check`` replaces it after the backoff."""
-        self._close_channel()
+        self._let_go()
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.process.pid, signal.SIGKILL)
 
-    def _close_channel(self) -> None:
+    def _let_go(self) -> None:
+        """The channel closed with the zygote it spoke to."""
         if self.channel is not None:
             self.channel.close()
         self.channel, self.ready = None, False

@@ -44,7 +44,6 @@ class ControlHandler(UnixHttpHandler):
     LOG_PREFIX = "control API: "
 
     server: ControlServer
-    protocol_version = "HTTP/1.1"
     default_request_version = "HTTP/1.1"  # errors before the version is read still get headers
     MAX_BODY = 64 * 1024
     # Per request: the Allow header of a 405, whether the body was read.
@@ -144,17 +143,11 @@ class ControlHandler(UnixHttpHandler):
         self._send_json(status, payload, close=status != 200 or self._unread_body())
 
     def _send_json(self, status: int, payload: dict[str, Any], close: bool) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status, HTTPStatus(status).phrase)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if self._allow:
-            self.send_header("Allow", self._allow)
+        headers = [("Allow", self._allow)] if self._allow else []
         if close:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+            headers.append(("Connection", "close"))
+        body = json.dumps(payload).encode()
+        self.send_whole(status, body, "application/json", self.command != "HEAD", headers)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (a bad request line, an unknown method, headers too

@@ -37,8 +37,7 @@ def available_memory_bytes(
 ) -> int | None:
     """The memory a new load may use: the smaller of MemAvailable and the cgroup's headroom."""
     free = (proc_bytes(meminfo, "MemAvailable"), cgroup_headroom(cgroups))
-    known = [v for v in free if v is not None]
-    return min(known) if known else None
+    return min((value for value in free if value is not None), default=None)
 
 
 def files_bytes(base_path: str, versions: tuple[int, ...]) -> int:

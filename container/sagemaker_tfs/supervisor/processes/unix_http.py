@@ -7,6 +7,7 @@ import logging
 import os
 import socketserver
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -17,9 +18,27 @@ class UnixHttpHandler(BaseHTTPRequestHandler):
 
     PEER = "unix-socket"
     LOG_PREFIX = ""
+    protocol_version = "HTTP/1.1"
 
     def address_string(self) -> str:
         return self.PEER
+
+    def send_whole(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        send_body: bool = True,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         logging.getLogger(type(self).__module__).debug(self.LOG_PREFIX + format, *args)
