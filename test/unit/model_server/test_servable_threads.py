@@ -100,9 +100,14 @@ def test_a_run_beside_another_executes_in_the_pool(
     assert probe.seen[2] == threading.get_ident()
 
 
-def test_a_short_graph_runs_inline_beside_another_once_measured(probe: ThreadProbe) -> None:
-    """The probe's op costs microseconds: once a lone run has measured that, overlapping runs
-    stay inline, each in its caller's thread."""
+def test_a_short_graph_runs_inline_beside_another_once_measured(
+    probe: ThreadProbe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a lone run has been measured short, overlapping runs stay inline, each in its
+    caller's thread. "Short" is raised to 10 s here: the probe's op costs microseconds, but a
+    lone run on a loaded machine can take over the product's 1 ms (this failed 4 runs of 4 at
+    a load of 4-5), and what is tested is the measurement's use, not this machine's speed."""
+    monkeypatch.setattr(servable_protocol, "SHORT_RUN_SECONDS", 10.0)
     servable = probe_servable(probe)
     predict(servable)
     first_thread = run_beside_a_held_one(servable, probe)
