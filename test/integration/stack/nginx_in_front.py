@@ -1,16 +1,20 @@
 """The real nginx with the stack's configuration in front of stand-ins (for the tests that put
-a stand-in for gunicorn or for a model server behind it), and a stand-in's unix socket."""
+a stand-in for gunicorn or for a model server behind it), a stand-in's unix socket, and the
+real gunicorn as the supervisor starts it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from sagemaker_tfs.stack_config import StackConfig
+from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.supervisor import nginx_config
+from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 
 
 def start_nginx(config: StackConfig) -> subprocess.Popen[bytes]:
@@ -34,6 +38,34 @@ def start_nginx(config: StackConfig) -> subprocess.Popen[bytes]:
 def stop_nginx(nginx: subprocess.Popen[bytes]) -> None:
     nginx.terminate()
     nginx.wait(10)
+
+
+def start_gunicorn(config: StackConfig, **popen: object) -> subprocess.Popen[bytes]:
+    """gunicorn on a socket held for it, with the supervisor's command line, once a worker
+    has loaded the app (``popen``: more arguments for Popen, e.g. where its log goes)."""
+    config_path = Path(config.work.root) / "stack.json"
+    config_path.write_text(config.to_json())
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(config.work.service_socket)
+    listener.listen(64)
+    env = dict(os.environ, **{STACK_CONFIG_ENV: str(config_path)})
+    options: dict = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen}
+    gunicorn = subprocess.Popen(
+        gunicorn_command(config, listener.fileno()), pass_fds=(listener.fileno(),), env=env,
+        start_new_session=True, **options,
+    )  # fmt: skip
+    listener.close()
+    ready = Path(config.work.service_ready_marker(gunicorn.pid))
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert gunicorn.poll() is None and time.monotonic() < deadline, "gunicorn did not start"
+        time.sleep(0.1)
+    return gunicorn
+
+
+def stop_gunicorn(gunicorn: subprocess.Popen[bytes]) -> None:
+    os.killpg(gunicorn.pid, signal.SIGKILL)
+    gunicorn.wait()
 
 
 class UnixStandIn:
