@@ -1,6 +1,6 @@
 """The real nginx with the stack's configuration in front of stand-ins (for the tests that put
 a stand-in for gunicorn or for a model server behind it), a stand-in's unix socket, and the
-real gunicorn as the supervisor starts it."""
+real gunicorn as the supervisor starts it; a model server that refuses until it is back."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import grpc
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
@@ -128,3 +132,75 @@ def answer_json(connection: socket.socket, body: bytes) -> None:
     """A 200 with a JSON ``body``."""
     head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
     connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+
+MODEL_ANSWER = b'{"predictions": [3.5]}'
+
+
+class RestartingModelServer:
+    """A model server's REST port and gRPC socket that refuse every call as a restarting one
+    does until ``back``; then REST answers MODEL_ANSWER and gRPC NOT_FOUND (the service then
+    posts the JSON over REST). ``posts``: the REST bodies; ``grpc_calls``: their count."""
+
+    def __init__(self, grpc_target: str) -> None:
+        self.back = False
+        self.posts: list[bytes] = []
+        self.grpc_calls = 0
+        self.rest = ThreadingHTTPServer(("127.0.0.1", 0), self._rest_handler())
+        self.rest.daemon_threads = True
+        threading.Thread(target=self.rest.serve_forever, daemon=True).start()
+        self.grpc = grpc.server(ThreadPoolExecutor(4))
+        self.grpc.add_generic_rpc_handlers([_Refusing(self)])
+        self.grpc.add_insecure_port(grpc_target)
+        self.grpc.start()
+
+    def _rest_handler(self) -> type[BaseHTTPRequestHandler]:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                owner.posts.append(self.rfile.read(int(self.headers["Content-Length"])))
+                status, body = (200, MODEL_ANSWER) if owner.back else (503, b'{"error": "x"}')
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        return Handler
+
+    @property
+    def rest_port(self) -> int:
+        return self.rest.server_address[1]
+
+    def close(self) -> None:
+        self.grpc.stop(0)
+        self.rest.shutdown()
+        self.rest.server_close()
+
+
+class _Refusing(grpc.GenericRpcHandler):
+    def __init__(self, owner: RestartingModelServer) -> None:
+        self.owner = owner
+
+    def service(self, details: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(self.call)
+
+    def call(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self.owner.grpc_calls += 1
+        if self.owner.back:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such model")
+        context.abort(grpc.StatusCode.UNAVAILABLE, "the model server is restarting")
+
+
+def send_invocation(port: int, body: bytes) -> socket.socket:
+    """An invocation sent on a raw connection, its answer not read."""
+    connection = socket.create_connection(("127.0.0.1", port))
+    head = "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return connection

@@ -4,7 +4,8 @@ connection (``Failover``'s ``still_wanted``).
 nginx closes its connection to the service as soon as the client closes its own
 (``proxy_ignore_client_abort`` is off, its default) and sends nothing else on it while the
 request runs, so the socket reads at its end exactly when no one waits any more. A peek that
-does not wait tells it: 1-2 µs, no greenlet switch.
+does not wait tells it, with no greenlet switch: 3.5 µs (the ``BlockingIOError`` of an open
+connection most of it; timeit on a socketpair, load 4.5), twice a fast-path request.
 """
 
 from __future__ import annotations
