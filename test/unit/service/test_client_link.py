@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 
 import gevent
@@ -50,3 +52,27 @@ def test_without_a_socket_or_with_a_timeout_it_is_always_wanted() -> None:
     with service_side, nginx_side:
         service_side.settimeout(5)
         assert still_wanted_by({"gunicorn.socket": service_side}) is always_wanted
+
+
+MONKEY_PATCHED = """
+from gevent import monkey
+
+monkey.patch_all()
+import socket
+
+from sagemaker_tfs.service.edge.client_link import still_wanted_by
+from sagemaker_tfs.service.routing.model_servers import always_wanted
+
+service_side, nginx_side = socket.socketpair()
+still_wanted = still_wanted_by({"gunicorn.socket": service_side})
+assert still_wanted is not always_wanted
+assert still_wanted()
+nginx_side.close()
+assert not still_wanted()
+"""
+
+
+def test_it_looks_at_the_connection_in_a_gevent_worker() -> None:
+    """As gunicorn's gevent worker runs it: the socket module patched (``socket.SocketType``
+    is then gevent's class, which a check of the type must not rely on)."""
+    subprocess.run([sys.executable, "-c", MONKEY_PATCHED], check=True, timeout=60)
