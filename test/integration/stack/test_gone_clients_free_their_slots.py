@@ -29,7 +29,14 @@ from pathlib import Path
 import pytest
 import requests
 from local_ports import free_port
-from nginx_in_front import UnixStandIn, answer_json, read_request, start_nginx, stop_nginx
+from nginx_in_front import (
+    UnixStandIn,
+    answer_json,
+    read_request,
+    send_invocation,
+    start_nginx,
+    stop_nginx,
+)
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.ports import Instance
 
@@ -133,14 +140,6 @@ def front(tmp_path: Path) -> Iterator[Front]:
     stop_nginx(nginx)
     service.close()
     model_server.close()
-
-
-def send_invocation(port: int, body: bytes) -> socket.socket:
-    """An invocation sent on a raw connection, its answer not read."""
-    connection = socket.create_connection(("127.0.0.1", port))
-    head = "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-    connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    return connection
 
 
 def invoke(port: int, body: bytes) -> requests.Response:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,11 +25,9 @@ import pytest
 import requests
 from front_end import EXAMPLE_MODELS
 from local_ports import free_port
-from nginx_in_front import start_nginx, stop_nginx
+from nginx_in_front import start_gunicorn, start_nginx, stop_gunicorn, stop_nginx
 from process_checks import alive
 from sagemaker_tfs.config import load_config
-from sagemaker_tfs.stack_config import STACK_CONFIG_ENV
-from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,29 +61,12 @@ def service(tmp_path: Path) -> Iterator[Service]:
     (model_dir / "code" / "inference.py").write_text(SLEEPING_HANDLER)
     config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "work"),
                          port=free_port())  # fmt: skip
-    work = Path(config.work.root)
-    work.mkdir(parents=True)
-    config_path = tmp_path / "stack.json"
-    config_path.write_text(config.to_json())
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(config.work.service_socket)
-    listener.listen(64)
-    env = dict(os.environ, **{STACK_CONFIG_ENV: str(config_path)})
-    gunicorn = subprocess.Popen(
-        gunicorn_command(config, listener.fileno()), pass_fds=(listener.fileno(),), env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    listener.close()
+    Path(config.work.root).mkdir(parents=True)
+    gunicorn = start_gunicorn(config)
     nginx = start_nginx(config)
-    ready = Path(config.work.service_ready_marker(gunicorn.pid))
-    deadline = time.monotonic() + 60
-    while not ready.exists():
-        assert gunicorn.poll() is None and time.monotonic() < deadline, "gunicorn did not start"
-        time.sleep(0.1)
     yield Service(f"http://127.0.0.1:{config.port}", gunicorn)
     stop_nginx(nginx)
-    os.killpg(gunicorn.pid, signal.SIGKILL)
-    gunicorn.wait()
+    stop_gunicorn(gunicorn)
 
 
 def invoke(url: str, seconds: float) -> requests.Response:

@@ -84,7 +84,8 @@ class FixedAnswer(app.Service):
             target=ModelTarget("m", None, "predict"), session_id=session_id
         )
 
-    def invoke(self, request: object, body: object, record: object, state: object = None) -> Reply:
+    def invoke(self, request: object, body: object, record: object, state: object = None,
+               still_wanted: object = None) -> Reply:  # fmt: skip
         return Reply(200, [bytes(self.size)], "application/x-npz")
 
     def describe(self) -> str:

@@ -15,6 +15,7 @@ from sagemaker_tfs.service.routing import model_servers
 from sagemaker_tfs.service.routing.connections import Channels
 from sagemaker_tfs.service.routing.model_servers import (
     Candidates,
+    ClientGone,
     Failover,
     InstancePicker,
     InstanceRotation,
@@ -135,3 +136,28 @@ def test_an_instance_that_failed_goes_last_for_the_next_requests() -> None:
     assert second.grpc_port != first.grpc_port
     for _ in range(3):
         assert InstanceRotation(picker, channels).first() == second
+
+
+def test_no_call_is_made_for_a_client_already_gone() -> None:
+    tried: list[int] = []
+
+    def call(server: ModelServer) -> str:
+        tried.append(server.grpc_port)
+        return "answer"
+
+    with pytest.raises(ClientGone) as caught:
+        Failover(Numbered(2), same, still_wanted=lambda: False)(call)
+    assert caught.value.status == 499 and tried == []
+
+
+def test_resends_stop_once_the_client_is_gone() -> None:
+    """The client goes during the third attempt: no fourth is made."""
+    tried: list[int] = []
+
+    def call(server: ModelServer) -> str:
+        tried.append(server.grpc_port)
+        raise ModelServerUnavailable("connection refused")
+
+    with pytest.raises(ClientGone):
+        Failover(Numbered(1), same, still_wanted=lambda: len(tried) < 3)(call)
+    assert len(tried) == 3

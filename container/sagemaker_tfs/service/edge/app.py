@@ -21,6 +21,7 @@ from sagemaker_tfs.service import errors
 from sagemaker_tfs.service.codecs.image_inputs import ImageOptions, usable_cores
 from sagemaker_tfs.service.edge import sessions
 from sagemaker_tfs.service.edge.body_budget import BodyBudget, GivenBackWhenClosed
+from sagemaker_tfs.service.edge.client_link import still_wanted_by
 from sagemaker_tfs.service.edge.http_bodies import read_body, send_answer
 from sagemaker_tfs.service.edge.sessions import Sessions
 from sagemaker_tfs.service.handlers.invoke import Invoker, Limits, Reply, SessionState, seconds_left
@@ -49,7 +50,11 @@ from sagemaker_tfs.service.request import (
     parse_request,
 )
 from sagemaker_tfs.service.routing.connections import Channels, RestClient, init_gevent_if_patched
-from sagemaker_tfs.service.routing.model_servers import InstancePicker, InstanceRotation
+from sagemaker_tfs.service.routing.model_servers import (
+    InstancePicker,
+    InstanceRotation,
+    always_wanted,
+)
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.wire.http_headers import (
     ARRIVAL_HEADER,
@@ -91,20 +96,24 @@ class Service(ABC):
     def parse(self, req: falcon.Request, path_name: str | None, body_length: int) -> ParsedRequest:
         """The request as this mode reads it; ``path_name``: the model named in the path."""
 
-    def answer(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord) -> Reply:
-        """Serve one invocation; with sessions on, open or close one, or serve in one."""
+    def answer(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
+               still_wanted: Callable[[], bool] = always_wanted) -> Reply:  # fmt: skip
+        """Serve one invocation; with sessions on, open or close one, or serve in one.
+        ``still_wanted``: whether the client still waits (``client_link``)."""
         if self.sessions is None:
             if request.session_id is not None:
                 raise errors.HttpError(400, sessions.SESSIONS_OFF)
-            return self.invoke(request, body, record)
+            return self.invoke(request, body, record, None, still_wanted)
         record.route = ROUTE_SESSION  # until a handler or the default handling takes it
         return serve_in_sessions(
-            self.sessions, request, body, lambda state: self.invoke(request, body, record, state)
-        )
+            self.sessions, request, body,
+            lambda state: self.invoke(request, body, record, state, still_wanted),
+        )  # fmt: skip
 
     @abstractmethod
     def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
-               state: SessionState | None = None) -> Reply:  # fmt: skip
+               state: SessionState | None = None,
+               still_wanted: Callable[[], bool] = always_wanted) -> Reply:  # fmt: skip
         """Serve one invocation (in the stateful session ``state``, if any)."""
 
     @abstractmethod
@@ -160,9 +169,11 @@ class SingleModelService(Service):
         return parse_request(req, body_length, self.config.default_model, None)
 
     def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
-               state: SessionState | None = None) -> Reply:  # fmt: skip
+               state: SessionState | None = None,
+               still_wanted: Callable[[], bool] = always_wanted) -> Reply:  # fmt: skip
         candidates = InstanceRotation(self.picker, self.channels)
-        return self.invoker.run(request, body, self.user_code, candidates, record, state)
+        return self.invoker.run(request, body, self.user_code, candidates, record, state,
+                                still_wanted)  # fmt: skip
 
     def describe(self) -> str:
         ports = [(i.grpc_port, i.rest_port) for i in self.config.instances]
@@ -186,7 +197,8 @@ class MultiModelService(Service):
         return parse_request(req, body_length, None, model_named_by(req, path_name))
 
     def invoke(self, request: ParsedRequest, body: RequestBody, record: InvocationRecord,
-               state: SessionState | None = None) -> Reply:  # fmt: skip
+               state: SessionState | None = None,
+               still_wanted: Callable[[], bool] = always_wanted) -> Reply:  # fmt: skip
         """After a server-side failure, or a shared model server's 404 (it dropped the model),
         the registry's 404 if the model was unloaded meanwhile."""
         name = request.target.model_name
@@ -195,7 +207,8 @@ class MultiModelService(Service):
         candidates = InstanceRotation(self.picker, self.channels) if self.picker else model
         user_code = self.directory.user_code(model.location)
         try:
-            reply = self.invoker.run(request, body, user_code, candidates, record, state)
+            reply = self.invoker.run(request, body, user_code, candidates, record, state,
+                                     still_wanted)  # fmt: skip
         except errors.HttpError as error:
             unloaded_meanwhile = error.status >= 500 or (shared and error.status == 404)
             if not unloaded_meanwhile or isinstance(
@@ -229,7 +242,7 @@ def _serve(service: Service, req: falcon.Request, resp: falcon.Response,
         body = RequestBody(read_body(req))
         request = service.parse(req, path_name, body.length)
         record.target(request.target)
-        send_answer(req, resp, service.answer(request, body, record))
+        send_answer(req, resp, service.answer(request, body, record, still_wanted_by(req.env)))
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import io
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -39,6 +39,7 @@ from sagemaker_tfs.service.routing.model_servers import (
     Candidates,
     Failover,
     ModelServer,
+    always_wanted,
     reached_no_model_server,
 )
 from sagemaker_tfs.wire.errors import HttpError, error_body, is_batch_queue_full, shorten
@@ -168,20 +169,22 @@ class Invoker:
         self.limits = limits
 
     def run(self, request: ParsedRequest, body: RequestBody, user_code: UserCode | None,
-            candidates: Candidates, record: InvocationRecord,
-            state: SessionState | None = None) -> Reply:  # fmt: skip
+            candidates: Candidates, record: InvocationRecord, state: SessionState | None = None,
+            still_wanted: Callable[[], bool] = always_wanted) -> Reply:  # fmt: skip
         """A request that waited past its deadline is shed here, before any work is done.
         ``state``: the stateful session the request runs in, for the handlers' context
-        (without ``inference.py`` a session only routes the request)."""
+        (without ``inference.py`` a session only routes the request); ``still_wanted``:
+        whether its client still waits (the edge's), asked before each model-server call."""
         check_deadline(request, self.limits)
         if user_code is not None:
             record.route = ROUTE_INFERENCE_PY
-            failover = Failover(candidates, lambda server: _context(request, server, state))
+            failover = Failover(candidates, lambda server: _context(request, server, state),
+                                still_wanted)  # fmt: skip
             return self.call_user_code(user_code, request, body.data, failover, record)
         convertible = request.content_type.name in CONVERTIBLE_TYPES
         if convertible and body.length > self.limits.text_body_mb << 20:
             raise text_codecs.text_too_large(self.limits.text_body_mb)
-        failover = Failover(candidates, partial(build_context, request))
+        failover = Failover(candidates, partial(build_context, request), still_wanted)
         if convertible and request.answer.tfs_json:
             record.route = ROUTE_CONVERSION
             return self.predict_text(request, body, failover, record)

@@ -4,7 +4,8 @@ Only the stack's own call to a model server is ever sent again (the fast path's 
 JSON/CSV conversion's REST call, the REST call between ``input_handler`` and
 ``output_handler``), and only when that model server could not be reached: the connection
 was refused or reset on its port, or it answered 503 / UNAVAILABLE (``ModelServerUnavailable``).
-User code is never run again: a handler's errors reach the client as it raised them.
+User code is never run again: a handler's errors reach the client as it raised them. Nor is
+a call made, first or again, once the request's client is gone (``ClientGone``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import requests
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.routing.connections import Channels
+from sagemaker_tfs.wire.errors import HttpError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,19 @@ FAILOVER_SECONDS = 10.0
 FAILOVER_PAUSE_SECONDS = 0.1
 T = TypeVar("T")
 C = TypeVar("C")
+# nginx's status for a request whose client closed its connection first (no one reads it).
+CLIENT_GONE_STATUS = 499
+
+
+def always_wanted() -> bool:
+    return True
+
+
+class ClientGone(HttpError):
+    """The request's client closed its connection: its model-server calls are not made."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(CLIENT_GONE_STATUS, f"The client is gone ({attempts} attempts made)")
 
 
 class ModelServer(NamedTuple):
@@ -88,11 +103,17 @@ class Failover(Generic[C]):
     answered the one before; while one raises ``ModelServerUnavailable``, on the next
     candidates, round after round with a short pause, for up to ``FAILOVER_SECONDS`` from the
     first call. Predictions are idempotent, and no call runs user code. A call gets the
-    ``context`` that ``context_of`` made for its model server."""
+    ``context`` that ``context_of`` made for its model server.
 
-    def __init__(self, candidates: Candidates, context_of: Callable[[ModelServer], C]) -> None:
+    Before each attempt ``still_wanted`` (the request's edge: ``edge.client_link``) says
+    whether anyone waits for the answer; when not, ``ClientGone`` is raised instead: a client
+    that gave up while the model servers restart costs them no resends (issue 55)."""
+
+    def __init__(self, candidates: Candidates, context_of: Callable[[ModelServer], C],
+                 still_wanted: Callable[[], bool] = always_wanted) -> None:  # fmt: skip
         self.candidates = candidates
         self._context_of = context_of
+        self._still_wanted = still_wanted
         self.server = candidates.first()
         self.context = context_of(self.server)
         self._started: float | None = None
@@ -102,6 +123,9 @@ class Failover(Generic[C]):
         if self._started is None:
             self._started = time.monotonic()
         while True:
+            if not self._still_wanted():
+                logger.debug("the client is gone: no call after %d attempts", self._tries)
+                raise ClientGone(self._tries)
             try:
                 return call(self.context)
             except ModelServerUnavailable as error:
