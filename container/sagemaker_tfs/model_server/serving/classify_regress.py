@@ -10,6 +10,8 @@ TF2 SavedModel marks every signature ``tensorflow/serving/predict``).
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
 from google.protobuf import text_format
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
@@ -83,12 +85,20 @@ def _debug_string(signature: ServableSignature) -> str:
     return text_format.MessageToString(signature_def_of(signature))
 
 
-def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
-    """The request's tf.Examples as a 1-D array of serialized protos.
+Examples: TypeAlias = "input_pb2.Input | np.ndarray"  # an Input, or its examples serialized
+
+
+def serialized_examples(request_input: Examples) -> np.ndarray:
+    """The request's tf.Examples as a 1-D array of serialized protos (an array is taken as
+    it is: the REST reader's, ``rest/examples_windows.py``).
 
     With a context, each example is merged with the context the way TF Serving does it:
     the context is serialized first and the example after it, so example features win.
     """
+    if isinstance(request_input, np.ndarray):
+        if not request_input.size:
+            raise invalid_argument("Input is empty.")
+        return request_input
     kind = request_input.WhichOneof("kind")
     if kind == "example_list":
         examples = [example.SerializeToString() for example in request_input.example_list.examples]

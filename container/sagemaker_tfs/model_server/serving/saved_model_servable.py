@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.saved_model.loader_impl import SavedModelLoader, get_init_op
-from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+from tensorflow_serving.apis import classification_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError
 from sagemaker_tfs.model_server.monitoring import METRICS
@@ -39,6 +39,7 @@ from sagemaker_tfs.model_server.serving.classify_regress import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
     REGRESS_OUTPUT,
+    Examples,
     check_regression_outputs,
     classification_outputs,
     classification_result,
@@ -272,7 +273,7 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         }
 
     def classify(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> classification_pb2.ClassificationResult:
         signature = self.signature(signature_name)
         check = self._options.method_name_check
@@ -283,7 +284,7 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         return classification_result(len(examples), dict(zip(outputs, values, strict=True)))
 
     def regress(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> regression_pb2.RegressionResult:
         signature = self.signature(signature_name)
         input_alias = examples_input(signature, REGRESS_METHOD, self._options.method_name_check)

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from tensorflow_serving.apis import (
         classification_pb2,
         get_model_metadata_pb2,
-        input_pb2,
         regression_pb2,
     )
 
+    from sagemaker_tfs.model_server.serving.classify_regress import Examples
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
     from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings
 
@@ -89,11 +89,11 @@ class Servable(Protocol):
         ...
 
     def classify(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> classification_pb2.ClassificationResult: ...
 
     def regress(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> regression_pb2.RegressionResult: ...
 
 
