@@ -183,12 +183,10 @@ class RestApi:
         del document  # its dicts are not held while the examples run
         servable = self._servable(target)
         if target.action == "classify":
-            result = servable.classify(signature_name, request_input)
-            return format_classify_response(result)
-        result = servable.regress(signature_name, request_input)
-        return format_regress_response(result)
+            return format_classify_response(servable.classify_arrays(signature_name, request_input))
+        return format_regress_response(servable.regress_values(signature_name, request_input))
 
-    def _examples(self, target: Target, read: ExamplesRead) -> bytes:
+    def _examples(self, target: Target, read: ExamplesRead) -> bytearray:
         """Classify or regress on examples read a window at a time (``examples_windows``),
         its errors raised in the general way's order: the signature name's, the context's,
         an example's, then the model's."""
@@ -197,8 +195,8 @@ class RestApi:
         del read
         servable = self._servable(target)
         if target.action == "classify":
-            return format_classify_response(servable.classify(signature_name, examples))
-        return format_regress_response(servable.regress(signature_name, examples))
+            return format_classify_response(servable.classify_arrays(signature_name, examples))
+        return format_regress_response(servable.regress_values(signature_name, examples))
 
     def _plain_strings(
         self, target: Target, body: bytes | bytearray

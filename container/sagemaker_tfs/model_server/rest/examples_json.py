@@ -8,17 +8,24 @@ bytes list (strings, ``{"b64": ...}`` objects), an int64 list (integers) or a fl
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 from tensorflow.core.example import example_pb2, feature_pb2
-from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+from tensorflow_serving.apis import input_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
 from sagemaker_tfs.model_server.rest.json_writer import json_value_error
-from sagemaker_tfs.wire.tfs_json import B64_KEY, format_floats, quote, render_document
+from sagemaker_tfs.model_server.serving.classify_regress import label_text
+from sagemaker_tfs.wire.float_texts import joined_texts
+from sagemaker_tfs.wire.tfs_json import (
+    B64_KEY,
+    format_floats,
+    joined_floats,
+    quote,
+)
 
 
 def parse_examples_request(document: Mapping[str, Any]) -> input_pb2.Input:
@@ -191,20 +198,65 @@ def _packed_floats(values: list[Any]) -> bytes:
             return np.array(values, dtype=np.float64).astype(np.float32).tobytes()
 
 
-def format_regress_response(result: regression_pb2.RegressionResult) -> bytes:
-    """``{"results": [v, ...]}`` with every value on one line."""
-    values = np.array([r.value for r in result.regressions], dtype=np.float32)
-    return render_document("results", "[" + ", ".join(format_floats(values)) + "]")
+ROWS_AT_A_TIME = 1 << 14  # rows of an answer written at a time
 
 
-def format_classify_response(result: classification_pb2.ClassificationResult) -> bytes:
-    """``{"results": [[["label", score], ...], ...]}`` with every list on one line."""
+def format_regress_response(values: np.ndarray) -> bytearray:
+    """``{"results": [v, ...]}`` with every value on one line, written a block of values at
+    a time from the output (no result proto, no string per value)."""
+    blocks = (
+        joined_floats(values[first : first + ROWS_AT_A_TIME])
+        for first in range(0, values.size, ROWS_AT_A_TIME)
+    )
+    return _results(blocks)
+
+
+def format_classify_response(
+    classified: tuple[np.ndarray | None, np.ndarray | None],
+) -> bytearray:
+    """``{"results": [[["label", score], ...], ...]}`` with every list on one line, written
+    a block of rows at a time from the outputs (``Classified``; a missing output: labels
+    "", scores 0)."""
+    classes, scores = classified
+    rows = classes if classes is not None else scores
+    assert rows is not None
+    if scores is None:
+        scores = np.zeros(rows.shape, dtype=np.float32)
+    blocks = (
+        _classified_rows(
+            None if classes is None else classes[first : first + ROWS_AT_A_TIME],
+            scores[first : first + ROWS_AT_A_TIME],
+        )
+        for first in range(0, rows.shape[0], ROWS_AT_A_TIME)
+    )
+    return _results(blocks)
+
+
+def _results(blocks: Iterator[str]) -> bytearray:
+    """``render_document("results", "[" + ", ".join(blocks) + "]")``, one block added to the
+    answer at a time."""
+    answer = bytearray(b'{\n    "results": [')
+    separator = b""
+    for block in blocks:
+        answer += separator
+        answer += block.encode("utf-8", errors="surrogateescape")
+        separator = b", "
+    answer += b"]\n}"
+    return answer
+
+
+def _classified_rows(classes: np.ndarray | None, scores: np.ndarray) -> str:
+    """Rows joined by ", "; without labels, the scores' texts joined by the bytes between
+    them (no string per row)."""
+    count, width = scores.shape
+    if classes is None and width:
+        between = [b'], ["", '] * (width - 1) + [b']], [["", ']
+        return '[["", ' + joined_texts(scores, between).decode("ascii") + "]]"
+    texts = iter(format_floats(scores))
+    labels = ['""'] * width
     rows = []
-    for classifications in result.classifications:
-        scores = format_floats(np.array([c.score for c in classifications.classes], np.float32))
-        pairs = [
-            f"[{quote(c.label)}, {score}]"
-            for c, score in zip(classifications.classes, scores, strict=True)
-        ]
-        rows.append("[" + ", ".join(pairs) + "]")
-    return render_document("results", "[" + ", ".join(rows) + "]")
+    for row in range(count):
+        if classes is not None:
+            labels = [quote(label_text(label)) for label in classes[row]]
+        rows.append("[" + ", ".join(f"[{label}, {next(texts)}]" for label in labels) + "]")
+    return ", ".join(rows)

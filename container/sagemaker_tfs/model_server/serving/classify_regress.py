@@ -10,7 +10,7 @@ TF2 SavedModel marks every signature ``tensorflow/serving/predict``).
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 from google.protobuf import text_format
@@ -124,9 +124,16 @@ def _batch_rows(name: str, array: np.ndarray, num_examples: int) -> np.ndarray:
     return array.reshape(num_examples, -1)
 
 
-def classification_result(
-    num_examples: int, outputs: dict[str, np.ndarray]
-) -> classification_pb2.ClassificationResult:
+class Classified(NamedTuple):
+    """A classification's outputs, checked: ``classes`` (labels) and/or ``scores``, one row
+    per example."""
+
+    classes: np.ndarray | None
+    scores: np.ndarray | None
+
+
+def classification_arrays(num_examples: int, outputs: dict[str, np.ndarray]) -> Classified:
+    """The outputs of a classification checked as TF Serving checks them, as rows."""
     classes = outputs.get(CLASSIFY_CLASSES)
     scores = outputs.get(CLASSIFY_SCORES)
     if classes is not None:
@@ -145,27 +152,35 @@ def classification_result(
             f"Tensors class and score should match in dim_size(1). "
             f"Got {classes.shape[1]} vs. {scores.shape[1]}"
         )
+    assert classes is not None or scores is not None, "classification_outputs() asked for one"
+    return Classified(classes, scores)
+
+
+def classification_result(classified: Classified) -> classification_pb2.ClassificationResult:
+    classes, scores = classified
     result = classification_pb2.ClassificationResult()
     rows = classes if classes is not None else scores
-    assert rows is not None, "classification_outputs() asked for classes or scores"
+    assert rows is not None
     num_classes = rows.shape[1]
     score_rows = scores.tolist() if scores is not None else None
-    for row in range(num_examples):
+    for row in range(rows.shape[0]):
         classifications = result.classifications.add()
         for column in range(num_classes):
             entry = classifications.classes.add()
             if classes is not None:
-                entry.label = _as_text(classes[row, column])
+                entry.label = label_text(classes[row, column])
             if score_rows is not None:
                 entry.score = score_rows[row][column]
     return result
 
 
-def _as_text(value: object) -> str:
+def label_text(value: object) -> str:
+    """A class label as the result holds it (bytes decoded, bad UTF-8 replaced)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
+def regression_values(num_examples: int, values: np.ndarray) -> np.ndarray:
+    """The output of a regression checked as TF Serving checks it, as one value a row."""
     if values.dtype != np.float32:
         raise invalid_argument(
             f"Expected output Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(values))}"
@@ -180,7 +195,11 @@ def regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.R
             f"Input batch size did not match output batch size: {num_examples} vs. "
             f"{values.shape[0]}"
         )
+    return values.reshape(-1)
+
+
+def regression_result(values: np.ndarray) -> regression_pb2.RegressionResult:
     result = regression_pb2.RegressionResult()
-    for value in values.reshape(-1).tolist():
+    for value in values.tolist():
         result.regressions.add().value = value
     return result

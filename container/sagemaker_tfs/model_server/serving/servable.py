@@ -96,6 +96,17 @@ class Servable(Protocol):
         self, signature_name: str, request_input: Examples
     ) -> regression_pb2.RegressionResult: ...
 
+    def classify_arrays(
+        self, signature_name: str, request_input: Examples
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """``classify``'s outputs as checked arrays (``Classified``: classes, scores), not a
+        result proto (for REST)."""
+        ...
+
+    def regress_values(self, signature_name: str, request_input: Examples) -> Tensor:
+        """``regress``'s values as a checked array, not a result proto (for REST)."""
+        ...
+
 
 # Graphs whose lone runs take less than this go inline even beside other runs.
 SHORT_RUN_SECONDS = 0.001
