@@ -102,15 +102,36 @@ def example_bytes(features: Mapping[str, Any]) -> bytes:
     TensorFlow's example parser read a message's fields in any order). So a serialized
     example ends with a feature's name, not with a value that may end in a NUL byte (an
     ``S`` array drops it). Protobuf's own order is its hash table's, which varies from one
-    process to the next. Measured on 10 MB of one-feature examples: 1.3 s where filling
-    and serializing Example protos took 2.9 s."""
+    process to the next. A lone float or string is written without the type checks of a
+    list. Measured on 10 MB of one-feature examples: 1.3 s where filling and serializing
+    Example protos took 2.9 s."""
     if not features:
         return b""
     entries = []
     for name, value in features.items():
-        feature = _delimited(_KEY_TAG, _encoded_feature(name, value))
-        entries.append(_delimited(_ENTRY_TAG, feature + _delimited(_ENTRY_TAG, name.encode())))
+        kind = type(value)
+        if kind is float and -_FLOAT32_MAX <= value <= _FLOAT32_MAX:
+            feature = _ONE_FLOAT + _FLOAT32.pack(value)
+        elif kind is str:
+            text = _delimited(_ENTRY_TAG, value.encode("utf-8", errors="surrogateescape"))
+            feature = _delimited(_KEY_TAG, _delimited(_ENTRY_TAG, text))
+        else:
+            feature = _delimited(_KEY_TAG, _encoded_feature(name, value))
+        key = _NAMES.get(name) or _name(name)
+        entries.append(_delimited(_ENTRY_TAG, feature + key))
     return _delimited(_ENTRY_TAG, b"".join(entries))
+
+
+_NAMES: dict[str, bytes] = {}  # a feature name's key field, for the first names seen
+_FLOAT32 = struct.Struct("<f")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _name(name: str) -> bytes:
+    key = _delimited(_ENTRY_TAG, name.encode())
+    if len(_NAMES) < 4096:
+        _NAMES[name] = key
+    return key
 
 
 _ENTRY_TAG, _KEY_TAG = 0x0A, 0x12  # field 1 (length-delimited), field 2 (the map value)
