@@ -5,21 +5,22 @@ held.
 The general way (``parse_json_object``, then ``examples_json.parse_examples_request``) holds
 the whole document (a dict per example, a float per value), then an Example proto per
 example, then their serialized bytes: measured on a 10 MB regress body of one-feature
-examples, the model server grew 44x the body. Here the top-level object's members are
+examples in the whole stack, the model server grew 38-44x the body (with the answer
+written from the output arrays, 4.9-5.3x this way). Here the top-level object's members are
 walked up to its ``"examples"`` key; the array's members are cut at a ``}, {`` that lies
 about ``WINDOW_BYTES`` on, and the run before the cut is parsed by orjson between brackets.
 A run that parses is whole examples (it begins where an example does, and a cut inside a
 string or inside an example leaves brackets open), so the guess is proven by the parse;
 one that does not is tried at an earlier ``}, {`` (a nested ``{"b64": ...}`` list), and the
-last run at each ``]`` until one closes the array. Each parsed example is filled and
-serialized by ``examples_json`` (the general way's code, so the features are the same) and
-appended to one buffer. The body without its examples (``"examples": []``) is then read by
+last run at each ``]`` until one closes the array. Each parsed example is serialized by
+``examples_json.example_bytes`` (the general way's type rules and errors; a window of
+one-float examples at once by ``float_examples``) and appended to one buffer. The body without its examples (``"examples": []``) is then read by
 the general reader, which judges and words everything outside the array (``context``,
 ``signature_name``, bytes after the root object); the context is serialized once and put
 before each example when the examples become the array fed to TensorFlow: a NumPy ``S``
 array (the examples' bytes and 24 bytes an element in TF), or an object array of bytes when
-an example ends in a NUL byte (an ``S`` array drops it: empty lists and strings, ``0``) or
-the widths would waste memory.
+a row ends in a NUL byte (an ``S`` array drops it: a feature name ending in one, an empty
+example after a context that does) or the widths would waste memory.
 
 An example that is not an object or has a feature of the wrong type does not stop the
 reading: the first such error is raised once the rest of the body has parsed and the
