@@ -184,3 +184,22 @@ def test_a_large_body_is_read_in_bounded_memory(features: str) -> None:
     (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:regress", body))
     assert status == 200, bytes(answer)
     assert peak < 3.5 * len(body), f"traced peak {peak / len(body):.1f}x the body"
+
+
+def test_a_large_body_with_a_bad_example_is_refused_in_bounded_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An example's error is raised once the rest has parsed, without the whole document:
+    the general way's error (and status) at the windows' memory."""
+    body = regress_body(4 << 20, '{{"x": {value:.3f}}}')
+    body = body[: -len(b"]}")] + b', {"x": [1, true]}, 3]}'
+    api = RestApi(Manager(CountingServable()))  # type: ignore[arg-type]
+    (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:regress", body))
+    assert (status, bytes(answer)) == (
+        400,
+        b'{\n    "error": "JSON Value: [1, true] Feature: x has values of unsupported or mixed '
+        b'types"\n}',
+    )
+    assert peak < 3.5 * len(body), f"traced peak {peak / len(body):.1f}x the body"
+    monkeypatch.setattr(api_module, "read_examples", lambda body: None)
+    assert api.handle("POST", "/v1/models/m:regress", body) == (status, answer)

@@ -29,7 +29,8 @@ more memory than a valid body. Anything else this does not take returns None and
 is read the general way, which words the error as TF Serving does, at the general way's
 cost (44x the body for a large one): a body that does not parse (a syntax error, NaN or
 Infinity inside the examples, a lone surrogate), a context that is not an object, a
-``"examples"`` key written with escapes or twice, an ``examples`` value that is not a list,
+``"examples"`` key twice, a ``\\u`` escape outside the examples (a key could spell
+``examples`` so), an ``examples`` value that is not a list,
 cuts that did not parse ``MAX_TRIES`` times in a row (examples holding many ``}, {`` of
 their own).
 """
