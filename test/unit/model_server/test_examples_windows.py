@@ -13,7 +13,11 @@ from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest import examples_windows
 from sagemaker_tfs.model_server.rest.api import RestApi
-from sagemaker_tfs.model_server.rest.examples_json import example_bytes, float_examples
+from sagemaker_tfs.model_server.rest.examples_json import (
+    example_bytes,
+    float_examples,
+    parse_examples_request,
+)
 from sagemaker_tfs.model_server.rest.examples_windows import read_examples
 from sagemaker_tfs.model_server.serving.classify_regress import (
     Classified,
@@ -203,3 +207,19 @@ def test_a_large_body_with_a_bad_example_is_refused_in_bounded_memory(
     assert peak < 3.5 * len(body), f"traced peak {peak / len(body):.1f}x the body"
     monkeypatch.setattr(api_module, "read_examples", lambda body: None)
     assert api.handle("POST", "/v1/models/m:regress", body) == (status, answer)
+
+
+@pytest.mark.parametrize("window", [64, 1024])
+def test_examples_holding_lists_of_objects_are_cut_between_examples(
+    window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``}, {`` inside an example (ten b64 objects each) is not taken for the one between
+    two: the cuts before an object that opens as the first example does are tried first
+    (the last ``}, {`` of a window alone ran out of tries on these and left the body to the
+    general way)."""
+    monkeypatch.setattr(examples_windows, "WINDOW_BYTES", window)
+    example = '{"s": [' + ", ".join(['{"b64": "AAE="}'] * 10) + '], "x": 1.5}'
+    body = ('{"examples": [' + ", ".join([example] * 200) + "]}").encode()
+    read = read_examples(body)
+    assert read is not None
+    assert len(read.serialized(parse_examples_request(read.document))) == 200

@@ -11,13 +11,15 @@ walked up to its ``"examples"`` key; the array's members are cut at a ``}, {`` t
 about ``WINDOW_BYTES`` on, and the run before the cut is parsed by orjson between brackets.
 A run that parses is whole examples (it begins where an example does, and a cut inside a
 string or inside an example leaves brackets open), so the guess is proven by the parse;
-one that does not is tried at an earlier ``}, {`` (a nested ``{"b64": ...}`` list), and the
-last run at each ``]`` until one closes the array. Each parsed example is serialized by
-``examples_json.example_bytes`` (the general way's type rules and errors; a window of
-one-float examples at once by ``float_examples``) and appended to one buffer. The body without its examples (``"examples": []``) is then read by
-the general reader, which judges and words everything outside the array (``context``,
-``signature_name``, bytes after the root object); the context is serialized once and put
-before each example when the examples become the array fed to TensorFlow: a NumPy ``S``
+one that does not is tried at an earlier ``}, {`` (those before an object that opens as the
+run's first example does come first: a list of ``{"b64": ...}`` inside an example seldom
+does), and the last run at each ``]`` until one closes the array. Each parsed example is
+serialized by ``examples_json.example_bytes`` (the general way's type rules and errors; a
+window of one-float examples at once by ``float_examples``) and appended to one buffer. The
+body without its examples (``"examples": []``) is then read by the general reader, which
+judges and words everything outside the array (``context``, ``signature_name``, bytes after
+the root object); the context is serialized once and put before each example when the
+examples become the array fed to TensorFlow: a NumPy ``S``
 array (the examples' bytes and 24 bytes an element in TF), or an object array of bytes when
 a row ends in a NUL byte (an ``S`` array drops it: a feature name ending in one, an empty
 example after a context that does) or the widths would waste memory.
@@ -190,11 +192,20 @@ def _read_examples(body: bytes | bytearray, start: int, read: ExamplesRead) -> i
 
 def _cuts(body: bytes | bytearray, start: int) -> list[int]:
     """Commas of ``}, {`` that may end a run from ``start``: the last ones within a window,
-    else the first ones after it (an example larger than a window)."""
+    else the first ones after it (an example larger than a window). Those before an
+    object that opens as the run's first example does (``{"x"``) come first: a ``}, {``
+    inside an example (a list of ``{"b64": ...}``) seldom does."""
+    opening = _first_key(body, start)
+    found = _cuts_before(body, start, opening)
+    found += [cut for cut in _cuts_before(body, start, b"{") if cut not in found]
+    return found[:MAX_TRIES]
+
+
+def _cuts_before(body: bytes | bytearray, start: int, opening: bytes) -> list[int]:
     found: list[int] = []
     high = start + WINDOW_BYTES
     while len(found) < MAX_TRIES:
-        brace = body.rfind(b"{", start + 1, high)
+        brace = body.rfind(opening, start + 1, high)
         if brace < 0:
             break
         comma = _separator_before(body, brace, start)
@@ -203,7 +214,7 @@ def _cuts(body: bytes | bytearray, start: int) -> list[int]:
         high = brace
     low = start + WINDOW_BYTES
     while not found:
-        brace = body.find(b"{", low)
+        brace = body.find(opening, low)
         if brace < 0:
             break
         comma = _separator_before(body, brace, start)
@@ -211,6 +222,14 @@ def _cuts(body: bytes | bytearray, start: int) -> list[int]:
             found.append(comma)
         low = brace + 1
     return found
+
+
+def _first_key(body: bytes | bytearray, start: int) -> bytes:
+    """The bytes from the example at ``start`` to the end of its first key's text (at most
+    64 bytes), or ``{``."""
+    quote = body.find(b'"', start, start + 64)
+    end = body.find(b'"', quote + 1, start + 64) if quote > 0 else -1
+    return bytes(body[start : end + 1]) if end > 0 else b"{"
 
 
 def _separator_before(body: bytes | bytearray, brace: int, start: int) -> int:
