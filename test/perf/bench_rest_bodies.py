@@ -1,9 +1,12 @@
 """The Python model server's REST API alone, in process, on large JSON bodies (issue 53).
 
-Loads ``dtype_echo`` (a string x -> y = x) and ``saved_model_half_plus_three`` from the test
-models' cache, then for each shape of ``--shapes`` (``strings``, ``b64``: ``text_shapes.py``'s
-bodies to ``dtype_echo``; ``examples``: a ``regress`` body of three-feature examples to the
-other's regress signature) at ``--mb`` MB answers one warm-up body, resets the process's
+Loads ``dtype_echo`` (a string x -> y = x), ``saved_model_half_plus_three`` and
+``saved_model_half_plus_two_cpu`` from the test models' cache, then for each shape of
+``--shapes`` (``strings``, ``b64``, ``csv_strings``, ``json_lines_strings``: ``text_shapes.py``'s
+bodies to ``dtype_echo``, the last two as the service's REST request for them; ``examples``: a
+``regress`` body of three-feature examples to half_plus_three's regress signature;
+``classify``, ``regress``: ``text_shapes.py``'s to half_plus_two) at ``--mb`` MB answers one
+warm-up body, resets the process's
 peak RSS (``/proc/self/clear_refs``) and answers the body through ``RestApi.handle``: prints
 the seconds and the peak RSS growth over the body.
 Run it once per tree to compare (``PYTHONPATH=<tree>/container``), alternating, one process
@@ -19,6 +22,7 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +31,13 @@ from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from text_shapes import SHAPES, numbers, repeated  # noqa: E402
+from text_shapes import HALF_PLUS_TWO, SHAPES, Shape, numbers, repeated  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL = "dtype_echo"
 REGRESS_MODEL = "saved_model_half_plus_three"
 REGRESS_HEAD = b'{"signature_name": "tensorflow/serving/regress", "examples": ['
+SERVICE_CONVERTED = {"csv_strings": "text/csv", "json_lines_strings": "application/jsonlines"}
 
 
 class Manager:
@@ -47,6 +52,23 @@ def examples_body(size: int) -> bytes:
     values = numbers(20_000, 4)
     rows = ", ".join(f'{{"x": {x}, "w": "word", "n": [1, 2, 3]}}' for x in values)
     return repeated(REGRESS_HEAD, rows.encode() + b", ", b'{"x": 1.0}', b"]}", size)
+
+
+def rest_body(shape: Shape) -> Callable[[int], bytes]:
+    """The shape's body as the model server gets it: CSV and JSON lines as the service's
+    REST request for them."""
+    kind = SERVICE_CONVERTED.get(shape.name)
+    if kind is None:
+        return shape.body
+
+    def converted(size: int) -> bytes:
+        from sagemaker_tfs.service.codecs import text_codecs
+
+        read = text_codecs.read_body(kind, shape.body(size), text_codecs.ForPredict(None))
+        assert isinstance(read, text_codecs.RestRequest)
+        return read.body
+
+    return converted
 
 
 def load(cache: Path, name: str) -> SavedModelServable:
@@ -70,12 +92,15 @@ def main() -> None:
     cache = Path(
         os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
     )
-    servables = {name: load(cache, name) for name in (MODEL, REGRESS_MODEL)}
+    servables = {name: load(cache, name) for name in (MODEL, REGRESS_MODEL, HALF_PLUS_TWO)}
     api = RestApi(Manager(servables))  # type: ignore[arg-type]
-    bodies = {shape.name: shape.body for shape in SHAPES if shape.model == MODEL}
+    shapes = {shape.name: shape for shape in SHAPES}
+    bodies = {name: rest_body(shape) for name, shape in shapes.items()}
     bodies["examples"] = examples_body
     for name in args.shapes.split(","):
         model, verb = (REGRESS_MODEL, "regress") if name == "examples" else (MODEL, "predict")
+        if name in ("classify", "regress"):
+            model, verb = HALF_PLUS_TWO, name
         path = f"/v1/models/{model}:{verb}"
         body = bodies[name](int(args.mb * (1 << 20)))
         api.handle("POST", path, bodies[name](1 << 20))  # warm-up: ~1 MB

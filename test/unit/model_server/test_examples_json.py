@@ -4,24 +4,61 @@ from __future__ import annotations
 
 import tracemalloc
 
+import numpy as np
+import pytest
 from sagemaker_tfs.model_server.rest import examples_json as ej
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
-from tensorflow_serving.apis import classification_pb2, regression_pb2
+from sagemaker_tfs.model_server.serving.classify_regress import (
+    Classified,
+    classification_result,
+    regression_result,
+)
+from sagemaker_tfs.wire.tfs_json import format_floats, quote, render_document
 
 
 def test_regress_and_classify_results_on_one_line() -> None:
-    regression = regression_pb2.RegressionResult()
-    for value in (3.5, 4.0):
-        regression.regressions.add().value = value
-    assert ej.format_regress_response(regression) == b'{\n    "results": [3.5, 4.0]\n}'
-    classification = classification_pb2.ClassificationResult()
-    for scores in ((0.25, 0.75), (1.0,)):
-        classes = classification.classifications.add()
-        for index, score in enumerate(scores):
-            classes.classes.add(label=f"c{index}", score=score)
-    assert ej.format_classify_response(classification) == (
-        b'{\n    "results": [[["c0", 0.25], ["c1", 0.75]], [["c0", 1.0]]]\n}'
+    values = np.array([3.5, 4.0], dtype=np.float32)
+    assert ej.format_regress_response(values) == b'{\n    "results": [3.5, 4.0]\n}'
+    classes = np.array([[b"c0", b"c1"], [b"c0", "\u00e9".encode()]], dtype=object)
+    scores = np.array([[0.25, 0.75], [1.0, 0.1]], dtype=np.float32)
+    assert (
+        ej.format_classify_response((classes, scores))
+        == (
+            '{\n    "results": [[["c0", 0.25], ["c1", 0.75]], [["c0", 1.0], ["\u00e9", 0.1]]]\n}'
+        ).encode()
     )
+    assert ej.format_classify_response((None, scores)) == (
+        b'{\n    "results": [[["", 0.25], ["", 0.75]], [["", 1.0], ["", 0.1]]]\n}'
+    )
+    assert ej.format_classify_response((classes, None)) == (
+        b'{\n    "results": [[["c0", 0.0], ["c1", 0.0]], [["c0", 0.0], ["\xc3\xa9", 0.0]]]\n}'
+    )
+
+
+def test_answers_written_by_blocks_are_those_of_the_result_protos(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Written from the outputs a block of rows at a time (here 7), as the result protos
+    were written whole (their values one by one)."""
+    monkeypatch.setattr(ej, "ROWS_AT_A_TIME", 7)
+    rng = np.random.default_rng(3)
+    scores = rng.uniform(-5, 5, (50, 3)).astype(np.float32)
+    classes = np.array([[f"k{i}".encode() for i in range(3)]] * 50, dtype=object)
+    for pair in ((classes, scores), (None, scores), (classes, None), (None, scores[:, :1])):
+        result = classification_result(Classified(*pair))
+        rows = []
+        for classified in result.classifications:
+            texts = format_floats(np.array([c.score for c in classified.classes], np.float32))
+            labels = [quote(c.label) for c in classified.classes]
+            pairs = [f"[{label}, {t}]" for label, t in zip(labels, texts, strict=True)]
+            rows.append("[" + ", ".join(pairs) + "]")
+        expected = render_document("results", "[" + ", ".join(rows) + "]")
+        assert ej.format_classify_response(pair) == expected
+    values = scores[:, 0]
+    result = regression_result(values)
+    listed = np.array([r.value for r in result.regressions], dtype=np.float32)
+    expected = render_document("results", "[" + ", ".join(format_floats(listed)) + "]")
+    assert ej.format_regress_response(values) == expected
 
 
 def test_examples_become_tf_example_protos() -> None:

@@ -87,6 +87,29 @@ NOT_TAKEN = [
 ]
 
 
+ROWS = [  # rows of the one input alone: read by json_strings when it is given the alias
+    b'{"instances": [{"x": "a"}, {"x": "bc"}, {"x": ""}]}',
+    b'{"instances": [ {"x":"one"} ,\n{ "x" : "t\\"wo" } ]}',
+    rb'{"instances": [{"x": "h\u00e9llo"}, {"x": "\u0000"}]}',
+    '{"instances": [{"x": "\u65e5 \u00e9"}]}'.encode(),
+]
+
+ROWS_NOT_TAKEN = [
+    b'{"instances": [{"x": "a"}, {"y": "b"}]}',
+    b'{"instances": [{"x": "a", "x": "b"}]}',
+    b'{"instances": [{"x": ["a"]}]}',
+    b'{"instances": [[{"x": "a"}]]}',
+    b'{"inputs": [{"x": "a"}]}',
+    b'{"instances": [{"x": 1}]}',
+    b'{"instances": [{"xx": "a"}]}',
+    rb'{"instances": [{"\u0078": "a"}]}',
+    b'{"instances": [{"x": "a"},]}',
+    b'{"instances": [{"x": "a"} {"x": "b"}]}',
+    b'{"instances": [{"x": "a"}, "b"]}',
+    b'{"instances": [{"x": "a"}], "x": "b"}',
+]
+
+
 def general_read(body: bytes) -> tuple[dict[str, np.ndarray], bool]:
     return parse_predict_request(parse_json_object(body), STRINGS)
 
@@ -109,6 +132,21 @@ def test_strings_read_as_the_general_reader_reads_them(body: bytes) -> None:
 @pytest.mark.parametrize("body", NOT_TAKEN)
 def test_other_bodies_are_left_to_the_general_reader(body: bytes) -> None:
     assert read_string_tensor(body) is None
+
+
+@pytest.mark.parametrize("body", ROWS)
+def test_rows_of_the_one_input_read_as_the_general_reader_reads_them(body: bytes) -> None:
+    assert read_string_tensor(body) is None
+    read = read_string_tensor(body, "x")
+    assert read is not None
+    expected, columnar = general_read(body)
+    assert read[0] == "instances" and not columnar
+    assert as_lists(read[1]) == as_lists(expected["x"])
+
+
+@pytest.mark.parametrize("body", ROWS_NOT_TAKEN)
+def test_other_rows_are_left_to_the_general_reader(body: bytes) -> None:
+    assert read_string_tensor(body, "x") is None
 
 
 class EchoServable:
@@ -157,7 +195,7 @@ def answers(bodies: list[bytes], bytes_output: bool) -> list[tuple[int, bytes]]:
 def test_answers_are_byte_for_byte_those_of_the_general_path(
     bytes_output: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bodies = CORPUS + NOT_TAKEN
+    bodies = CORPUS + NOT_TAKEN + ROWS + ROWS_NOT_TAKEN
     taken = answers(bodies, bytes_output)
     monkeypatch.setattr(api_module, "read_plain_strings", lambda body, signature: None)
     assert taken == answers(bodies, bytes_output)
@@ -183,7 +221,16 @@ def short_strings_body(size: int) -> bytes:
     return b'{"instances": [' + words.encode() + b"]}"
 
 
-@pytest.mark.parametrize("make_body", [short_strings_body, b64_body])
+def rows_body(size: int) -> bytes:
+    """Short strings as rows of the one input (the service's request for JSON lines)."""
+    rng = np.random.default_rng(9)
+    letters = rng.integers(97, 123, (size // 16, 8), dtype=np.uint8)
+    rows = ", ".join(f'{{"x": "{row[: 3 + i % 6].tobytes().decode()}"}}'
+                     for i, row in enumerate(letters))  # fmt: skip
+    return b'{"instances": [' + rows.encode() + b"]}"
+
+
+@pytest.mark.parametrize("make_body", [short_strings_body, b64_body, rows_body])
 def test_a_body_of_short_strings_is_answered_in_2x_its_size_besides_the_output(
     make_body: Any,
 ) -> None:

@@ -24,6 +24,7 @@ from sagemaker_tfs.model_server.rest.examples_json import (
     format_regress_response,
     parse_examples_request,
 )
+from sagemaker_tfs.model_server.rest.examples_windows import ExamplesRead, read_examples
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.json_writer import (
     format_error,
@@ -152,7 +153,8 @@ class RestApi:
     def _inference(self, target: Target, body: bytes | bytearray) -> bytes | bytearray:
         """Predict looks the model up before reading inputs (it needs the signature's types);
         classify and regress read the whole request first, as TF Serving does. A plain list
-        of strings for the default signature is read without a document (``json_strings``)."""
+        of strings for the default signature is read without a document (``json_strings``),
+        classify and regress examples a window at a time (``examples_windows``)."""
         if target.action == "predict":
             plain = self._plain_strings(target, body)
             if plain is not None:
@@ -161,6 +163,11 @@ class RestApi:
                 outputs = servable.predict_joined("", inputs)
                 del inputs  # not held while the answer is written
                 return format_predict_response(outputs, columnar)
+        else:
+            with _cyclic_gc_paused():
+                read = read_examples(body)
+            if read is not None:
+                return self._examples(target, read)
         with _cyclic_gc_paused():
             document = parse_json_object(body)
         signature_name = _signature_name(document)
@@ -176,10 +183,20 @@ class RestApi:
         del document  # its dicts are not held while the examples run
         servable = self._servable(target)
         if target.action == "classify":
-            result = servable.classify(signature_name, request_input)
-            return format_classify_response(result)
-        result = servable.regress(signature_name, request_input)
-        return format_regress_response(result)
+            return format_classify_response(servable.classify_arrays(signature_name, request_input))
+        return format_regress_response(servable.regress_values(signature_name, request_input))
+
+    def _examples(self, target: Target, read: ExamplesRead) -> bytearray:
+        """Classify or regress on examples read a window at a time (``examples_windows``),
+        its errors raised in the general way's order: the signature name's, the context's,
+        an example's, then the model's."""
+        signature_name = _signature_name(read.document)
+        examples = read.serialized(parse_examples_request(read.document))
+        del read
+        servable = self._servable(target)
+        if target.action == "classify":
+            return format_classify_response(servable.classify_arrays(signature_name, examples))
+        return format_regress_response(servable.regress_values(signature_name, examples))
 
     def _plain_strings(
         self, target: Target, body: bytes | bytearray

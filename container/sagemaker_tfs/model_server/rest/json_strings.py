@@ -49,16 +49,20 @@ class _NotPlain(Exception):
     """The body is not one this reader takes: the general reader reads it."""
 
 
-def read_string_tensor(body: bytes | bytearray) -> tuple[str, np.ndarray] | None:
+def read_string_tensor(
+    body: bytes | bytearray, alias: str | None = None
+) -> tuple[str, np.ndarray] | None:
     """(``"instances"`` or ``"inputs"``, the strings as an array of their nested lists'
-    shape), or None when the body is not a plain list of strings under one of those keys."""
+    shape), or None when the body is not a plain list of strings under one of those keys;
+    with ``alias`` (the one input's), also a list of ``{alias: string}`` rows under
+    ``instances`` (what the service sends for JSON lines of one string each)."""
     try:
-        return _read(body)
+        return _read(body, alias)
     except _NotPlain:
         return None
 
 
-def _read(body: bytes | bytearray) -> tuple[str, np.ndarray]:
+def _read(body: bytes | bytearray, alias: str | None) -> tuple[str, np.ndarray]:
     data = np.frombuffer(body, dtype=np.uint8)
     if not data.size or b'"' not in body:
         raise _NotPlain
@@ -74,10 +78,38 @@ def _read(body: bytes | bytearray) -> tuple[str, np.ndarray]:
         raise _NotPlain
     value = skeleton[3:-1]
     if b"{" in value:
+        if (
+            alias is not None
+            and key == b"instances"
+            and _named_rows(data, value, starts, ends, alias)
+        ):
+            return key.decode(), _string_array(body, data, starts[2::2], ends[2::2])
         return key.decode(), _b64_values(body, data, value, starts[1:], ends[1:])
     shape = _rectangular_shape(value, starts.size - 1)
     values = _string_array(body, data, starts[1:], ends[1:])
     return key.decode(), values.reshape(shape)
+
+
+def _named_rows(data: np.ndarray, value: bytes, starts: np.ndarray, ends: np.ndarray,
+                alias: str) -> bool:  # fmt: skip
+    """``[{s:s},...]``: one list of objects, each of one string named ``alias`` (not
+    ``b64``: such objects are b64 values), checked without a copy of the skeleton."""
+    name = alias.encode()
+    if name == b"b64" or starts.size % 2 == 0:
+        return False
+    key_starts = starts[1::2]
+    named = ends[1::2] - key_starts == len(name)
+    for offset, byte in enumerate(name):
+        if not named.all():
+            return False
+        named &= data[np.minimum(key_starts + offset, data.size - 1)] == byte
+    if not named.all():
+        return False
+    rows = key_starts.size
+    counts = (value.count(b"{s:s}"), value.count(b","), value.count(b"["), len(value))
+    if counts != (rows, rows - 1, 1, 6 * rows + 1) or value[:1] + value[-1:] != b"[]":
+        return False
+    return not any(pair in value for pair in (b"}{", b",,", b"[,", b",]"))
 
 
 def _b64_values(body: bytes | bytearray, data: np.ndarray, value: bytes, starts: np.ndarray,

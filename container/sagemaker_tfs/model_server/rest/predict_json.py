@@ -49,14 +49,15 @@ def read_plain_strings(
     body: bytes | bytearray, signature: ServableSignature
 ) -> tuple[dict[str, np.ndarray], bool] | None:
     """What ``parse_predict_request`` would give for a body that is a plain list of strings
-    under ``instances`` or ``inputs`` for a signature of one string input, read without a
-    Python object per string (``json_strings``); None for any other body or signature."""
+    under ``instances`` or ``inputs`` (or rows of that input alone: ``{"instances":
+    [{"x": "a"}, ...]}``) for a signature of one string input, read without a Python object
+    per string (``json_strings``); None for any other body or signature."""
     if len(signature.inputs) != 1:
         return None
     alias, spec = next(iter(signature.inputs.items()))
     if spec.dtype != types_pb2.DT_STRING:
         return None
-    read = read_string_tensor(body)
+    read = read_string_tensor(body, alias)
     if read is None:
         return None
     key, values = read

@@ -10,6 +10,8 @@ TF2 SavedModel marks every signature ``tensorflow/serving/predict``).
 
 from __future__ import annotations
 
+from typing import NamedTuple, TypeAlias
+
 import numpy as np
 from google.protobuf import text_format
 from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
@@ -83,12 +85,20 @@ def _debug_string(signature: ServableSignature) -> str:
     return text_format.MessageToString(signature_def_of(signature))
 
 
-def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
-    """The request's tf.Examples as a 1-D array of serialized protos.
+Examples: TypeAlias = "input_pb2.Input | np.ndarray"  # an Input, or its examples serialized
+
+
+def serialized_examples(request_input: Examples) -> np.ndarray:
+    """The request's tf.Examples as a 1-D array of serialized protos (an array is taken as
+    it is: the REST reader's, ``rest/examples_windows.py``).
 
     With a context, each example is merged with the context the way TF Serving does it:
     the context is serialized first and the example after it, so example features win.
     """
+    if isinstance(request_input, np.ndarray):
+        if not request_input.size:
+            raise invalid_argument("Input is empty.")
+        return request_input
     kind = request_input.WhichOneof("kind")
     if kind == "example_list":
         examples = [example.SerializeToString() for example in request_input.example_list.examples]
@@ -114,9 +124,16 @@ def _batch_rows(name: str, array: np.ndarray, num_examples: int) -> np.ndarray:
     return array.reshape(num_examples, -1)
 
 
-def classification_result(
-    num_examples: int, outputs: dict[str, np.ndarray]
-) -> classification_pb2.ClassificationResult:
+class Classified(NamedTuple):
+    """A classification's outputs, checked: ``classes`` (labels) and/or ``scores``, one row
+    per example."""
+
+    classes: np.ndarray | None
+    scores: np.ndarray | None
+
+
+def classification_arrays(num_examples: int, outputs: dict[str, np.ndarray]) -> Classified:
+    """The outputs of a classification checked as TF Serving checks them, as rows."""
     classes = outputs.get(CLASSIFY_CLASSES)
     scores = outputs.get(CLASSIFY_SCORES)
     if classes is not None:
@@ -135,27 +152,35 @@ def classification_result(
             f"Tensors class and score should match in dim_size(1). "
             f"Got {classes.shape[1]} vs. {scores.shape[1]}"
         )
+    assert classes is not None or scores is not None, "classification_outputs() asked for one"
+    return Classified(classes, scores)
+
+
+def classification_result(classified: Classified) -> classification_pb2.ClassificationResult:
+    classes, scores = classified
     result = classification_pb2.ClassificationResult()
     rows = classes if classes is not None else scores
-    assert rows is not None, "classification_outputs() asked for classes or scores"
+    assert rows is not None
     num_classes = rows.shape[1]
     score_rows = scores.tolist() if scores is not None else None
-    for row in range(num_examples):
+    for row in range(rows.shape[0]):
         classifications = result.classifications.add()
         for column in range(num_classes):
             entry = classifications.classes.add()
             if classes is not None:
-                entry.label = _as_text(classes[row, column])
+                entry.label = label_text(classes[row, column])
             if score_rows is not None:
                 entry.score = score_rows[row][column]
     return result
 
 
-def _as_text(value: object) -> str:
+def label_text(value: object) -> str:
+    """A class label as the result holds it (bytes decoded, bad UTF-8 replaced)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.RegressionResult:
+def regression_values(num_examples: int, values: np.ndarray) -> np.ndarray:
+    """The output of a regression checked as TF Serving checks it, as one value a row."""
     if values.dtype != np.float32:
         raise invalid_argument(
             f"Expected output Tensor of DT_FLOAT. Got: {short_dtype_name(datatype_of(values))}"
@@ -170,7 +195,11 @@ def regression_result(num_examples: int, values: np.ndarray) -> regression_pb2.R
             f"Input batch size did not match output batch size: {num_examples} vs. "
             f"{values.shape[0]}"
         )
+    return values.reshape(-1)
+
+
+def regression_result(values: np.ndarray) -> regression_pb2.RegressionResult:
     result = regression_pb2.RegressionResult()
-    for value in values.reshape(-1).tolist():
+    for value in values.tolist():
         result.regressions.add().value = value
     return result

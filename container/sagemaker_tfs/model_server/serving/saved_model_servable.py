@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from tensorflow.python.saved_model.loader_impl import SavedModelLoader, get_init_op
-from tensorflow_serving.apis import classification_pb2, input_pb2, regression_pb2
+from tensorflow_serving.apis import classification_pb2, regression_pb2
 
 from sagemaker_tfs.model_server.errors import Code, ServingError, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
@@ -39,11 +39,15 @@ from sagemaker_tfs.model_server.serving.classify_regress import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
     REGRESS_OUTPUT,
+    Classified,
+    Examples,
     check_regression_outputs,
+    classification_arrays,
     classification_outputs,
     classification_result,
     examples_input,
     regression_result,
+    regression_values,
     serialized_examples,
 )
 from sagemaker_tfs.model_server.serving.predict_checks import (
@@ -270,25 +274,31 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         }
 
     def classify(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> classification_pb2.ClassificationResult:
+        return classification_result(self.classify_arrays(signature_name, request_input))
+
+    def classify_arrays(self, signature_name: str, request_input: Examples) -> Classified:
         signature = self.signature(signature_name)
         check = self._options.method_name_check
         input_alias = examples_input(signature, CLASSIFY_METHOD, check)
         outputs = classification_outputs(signature)
         examples = serialized_examples(request_input)
         values = self._run(signature, {input_alias: examples}, outputs, "Classify")
-        return classification_result(len(examples), dict(zip(outputs, values, strict=True)))
+        return classification_arrays(len(examples), dict(zip(outputs, values, strict=True)))
 
     def regress(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> regression_pb2.RegressionResult:
+        return regression_result(self.regress_values(signature_name, request_input))
+
+    def regress_values(self, signature_name: str, request_input: Examples) -> np.ndarray:
         signature = self.signature(signature_name)
         input_alias = examples_input(signature, REGRESS_METHOD, self._options.method_name_check)
         check_regression_outputs(signature)
         examples = serialized_examples(request_input)
         (values,) = self._run(signature, {input_alias: examples}, (REGRESS_OUTPUT,), "Regress")
-        return regression_result(len(examples), values)
+        return regression_values(len(examples), values)
 
 
 def _variables_feeding(graph: tf.Graph, tensor_names: list[str]) -> list[tf.Tensor]:

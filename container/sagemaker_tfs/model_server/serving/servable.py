@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from tensorflow_serving.apis import (
         classification_pb2,
         get_model_metadata_pb2,
-        input_pb2,
         regression_pb2,
     )
 
+    from sagemaker_tfs.model_server.serving.classify_regress import Examples
     from sagemaker_tfs.model_server.serving.signatures import ServableSignature
     from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings
 
@@ -89,12 +89,23 @@ class Servable(Protocol):
         ...
 
     def classify(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> classification_pb2.ClassificationResult: ...
 
     def regress(
-        self, signature_name: str, request_input: input_pb2.Input
+        self, signature_name: str, request_input: Examples
     ) -> regression_pb2.RegressionResult: ...
+
+    def classify_arrays(
+        self, signature_name: str, request_input: Examples
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """``classify``'s outputs as checked arrays (``Classified``: classes, scores), not a
+        result proto (for REST)."""
+        ...
+
+    def regress_values(self, signature_name: str, request_input: Examples) -> Tensor:
+        """``regress``'s values as a checked array, not a result proto (for REST)."""
+        ...
 
 
 # Graphs whose lone runs take less than this go inline even beside other runs.

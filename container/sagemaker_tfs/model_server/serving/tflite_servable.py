@@ -244,3 +244,6 @@ class TfLiteServable(SignatureTable, BatchedRuns):
 
     def regress(self, signature_name: str, request_input: Any) -> Any:
         raise ServingError(Code.UNIMPLEMENTED, "Regress is not supported for TFLite models")
+
+    classify_arrays = classify
+    regress_values = regress
