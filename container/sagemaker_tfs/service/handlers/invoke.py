@@ -164,7 +164,8 @@ class Invoker:
     """How a worker serves an invocation, made once per worker with what it keeps between
     them: the REST client for its own posts, the image options, the limits. Data flows one
     way: the parsed request -> its ``Context`` -> the handlers -> the model server -> the
-    ``Reply``; a body is converted or decoded once, outside the calls that failover repeats."""
+    ``Reply``; a body is read or decoded once, outside the calls that failover repeats (a
+    REST request written as it is sent is written again for each model server it reaches)."""
 
     def __init__(self, rest: RestClient, options: ImageOptions, limits: Limits) -> None:
         self.rest = rest
@@ -263,8 +264,9 @@ class Invoker:
                      record: InvocationRecord) -> Reply:  # fmt: skip
         """A JSON or CSV body with a JSON answer, read once by ``text_codecs``: into the
         inputs' arrays and sent over gRPC where it can be (the same answer, bytes and all),
-        else as TF Serving's REST request, posted to the model server's REST API. Once read
-        into the arrays, the body is let go of (a failover sends the arrays again)."""
+        else as TF Serving's REST request, written while it is sent to the model server's
+        REST API (``send``). Once read into the arrays, the body is let go of (a failover
+        sends the arrays again); the REST request is written again from it."""
         timeout = self.limits.model_server_timeout
         signature = failover(lambda context: text_predict.signature_for(request, context))
         inputs = text_predict.read_inputs(request, body.data, signature)

@@ -1,5 +1,6 @@
 """The REST way of a large body holds neither its request nor the model server's answer whole
-(issue 53's bound: no process grows by more than the body plus its input and output tensors).
+(issue 53's bound: no process grows by more than the body plus its input and output tensors),
+and answers as before: a bad body with its 400 (found while sent, or with no model server).
 
 A CSV of words or JSON lines of strings (bodies the inputs' arrays do not take) goes through
 the worker's ``Invoker`` to a stand-in model server on a real socket, which reads the request
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import falcon
@@ -33,6 +35,7 @@ from sagemaker_tfs.service.routing import connections, text_predict
 from sagemaker_tfs.service.routing.model_servers import Candidates, ModelServer
 from sagemaker_tfs.service.targets import ModelTarget
 from sagemaker_tfs.wire import tensors
+from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import CustomAttributes, MediaType, accept_list
 from sagemaker_tfs.wire.http_messages import chunk_size, read_header_fields
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -68,20 +71,27 @@ class StandIn:
             while reader.readline():
                 fields = read_header_fields(reader)
                 digest = hashlib.sha256()
-                if "content-length" in fields:
-                    self._read(reader, int(fields["content-length"]), digest)
-                else:
-                    while size := chunk_size(reader.readline()):
-                        self._read(reader, size, digest)
-                        reader.readline()
-                    reader.readline()
+                try:
+                    self._read_body(reader, fields, digest)
+                except (ValueError, EOFError):  # cut short: the connection closed
+                    return
                 self.digests.append(digest.hexdigest())
                 sock.sendall(self.answer)
+
+    def _read_body(self, reader, fields: dict[str, str], digest) -> None:  # type: ignore[no-untyped-def]
+        if "content-length" in fields:
+            self._read(reader, int(fields["content-length"]), digest)
+            return
+        while size := chunk_size(reader.readline()):
+            self._read(reader, size, digest)
+            reader.readline()
+        reader.readline()
 
     def _read(self, reader, size: int, digest) -> None:  # type: ignore[no-untyped-def]
         while size:
             got = reader.readinto(self.buffer[: min(size, len(self.buffer))])
-            assert got, "the request ended early"
+            if not got:
+                raise EOFError("the request ended early")
             digest.update(self.buffer[:got])
             size -= got
 
@@ -211,3 +221,42 @@ def test_the_answer_is_passed_on_with_its_length_when_it_is_not_rewritten(
                         InvocationRecord(None, falcon.Response()))  # fmt: skip
     assert isinstance(reply.body, StreamedBody) and reply.body.length == len(answer)
     assert b"".join(reply.body.chunks) == answer
+
+
+def bad_csv(size: int) -> bytes:
+    """Words, then a row of two fields at the end: found bad only once written to there."""
+    return csv_words(size) + b"a,b\n"
+
+
+def test_a_csv_found_bad_while_sent_is_refused_in_convert_words_and_never_ends() -> None:
+    body = bad_csv(2 * MB)
+    model_server = StandIn(b"{}")
+    invoker = Invoker(connections.RestClient(), ImageOptions(1.0, 0.0), Limits())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_predict, "signature_for", lambda request, context: SIGNATURES)
+        with pytest.raises(HttpError) as refused:
+            invoker.run(request_of("text/csv", ""), RequestBody(body), None,
+                        One(ModelServer(1, model_server.port, None)),
+                        InvocationRecord(None, falcon.Response()))  # fmt: skip
+    with pytest.raises(HttpError) as expected:
+        convert("text/csv", body)
+    assert (refused.value.status, refused.value.message) == (400, expected.value.message)
+    assert model_server.digests == []  # the request was cut short: never answered
+
+
+def test_a_bad_csv_is_refused_when_no_model_server_is_reached() -> None:
+    """The body is written whole (not sent) once the model server cannot be reached: a bad
+    one is refused at once, as before, rather than failed over for 10 s and answered 503."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there
+    invoker = Invoker(connections.RestClient(), ImageOptions(1.0, 0.0), Limits())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(text_predict, "signature_for", lambda request, context: SIGNATURES)
+        started = time.monotonic()
+        with pytest.raises(HttpError) as refused:
+            invoker.run(request_of("text/csv", ""), RequestBody(bad_csv(2 * MB)), None,
+                        One(ModelServer(1, port, None)),
+                        InvocationRecord(None, falcon.Response()))  # fmt: skip
+    assert refused.value.status == 400 and "Invalid CSV" in refused.value.message
+    assert time.monotonic() - started < 5
