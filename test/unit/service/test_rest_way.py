@@ -52,11 +52,13 @@ SIGNATURES = {
 
 class StandIn:
     """A model server that reads each request into one buffer a piece at a time, keeps its
-    SHA-256, and answers ``answer`` (prepared before anything is traced)."""
+    SHA-256, and answers ``answer`` (prepared before anything is traced); ``cut_at``: only
+    that many bytes of it, then the connection closes."""
 
-    def __init__(self, answer: bytes) -> None:
+    def __init__(self, answer: bytes, cut_at: int | None = None) -> None:
         self.answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-        self.answer += b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer)
+        self.answer += b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer[:cut_at])
+        self.cut_short = cut_at is not None
         self.buffer = memoryview(bytearray(256 << 10))
         self.digests: list[str] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -77,6 +79,8 @@ class StandIn:
                     return
                 self.digests.append(digest.hexdigest())
                 sock.sendall(self.answer)
+                if self.cut_short:
+                    return
 
     def _read_body(self, reader, fields: dict[str, str], digest) -> None:  # type: ignore[no-untyped-def]
         if "content-length" in fields:
@@ -97,14 +101,17 @@ class StandIn:
 
 
 class One(Candidates):
-    def __init__(self, server: ModelServer) -> None:
+    """``server``, then (a failover) ``then``."""
+
+    def __init__(self, server: ModelServer, then: ModelServer | None = None) -> None:
         self.server = server
+        self.then = then or server
 
     def first(self) -> ModelServer:
         return self.server
 
     def next_after(self, failed: ModelServer, attempt: int) -> ModelServer:
-        return self.server
+        return self.then
 
     def unreachable(self, server: ModelServer) -> None:
         pass
@@ -260,3 +267,24 @@ def test_a_bad_csv_is_refused_when_no_model_server_is_reached() -> None:
                         InvocationRecord(None, falcon.Response()))  # fmt: skip
     assert refused.value.status == 400 and "Invalid CSV" in refused.value.message
     assert time.monotonic() - started < 5
+
+
+def test_an_answer_that_breaks_off_once_passed_on_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The status is sent once the model server's head has come: an answer that breaks off
+    after that fails the client's answer (the edge resets its connection) rather than fail
+    over to another model server, which never gets the request."""
+    monkeypatch.setattr(text_predict, "signature_for", lambda request, context: SIGNATURES)
+    body = json_lines(2 * MB)
+    answer = echo_answer(len(body))
+    broken, other = StandIn(answer, cut_at=len(answer) // 2), StandIn(answer)
+    invoker = Invoker(connections.RestClient(), ImageOptions(1.0, 0.0), Limits())
+    servers = One(ModelServer(1, broken.port, None), then=ModelServer(2, other.port, None))
+    reply = invoker.run(request_of("application/jsonlines", ""), RequestBody(body), None,
+                        servers, InvocationRecord(None, falcon.Response()))  # fmt: skip
+    assert reply.status == 200 and isinstance(reply.body, StreamedBody)
+    with pytest.raises(connections.RestConnectionError, match="the answer ended after"):
+        for _ in reply.body.chunks:
+            pass
+    assert len(broken.digests) == 1 and other.digests == []
