@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 from sagemaker_tfs.service.routing.connections import RestClient, RestConnectionError
-from sagemaker_tfs.wire.http_messages import read_header_fields
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.http_messages import is_chunked, read_chunked_body, read_header_fields
 
 # (connection number, request number on it, body) -> raw answer, or None to close at once
 Script = Callable[[int, int, bytes], bytes | None]
@@ -43,15 +45,29 @@ class ScriptedServer:
         reader = sock.makefile("rb")
         with sock, reader:
             for index in range(1_000):
-                if not reader.readline():
+                try:
+                    if not reader.readline():
+                        return
+                except OSError:
                     return
                 fields = read_header_fields(reader)
-                body = reader.read(int(fields.get("content-length", "0")))
+                try:
+                    body = (
+                        read_chunked_body(reader)
+                        if is_chunked(fields)
+                        else reader.read(int(fields.get("content-length", "0")))
+                    )
+                except ValueError:  # the request never ended: the connection closed
+                    self.requests.append((fields, b"unfinished"))
+                    return
                 self.requests.append((fields, body))
                 answer = self.script(number, index, body)
                 if answer is None:
                     return
-                sock.sendall(answer)
+                try:
+                    sock.sendall(answer)
+                except OSError:  # the client closed the connection before reading it all
+                    return
                 if self.close_after_answer:
                     return
 
@@ -153,3 +169,103 @@ def test_a_broken_answer_is_a_connection_error(serve, raw: bytes | None) -> None
     server = serve(lambda *_: raw, close_after_answer=True)
     with pytest.raises(RestConnectionError):
         RestClient().post(server.uri(), b"{}", "application/json")
+
+
+# --------------------------------------------------------------- send: the REST way, bounded
+
+
+def pieces_of(*parts: bytes) -> Callable[[], Iterator[bytes]]:
+    """A request written in ``parts``, counted each time it is written."""
+    written: list[int] = []
+
+    def write() -> Iterator[bytes]:
+        written.append(1)
+        yield from parts
+
+    write.written = written  # type: ignore[attr-defined]
+    return write
+
+
+def test_a_request_of_unknown_length_is_sent_chunked_as_it_is_written(serve) -> None:
+    server = serve(lambda _c, _i, body: answer(b'{"got": %d}' % len(body)))
+    write = pieces_of(b'{"instances": [', b"", b"1," * 40_000, b"2]}")
+    answer_ = RestClient().send(server.uri(), write, None, "application/json")
+    assert (answer_.status, answer_.content, answer_.length) == (200, b'{"got": 80018}', None)
+    fields, body = server.requests[0]
+    assert fields["transfer-encoding"] == "chunked" and "content-length" not in fields
+    assert body == b'{"instances": [' + b"1," * 40_000 + b"2]}"
+
+
+def test_a_request_of_known_length_is_sent_with_it(serve) -> None:
+    server = serve(lambda _c, _i, body: answer(b"{}"))
+    RestClient().send(server.uri(), pieces_of(b"[", b"1" * 100_000, b"]"), 100_002, "x/y")
+    fields, body = server.requests[0]
+    assert (fields["content-length"], body) == ("100002", b"[" + b"1" * 100_000 + b"]")
+
+
+def test_a_large_answer_is_passed_on_as_it_arrives_and_its_connection_kept_after(serve) -> None:
+    large = b"[" + b"7," * 1_500_000 + b"7]"
+    server = serve(lambda _c, index, _b: answer(large if index == 0 else b"{}"))
+    client = RestClient()
+    streamed = client.send(server.uri(), pieces_of(b"{}"), 2, "application/json")
+    assert (streamed.status, streamed.content, streamed.length) == (200, b"", len(large))
+    assert b"".join(streamed.stream) == large
+    assert client.send(server.uri(), pieces_of(b"{}"), 2, "application/json").content == b"{}"
+    assert server.connections == 1
+
+
+def test_an_answer_left_part_read_closes_its_connection(serve) -> None:
+    large = b"x" * (3 << 20)
+    server = serve(lambda number, _i, _b: answer(large if number == 1 else b"{}"))
+    client = RestClient()
+    streamed = client.send(server.uri(), pieces_of(b"{}"), 2, "application/json")
+    next(streamed.stream)
+    streamed.stream.close()  # type: ignore[attr-defined]
+    assert client.send(server.uri(), pieces_of(b"{}"), 2, "application/json").content == b"{}"
+    assert server.connections == 2
+
+
+def test_a_large_error_answer_is_read_whole(serve) -> None:
+    error = b'{"error": "' + b"e" * (2 << 20) + b'"}'
+    server = serve(lambda *_: answer(error, "400 Bad Request"))
+    got = RestClient().send(server.uri(), pieces_of(b"{}"), 2, "application/json")
+    assert (got.status, got.content, got.length) == (400, error, None)
+
+
+def test_an_answer_cut_short_while_passed_on_is_a_connection_error(serve) -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (4 << 20) + b"x" * (2 << 20)
+    server = serve(lambda *_: cut, close_after_answer=True)
+    streamed = RestClient().send(server.uri(), pieces_of(b"{}"), 2, "application/json")
+    with pytest.raises(RestConnectionError, match="ended after 2097152 of 4194304 bytes"):
+        b"".join(streamed.stream)
+
+
+def test_a_request_found_bad_while_written_is_refused_and_the_model_server_gets_no_end(
+    serve,
+) -> None:
+    def write() -> Iterator[bytes]:
+        yield b'{"instances": [' + b'"a",' * 30_000
+        raise HttpError(400, "Invalid CSV: row 3 has 2 fields, expected 1")
+
+    server = serve(lambda *_: answer(b"{}"))
+    client = RestClient()
+    with pytest.raises(HttpError, match="row 3"):
+        client.send(server.uri(), write, None, "application/json")
+    assert client.send(server.uri(), pieces_of(b"{}"), None, "application/json").content == b"{}"
+    # each connection's thread records its request: the two in either order, the cut one
+    # once its thread has seen the connection close
+    deadline = time.monotonic() + 5
+    while len(server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(body for _, body in server.requests) == [b"unfinished", b"{}"]
+    assert server.connections == 2
+
+
+def test_a_request_on_a_connection_closed_while_idle_is_written_again(serve) -> None:
+    server = serve(lambda _c, index, body: answer(body) if index == 0 else None)
+    client = RestClient()
+    write = pieces_of(b"[", b"1" * 200_000, b"]")
+    for _ in range(3):
+        assert client.send(server.uri(), write, None, "application/json").content[:3] == b"[11"
+    assert server.connections == 3
+    assert len(write.written) == 5  # type: ignore[attr-defined]

@@ -16,7 +16,8 @@ What a caller gets is the body read once into one of:
 - ``TextRequest``: the inputs' arrays and the signature, exactly what the REST path would
   feed the model (predict, over gRPC);
 - ``Refusal``: the REST path's 400 for the body, in its words;
-- ``RestRequest``: TF Serving's REST request, for the model server's REST API;
+- ``RestRequest``: TF Serving's REST request, for the model server's REST API, written a
+  piece at a time as it is sent (a large one is never whole beside the body);
 - for a binary Accept (``ForInputs``), the named arrays by the njs's rules.
 """
 
@@ -32,6 +33,7 @@ import numpy as np
 from sagemaker_tfs.service.codecs.content_types import CSV, JSON, JSON_LINES_TYPES
 from sagemaker_tfs.service.codecs.text import text_rest, text_tensors, text_verbatim
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_rest import RestRequest
 from sagemaker_tfs.service.codecs.text.text_scan import Unsure
 from sagemaker_tfs.service.codecs.text.text_tensors import TextRequest
 from sagemaker_tfs.wire.errors import HttpError
@@ -50,12 +52,6 @@ __all__ = [
 
 CSV_PIECE_BYTES = 1 << 18  # a large CSV body is converted this much at a time
 ArrayReader = Callable[[bytes, Mapping[str, Signature]], TextRequest | Refusal | None]
-
-
-class RestRequest(NamedTuple):
-    """TF Serving's REST request for the body (``text_rest.convert``), to post as it is."""
-
-    body: bytes
 
 
 class ForPredict(NamedTuple):
@@ -86,12 +82,12 @@ class TextCodec:
             read = self.read_arrays(body, reading.signatures)
             if read is not None:
                 return read
-        return RestRequest(self.rest_request(body))
+        return self.rest_request(body)
 
-    def rest_request(self, body: bytes) -> bytes:
+    def rest_request(self, body: bytes) -> RestRequest:
         """TF Serving's REST request for the body: a large JSON body as it is or wrapped
-        (``text_verbatim``), a large CSV body written a piece at a time, else written by
-        ``text_rest``."""
+        (``text_verbatim``), a large CSV body converted a piece at a time as it is sent,
+        else written whole by ``text_rest``."""
         if self.media_type == JSON or self.media_type in JSON_LINES_TYPES:
             try:
                 return text_verbatim.rest_request(body, lines=self.media_type != JSON)
@@ -99,7 +95,7 @@ class TextCodec:
                 pass
         elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:
             return text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES)
-        return text_rest.convert(self.media_type, body).encode("utf-8")
+        return RestRequest.of(text_rest.convert(self.media_type, body).encode("utf-8"))
 
     def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
         return text_rest.named_values(self.media_type, body, reading.inputs)

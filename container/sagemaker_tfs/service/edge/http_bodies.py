@@ -87,7 +87,7 @@ def _send(resp: falcon.Response, reply: Reply) -> None:
         _send_streamed(resp, reply.body)
         return
     if isinstance(reply.body, WrittenBody):  # no Content-Length: sent chunked as it is written
-        resp.stream = pieces(reply.body.chunks)
+        resp.stream = _cut_short_on_failure(pieces(reply.body.chunks))
         return
     if isinstance(reply.body, HandlerStream):
         # no Content-Length: gunicorn sends each chunk as an HTTP/1.1 chunk as it comes

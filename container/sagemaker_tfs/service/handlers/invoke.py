@@ -34,7 +34,11 @@ from sagemaker_tfs.service.handlers.user_code import UserCode
 from sagemaker_tfs.service.metrics import InvocationRecord
 from sagemaker_tfs.service.request import ParsedRequest, RequestBody
 from sagemaker_tfs.service.routing import fast_path, text_predict
-from sagemaker_tfs.service.routing.connections import RestClient, RestConnectionError
+from sagemaker_tfs.service.routing.connections import (
+    RestAnswer,
+    RestClient,
+    RestConnectionError,
+)
 from sagemaker_tfs.service.routing.model_servers import (
     Candidates,
     Failover,
@@ -161,7 +165,8 @@ class Invoker:
     """How a worker serves an invocation, made once per worker with what it keeps between
     them: the REST client for its own posts, the image options, the limits. Data flows one
     way: the parsed request -> its ``Context`` -> the handlers -> the model server -> the
-    ``Reply``; a body is converted or decoded once, outside the calls that failover repeats."""
+    ``Reply``; a body is read or decoded once, outside the calls that failover repeats (a
+    REST request written as it is sent is written again for each model server it reaches)."""
 
     def __init__(self, rest: RestClient, options: ImageOptions, limits: Limits) -> None:
         self.rest = rest
@@ -240,27 +245,39 @@ class Invoker:
                 response = self.rest.post(uri, body, JSON)
         except RestConnectionError as error:
             raise ModelServerUnavailable(f"The model server is not available: {error}") from None
-        if response.status_code == 503:
-            text = response.content.decode("utf-8", errors="replace").strip()
-            if is_batch_queue_full(text):
-                raise queue_full(text)
-            raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
+        _check_available(response.status_code, response.content)
         return response
+
+    def send(self, uri: str, converted: text_codecs.RestRequest,
+             record: InvocationRecord) -> RestAnswer:  # fmt: skip
+        """``post`` of a converted body, written while it is sent, a large answer passed on
+        while it arrives (``RestClient.send``). A body found bad while written raises its
+        400; if the model server could not be reached first, the body is still written whole
+        (not sent) so that a bad one is refused as before, whichever model server is up."""
+        try:
+            with record.model_server_call():
+                answer = self.rest.send(uri, converted.pieces, converted.length, JSON)
+        except RestConnectionError as error:
+            converted.check()
+            raise ModelServerUnavailable(f"The model server is not available: {error}") from None
+        _check_available(answer.status, answer.content)
+        return answer
 
     def predict_text(self, request: ParsedRequest, body: RequestBody, failover: Failover[Context],
                      record: InvocationRecord) -> Reply:  # fmt: skip
         """A JSON or CSV body with a JSON answer, read once by ``text_codecs``: into the
         inputs' arrays and sent over gRPC where it can be (the same answer, bytes and all),
-        else as TF Serving's REST request, posted to the model server's REST API. Once read
-        into the arrays, the body is let go of (a failover sends the arrays again)."""
+        else as TF Serving's REST request, written while it is sent to the model server's
+        REST API (``send``). Once read into the arrays, the body is let go of (a failover
+        sends the arrays again); the REST request is written again from it."""
         timeout = self.limits.model_server_timeout
         signature = failover(lambda context: text_predict.signature_for(request, context))
         inputs = text_predict.read_inputs(request, body.data, signature)
         if isinstance(inputs, text_codecs.RestRequest):
-            converted = inputs.body
-            check_deadline(request, self.limits)  # converting may have waited for the CPU
-            response = failover(lambda context: self.post(context.rest_uri, converted, record))
-            answer = text_predict.as_passed_on(response.status_code, [response.content], request)
+            converted = inputs
+            check_deadline(request, self.limits)  # checking the body may have waited for the CPU
+            sent = failover(lambda context: self.send(context.rest_uri, converted, record))
+            answer = text_predict.as_passed_on(sent.status, _answer_body(sent), request)
         elif isinstance(inputs, text_predict.JsonAnswer):  # refused as the REST path refuses it
             answer = text_predict.as_passed_on(inputs.status, inputs.pieces, request)
         else:
@@ -284,6 +301,24 @@ class Invoker:
         chunks, content_type = failover(lambda context: fast_path.predict(context, call, record,
                                                                           timeout))  # fmt: skip
         return Reply(200, chunks, content_type)
+
+
+def _check_available(status: int, content: bytes) -> None:
+    """A 503 of the model server: its batch queue is full (an overload), else it is not
+    available (``ModelServerUnavailable``: failover)."""
+    if status == 503:
+        text = content.decode("utf-8", errors="replace").strip()
+        if is_batch_queue_full(text):
+            raise queue_full(text)
+        raise ModelServerUnavailable(f"The model server is not available: {shorten(text)}")
+
+
+def _answer_body(answer: RestAnswer) -> list[bytes] | StreamedBody:
+    """A REST answer's body as the client is sent it: whole, or passed on as it arrives (the
+    status is sent before it is read: a failover can no longer send the request again)."""
+    if answer.length is None:
+        return [answer.content]
+    return StreamedBody(answer.length, answer.stream)
 
 
 def _context(request: ParsedRequest, server: ModelServer, state: SessionState | None) -> Context:

@@ -24,7 +24,7 @@ import numpy as np
 
 from sagemaker_tfs import client
 from sagemaker_tfs.service.codecs import text_codecs
-from sagemaker_tfs.service.codecs.content_types import JSON, WrittenBody
+from sagemaker_tfs.service.codecs.content_types import JSON, StreamedBody, WrittenBody
 from sagemaker_tfs.service.codecs.text_codecs import ForPredict, Refusal, RestRequest
 from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.metrics import InvocationRecord
@@ -53,19 +53,23 @@ class JsonAnswer(NamedTuple):
     Content-Type."""
 
     status: int
-    pieces: list[bytes] | WrittenBody
+    pieces: list[bytes] | WrittenBody | StreamedBody
     content_type: str
 
 
-def as_passed_on(status: int, pieces: Sequence[bytes] | WrittenBody,
+def as_passed_on(status: int, pieces: Sequence[bytes] | WrittenBody | StreamedBody,
                  request: ParsedRequest) -> JsonAnswer:  # fmt: skip
     """A REST answer (``pieces``: its body) as the service passes it to the client: on one
-    line, with the first listed JSON type, when Accept lists one (the reference's rule)."""
+    line, with the first listed JSON type, when Accept lists one (the reference's rule; an
+    answer passed on as it arrives then loses its length)."""
     one_line_type = request.answer.one_line
+    if isinstance(pieces, (WrittenBody, StreamedBody)):
+        if one_line_type is None:
+            return JsonAnswer(status, pieces, JSON)
+        chunks = (bytes(chunk) for chunk in pieces.chunks)
+        return JsonAnswer(status, WrittenBody(_on_one_line(chunks)), one_line_type)
     if one_line_type is None:
-        return JsonAnswer(status, pieces if isinstance(pieces, WrittenBody) else list(pieces), JSON)
-    if isinstance(pieces, WrittenBody):
-        return JsonAnswer(status, WrittenBody(_on_one_line(pieces.chunks)), one_line_type)
+        return JsonAnswer(status, list(pieces), JSON)
     return JsonAnswer(status, list(_on_one_line(iter(pieces))), one_line_type)
 
 

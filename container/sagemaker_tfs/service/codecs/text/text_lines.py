@@ -7,50 +7,76 @@ closing one that brings the depth back to 0), a window at a time; each is checke
 byte ends exactly at its last: a window's values by one ``json.loads`` of them joined in a
 list; one larger than a window by ``large_value``, a run of members at a time), and what
 lies between two values must be JSON whitespace. The request is the values' bytes joined
-by commas, a window's values at a time, written into one buffer that becomes the request
-without a copy. Anything else is ``Unsure`` (``text_rest`` then reads the body, with its
+by commas: the body is checked whole and the request's length counted first, then the
+request is written a window's values at a time as it is sent (``text_rest.RestRequest``),
+never whole. Anything else is ``Unsure`` (``text_rest`` then reads the body, with its
 errors in its words).
 """
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_scan
+from sagemaker_tfs.service.codecs.text.text_rest import RestRequest
 from sagemaker_tfs.service.codecs.text.text_scan import WHITESPACE, Marks, Unsure, marks
 
 _OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 _DECODER = json.JSONDecoder()
+_OPEN, _CLOSE = b'{"instances": [', b"]}"
 
 LargeValue = Callable[[int, int], None]  # checks body[start:stop] is one value
+Joined = bytes | bytearray  # values joined by commas
 
 
 def instances(body: bytes, view: np.ndarray, bounds: tuple[int, int], large_value: LargeValue,
-              at_least: int) -> bytes:  # fmt: skip
+              at_least: int) -> RestRequest:  # fmt: skip
     """The request for the JSON lines of ``body`` between ``bounds`` (its first byte that is
     not whitespace, one past its last), when it has ``at_least`` values (a JSON body is
-    read as lines only when it holds two or more)."""
+    read as lines only when it holds two or more): checked whole first, its length counted,
+    then written a window's values at a time as it is sent (the windows found again)."""
+    length, count = len(_OPEN) + len(_CLOSE), 0
+    for joined, values in _windows(body, view, bounds, large_value):
+        length += len(joined) + (1 if count else 0)
+        count += values
+    if count < at_least:
+        raise Unsure
+    return RestRequest(partial(_written, body, view, bounds), length)
+
+
+def _written(body: bytes, view: np.ndarray, bounds: tuple[int, int]) -> Iterator[bytes]:
+    """The request of a body ``_windows`` checked: the values' bytes joined by commas."""
+    yield _OPEN
+    separator = b""
+    for joined, _ in _windows(body, view, bounds, None):
+        yield separator
+        yield bytes(joined)  # a window's values, as ``Iterable[bytes]`` (the same ``bytes``)
+        separator = b","
+    yield _CLOSE
+
+
+def _windows(body: bytes, view: np.ndarray, bounds: tuple[int, int],
+             large_value: LargeValue | None) -> Iterator[tuple[Joined, int]]:  # fmt: skip
+    """Each window's values joined by commas and how many they are; with ``large_value``,
+    what lies between them and the values themselves checked (``Unsure`` if not JSON
+    lines), else taken as checked before."""
     start, stop = bounds
-    written = io.BytesIO()  # its getvalue() is its buffer, not a copy of it
-    written.write(b'{"instances": [')
-    pending, previous_end, count = -1, start, 0
+    pending, previous_end = -1, start
     for window in marks(view, start, stop):
         starts, ends, pending = _spans(window, pending)
         if len(ends):
-            _check_gaps(body, starts, ends, previous_end)
             joined = _joined(body, starts, ends)
-            _check_values(body, starts, ends, joined, large_value)
-            written.write(b"," if count else b"")
-            written.write(joined)
-            previous_end, count = int(ends[-1]), count + len(ends)
-    if pending >= 0 or previous_end != stop or count < at_least:
+            if large_value is not None:
+                _check_gaps(body, starts, ends, previous_end)
+                _check_values(body, starts, ends, joined, large_value)
+            yield joined, len(ends)
+            previous_end = int(ends[-1])
+    if pending >= 0 or previous_end != stop:
         raise Unsure
-    written.write(b"]}")
-    return written.getvalue()
 
 
 def _spans(window: Marks, pending: int) -> tuple[np.ndarray, np.ndarray, int]:

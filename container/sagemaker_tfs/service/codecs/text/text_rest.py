@@ -13,10 +13,10 @@ is its one entry point.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -41,6 +41,39 @@ ECMASCRIPT_WHITESPACE = (
     "\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
+
+
+class RestRequest:
+    """TF Serving's REST request for a body (``convert``'s bytes), written a piece at a time
+    by ``pieces()`` as it is sent, so that a large one is never whole beside the body, and
+    written again for each post (a failover re-creates it from the body, which is kept).
+    ``length``: its size when it is known before it is written (the body was checked whole:
+    sent with a Content-Length); None: the body is checked while it is written (sent
+    chunked), and a bad one raises its 400 from ``pieces()`` (``check``: without sending)."""
+
+    def __init__(self, write: Callable[[], Iterable[bytes]], length: int | None) -> None:
+        self._write = write
+        self.length = length
+        self.checked = length is not None
+
+    @classmethod
+    def of(cls, *parts: bytes) -> RestRequest:
+        """A request known before it is written: ``parts`` in turn (the body, or wrapped)."""
+        return cls(lambda: parts, sum(len(part) for part in parts))
+
+    def pieces(self) -> Iterator[bytes]:
+        yield from self._write()
+        self.checked = True
+
+    def check(self) -> None:
+        """Raise the body's error, as writing the request raises it, if it was never written
+        whole."""
+        if not self.checked:
+            for _ in self.pieces():
+                pass
+
+    def joined(self) -> bytes:
+        return b"".join(self.pieces())
 
 
 def strip_ecmascript_whitespace(text: str) -> str:
@@ -170,13 +203,16 @@ def convert_csv(text: str) -> str:
     return _instances(instances)
 
 
-def convert_csv_pieces(body: bytes, piece_bytes: int) -> bytes:
-    """``convert(CSV, body)`` encoded, written a piece of about ``piece_bytes`` of whole lines
-    at a time (no string per line of the whole body) into one buffer that becomes the request
-    without a copy; a body that is not UTF-8 is converted whole (its error names the position
-    in the body)."""
-    rows, written, separator = _CsvRows(), io.BytesIO(), b""
-    written.write(b'{"instances": [')
+def convert_csv_pieces(body: bytes, piece_bytes: int) -> RestRequest:
+    """``convert(CSV, body)``, written a piece of about ``piece_bytes`` of whole lines at a
+    time as it is sent (no string per line of the whole body, and never the whole request):
+    a bad row or a body that is not UTF-8 raises its 400 when its piece is written."""
+    return RestRequest(partial(_csv_pieces, body, piece_bytes), None)
+
+
+def _csv_pieces(body: bytes, piece_bytes: int) -> Iterator[bytes]:
+    rows, separator = _CsvRows(), ""
+    yield b'{"instances": ['
     start = 0
     while start < len(body):
         end = body.find(b"\n", start + piece_bytes)
@@ -184,16 +220,16 @@ def convert_csv_pieces(body: bytes, piece_bytes: int) -> bytes:
         try:
             text = body[start:end].decode("utf-8")
         except UnicodeDecodeError:
-            return convert(CSV, body).encode("utf-8")
+            _text(CSV, body)  # raises the 400 that names the position in the whole body
+            raise
         instances = rows.instances(text)
         if instances:
-            written.write(separator + ",".join(instances).encode("utf-8"))
-            separator = b","
+            yield (separator + ",".join(instances)).encode("utf-8")
+            separator = ","
         start = end
     if not rows.count:
         raise HttpError(400, "Empty request body")
-    written.write(b"]}")
-    return written.getvalue()
+    yield b"]}"
 
 
 def _text(content_type: str, body: bytes) -> str:

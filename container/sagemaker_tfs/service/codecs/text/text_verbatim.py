@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_lines, text_scan
-from sagemaker_tfs.service.codecs.text.text_rest import TFS_REQUEST_KEYS
+from sagemaker_tfs.service.codecs.text.text_rest import TFS_REQUEST_KEYS, RestRequest
 from sagemaker_tfs.service.codecs.text.text_scan import (
     COLON,
     COMMA,
@@ -241,9 +241,10 @@ class _TopLevel:
             self.all_lists = self.all_lists and all(isinstance(item, list) for item in parsed)
 
 
-def rest_request(body: bytes, lines: bool = False) -> bytes:
+def rest_request(body: bytes, lines: bool = False) -> RestRequest:
     """TF Serving's REST request for a JSON body of a list or an object, as
-    ``text_rest.convert_json`` writes it: the body, or the body wrapped; for JSON lines
+    ``text_rest.convert_json`` writes it: the body, or the body between the wrap's two
+    parts (sent in turn, not copied into one); for JSON lines
     (``lines``, or a JSON body of two values or more), their values as the instances.
     ``Unsure``: a body smaller than ``MIN_BYTES``, or one this does not read (see the
     module)."""
@@ -264,7 +265,7 @@ def rest_request(body: bytes, lines: bool = False) -> bytes:
         return text_lines.instances(body, document.view, (start, stop), document.value, 2)
     if body[start] == ord("{"):
         if top.keys.intersection(TFS_REQUEST_KEYS):
-            return body
+            return RestRequest.of(body)
     elif top.members and top.all_lists:
-        return b"".join((b'{"instances": ', body, b"}"))
-    return b"".join((b'{"instances": [', body, b"]}"))
+        return RestRequest.of(b'{"instances": ', body, b"}")
+    return RestRequest.of(b'{"instances": [', body, b"]}")
