@@ -236,8 +236,10 @@ def start_server(service: StreamService, sock: socket.socket) -> Server:
     )
 
 
-def wait_for_stop_signal() -> None:
-    """Block until SIGTERM or SIGINT (the supervisor's stop)."""
+def stop_signal() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (the supervisor's stop). Taken before the server
+    accepts: a stop that came while the first streams were served would otherwise end the
+    process by the signal's default action, and its streams without their 1001."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -245,7 +247,7 @@ def wait_for_stop_signal() -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stop.wait()
+    return stop
 
 
 def load_service(config: StackConfig) -> StreamService:
@@ -267,6 +269,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
     except UserCodeError as error:
         logger.error("%s", error)
         return 1
+    stop = stop_signal()
     server = start_server(service, listen_unix(config.work.stream_socket))
     thread = threading.Thread(target=server.serve_forever, name="stream-accept")
     thread.start()
@@ -278,7 +281,7 @@ def main(environ: Mapping[str, str] = os.environ) -> int:
         handler,
         settings,
     )
-    wait_for_stop_signal()
+    stop.wait()
     server.shutdown(code=CloseCode.GOING_AWAY, reason=SHUTDOWN_REASON)
     thread.join()
     with contextlib.suppress(FileNotFoundError):
