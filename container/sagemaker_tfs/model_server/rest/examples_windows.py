@@ -2,11 +2,11 @@
 becomes its serialized tf.Example as it is read, and no Python object of the whole body is
 held.
 
-The general way (``parse_json_object``, then ``examples_json.parse_examples_request``) holds
-the whole document (a dict per example, a float per value), then an Example proto per
-example, then their serialized bytes: measured on a 10 MB regress body of one-feature
-examples in the whole stack, the model server grew 38-44x the body (with the answer
-written from the output arrays, 4.9-5.3x this way). Here the top-level object's members are
+The general way (``parse_json_object``, then ``read_document``) holds the whole document (a
+dict per example, a float per value) and serializes its examples as these are: measured on
+a 10 MB regress body of one-feature examples in the whole stack, the model server grew
+38-44x the body when it also built an Example proto per example (with the answer written
+from the output arrays, 4.9-5.3x this way). Here the top-level object's members are
 walked up to its ``"examples"`` key; the array's members are cut at a ``}, {`` that lies
 about ``WINDOW_BYTES`` on, and the run before the cut is parsed by orjson between brackets.
 A run that parses is whole examples (it begins where an example does, and a cut inside a
