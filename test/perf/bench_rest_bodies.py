@@ -5,6 +5,7 @@ Loads ``dtype_echo`` (a string x -> y = x), ``saved_model_half_plus_three`` and
 ``--shapes`` (``strings``, ``b64``, ``csv_strings``, ``json_lines_strings``: ``text_shapes.py``'s
 bodies to ``dtype_echo``, the last two as the service's REST request for them; ``examples``: a
 ``regress`` body of three-feature examples to half_plus_three's regress signature;
+``examples_nan``: the same ending in ``{"x": NaN}``, which the general way reads;
 ``classify``, ``regress``: ``text_shapes.py``'s to half_plus_two) at ``--mb`` MB answers one
 warm-up body, resets the process's
 peak RSS (``/proc/self/clear_refs``) and answers the body through ``RestApi.handle``: prints
@@ -54,6 +55,13 @@ def examples_body(size: int) -> bytes:
     return repeated(REGRESS_HEAD, rows.encode() + b", ", b'{"x": 1.0}', b"]}", size)
 
 
+def examples_nan_body(size: int) -> bytes:
+    """``examples`` whose last example is ``{"x": NaN}``: a body the windows leave to the
+    general way (the whole document)."""
+    body = examples_body(size)
+    return body[: body.rindex(b'{"x": 1.0}')] + b'{"x": NaN}]}'
+
+
 def rest_body(shape: Shape) -> Callable[[int], bytes]:
     """The shape's body as the model server gets it: CSV and JSON lines as the service's
     REST request for them."""
@@ -88,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shapes", default="strings,b64")
     parser.add_argument("--mb", type=float, default=10)
+    parser.add_argument("--repeat", type=int, default=1, help="calls timed (their mean)")
     args = parser.parse_args()
     cache = Path(
         os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or REPO_ROOT / "test" / ".models-cache"
@@ -97,8 +106,10 @@ def main() -> None:
     shapes = {shape.name: shape for shape in SHAPES}
     bodies = {name: rest_body(shape) for name, shape in shapes.items()}
     bodies["examples"] = examples_body
+    bodies["examples_nan"] = examples_nan_body
     for name in args.shapes.split(","):
-        model, verb = (REGRESS_MODEL, "regress") if name == "examples" else (MODEL, "predict")
+        examples = name.startswith("examples")
+        model, verb = (REGRESS_MODEL, "regress") if examples else (MODEL, "predict")
         if name in ("classify", "regress"):
             model, verb = HALF_PLUS_TWO, name
         path = f"/v1/models/{model}:{verb}"
@@ -108,8 +119,9 @@ def main() -> None:
         Path("/proc/self/clear_refs").write_text("5")
         before = status_bytes("VmRSS")
         started = time.perf_counter()
-        status, answer = api.handle("POST", path, body)
-        seconds = time.perf_counter() - started
+        for _ in range(args.repeat):
+            status, answer = api.handle("POST", path, body)
+        seconds = (time.perf_counter() - started) / args.repeat
         growth = (status_bytes("VmHWM") - before) / len(body)
         assert status == 200, bytes(answer[:300])
         print(f"{name:8} {len(body) / (1 << 20):5.1f} MB {seconds:6.2f} s  peak RSS growth "

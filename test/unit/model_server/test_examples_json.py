@@ -1,4 +1,4 @@
-"""examples_json: classify/regress ``examples`` as tf.Example protos and their JSON results."""
+"""examples_json: classify/regress ``examples`` as serialized tf.Examples and their JSON results."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from sagemaker_tfs.model_server.rest import examples_json as ej
+from sagemaker_tfs.model_server.rest.examples_windows import read_document
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.serving.classify_regress import (
     Classified,
@@ -14,6 +15,7 @@ from sagemaker_tfs.model_server.serving.classify_regress import (
     regression_result,
 )
 from sagemaker_tfs.wire.tfs_json import format_floats, quote, render_document
+from tensorflow.core.example import example_pb2
 
 
 def test_regress_and_classify_results_on_one_line() -> None:
@@ -61,27 +63,29 @@ def test_answers_written_by_blocks_are_those_of_the_result_protos(
     assert ej.format_regress_response(values) == expected
 
 
-def test_examples_become_tf_example_protos() -> None:
+def test_examples_become_serialized_tf_examples() -> None:
+    """The general way's examples (a parsed document's) as the windows' are: one row of
+    bytes each, the context's first."""
     document = {
         "context": {"c": "ctx"},
         "examples": [{"x": 1.5, "n": [1, 2], "s": {"b64": "AAE="}}, {"x": [2, 2.5]}],
     }
-    request_input = ej.parse_examples_request(document)
-    listing = request_input.example_list_with_context
-    assert listing.context.features.feature["c"].bytes_list.value == [b"ctx"]
-    first = listing.examples[0].features.feature
+    rows = read_document(document).serialized()
+    assert rows.dtype.kind == "S" and rows.shape == (2,)
+    first, second = (example_pb2.Example.FromString(row).features.feature for row in rows)
+    assert first["c"].bytes_list.value == second["c"].bytes_list.value == [b"ctx"]
     assert first["x"].float_list.value == [1.5]
     assert first["n"].int64_list.value == [1, 2]
     assert first["s"].bytes_list.value == [b"\x00\x01"]
-    assert listing.examples[1].features.feature["x"].float_list.value == [2.0, 2.5]
-    plain = ej.parse_examples_request({"examples": [{"x": 1.0}]})
-    assert plain.WhichOneof("kind") == "example_list"
+    assert second["x"].float_list.value == [2.0, 2.5]
+    assert ej.context_bytes({"examples": []}) == b""
 
 
 def test_the_documents_examples_are_let_go_of_as_they_are_read() -> None:
-    """Each example's object is dropped once it is an Example (the document's dicts and the
-    Input proto were held at once: a 10 MB regress body grew the model server 26.8x, now
-    17.8x): what the parsed document holds is freed by the time the Input is built."""
+    """The document's objects are dropped a block of examples at a time once serialized
+    (its dicts and the Input proto were held at once: a 10 MB regress body grew the model
+    server 26.8x, then 17.8x): what the parsed document holds is freed by the time the
+    examples are read."""
     rows = ", ".join(f'{{"x": {i / 7:.3f}, "w": "word{i}", "n": [1, 2, 3]}}' for i in range(20_000))
     body = b'{"examples": [' + rows.encode() + b"]}"
     tracemalloc.start()
@@ -89,10 +93,10 @@ def test_the_documents_examples_are_let_go_of_as_they_are_read() -> None:
         document = parse_json_object(body)
         held = tracemalloc.get_traced_memory()[0]
         examples = document["examples"]
-        request_input = ej.parse_examples_request(document)
+        read = read_document(document)
         freed = held - tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert len(request_input.example_list.examples) == 20_000
-    assert examples == [None] * 20_000
+    assert len(read.lengths) == 20_000
+    assert examples == []
     assert freed > 2 * len(body), f"{freed / len(body):.1f}x the body freed while read"

@@ -13,12 +13,9 @@ from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest import examples_windows
 from sagemaker_tfs.model_server.rest.api import RestApi
-from sagemaker_tfs.model_server.rest.examples_json import (
-    example_bytes,
-    float_examples,
-    parse_examples_request,
-)
-from sagemaker_tfs.model_server.rest.examples_windows import read_examples
+from sagemaker_tfs.model_server.rest.examples_json import example_bytes, float_examples
+from sagemaker_tfs.model_server.rest.examples_windows import read_document, read_examples
+from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.serving.classify_regress import (
     Classified,
     Examples,
@@ -78,9 +75,18 @@ OTHERS = [  # errors, and bodies the windows leave to the general way
     b'{"examples": [{"x": 1}, {"x": 2}]} , {"examples": 1}',
     b'{"examples": [' + ROWS.encode() + b', {"x": false}, ' + FLOATS.encode() + b"]}",
     b'{"examples": [' + FLOATS.encode() + b", {" + b"]}",
+    b'{"examples": [{"x": [1, true]}, {"n": 9223372036854775808}]}',
+    b'{"examples": [{"x": NaN, "y": [Infinity, -Infinity]}], "context": {"c": "z"}}',
+    b'{"examples": [{"x": NaN}, {}, {"e": []}, {"n": -9223372036854775808}]}',
+    b'{"examples": [{"x": 1.0}, {"x": NaN}], "context": 5}',
+    b'{"examples": [{"x": NaN}], "context": {"x": [true]}}',
 ]
 
 CORPUS = VALID + OTHERS
+RAISING = [  # protobuf's errors before (a 500), kept
+    b'{"examples": [{"n": [1, 9223372036854775808]}]}',
+    b'{"examples": [{"b": [{"b64": "AA=="}, {"b64": 5}]}, {"x": NaN}]}',
+]
 
 
 class ExamplesServable:
@@ -138,15 +144,37 @@ def test_answers_and_errors_are_those_of_the_general_way(
     verb: str, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(examples_windows, "WINDOW_BYTES", window)
-    taken, seen = outcomes(CORPUS, verb)
+    taken, seen = outcomes(CORPUS + RAISING, verb)
     monkeypatch.setattr(api_module, "read_examples", lambda body: None)
-    assert (taken, seen) == outcomes(CORPUS, verb)
+    assert (taken, seen) == outcomes(CORPUS + RAISING, verb)
     assert [answer[0] for answer in taken[: len(VALID) - 2]] == [200] * (len(VALID) - 2)
 
 
 @pytest.mark.parametrize("body", VALID)
 def test_valid_bodies_are_read_by_windows(body: bytes) -> None:
     assert read_examples(body) is not None
+
+
+NUL_ENDED = [  # rows that end in a NUL byte: an object array
+    b'{"context": {"c\\u0000": 1}, "examples": [{}, {"x": 1.5}]}',
+    b'{"examples": [{"a\\u0000": "b"}, {"x": NaN}]}',
+]
+
+
+@pytest.mark.parametrize("body", VALID + NUL_ENDED + [b'{"examples": [{"x": NaN}, {"y": 1}]}'])
+def test_the_general_way_feeds_the_examples_as_the_windows_do(body: bytes) -> None:
+    """A body the windows leave (NaN) is fed as one array of serialized examples too, no
+    Input proto; a few examples are cut in Python, to the same array NumPy makes."""
+    read = read_examples(body) or read_document(parse_json_object(body))
+    examples = read.serialized()
+    assert isinstance(examples, np.ndarray)
+    if examples.size:
+        assert examples.dtype.kind == "S" or any(row.endswith(b"\x00") for row in examples)
+    read = read_examples(body) or read_document(parse_json_object(body))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(examples_windows, "_FEW_ROWS", 0)
+        by_numpy = read.serialized()
+    assert by_numpy.dtype == examples.dtype and by_numpy.tolist() == examples.tolist()
 
 
 def test_a_window_of_floats_is_serialized_as_one_at_a_time() -> None:
@@ -222,4 +250,4 @@ def test_examples_holding_lists_of_objects_are_cut_between_examples(
     body = ('{"examples": [' + ", ".join([example] * 200) + "]}").encode()
     read = read_examples(body)
     assert read is not None
-    assert len(read.serialized(parse_examples_request(read.document))) == 200
+    assert len(read.serialized()) == 200

@@ -22,9 +22,12 @@ from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.rest.examples_json import (
     format_classify_response,
     format_regress_response,
-    parse_examples_request,
 )
-from sagemaker_tfs.model_server.rest.examples_windows import ExamplesRead, read_examples
+from sagemaker_tfs.model_server.rest.examples_windows import (
+    ExamplesRead,
+    read_document,
+    read_examples,
+)
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
 from sagemaker_tfs.model_server.rest.json_writer import (
     format_error,
@@ -179,19 +182,17 @@ class RestApi:
             del document
             outputs = servable.predict_joined(signature_name, inputs)
             return format_predict_response(outputs, columnar)
-        request_input = parse_examples_request(document)
+        with _cyclic_gc_paused():
+            read = read_document(document)
         del document  # its dicts are not held while the examples run
-        servable = self._servable(target)
-        if target.action == "classify":
-            return format_classify_response(servable.classify_arrays(signature_name, request_input))
-        return format_regress_response(servable.regress_values(signature_name, request_input))
+        return self._examples(target, read)
 
     def _examples(self, target: Target, read: ExamplesRead) -> bytearray:
-        """Classify or regress on examples read a window at a time (``examples_windows``),
-        its errors raised in the general way's order: the signature name's, the context's,
-        an example's, then the model's."""
+        """Classify or regress on examples read a window at a time or from the document
+        (``examples_windows``), its errors raised in TF Serving's order: the signature
+        name's, the context's, an example's, then the model's."""
         signature_name = _signature_name(read.document)
-        examples = read.serialized(parse_examples_request(read.document))
+        examples = read.serialized()
         del read
         servable = self._servable(target)
         if target.action == "classify":

@@ -1,8 +1,8 @@
-"""Classify and regress over REST: ``examples`` as tf.Example protos, results as JSON.
+"""Classify and regress over REST: ``examples`` as serialized tf.Examples, results as JSON.
 
-Each example is an object of features; a feature's value (or list of values) becomes a
-bytes list (strings, ``{"b64": ...}`` objects), an int64 list (integers) or a float list
-(numbers). An optional ``context`` object is one more example, shared by all.
+Each example is an object of features, serialized by ``example_bytes`` (a window of
+one-float examples at once by ``float_examples``). An optional ``context`` object is one
+more example, shared by all (``context_bytes``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from tensorflow.core.example import example_pb2, feature_pb2
-from tensorflow_serving.apis import input_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
@@ -28,48 +26,18 @@ from sagemaker_tfs.wire.tfs_json import (
 )
 
 
-def parse_examples_request(document: Mapping[str, Any]) -> input_pb2.Input:
-    """``examples`` (+ optional ``context``) as a tensorflow.serving.Input; the document's
-    ``examples`` list is emptied as it is read (each object dropped once it is an Example)."""
+def context_bytes(document: Mapping[str, Any]) -> bytes:
+    """The serialized context of a classify/regress document (b"" without one), after the
+    checks TF Serving makes before it reads the examples: an ``examples`` list, a ``context``
+    object."""
     if "examples" not in document:
         raise invalid_argument("Missing 'examples' key")
-    examples = document["examples"]
-    if not isinstance(examples, list):
+    if not isinstance(document["examples"], list):
         raise json_value_error(document, "Expecting 'examples' to be an list/array")
-    request_input = input_pb2.Input()
-    if "context" in document:
-        context = document["context"]
-        if not isinstance(context, dict):
-            raise json_value_error(document, "Expecting 'context' to be an object")
-        target = request_input.example_list_with_context
-        fill_example(context, target.context)
-    else:
-        target = request_input.example_list
-    for index, example in enumerate(examples):
-        if not isinstance(example, dict):
-            raise json_value_error(example, "Example must be JSON object but got JSON ")
-        fill_example(example, target.examples.add())
-        examples[index] = None  # the document's object let go of once it is an Example
-    return request_input
-
-
-def fill_example(features: Mapping[str, Any], example: example_pb2.Example) -> None:
-    """Each feature of a JSON object into ``example``, in the object's order."""
-    for name, value in features.items():
-        _fill_feature(name, value, example.features.feature[name])
-
-
-def _fill_feature(name: str, value: Any, feature: feature_pb2.Feature) -> None:
-    values = value if isinstance(value, list) else [value]
-    if not values:
-        return
-    kind = _feature_kind(name, value, values)
-    if kind == _BYTES:
-        feature.bytes_list.value.extend(_feature_bytes(v) for v in values)
-    elif kind == _INT64:
-        feature.int64_list.value.extend(values)
-    else:
-        feature.float_list.value.extend(values)
+    context = document.get("context", {})
+    if not isinstance(context, dict):
+        raise json_value_error(document, "Expecting 'context' to be an object")
+    return example_bytes(context)
 
 
 _BYTES, _FLOAT, _INT64 = 1, 2, 3  # Feature's fields: bytes_list, float_list, int64_list
@@ -91,14 +59,10 @@ def _feature_bytes(value: Any) -> bytes:
     return decode_b64(value[B64_KEY])
 
 
-class NotEncoded(Exception):
-    """A value that protobuf refuses with another error than TF Serving's (an integer beyond
-    int64, a ``b64`` value that is not a string): the general way reads the body."""
-
-
 def example_bytes(features: Mapping[str, Any]) -> bytes:
-    """The serialized tf.Example of a JSON object: the features ``fill_example`` gives, in
-    the object's order, each map entry's value written before its key (protobuf and
+    """The serialized tf.Example of a JSON object: each feature a bytes list (strings,
+    ``{"b64": ...}`` objects), an int64 list (integers) or a float list (numbers), in the
+    object's order, each map entry's value written before its key (protobuf and
     TensorFlow's example parser read a message's fields in any order). So a serialized
     example ends with a feature's name, not with a value that may end in a NUL byte (an
     ``S`` array drops it). Protobuf's own order is its hash table's, which varies from one
@@ -144,12 +108,11 @@ def _encoded_feature(name: str, value: Any) -> bytes:
         return b""
     kind = _feature_kind(name, value, values)
     if kind == _BYTES:
-        if any(isinstance(v, dict) and not isinstance(v[B64_KEY], str) for v in values):
-            raise NotEncoded
         listed = b"".join(_delimited(_ENTRY_TAG, _feature_bytes(v)) for v in values)
     elif kind == _INT64:
-        if min(values) < _INT64_MIN or max(values) > _INT64_MAX:
-            raise NotEncoded
+        if min(values) < _INT64_MIN or max(values) > _INT64_MAX:  # protobuf's error
+            beyond = next(v for v in values if not _INT64_MIN <= v <= _INT64_MAX)
+            raise ValueError(f"Value out of range: {beyond}")
         listed = _delimited(_ENTRY_TAG, b"".join(_varint(v & _MASK) for v in values))
     else:
         listed = _delimited(_ENTRY_TAG, _packed_floats(values))
