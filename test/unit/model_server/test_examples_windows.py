@@ -4,6 +4,7 @@ in bounded memory (issue 53)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -82,11 +83,9 @@ OTHERS = [  # errors, and bodies the windows leave to the general way
     b'{"examples": [{"x": NaN}], "context": {"x": [true]}}',
 ]
 
-CORPUS = VALID + OTHERS
-RAISING = [  # protobuf's errors before (a 500), kept
-    b'{"examples": [{"n": [1, 9223372036854775808]}]}',
-    b'{"examples": [{"b": [{"b64": "AA=="}, {"b64": 5}]}, {"x": NaN}]}',
-]
+OUT_OF_INT64 = b'{"examples": [{"n": [1, 9223372036854775808]}]}'
+B64_NOT_TEXT = b'{"examples": [{"b": [{"b64": "AA=="}, {"b64": 5}]}, {"x": NaN}]}'
+CORPUS = VALID + OTHERS + [OUT_OF_INT64, B64_NOT_TEXT]
 
 
 class ExamplesServable:
@@ -144,10 +143,23 @@ def test_answers_and_errors_are_those_of_the_general_way(
     verb: str, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(examples_windows, "WINDOW_BYTES", window)
-    taken, seen = outcomes(CORPUS + RAISING, verb)
+    taken, seen = outcomes(CORPUS, verb)
     monkeypatch.setattr(api_module, "read_examples", lambda body: None)
-    assert (taken, seen) == outcomes(CORPUS + RAISING, verb)
+    assert (taken, seen) == outcomes(CORPUS, verb)
     assert [answer[0] for answer in taken[: len(VALID) - 2]] == [200] * (len(VALID) - 2)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (OUT_OF_INT64, "Feature: n has 9223372036854775808, outside int64"),
+        (B64_NOT_TEXT, "Feature: b has values of unsupported or mixed types"),
+    ],
+)
+def test_values_protobuf_refused_are_a_400_not_a_500(body: bytes, words: str) -> None:
+    """Both were protobuf's own exceptions, answered 500 INTERNAL: bad input is a 400."""
+    (status, answer), *_ = outcomes([body], "regress")[0]
+    assert status == 400 and words in json.loads(answer)["error"], answer
 
 
 @pytest.mark.parametrize("body", VALID)

@@ -44,7 +44,9 @@ _BYTES, _FLOAT, _INT64 = 1, 2, 3  # Feature's fields: bytes_list, float_list, in
 
 
 def _feature_kind(name: str, value: Any, values: list[Any]) -> int:
-    if all(isinstance(v, str) or is_b64_object(v) for v in values):
+    if all(
+        isinstance(v, str) or (is_b64_object(v) and isinstance(v[B64_KEY], str)) for v in values
+    ):
         return _BYTES
     if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return _INT64
@@ -110,9 +112,9 @@ def _encoded_feature(name: str, value: Any) -> bytes:
     if kind == _BYTES:
         listed = b"".join(_delimited(_ENTRY_TAG, _feature_bytes(v)) for v in values)
     elif kind == _INT64:
-        if min(values) < _INT64_MIN or max(values) > _INT64_MAX:  # protobuf's error
+        if min(values) < _INT64_MIN or max(values) > _INT64_MAX:
             beyond = next(v for v in values if not _INT64_MIN <= v <= _INT64_MAX)
-            raise ValueError(f"Value out of range: {beyond}")
+            raise json_value_error(value, f"Feature: {name} has {beyond}, outside int64")
         listed = _delimited(_ENTRY_TAG, b"".join(_varint(v & _MASK) for v in values))
     else:
         listed = _delimited(_ENTRY_TAG, _packed_floats(values))

@@ -296,7 +296,7 @@ def _convert(examples: list[Any], read: ExamplesRead) -> None:
             if not isinstance(example, dict):
                 raise json_value_error(example, "Example must be JSON object but got JSON ")
             serialized = example_bytes(example)
-        except (ServingError, ValueError, TypeError) as error:  # protobuf's own: a 500
+        except ServingError as error:
             read.error = error
             return
         read.joined += serialized
