@@ -279,7 +279,7 @@ def test_b64_values_decode_as_decode_b64_does() -> None:
         except ServingError:
             expected = None
         try:
-            values = decode_b64_spans(body, np.frombuffer(body, np.uint8), starts, ends, 4)
+            values = decode_b64_spans(body, np.frombuffer(body, np.uint8), starts, ends)
             decoded = np.asarray(values, dtype=object).tolist()
         except NotDecoded:
             decoded = None

@@ -30,16 +30,27 @@ _SEXTETS[[ord("="), 0]] = _PAD  # a value's bytes are copied into zeros: past it
 ROW_BLOCK_BYTES = 1 << 18  # bytes of values decoded (or copied) at a time
 
 
+# A fixed-width array may hold up to this many times its values' bytes (plus one MB): beyond,
+# the values are bytes objects in an object array.
+MAX_WIDTH_WASTE = 4
+
+
+def width_wastes(count: int, width: int, total: int) -> bool:
+    """Whether ``count`` values of ``total`` bytes in all would waste memory as an ``S``
+    array ``width`` bytes wide (one much longer than the rest)."""
+    return count * width > MAX_WIDTH_WASTE * total + (1 << 20)
+
+
 class NotDecoded(Exception):
     """A value the general reader refuses or reads otherwise: it reads the body."""
 
 
 def decode_b64_spans(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
-                     ends: np.ndarray, max_waste: int) -> np.ndarray:  # fmt: skip
+                     ends: np.ndarray) -> np.ndarray:  # fmt: skip
     """The values between ``starts`` and ``ends`` decoded, as a flat array."""
     lengths = ends - starts
     width = (int(lengths.max()) + 3) // 4 * 4 if lengths.size else 0
-    if starts.size * width > max_waste * int(lengths.sum()) + (1 << 20):
+    if width_wastes(starts.size, width, int(lengths.sum())):
         return _decoded_one_by_one(body, starts, ends, np.empty(starts.size, dtype=object))
     values = np.zeros(starts.size, dtype=f"S{max(width // 4 * 3, 1)}")
     if width == 0:

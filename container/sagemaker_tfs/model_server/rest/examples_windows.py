@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from sagemaker_tfs.model_server.errors import ServingError
-from sagemaker_tfs.model_server.rest.b64_values import copy_spans
+from sagemaker_tfs.model_server.rest.b64_values import copy_spans, width_wastes
 from sagemaker_tfs.model_server.rest.examples_json import (
     context_bytes,
     example_bytes,
@@ -59,7 +59,6 @@ from sagemaker_tfs.model_server.rest.json_writer import json_value_error
 
 WINDOW_BYTES = 1 << 16  # bytes of examples parsed at a time (~15x that as objects)
 MAX_TRIES = 8  # cuts of one run tried before the body is left to the general way
-MAX_WIDTH_WASTE = 4  # as json_strings: an S array of at most this many times the bytes
 _BLOCK_ROWS = 1 << 16  # rows whose offsets are made at a time
 _DOCUMENT_ROWS = 1 << 12  # a parsed document's examples serialized at a time
 _FEW_ROWS = 64  # examples cut without NumPy
@@ -318,7 +317,7 @@ def _rows(context: bytes, joined: bytearray, sizes: np.ndarray) -> np.ndarray:
         ends_in_nul |= context[-1:] == b"\x00" and not filled.all()
     width = len(context) + longest
     total = len(context) * sizes.size + len(joined)
-    if ends_in_nul or sizes.size * width > MAX_WIDTH_WASTE * total + (1 << 20):
+    if ends_in_nul or width_wastes(sizes.size, width, total):
         rows = np.empty(sizes.size, dtype=object)
         view = memoryview(joined)
         for block, starts, lengths in _blocks(sizes):
@@ -343,8 +342,8 @@ def _few_rows(context: bytes, joined: bytearray, sizes: np.ndarray) -> np.ndarra
         rows.append(context + bytes(view[start : start + size]))
         start += size
     width = max(map(len, rows))
-    wasteful = len(rows) * width > MAX_WIDTH_WASTE * sum(map(len, rows)) + (1 << 20)
-    if wasteful or any(row.endswith(b"\x00") for row in rows):
+    nul_ended = any(row.endswith(b"\x00") for row in rows)
+    if nul_ended or width_wastes(len(rows), width, sum(map(len, rows))):
         listed = np.empty(len(rows), dtype=object)
         listed[:] = rows
         return listed

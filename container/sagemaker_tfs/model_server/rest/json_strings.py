@@ -31,14 +31,12 @@ from sagemaker_tfs.model_server.rest.b64_values import (
     copy_spans,
     decode_b64_spans,
     spans,
+    width_wastes,
 )
 
 KEYS = (b"instances", b"inputs")
 # Bytes of the body looked at a block at a time when its structure is taken out.
 BLOCK_BYTES = 1 << 18
-# A fixed-width array may hold up to this many times the strings' bytes (plus one MB):
-# beyond, the strings are bytes objects in an object array.
-MAX_WIDTH_WASTE = 4
 _QUOTE, _BACKSLASH, _STRING_MARK = ord('"'), ord("\\"), ord("s")
 _WHITESPACE = b" \t\n\r"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -124,7 +122,7 @@ def _b64_values(body: bytes | bytearray, data: np.ndarray, value: bytes, starts:
     if not is_b64.all():
         raise _NotPlain
     try:
-        values = decode_b64_spans(body, data, starts[1::2], ends[1::2], MAX_WIDTH_WASTE)
+        values = decode_b64_spans(body, data, starts[1::2], ends[1::2])
     except NotDecoded:
         raise _NotPlain from None
     return values.reshape(shape)
@@ -217,8 +215,8 @@ def _string_array(body: bytes | bytearray, data: np.ndarray, starts: np.ndarray,
     lengths = ends - starts  # an escaped string's text is shorter: the width may be wider
     decoded = _escaped_strings(body, data, starts, ends)
     width = int(lengths.max()) if lengths.size else 0
-    wasteful = lengths.size * width > MAX_WIDTH_WASTE * int(lengths.sum()) + (1 << 20)
-    if wasteful or any(text.endswith(b"\x00") for text in decoded.values()):
+    nul_ended = any(text.endswith(b"\x00") for text in decoded.values())
+    if nul_ended or width_wastes(lengths.size, width, int(lengths.sum())):
         return _object_array(body, starts, ends, decoded)
     values = np.zeros(starts.size, dtype=f"S{max(width, 1)}")
     copy_spans(data, starts, lengths, values.view(np.uint8).reshape(starts.size, -1))
