@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import tensorflow as tf
+from one_servable import OneServable
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
@@ -23,14 +24,6 @@ MODEL = "saved_model_half_plus_two_cpu"
 SIGNATURES = ("classify_x_to_y", "regress_x_to_y", "classify_x2_to_y3", "regress_x2_to_y3")
 
 
-class Manager:
-    def __init__(self, servable: SavedModelServable) -> None:
-        self.servable = servable
-
-    def get_servable(self, name: str, version: int | None, label: str | None) -> Any:
-        return self.servable
-
-
 @pytest.fixture(scope="module")
 def rest_api(test_models: Any) -> RestApi:
     test_models.ensure([MODEL])
@@ -38,7 +31,7 @@ def rest_api(test_models: Any) -> RestApi:
     version = sorted(path.name for path in root.iterdir() if path.name.isdigit())[-1]
     servable = SavedModelServable.load(MODEL, int(version), str(root / version),
                                        tf.compat.v1.ConfigProto())  # fmt: skip
-    return RestApi(Manager(servable))  # type: ignore[arg-type]
+    return RestApi(OneServable(servable))  # type: ignore[arg-type]
 
 
 def with_signature(body: bytes, signature: str) -> bytes:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import tensorflow as tf
 from memory_traces import traced_peak
+from one_servable import OneServable
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
 from sagemaker_tfs.model_server.serving.saved_model_servable import SavedModelServable
@@ -21,20 +22,12 @@ from test_json_strings import CORPUS, NOT_TAKEN, short_strings_body  # noqa: E40
 pytestmark = pytest.mark.slow
 
 
-class Manager:
-    def __init__(self, servable: SavedModelServable) -> None:
-        self.servable = servable
-
-    def get_servable(self, name: str, version: int | None, label: str | None) -> Any:
-        return self.servable
-
-
 @pytest.fixture(scope="module")
 def rest_api(test_models: Any) -> RestApi:
     test_models.ensure(["dtype_echo"])
     path = str(test_models("dtype_echo") / "1")
     servable = SavedModelServable.load("dtype_echo", 1, path, tf.compat.v1.ConfigProto())
-    return RestApi(Manager(servable))  # type: ignore[arg-type]
+    return RestApi(OneServable(servable))  # type: ignore[arg-type]
 
 
 def answers(api: RestApi, bodies: list[bytes]) -> list[tuple[int, bytes]]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from memory_traces import traced_peak
+from one_servable import OneServable
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest import examples_windows
@@ -115,18 +116,10 @@ class ExamplesServable:
         return Classified(classes, scores)
 
 
-class Manager:
-    def __init__(self, servable: Any) -> None:
-        self.servable = servable
-
-    def get_servable(self, name: str, version: int | None, label: str | None) -> Any:
-        return self.servable
-
-
 def outcomes(bodies: list[bytes], verb: str) -> tuple[list[Any], list[Any]]:
     """Each body's (status, answer), or the exception it raised; and what the model saw."""
     servable = ExamplesServable()
-    api = RestApi(Manager(servable))  # type: ignore[arg-type]
+    api = RestApi(OneServable(servable))  # type: ignore[arg-type]
     found: list[Any] = []
     for body in bodies:
         try:
@@ -224,7 +217,7 @@ def test_a_large_body_is_read_in_bounded_memory(features: str) -> None:
     one-float examples), their lengths (4 bytes each) and then their ``S`` array (1.2x).
     The general way held the document (a dict per example): 27x and 20x the body."""
     body = regress_body(4 << 20, features)
-    api = RestApi(Manager(CountingServable()))  # type: ignore[arg-type]
+    api = RestApi(OneServable(CountingServable()))  # type: ignore[arg-type]
     (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:regress", body))
     assert status == 200, bytes(answer)
     assert peak < 3.5 * len(body), f"traced peak {peak / len(body):.1f}x the body"
@@ -237,7 +230,7 @@ def test_a_large_body_with_a_bad_example_is_refused_in_bounded_memory(
     the general way's error (and status) at the windows' memory."""
     body = regress_body(4 << 20, '{{"x": {value:.3f}}}')
     body = body[: -len(b"]}")] + b', {"x": [1, true]}, 3]}'
-    api = RestApi(Manager(CountingServable()))  # type: ignore[arg-type]
+    api = RestApi(OneServable(CountingServable()))  # type: ignore[arg-type]
     (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:regress", body))
     assert (status, bytes(answer)) == (
         400,

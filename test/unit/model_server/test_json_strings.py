@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 from memory_traces import traced_peak
+from one_servable import OneServable
 from sagemaker_tfs.model_server.errors import ServingError
 from sagemaker_tfs.model_server.rest import api as api_module
 from sagemaker_tfs.model_server.rest.api import RestApi
@@ -171,16 +172,8 @@ class EchoServable:
         return {"y": echoed}
 
 
-class Manager:
-    def __init__(self, servable: EchoServable) -> None:
-        self.servable = servable
-
-    def get_servable(self, name: str, version: int | None, label: str | None) -> EchoServable:
-        return self.servable
-
-
 def rest_api(bytes_output: bool = False) -> RestApi:
-    return RestApi(Manager(EchoServable(bytes_output)))  # type: ignore[arg-type]
+    return RestApi(OneServable(EchoServable(bytes_output)))  # type: ignore[arg-type]
 
 
 def answers(bodies: list[bytes], bytes_output: bool) -> list[tuple[int, bytes]]:
@@ -241,7 +234,7 @@ def test_a_body_of_short_strings_is_answered_in_2x_its_size_besides_the_output(
     per value)."""
     body = make_body(4 << 20)
     servable = EchoServable(bytes_output=False)
-    api = RestApi(Manager(servable))  # type: ignore[arg-type]
+    api = RestApi(OneServable(servable))  # type: ignore[arg-type]
     api.handle("POST", "/v1/models/m:predict", b'{"instances": ["warm"]}')
     (status, answer), peak = traced_peak(lambda: api.handle("POST", "/v1/models/m:predict", body))
     assert status == 200 and answer.startswith(b'{\n    "predictions": ["')
