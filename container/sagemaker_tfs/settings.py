@@ -13,53 +13,34 @@ MAX_UNIX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the final NUL
 SERVICE_READY_MARKER = "gunicorn-{pid}.ready"
 
 
+class _InWork:
+    """A file or socket of the work directory: ``WorkDir.path(name)`` read as an attribute."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, work: WorkDir, owner: type[WorkDir]) -> str:
+        return work.path(self.name)
+
+
 @dataclass(frozen=True)
 class WorkDir:
-    """Where in the work directory each file and socket of the stack lives."""
+    """Where in the work directory each file and socket of the stack lives (docs/DESIGN.md,
+    ``work``: which tier makes or reads each)."""
 
     root: str
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
 
-    @property
-    def service_socket(self) -> str:
-        """gunicorn's unix socket, which nginx proxies to."""
-        return self.path("gunicorn.sock")
-
-    @property
-    def control_socket(self) -> str:
-        """The supervisor's control socket (multi-model loads and unloads)."""
-        return self.path("supervisor.sock")
-
-    @property
-    def health_file(self) -> str:
-        """The supervisor's health verdict, which nginx answers ``/ping`` from."""
-        return self.path("health.json")
-
-    @property
-    def stream_socket(self) -> str:
-        """The unix socket of the stream server, which nginx proxies the WebSocket to."""
-        return self.path("stream.sock")
-
-    @property
-    def stack_config_path(self) -> str:
-        return self.path("stack.json")
-
-    @property
-    def metrics_socket(self) -> str:
-        """The supervisor's metrics endpoint, which nginx's metrics path is proxied to."""
-        return self.path("metrics.sock")
-
-    @property
-    def edge_log_pipe(self) -> str:
-        """The named pipe to which nginx writes the supervisor one line per invocation."""
-        return self.path("edge-log.pipe")
-
-    @property
-    def metrics_dir(self) -> str:
-        """``PROMETHEUS_MULTIPROC_DIR`` of the gunicorn workers."""
-        return self.path("prometheus")
+    service_socket = _InWork("gunicorn.sock")  # gunicorn's, which nginx proxies to
+    control_socket = _InWork("supervisor.sock")  # the multi-model control API
+    health_file = _InWork("health.json")  # the health verdict nginx answers /ping from
+    stream_socket = _InWork("stream.sock")  # the stream server's (nginx proxies the WebSocket)
+    stack_config_path = _InWork("stack.json")
+    metrics_socket = _InWork("metrics.sock")  # the supervisor's metrics endpoint
+    edge_log_pipe = _InWork("edge-log.pipe")  # nginx writes one line per invocation to it
+    metrics_dir = _InWork("prometheus")  # the gunicorn workers' PROMETHEUS_MULTIPROC_DIR
 
     def session_socket(self, worker_slot: int) -> str:
         """The unix socket on which the gunicorn worker of ``worker_slot`` (0 to workers - 1)

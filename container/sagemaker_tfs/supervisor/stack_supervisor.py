@@ -1,19 +1,19 @@
 """The ``Supervisor``: starts the stack's tiers in order, watches them, stops them.
 
-Start-up order: the model servers; with one model set, the Python service under gunicorn and
-the stream server beside it while the model servers import TensorFlow and load (0.55 s of the
+Start-up order: the model servers; with one model set, the Python service under gunicorn and the
+stream server beside it while the model servers import TensorFlow and load (0.55 s of the
 service's start-up off the cold start), then the wait until their models are AVAILABLE;
 multi-model, the control API and the service. Then the health monitor (``health.py``: the
 verdict ``/ping`` answers, kept from then on) and last nginx, so that ``/ping`` cannot answer
-200 before the models are ready. How each tier's processes are built, watched and stopped is
-its launcher's business (``model_server_launcher``, ``service_launcher``, ``nginx_launcher``:
-each a ``startup.Tier``); the Supervisor only orders the tiers and gives each its deadline. A
-child that exits is logged and restarted (see ``children.Child``). Stopping (``/ping`` 503
-from its first moment) goes the other way: each tier begins to stop (nginx's port closed, the
-stream server told, so that it closes its WebSockets with 1001, which nginx would otherwise
-wait for; the standby gone), then nginx gracefully (SIGQUIT lets in-flight requests finish),
-gunicorn and the stream server, the model servers, within 26 s of the stop (SageMaker's
-SIGKILL comes at 30 s).
+200 before the models are ready. How each tier's processes are built, watched and stopped is its
+launcher's business (``model_server_launcher``, ``service_launcher``, ``nginx_launcher``: each a
+``startup.TierLauncher``); the Supervisor only orders the tiers and gives each its deadline. A
+child that exits is logged and restarted (see ``children.Child``). Stopping (``/ping`` 503 from
+its first moment) goes the other way: each tier begins to stop (nginx's port closed, the stream
+server told, so that it closes its WebSockets with 1001, which nginx would otherwise wait for;
+the standby gone), then nginx gracefully (SIGQUIT lets in-flight requests finish), gunicorn and
+the stream server, the model servers, within 26 s of the stop (SageMaker's SIGKILL comes at
+30 s).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from sagemaker_tfs.supervisor.multi_model.control_api import ControlServer
 from sagemaker_tfs.supervisor.multi_model.registry import ModelRegistry, ModelServers
 from sagemaker_tfs.supervisor.nginx_launcher import NginxLauncher
 from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
-from sagemaker_tfs.supervisor.processes.startup import POLL_SECONDS, StartupError, Tier
+from sagemaker_tfs.supervisor.processes.startup import POLL_SECONDS, StartupError, TierLauncher
 from sagemaker_tfs.supervisor.service_launcher import ServiceLauncher
 from sagemaker_tfs.wire.metrics import MULTIPROCESS_DIR_ENV
 
@@ -68,7 +68,7 @@ class Supervisor:
         self.service = ServiceLauncher(*launched)
         self.nginx = NginxLauncher(*launched)
         # In start order (``TIERS``): they are watched and stopped in reverse.
-        self.tiers: tuple[Tier, ...] = (self.model_servers, self.service, self.nginx)
+        self.tiers: tuple[TierLauncher, ...] = (self.model_servers, self.service, self.nginx)
         self.registry: ModelRegistry | None = None
         self.multi_model_servers: ModelServers | None = None
         self.health: HealthMonitor | None = None
@@ -196,7 +196,7 @@ class Supervisor:
         if self.control is not None:
             self.control.close()
         stopping = list(reversed(self.tiers))
-        for tier in stopping:  # before any tier is waited for (see startup.Tier)
+        for tier in stopping:  # before any tier is waited for (see startup.TierLauncher)
             tier.begin_stop()
         for tier in stopping:
             tier.stop(started + STOP_DEADLINES[tier.name])

@@ -63,23 +63,20 @@ def create_transform_job_request(job: TransformJob, name: str) -> dict[str, Any]
             "InvocationsMaxRetries": job.invocations_max_retries,
         },
     }
-    if job.max_concurrent_transforms is not None:
-        request["MaxConcurrentTransforms"] = job.max_concurrent_transforms
-    if job.max_payload_mb is not None:
-        request["MaxPayloadInMB"] = job.max_payload_mb
-    if job.batch_strategy is not None:
-        request["BatchStrategy"] = job.batch_strategy
-    if job.env:
-        request["Environment"] = dict(job.env)
-    processing: dict[str, str] = {}
-    if job.input_filter:
-        processing["InputFilter"] = job.input_filter
-    if job.output_filter:
-        processing["OutputFilter"] = job.output_filter
-    if job.join_source != "None":
-        processing["JoinSource"] = job.join_source
-    if processing:
-        request["DataProcessing"] = processing
+    optional = {  # left out where unset: SageMaker then asks /execution-parameters
+        "MaxConcurrentTransforms": job.max_concurrent_transforms,
+        "MaxPayloadInMB": job.max_payload_mb,
+        "BatchStrategy": job.batch_strategy,
+        "Environment": dict(job.env) or None,
+    }
+    request.update({key: value for key, value in optional.items() if value is not None})
+    processing = {
+        "InputFilter": job.input_filter,
+        "OutputFilter": job.output_filter,
+        "JoinSource": job.join_source if job.join_source != "None" else None,
+    }
+    if any(processing.values()):
+        request["DataProcessing"] = {key: value for key, value in processing.items() if value}
     return request
 
 

@@ -91,15 +91,6 @@ class CustomAttributes:
     method: str | None = None
     output_filter: tuple[str, ...] = ()
 
-    def as_dict(self) -> dict[str, str]:
-        """The three routing attributes that were given, by key (as the njs returns them)."""
-        given = {
-            MODEL_NAME_ATTRIBUTE: self.model_name,
-            MODEL_VERSION_ATTRIBUTE: self.model_version,
-            METHOD_ATTRIBUTE: self.method,
-        }
-        return {key: value for key, value in given.items() if value is not None}
-
 
 def custom_attributes(header: str | None) -> CustomAttributes:
     """Comma-separated ``key=value`` pairs; keys and values trimmed of spaces and tabs."""

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 from sagemaker_tfs.model_server import zygote
-from sagemaker_tfs.supervisor.model_servers.model_server_zygote import adopts_orphans
+from sagemaker_tfs.supervisor.processes.spawning import adopts_orphans
 
 # The real serve loop; the "model server" exits with the code argv[1] after argv[2] seconds.
 STAND_IN = textwrap.dedent("""
@@ -44,7 +44,7 @@ DRIVER_PRELUDE = textwrap.dedent("""
 
 DRIVER = DRIVER_PRELUDE + textwrap.dedent("""
     from sagemaker_tfs.supervisor.processes.children import Child, reap_orphans
-    from sagemaker_tfs.supervisor.model_servers.model_server_zygote import adopts_orphans
+    from sagemaker_tfs.supervisor.processes.spawning import adopts_orphans
 
     def facts(pid):
         stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()

@@ -1,6 +1,6 @@
-"""Each tier watches and stops itself (``startup.Tier``): the Supervisor only orders the tiers
-and gives each its deadline; nginx's port, the service's sockets, the stream server, the
-standby and the model servers are stopped by their own tier. Real processes and sockets."""
+"""Each tier watches and stops itself (``startup.TierLauncher``): the Supervisor only orders
+the tiers and gives each its deadline; nginx's port, the service's sockets, the stream server,
+the standby and the model servers are stopped by their own tier. Real processes and sockets."""
 
 from __future__ import annotations
 

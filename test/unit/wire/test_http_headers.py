@@ -43,7 +43,9 @@ def test_custom_attributes() -> None:
     assert custom_attributes(header) == CustomAttributes(header, "m", "1", "classify", ("a", "b"))
     assert custom_attributes("tfs-model-name=a,tfs-model-name=b").model_name == "b"  # last wins
     assert custom_attributes(None) == CustomAttributes()
-    assert custom_attributes("tfs-method=predict").as_dict() == {"tfs-method": "predict"}
+    assert custom_attributes("tfs-method=predict") == CustomAttributes(
+        "tfs-method=predict", method="predict"
+    )
 
 
 def test_arrival_is_nginx_clock_less_the_time_it_had_the_request() -> None:

@@ -88,19 +88,7 @@ class CodeNamespace:
 
     def load(self, path: str, name: str = "inference") -> types.ModuleType:
         """Import the file ``path`` as ``PREFIX.name`` inside the namespace."""
-        full_name = f"{self.prefix}.{name}"
-        spec = importlib.util.spec_from_file_location(full_name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
-        spec.loader = _WithBuiltins(spec.loader, self.builtins)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(full_name, None)
-            raise
-        return module
+        return import_file(path, f"{self.prefix}.{name}", self.builtins)
 
     def modules(self) -> list[str]:
         """The names of the namespace's modules in ``sys.modules``."""
@@ -111,6 +99,26 @@ class CodeNamespace:
         _FINDER.unregister(self)
         for name in self.modules():
             sys.modules.pop(name, None)
+
+
+def import_file(
+    path: str, name: str, namespace_builtins: dict[str, Any] | None = None
+) -> types.ModuleType:
+    """The file ``path`` imported as module ``name`` (left out of ``sys.modules`` if it
+    raises), given ``namespace_builtins`` first where there are some."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    if namespace_builtins is not None:
+        spec.loader = _WithBuiltins(spec.loader, namespace_builtins)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 class _WithBuiltins(importlib.abc.Loader):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
 import logging
 import os
 import subprocess
@@ -22,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sagemaker_tfs.service.handlers.code_namespaces import CodeNamespace
+from sagemaker_tfs.service.handlers.code_namespaces import CodeNamespace, import_file
 from sagemaker_tfs.user_script import may_serve_invocations
 
 logger = logging.getLogger(__name__)
@@ -145,16 +144,9 @@ def _module_name(path: str) -> str:
 def load_script(path: str, allow_stream_only: bool = False) -> UserCode:
     """Import ``path`` under a name of its own (single-model endpoints: ``code/`` and
     ``code/lib`` are on ``sys.path``)."""
-    name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UserCodeError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        module = import_file(path, _module_name(path))
     except Exception as error:
-        sys.modules.pop(name, None)
         raise UserCodeError(f"importing {path} failed: {type(error).__name__}: {error}") from error
     return handlers_of(module, path, allow_stream_only)
 

@@ -20,7 +20,6 @@ from sagemaker_tfs.supervisor.model_servers.model_availability import (
 from sagemaker_tfs.supervisor.model_servers.model_server_zygote import (
     IMPORT_WAIT_SECONDS,
     ModelServerZygote,
-    adopts_orphans,
 )
 from sagemaker_tfs.supervisor.model_servers.model_server_zygote import NAME as ZYGOTE
 from sagemaker_tfs.supervisor.model_servers.standby_model_server import StandbyModelServer
@@ -30,6 +29,7 @@ from sagemaker_tfs.supervisor.multi_model.registry import (
     ModelServers,
 )
 from sagemaker_tfs.supervisor.processes.children import Child, TierStopping
+from sagemaker_tfs.supervisor.processes.spawning import adopts_orphans
 from sagemaker_tfs.supervisor.processes.startup import StartupError, TierLauncher
 from sagemaker_tfs.wire.errors import HttpError
 

@@ -34,7 +34,6 @@ Not used with the real ``tensorflow_model_server`` binary, which needs no import
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import select
@@ -301,21 +300,6 @@ class ModelServerZygote(WarmProcess):
         if self.channel is not None:
             self.channel.close()
         self.channel, self.ready = None, False
-
-
-PR_GET_CHILD_SUBREAPER = 37
-
-
-def adopts_orphans() -> bool:
-    """Whether this process gets its orphaned descendants: PID 1 or a child subreaper."""
-    if os.getpid() == 1:
-        return True
-    flag = ctypes.c_int(0)
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return False
-    return prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) == 0 and flag.value == 1
 
 
 def _waited(now: float, since: float | None) -> str:

@@ -23,6 +23,7 @@ logger = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
 class ProcessOwner(Protocol):
@@ -137,3 +138,13 @@ def become_subreaper() -> bool:
         logger.debug("cannot become a child subreaper: %s", os.strerror(ctypes.get_errno()))
         return False
     return True
+
+
+def adopts_orphans() -> bool:
+    """Whether this process gets its orphaned descendants: PID 1 or a child subreaper."""
+    if os.getpid() == 1:
+        return True
+    flag = ctypes.c_int(0)
+    if _prctl is None or _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) != 0:
+        return False
+    return flag.value == 1

@@ -1,7 +1,7 @@
 """What the tiers' launchers share: the one polling loop of every start-up wait (models
 AVAILABLE, the service answering /ping, nginx listening), the errors a failed wait raises,
-``Tier``, what the Supervisor asks of a tier once it is started, and ``TierLauncher``, what
-every launcher is given and how it watches and stops its own children."""
+and ``TierLauncher``, what every launcher is given, what the Supervisor asks of a tier once
+it is started, and how it watches and stops its own children."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from sagemaker_tfs.stack_config import StackConfig
 from sagemaker_tfs.supervisor.processes.children import Child, ChildGroup, describe_exit
@@ -53,37 +52,18 @@ def exit_of(child: Child) -> str:
     return "exited" if code is None else describe_exit(code)
 
 
-class Tier(Protocol):
-    """One tier of the stack (nginx, the Python service, the model servers) as the
-    Supervisor sees it: the Supervisor only orders the tiers and gives each its deadline;
-    the tier's processes, sockets and ports are its own business.
+@dataclass(eq=False)
+class TierLauncher:
+    """One tier of the stack (nginx, the Python service, the model servers) as the Supervisor
+    sees it: the stack's config, every child's environment and the flag that a stop signal
+    sets; the launcher starts its tier's children into its own ``children``, watches and stops
+    them (the tier's processes, sockets and ports are its own business). ``name``: the tier's
+    (each launcher's ``TIER``, the key of ``STOP_DEADLINES``).
 
     A stop goes in two passes over the tiers in stop order: ``begin_stop`` on each (quick: no
     wait), then ``stop`` on each, so that what must happen before any tier is waited for
     (nginx's port closed, the stream server's WebSockets closed) does not wait for nginx.
     """
-
-    name: str  # the key of ``STOP_DEADLINES``
-
-    def members(self) -> list[Child]:
-        """The tier's children (those the metrics report)."""
-
-    def check(self, now: float) -> None:
-        """One round of the watch loop: restart what exited, start what it keeps warm."""
-
-    def begin_stop(self) -> None:
-        """The first step of the stop, at once and without waiting."""
-
-    def stop(self, deadline: float) -> None:
-        """Stop the tier's children and release what it holds; by ``deadline`` (monotonic)
-        whatever is left of its children is killed."""
-
-
-@dataclass(eq=False)
-class TierLauncher:
-    """The stack's config, every child's environment and the flag that a stop signal sets: a
-    launcher starts its tier's children into its own ``children``, watches and stops them.
-    ``name``: the tier's (each launcher's ``TIER``)."""
 
     name = "tier"
     config: StackConfig
@@ -96,16 +76,20 @@ class TierLauncher:
         self.children = ChildGroup((self.name,))
 
     def members(self) -> list[Child]:
+        """The tier's children (those the metrics report)."""
         return self.children.children()
 
     def check(self, now: float) -> None:
+        """One round of the watch loop: restart what exited, start what it keeps warm."""
         self.children.check(now)
 
     def begin_stop(self) -> None:
-        """Nothing to do before the tier's turn, unless a launcher says otherwise."""
+        """The first step of the stop, at once and without waiting (nothing, unless a
+        launcher says otherwise)."""
 
     def stop(self, deadline: float) -> None:
-        """Each child gets its stop signal, then each is waited for until ``deadline``."""
+        """Each child gets its stop signal, then each is waited for until ``deadline``
+        (monotonic); whatever is left then is killed."""
         self.children.stop(lambda _tier: deadline)
 
     def starting(self, child: Child) -> Callable[[], bool]:
