@@ -12,11 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from tensorflow.core.framework import types_pb2
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import is_b64_object
-from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.json_tensors import ElementTypeError, build_tensor
 from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_value_error
 from sagemaker_tfs.model_server.serving.signatures import ServableSignature
@@ -43,25 +41,6 @@ def parse_predict_request(
     if INPUTS_KEY in document:
         return _parse_inputs(document[INPUTS_KEY], signature), True
     raise invalid_argument("Missing 'inputs' or 'instances' key")
-
-
-def read_plain_strings(
-    body: bytes | bytearray, signature: ServableSignature
-) -> tuple[dict[str, np.ndarray], bool] | None:
-    """What ``parse_predict_request`` would give for a body that is a plain list of strings
-    under ``instances`` or ``inputs`` (or rows of that input alone: ``{"instances":
-    [{"x": "a"}, ...]}``) for a signature of one string input, read without a Python object
-    per string (``json_strings``); None for any other body or signature."""
-    if len(signature.inputs) != 1:
-        return None
-    alias, spec = next(iter(signature.inputs.items()))
-    if spec.dtype != types_pb2.DT_STRING:
-        return None
-    read = read_string_tensor(body, alias)
-    if read is None:
-        return None
-    key, values = read
-    return {alias: values}, key == INPUTS_KEY
 
 
 def _is_named_object(value: Any) -> bool:
