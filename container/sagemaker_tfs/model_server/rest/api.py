@@ -30,12 +30,12 @@ from sagemaker_tfs.model_server.rest.examples_windows import (
     read_examples,
 )
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.json_writer import (
     format_error,
     format_proto_document,
     proto_json,
 )
-from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.predict_json import (
     INPUTS_KEY,
     format_predict_response,
