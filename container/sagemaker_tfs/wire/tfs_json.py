@@ -19,14 +19,13 @@ import base64
 import functools
 import math
 import re
-import struct
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
-from sagemaker_tfs.wire.float_texts import joined_texts, non_finite_text
+from sagemaker_tfs.wire.float_texts import joined_texts, printed_texts
 
 INDENT = "    "
 B64_KEY = "b64"
@@ -35,11 +34,11 @@ BYTES_SUFFIX = "_bytes"  # string outputs with an alias ending so are written as
 # A float block's byte matrix and index arrays are ~180 bytes a value while it is laid out:
 # 3 MB for 16,384 values (65,536 held 12 MB: 0.12x a 100 MB body), and as fast or faster.
 PIECE_ELEMENTS = 1 << 14
-# Float arrays up to this size are printed a value at a time (:func:`_few_float_texts`): NumPy's
+# Float arrays up to this size are printed a value at a time (:func:`printed_texts`): NumPy's
 # ~60 array operations cost ~50 us whatever the size, a value in Python ~0.6 us.
 FEW_FLOATS = 64
 # Rows of floats of up to this many elements are laid out with their brackets as separators
-# (:func:`joined_rows`); longer ones a row at a time.
+# (:func:`_joined_row_bytes`); longer ones a row at a time.
 ROW_SEPARATORS = 4096
 
 
@@ -91,29 +90,19 @@ def format_floats(values: np.ndarray) -> list[str]:
     ``%.17g`` (double); then ``.0`` when the text has neither ``.`` nor ``e``. The texts are
     laid out by NumPy for all values at once (``wire/float_texts``), a few values one by one.
     """
-    if values.size == 0:
-        return []
     if values.size <= FEW_FLOATS:
-        return _few_float_texts(values)
+        return printed_texts(values)
     return joined_texts(values, b", ").decode("ascii").split(", ")
 
 
 def joined_floats(vector: np.ndarray) -> str:
     """``", ".join(format_floats(vector))``, without a string per value."""
-    if vector.size == 0:
-        return ""
-    if vector.size <= FEW_FLOATS:
-        return ", ".join(_few_float_texts(vector))
-    return joined_texts(vector, b", ").decode("ascii")
-
-
-def joined_rows(rows: np.ndarray) -> str:
-    """``", ".join(render_array_rows(rows, ..., single_line=True))`` for a float array of
-    two or more dimensions, laid out with the brackets between rows as separators."""
-    return _joined_row_bytes(rows).decode("ascii")
+    return _joined_float_bytes(vector).decode("ascii")
 
 
 def _joined_row_bytes(rows: np.ndarray) -> bytes:
+    """The rows of a float array of two or more dimensions on one line, laid out with the
+    brackets between rows as separators."""
     inner = rows.shape[1:]
     return b"[" * len(inner) + joined_texts(rows, _row_separators(inner)) + b"]" * len(inner)
 
@@ -121,7 +110,7 @@ def _joined_row_bytes(rows: np.ndarray) -> bytes:
 def _joined_float_bytes(vector: np.ndarray) -> bytes:
     """``joined_floats(vector)`` as ASCII, without a str of the text made on the way."""
     if vector.size <= FEW_FLOATS:
-        return joined_floats(vector).encode("ascii")
+        return ", ".join(printed_texts(vector)).encode("ascii")
     return joined_texts(vector, b", ")
 
 
@@ -138,40 +127,6 @@ def _row_separators(inner: tuple[int, ...]) -> list[bytes]:
             closed, position = closed + 1, position // size
         separators.append(b"]" * closed + b", " + b"[" * closed)
     return separators
-
-
-def _few_float_texts(values: np.ndarray) -> list[str]:
-    """The rule applied literally in plain Python, for a few values (a small answer's whole
-    cost would otherwise be the array operations that decide the format of thousands)."""
-    if values.dtype == np.float64:
-        python_values = values.reshape(-1).tolist()
-        return [_float_text(value, _same_double, ".17g") for value in python_values]
-    python_values = values.astype(np.float32).astype(np.float64).reshape(-1).tolist()
-    return [_float_text(value, _same_float, ".9g") for value in python_values]
-
-
-def _float_text(value: float, reads_back: Any, long_format: str) -> str:
-    if value - value != 0.0:  # NaN or an infinity
-        return non_finite_text(value)
-    text = f"{value:.6g}"
-    if not reads_back(text, value):
-        text = format(value, long_format)
-    return text if "." in text or "e" in text else text + ".0"
-
-
-def _same_double(text: str, value: float) -> bool:
-    return float(text) == value
-
-
-def _same_float(text: str, value: float) -> bool:
-    """Whether ``text`` parsed and cast to float32, as TF Serving parses it, is ``value``."""
-    try:
-        return _FLOAT32.unpack(_FLOAT32.pack(float(text)))[0] == value
-    except OverflowError:  # beyond float32's range: it does not read back
-        return False
-
-
-_FLOAT32 = struct.Struct("f")
 
 
 def element_texts(array: np.ndarray, as_b64: bool) -> list[str]:

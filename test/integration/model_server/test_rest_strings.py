@@ -40,7 +40,7 @@ def test_strings_through_tensorflow_answer_as_the_general_path(
 ) -> None:
     bodies = CORPUS + NOT_TAKEN
     taken = answers(rest_api, bodies)
-    monkeypatch.setattr(api_module, "read_plain_strings", lambda body, signature: None)
+    monkeypatch.setattr(api_module, "read_string_tensor", lambda body, alias: None)
     assert taken == answers(rest_api, bodies)
     assert [status for status, _ in taken[: len(CORPUS)]] == [200] * len(CORPUS)
     assert (

@@ -190,7 +190,7 @@ def test_answers_are_byte_for_byte_those_of_the_general_path(
 ) -> None:
     bodies = CORPUS + NOT_TAKEN + ROWS + ROWS_NOT_TAKEN
     taken = answers(bodies, bytes_output)
-    monkeypatch.setattr(api_module, "read_plain_strings", lambda body, signature: None)
+    monkeypatch.setattr(api_module, "read_string_tensor", lambda body, alias: None)
     assert taken == answers(bodies, bytes_output)
     assert all(status == 200 for status, _ in taken[: len(CORPUS)])
 

@@ -167,6 +167,6 @@ def test_rows_laid_out_with_their_brackets_are_the_rows_rendered_one_by_one(
         )
         for row in rows
     )  # fmt: skip
-    assert tfs_json.joined_rows(rows) == expected
+    assert tfs_json._joined_row_bytes(rows).decode() == expected
     answer = b"".join(tfs_json.predict_answer_pieces({"y": rows}, False))
     assert answer == b'{\n    "predictions": [' + expected.encode() + b"\n    ]\n}"

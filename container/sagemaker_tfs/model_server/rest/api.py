@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from tensorflow.core.framework.types_pb2 import DT_STRING
 from tensorflow_serving.apis import get_model_status_pb2, model_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
@@ -29,15 +30,16 @@ from sagemaker_tfs.model_server.rest.examples_windows import (
     read_examples,
 )
 from sagemaker_tfs.model_server.rest.json_reader import parse_json_object
+from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
 from sagemaker_tfs.model_server.rest.json_writer import (
     format_error,
     format_proto_document,
     proto_json,
 )
 from sagemaker_tfs.model_server.rest.predict_json import (
+    INPUTS_KEY,
     format_predict_response,
     parse_predict_request,
-    read_plain_strings,
 )
 
 if TYPE_CHECKING:
@@ -202,17 +204,23 @@ class RestApi:
     def _plain_strings(
         self, target: Target, body: bytes | bytearray
     ) -> tuple[Servable, dict[str, Any], bool] | None:
-        """The servable and the inputs of a body ``read_plain_strings`` takes; None for any
-        other (it is read the general way, which raises any error in TF Serving's order)."""
+        """The servable and the inputs of a body that is a plain list of strings under
+        ``instances`` or ``inputs`` (or rows of that input alone: ``{"instances": [{"x": "a"},
+        ...]}``) for a default signature of one string input, read without a Python object per
+        string (``json_strings``); None for any other (it is read the general way, which
+        raises any error in TF Serving's order)."""
         if b'"signature_name"' in body:
             return None
         try:
             servable = self._servable(target)
-            signature = servable.signature("")
+            inputs = servable.signature("").inputs
         except ServingError:
             return None
-        read = read_plain_strings(body, signature)
-        return None if read is None else (servable, *read)
+        if len(inputs) != 1 or next(iter(inputs.values())).dtype != DT_STRING:
+            return None
+        alias = next(iter(inputs))
+        read = read_string_tensor(body, alias)
+        return None if read is None else (servable, {alias: read[1]}, read[0] == INPUTS_KEY)
 
     def _model_spec(self, target: Target) -> model_pb2.ModelSpec:
         spec = model_pb2.ModelSpec(name=target.model)

@@ -4,6 +4,13 @@ A row request answers ``{"predictions": ...}``, one entry per batch row (an obje
 when the signature has several outputs); a columnar request answers ``{"outputs": ...}``,
 each tensor whole. String outputs whose alias ends in ``_bytes`` are written as
 ``{"b64": ...}`` objects.
+
+Each input is a JSON value made a tensor of the signature's dtype with TF Serving's shape
+and type rules (``build_tensor``): nested lists give the shape (every list of a level the same
+length, values all at one level); each value must suit the dtype: numbers for numeric types
+(integers within the type's range), booleans for bool, strings or ``{"b64": ...}`` objects for
+string. Plain numeric lists go through NumPy in C; the element-by-element walk finds the
+error otherwise.
 """
 
 from __future__ import annotations
@@ -14,13 +21,12 @@ from typing import Any
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
-from sagemaker_tfs.model_server.errors import invalid_argument
-from sagemaker_tfs.model_server.rest.json_reader import is_b64_object
-from sagemaker_tfs.model_server.rest.json_strings import read_string_tensor
-from sagemaker_tfs.model_server.rest.json_tensors import ElementTypeError, build_tensor
-from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_value_error
-from sagemaker_tfs.model_server.serving.signatures import ServableSignature
-from sagemaker_tfs.wire.tfs_json import TensorJsonError, predict_answer_pieces
+from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
+from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
+from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_kind, json_value_error
+from sagemaker_tfs.model_server.serving.signatures import ServableSignature, short_dtype_name
+from sagemaker_tfs.wire.tensors import numpy_dtype
+from sagemaker_tfs.wire.tfs_json import B64_KEY, TensorJsonError, predict_answer_pieces
 
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"
@@ -43,25 +49,6 @@ def parse_predict_request(
     if INPUTS_KEY in document:
         return _parse_inputs(document[INPUTS_KEY], signature), True
     raise invalid_argument("Missing 'inputs' or 'instances' key")
-
-
-def read_plain_strings(
-    body: bytes | bytearray, signature: ServableSignature
-) -> tuple[dict[str, np.ndarray], bool] | None:
-    """What ``parse_predict_request`` would give for a body that is a plain list of strings
-    under ``instances`` or ``inputs`` (or rows of that input alone: ``{"instances":
-    [{"x": "a"}, ...]}``) for a signature of one string input, read without a Python object
-    per string (``json_strings``); None for any other body or signature."""
-    if len(signature.inputs) != 1:
-        return None
-    alias, spec = next(iter(signature.inputs.items()))
-    if spec.dtype != types_pb2.DT_STRING:
-        return None
-    read = read_string_tensor(body, alias)
-    if read is None:
-        return None
-    key, values = read
-    return {alias: values}, key == INPUTS_KEY
 
 
 def _is_named_object(value: Any) -> bool:
@@ -148,6 +135,176 @@ def _parse_inputs(value: Any, signature: ServableSignature) -> dict[str, np.ndar
         except ElementTypeError as error:
             raise invalid_argument(error.message) from None
     return tensors
+
+
+# --------------------------------------------------------------------------- tensors
+
+MAX_DIMS = 64  # NumPy's limit on the number of array dimensions
+
+_FLOAT_TYPES = (
+    types_pb2.DT_FLOAT,
+    types_pb2.DT_DOUBLE,
+    types_pb2.DT_HALF,
+    types_pb2.DT_BFLOAT16,
+)
+_INT_RANGES = {
+    types_pb2.DT_INT8: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT16: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT32: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT64: (-(2**63), 2**63 - 1),
+    types_pb2.DT_UINT8: (0, 2**32 - 1),
+    types_pb2.DT_UINT16: (0, 2**32 - 1),
+    types_pb2.DT_UINT32: (0, 2**32 - 1),
+    types_pb2.DT_UINT64: (0, 2**64 - 1),
+}
+# The dtypes a JSON request may carry (TF Serving's); their NumPy types are wire/tensors.py's.
+_JSON_TYPES = frozenset((*_FLOAT_TYPES, *_INT_RANGES, types_pb2.DT_BOOL, types_pb2.DT_STRING))
+
+
+class _ShapeError(Exception):
+    """A list of the wrong size: reported as is, not per element."""
+
+
+class ElementTypeError(Exception):
+    """A value of the wrong type, in element ``index`` of the outermost list."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)
+        self.index = index
+        self.message = message
+
+
+def build_tensor(value: Any, dtype: int) -> np.ndarray:
+    """A (nested) JSON value as an array of ``dtype``; raises ServingError on a ragged list.
+
+    Type errors raise ``ElementTypeError`` for the caller to wrap.
+    """
+    if dtype not in _JSON_TYPES:
+        raise invalid_argument(f"Type {short_dtype_name(dtype)} is not supported in JSON requests")
+    fast = _numeric_fast_path(value, dtype)
+    if fast is not None:
+        return fast
+    state = _WalkState()
+    try:
+        _walk(value, 0, state, dtype)
+    except _ShapeError as error:
+        raise invalid_argument(str(error)) from None
+    except RecursionError:
+        raise _too_many_dims(len(state.shape)) from None
+    if len(state.shape) > MAX_DIMS:
+        raise _too_many_dims(len(state.shape))
+    if dtype == types_pb2.DT_STRING:
+        array = np.empty(len(state.flat), dtype=object)
+        array[:] = state.flat
+        return array.reshape(state.shape)
+    return np.array(state.flat, dtype=numpy_dtype(dtype)).reshape(state.shape)
+
+
+def _too_many_dims(count: int) -> ServingError:
+    return invalid_argument(f"Tensor has at least {count} dimensions; at most {MAX_DIMS} allowed")
+
+
+def _numeric_fast_path(value: Any, dtype: int) -> np.ndarray | None:
+    """Plain lists of numbers go through NumPy in C; anything unusual returns None."""
+    if dtype in (types_pb2.DT_STRING, types_pb2.DT_BOOL):
+        return None
+    try:
+        objects = np.array(value, dtype=object)
+    except ValueError:
+        return None
+    types = set(map(type, objects.reshape(-1).tolist()))
+    if dtype in _FLOAT_TYPES:
+        if not types <= {float, int}:
+            return None
+        try:
+            return objects.astype(numpy_dtype(dtype)) if objects.size else _empty(objects, dtype)
+        except (OverflowError, TypeError, ValueError):
+            return None
+    if types - {int}:
+        return None
+    if not objects.size:
+        return _empty(objects, dtype)
+    try:
+        wide = objects.astype(np.int64)
+    except OverflowError:
+        return None
+    low, high = _INT_RANGES[dtype]
+    if wide.min() < low or wide.max() > high:
+        return None
+    return wide.astype(numpy_dtype(dtype))
+
+
+def _empty(objects: np.ndarray, dtype: int) -> np.ndarray:
+    return np.zeros(objects.shape, dtype=numpy_dtype(dtype))
+
+
+class _WalkState:
+    """Shape seen so far (recorded on first sight of each level) and the level of values."""
+
+    def __init__(self) -> None:
+        self.shape: list[int] = []
+        self.value_level: int | None = None
+        self.flat: list[Any] = []
+
+
+def _walk(value: Any, level: int, state: _WalkState, dtype: int) -> None:
+    """Depth-first walk checking every list against the shape TF Serving infers."""
+    if isinstance(value, list):
+        if state.value_level is not None and level >= state.value_level:
+            raise _ShapeError(f"Encountered list at level: {level} when expecting a value")
+        if level == len(state.shape):
+            state.shape.append(len(value))
+        elif state.shape[level] != len(value):
+            raise _ShapeError(
+                f"Encountered list at unexpected size: {len(value)} at level: {level} "
+                f"expected size: {state.shape[level]}"
+            )
+        for index, item in enumerate(value):
+            try:
+                _walk(item, level + 1, state, dtype)
+            except ElementTypeError as error:
+                if level == 0:
+                    raise ElementTypeError(index, error.message) from None
+                raise
+        return
+    if state.value_level is None:
+        if level < len(state.shape):
+            raise _ShapeError(f"Encountered scalar element at level: {level} expecting a list")
+        state.value_level = level
+    elif level != state.value_level:
+        raise _ShapeError(f"Encountered scalar element at level: {level} expecting a list")
+    state.flat.append(_checked_scalar(value, dtype))
+
+
+def _checked_scalar(value: Any, dtype: int) -> Any:
+    if dtype == types_pb2.DT_STRING:
+        if isinstance(value, str):
+            return value.encode("utf-8", errors="surrogateescape")
+        if is_b64_object(value) and isinstance(value[B64_KEY], str):
+            return decode_b64(value[B64_KEY])
+    elif dtype == types_pb2.DT_BOOL:
+        if isinstance(value, bool):
+            return value
+    elif _is_number(value) and (dtype in _FLOAT_TYPES or _int_fits(value, dtype)):
+        return value
+    raise ElementTypeError(0, _type_error_message(value, dtype))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _int_fits(value: Any, dtype: int) -> bool:
+    low, high = _INT_RANGES[dtype]
+    return isinstance(value, int) and low <= value <= high
+
+
+def _type_error_message(value: Any, dtype: int) -> str:
+    kind = json_kind(value).capitalize()
+    return (
+        f"JSON Value: {debug_string(value)} Type: {kind} is not of expected type: "
+        f"{short_dtype_name(dtype)}"
+    )
 
 
 # --------------------------------------------------------------------------- response

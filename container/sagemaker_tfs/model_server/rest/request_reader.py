@@ -146,30 +146,30 @@ class RequestReader:
         length = content_length(head.fields) or 0
         if length > MAX_BODY_BYTES:
             raise HeadError(400, f"Invalid Content-Length: {length}")
-        taken = min(length, len(self._buffer))
-        self._body = self._buffer[:taken]
-        del self._buffer[:taken]
-        self._body_left = length - taken
-        self.wants_continue = expect == "100-continue" and head.version >= (1, 1) and length > taken
+        self._body_left = length - self._take_data(length)
+        self.wants_continue = (
+            expect == "100-continue" and head.version >= (1, 1) and self._body_left > 0
+        )
 
     def _read_body(self) -> bool:
         if not self._chunked:
-            if self._body_left and self._buffer:
-                taken = min(len(self._buffer), self._body_left)
-                self._body += self._buffer[:taken]
-                del self._buffer[:taken]
-                self._body_left -= taken
+            self._body_left -= self._take_data(self._body_left)
             return self._body_left == 0
         return self._read_chunks()
+
+    def _take_data(self, most: int) -> int:
+        """Up to ``most`` bytes moved from the buffer to the body; how many."""
+        taken = min(len(self._buffer), most)
+        if taken:
+            self._body += self._buffer[:taken]
+            del self._buffer[:taken]
+        return taken
 
     def _read_chunks(self) -> bool:
         """``Transfer-Encoding: chunked``: sizes, data and the trailer (read and dropped)."""
         while True:
             if self._chunk_left > 0:
-                taken = min(len(self._buffer), self._chunk_left)
-                self._body += self._buffer[:taken]
-                del self._buffer[:taken]
-                self._chunk_left -= taken
+                self._chunk_left -= self._take_data(self._chunk_left)
                 if self._chunk_left:
                     return False
                 self._chunk_left = -2  # the line ending the chunk's data

@@ -77,7 +77,7 @@ def is_integral(dtype: np.dtype) -> bool:
 
 
 def numbers_as(values: list, dtype: np.dtype) -> np.ndarray | None:
-    """What ``json_tensors`` makes of a list of values: a bool input's booleans; numbers cast
+    """What ``build_tensor`` makes of a list of values: a bool input's booleans; numbers cast
     by NumPy (a double to a float32 or float16 rounds once more); integer inputs given only
     integers in ``REST_INT_RANGES``, wrapped into the dtype; ``_non_finite_as_strings``'s."""
     if dtype.kind == "b":  # true and false only, as the REST path's reader takes them
