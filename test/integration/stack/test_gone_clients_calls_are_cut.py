@@ -7,9 +7,9 @@ worker watches nginx's connection while the call waits and, when nginx closes it
 gRPC call (the model server sees it cancelled) or closes its REST connection.
 
 Real nginx and gunicorn as the supervisor starts them, in front of a stand-in model server that
-answers GetModelMetadata and then hangs every Predict and REST post until its caller lets go,
-noting when: with ``inference.py`` the call is the service's REST post between the handlers;
-without, the fast path's gRPC Predict (a 4 MB body: the streamed Predict).
+answers GetModelMetadata and then hangs every Predict and REST post until its caller lets go
+(``slow_model_server.py``): with ``inference.py`` the call is the service's REST post between
+the handlers; without, the fast path's gRPC Predict (a 4 MB body: the streamed Predict).
 """
 
 from __future__ import annotations
@@ -17,15 +17,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
-import grpc
 import numpy as np
 import pytest
 from front_end import EXAMPLE_MODELS
@@ -34,7 +29,7 @@ from nginx_in_front import start_gunicorn, start_nginx, stop_gunicorn, stop_ngin
 from sagemaker_tfs.config import load_config
 from sagemaker_tfs.ports import Instance
 from sagemaker_tfs.service.routing.connections import Channels
-from sagemaker_tfs.wire import protos
+from slow_model_server import SlowModelServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,93 +42,15 @@ def output_handler(response, context):
     return response.content.decode(), "application/json"
 """
 CUT_WITHIN_SECONDS = 1.0  # the stand-in sees the call let go this soon (before: at 60 s)
-METADATA = "/tensorflow.serving.PredictionService/GetModelMetadata"
-
-
-class HungModelServer:
-    """Answers GetModelMetadata (one float input ``x``); every other gRPC call and every REST
-    post is taken and never answered: ``calls`` counts them, ``let_go`` is set when the
-    caller cancels the call or closes the connection."""
-
-    def __init__(self, grpc_target: str) -> None:
-        self.calls = 0
-        self.let_go = threading.Event()
-        self.rest = ThreadingHTTPServer(("127.0.0.1", 0), self._rest_handler())
-        self.rest.daemon_threads = True
-        threading.Thread(target=self.rest.serve_forever, daemon=True).start()
-        self.grpc = grpc.server(ThreadPoolExecutor(4))
-        self.grpc.add_generic_rpc_handlers([_Hanging(self)])
-        self.grpc.add_insecure_port(grpc_target)
-        self.grpc.start()
-
-    def hang(self, context: grpc.ServicerContext) -> None:
-        self.calls += 1
-        context.add_callback(self.let_go.set)  # the call ended: here, only by its caller
-        time.sleep(90)
-
-    def _rest_handler(self) -> type[BaseHTTPRequestHandler]:
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
-                owner.calls += 1
-                if self.rfile.read(1) == b"":  # the service closed the connection
-                    owner.let_go.set()
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                pass
-
-        return Handler
-
-    def close(self) -> None:
-        self.grpc.stop(0)
-        self.rest.shutdown()
-        self.rest.server_close()
-
-
-class _Hanging(grpc.GenericRpcHandler):
-    def __init__(self, owner: HungModelServer) -> None:
-        self.owner = owner
-
-    def service(self, details: Any) -> grpc.RpcMethodHandler:
-        if details.method == METADATA:
-            return grpc.unary_unary_rpc_method_handler(_metadata)
-        if "Streamed" in details.method:
-            return grpc.stream_stream_rpc_method_handler(self.streamed)
-        return grpc.unary_unary_rpc_method_handler(self.unary)
-
-    def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        self.owner.hang(context)
-        return b""
-
-    def streamed(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-        for _ in requests:  # the whole request, then no answer
-            pass
-        self.owner.hang(context)
-        yield b""
-
-
-def _metadata(request: bytes, context: grpc.ServicerContext) -> bytes:
-    signatures = protos.SignatureDefMap()
-    definition = signatures.signature_def["serving_default"]
-    definition.method_name = "tensorflow/serving/predict"
-    definition.inputs["x"].dtype = 1  # DT_FLOAT
-    definition.outputs["y"].dtype = 1
-    answer = protos.GetModelMetadataResponse()
-    answer.metadata["signature_def"].Pack(signatures)
-    return bytes(answer.SerializeToString())
 
 
 @dataclasses.dataclass
 class Stack:
     port: int
-    model_server: HungModelServer
+    model_server: SlowModelServer
 
 
-@pytest.fixture(params=[True, False], ids=["inference.py (REST)", "no inference.py (gRPC)"])
+@pytest.fixture
 def stack(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -145,8 +62,8 @@ def stack(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
                          port=free_port())  # fmt: skip
     grpc_port = free_port()
     Path(config.work.root).mkdir(parents=True)
-    model_server = HungModelServer(Channels(config.work.grpc_socket_path).target(grpc_port))
-    config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest.server_address[1]),))
+    model_server = SlowModelServer(Channels(config.work.grpc_socket_path).target(grpc_port))
+    config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest_port),))
     gunicorn = start_gunicorn(config)
     nginx = start_nginx(config)
     yield Stack(config.port, model_server)
@@ -161,7 +78,14 @@ def npy(rows: int) -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("rows", [1, 1 << 20], ids=["Predict", "streamed Predict"])
+CASES = {  # with inference.py?, rows of the .npy body
+    "inference.py: REST post": (True, 1),
+    "fast path: gRPC Predict": (False, 1),
+    "fast path, 4 MB: streamed Predict": (False, 1 << 20),
+}
+
+
+@pytest.mark.parametrize(("stack", "rows"), CASES.values(), ids=CASES.keys(), indirect=["stack"])
 def test_a_gone_clients_call_is_cut_off(stack: Stack, rows: int) -> None:
     """A client whose prediction waits on a hung model server closes its connection: the
     model server sees the call cancelled (gRPC) or its connection closed (REST) within a

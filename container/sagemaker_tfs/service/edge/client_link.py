@@ -21,7 +21,6 @@ import socket
 from typing import Any
 
 import gevent
-import greenlet
 
 from sagemaker_tfs.service.routing.model_servers import CallCut, ClientLink, always_wanted
 
@@ -39,7 +38,8 @@ def still_wanted_by(environ: dict[str, Any]) -> ClientLink:
     raw = getattr(connection, "_sock", connection)
     if not isinstance(raw, _socket.socket) or raw.gettimeout() not in (None, 0.0):
         return always_wanted
-    return _WatchedLink(raw) if raw is not connection else _Link(raw)
+    watched = raw is not connection  # gevent's socket
+    return _WatchedLink(raw) if watched else _Link(raw)
 
 
 class _Link(ClientLink):
@@ -73,7 +73,7 @@ class _Watch:
         self._on = False
 
     def __enter__(self) -> _Watch:
-        self._greenlet = greenlet.getcurrent()
+        self._greenlet = gevent.getcurrent()
         self._on = True
         self._watcher.start(self._readable)
         return self

@@ -139,9 +139,8 @@ class Failover(Generic[C]):
         self.candidates = candidates
         self._context_of = context_of
         self._still_wanted = still_wanted
-        self._watching = (
-            still_wanted.watching if isinstance(still_wanted, ClientLink) else contextlib.nullcontext
-        )
+        link = still_wanted if isinstance(still_wanted, ClientLink) else always_wanted
+        self._watching = link.watching
         self.server = candidates.first()
         self.context = context_of(self.server)
         self._started: float | None = None
