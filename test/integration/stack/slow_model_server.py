@@ -5,7 +5,7 @@ output ``y``); Predict and the streamed Predict take ``work_seconds`` on one of 
 threads (calls beyond them wait for one), then answer ``y`` = [3.5]; with ``work_seconds``
 None they never answer. A call whose caller cancelled it before a thread took it is dropped
 (``dropped``), as a server that looks at ``context.is_active()`` does; work once begun runs to
-its end (``worked``; ``wasted``: of them, those whose caller had gone meanwhile). REST: each
+its end (``worked``). REST: each
 post is read and never answered. ``calls`` counts the calls taken, ``let_go`` is set when a
 caller cancels a call or closes a post's connection.
 """
@@ -31,7 +31,7 @@ class SlowModelServer:
     def __init__(self, grpc_target: str, work_seconds: float | None = None,
                  capacity: int = 4) -> None:  # fmt: skip
         self.work_seconds = work_seconds
-        self.calls = self.dropped = self.worked = self.wasted = 0
+        self.calls = self.dropped = self.worked = 0
         self.let_go = threading.Event()
         self._lock = threading.Lock()
         self.rest = ThreadingHTTPServer(("127.0.0.1", 0), self._rest_handler())
@@ -64,8 +64,6 @@ class SlowModelServer:
             return b""
         time.sleep(self.work_seconds)
         self.count("worked")
-        if not context.is_active():
-            self.count("wasted")
         return ANSWER
 
     def _rest_handler(self) -> type[BaseHTTPRequestHandler]:
