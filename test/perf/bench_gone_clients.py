@@ -237,8 +237,10 @@ def print_medians(args: argparse.Namespace, results: dict[str, list[Outcome]]) -
     print(f"\n{args.rate:g}/s for {args.window:g} s, {how}; 1 in {args.stay_every} waits, the "
           f"others give up after {args.patience:g} s; medians of {args.rounds} rounds")  # fmt: skip
     if slow:
-        print("variant | Predicts taken | worked | of them for gone clients | worker CPU s | "
-              "slowest /ping s | waiting answered 200 | their median s | slowest s")  # fmt: skip
+        print(
+            "variant | Predicts begun | worked to the end | of them for gone clients | "
+            "worker CPU s | slowest /ping s | waiting answered 200 | median s | slowest s"
+        )
     else:
         print("variant | model-server calls in the window | worker CPU s | slowest /ping s | "
               "waiting answered | slowest after back s")  # fmt: skip
@@ -256,6 +258,7 @@ def print_medians(args: argparse.Namespace, results: dict[str, list[Outcome]]) -
               f"{median('slowest_ping'):.3f} | {answered} | "
               + (f"{median('median_wait'):.2f} | " if slow else "")
               + f"{median('slowest_after_back'):.2f}")  # fmt: skip
+
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,6 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import Generic, NamedTuple, TypeVar
 
 import grpc
@@ -50,7 +49,7 @@ class ClientLink:
     def __call__(self) -> bool:
         return True
 
-    def watching(self) -> AbstractContextManager[object]:
+    def watching(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
 
 
