@@ -165,23 +165,35 @@ def _predict_answer(
     if streamed is not None:
         messages = streamed_predict.request_messages(spec, inputs, output_filter)
         metadata = pixels.to_metadata(casts) or None
+        call = streamed(messages, timeout=timeout, metadata=metadata)
         try:
-            return StreamedTensors.receive_answer(
-                streamed(messages, timeout=timeout, metadata=metadata)
-            )
+            return StreamedTensors.receive_answer(call)
         except grpc.RpcError as error:
             if error.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             if isinstance(channel, ModelServerChannel):  # TF Serving: ask it as usual
                 channel.offers_streamed_predict = False
+        except BaseException:  # e.g. the greenlet cut off: the model server sees it cancelled
+            call.cancel()
+            raise
     if casts:
         inputs = pixels.widen(inputs, casts)
     request = predict_messages.encode_predict_request(spec, inputs, output_filter)
-    if _under_gevent():
-        response = _raw_predict(channel).future(request, timeout=timeout).result()
-    else:
-        response = _raw_predict(channel)(request, timeout=timeout)
+    response = _answer(_raw_predict(channel), request, timeout)
     return StreamedTensors.of(predict_messages.decode_predict_response(response))
+
+
+def _answer(method: grpc.UnaryUnaryMultiCallable, request: Any, timeout: float) -> Any:
+    """A unary call's answer. Under gevent, its future's, waited for in the event loop; the
+    call is cancelled if the wait is cut off (the greenlet killed, or ``CallCut``)."""
+    if not _under_gevent():
+        return method(request, timeout=timeout)
+    future = method.future(request, timeout=timeout)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
 
 
 @functools.cache
@@ -329,7 +341,7 @@ def get_signatures(
         return cached
     request = protos.GetModelMetadataRequest(model_spec=model_spec(context, "", name, version))
     request.metadata_field.append("signature_def")
-    response = prediction_stub(channel).GetModelMetadata(request, timeout=_deadline(timeout))
+    response = _answer(prediction_stub(channel).GetModelMetadata, request, _deadline(timeout))
     signature_map = protos.SignatureDefMap.FromString(response.metadata["signature_def"].value)
     by_alias = {
         alias: signature_from_def(alias, definition)

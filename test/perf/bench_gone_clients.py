@@ -1,6 +1,6 @@
-"""What clients that give up while the model server refuses cost the Python service, between
-versions of the code (issue 55): the service's resends to the model server, its CPU, /ping,
-and whether the clients that wait are all answered once the model server is back.
+"""What clients that give up while the model server refuses, or is slow, cost the Python
+service and the model server, between versions of the code (issue 55): the service's resends
+or the calls it leaves running, its CPU, /ping, and how the clients that wait are answered.
 
 Per round and variant (in a new order each round): the real nginx and gunicorn as the
 supervisor starts them (gunicorn importing ``sagemaker_tfs`` from the variant's directory),
@@ -14,11 +14,20 @@ during the window, the gunicorn worker's CPU seconds from the first request to t
 answer, /ping's slowest, the waiting clients answered 200 and the slowest of them after
 the model server was back.
 
+With ``--model-server slow``, the stand-in (``slow_model_server.SlowModelServer``) takes every
+call and works ``--work`` seconds on each, ``--capacity`` at a time, the others waiting their
+turn (a call its caller cancelled meanwhile is dropped at its turn; work begun runs to its end);
+the predictions are small ``.npy`` bodies (the service's fast path: one gRPC Predict each).
+Per variant: the Predicts the model server took and worked on from the first request to the
+last waiting client's answer (those for gone clients: all but the waiting ones'), the
+worker's CPU, and the waiting clients' answers: how many 200, the median and slowest from
+their request.
+
 Usage::
 
     git archive HEAD container | tar -x -C /tmp/base
     .venv/bin/python test/perf/bench_gone_clients.py --variant before=/tmp/base/container \\
-        --variant after=container --rounds 3
+        --variant after=container --rounds 3 [--model-server slow]
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import io
 import os
 import random
 import socket
@@ -38,6 +48,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import requests
 
 HERE = Path(__file__).resolve().parent
@@ -47,7 +58,6 @@ sys.path.insert(0, str(HERE.parent / "integration" / "stack"))
 from local_ports import free_port  # noqa: E402
 from nginx_in_front import (  # noqa: E402
     RestartingModelServer,
-    send_invocation,
     start_gunicorn,
     start_nginx,
     stop_gunicorn,
@@ -56,9 +66,19 @@ from nginx_in_front import (  # noqa: E402
 from sagemaker_tfs.config import load_config  # noqa: E402
 from sagemaker_tfs.ports import Instance  # noqa: E402
 from sagemaker_tfs.service.routing.connections import Channels  # noqa: E402
+from slow_model_server import SlowModelServer  # noqa: E402
 
 EXAMPLE_MODELS = HERE.parent / "resources" / "models"
-BODY = b'{"instances": [1.0, 2.0, 5.0]}'
+JSON_BODY = b'{"instances": [1.0, 2.0, 5.0]}'
+
+
+def _npy_body() -> bytes:
+    out = io.BytesIO()
+    np.save(out, np.array([1.0, 2.0, 5.0], np.float32))
+    return out.getvalue()
+
+
+BODIES = {"refusing": (JSON_BODY, "application/json"), "slow": (_npy_body(), "application/x-npy")}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -69,7 +89,9 @@ class Outcome:
     slowest_ping: float
     waiting: int
     answered: int
-    slowest_after_back: float
+    slowest_after_back: float  # slow: the slowest from its request
+    worked: int = 0  # slow: the Predicts worked on (those for gone clients: less ``answered``)
+    median_wait: float = float("nan")  # slow: the waiting clients' median from their request
 
 
 def worker_cpu_seconds(master: int) -> float:
@@ -89,21 +111,31 @@ def ping_while(port: int, running: threading.Event, times: list[float]) -> None:
         time.sleep(0.1)
 
 
-def wait_for_answer(port: int) -> tuple[int, float]:
-    """The status and the time the answer came (monotonic)."""
-    url, headers = f"http://127.0.0.1:{port}/invocations", {"Content-Type": "application/json"}
+def send_invocation(port: int, body: bytes, content_type: str) -> socket.socket:
+    """An invocation sent on a raw connection, its answer not read."""
+    connection = socket.create_connection(("127.0.0.1", port))
+    head = f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: {content_type}\r\n"
+    connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return connection
+
+
+def wait_for_answer(port: int, body: bytes, content_type: str) -> tuple[int, float, float]:
+    """The status, the time the request was sent and the time its answer came (monotonic)."""
+    url, headers = f"http://127.0.0.1:{port}/invocations", {"Content-Type": content_type}
+    sent = time.monotonic()
     try:
-        status = requests.post(url, data=BODY, timeout=60, headers=headers).status_code
+        status = requests.post(url, data=body, timeout=60, headers=headers).status_code
     except requests.RequestException:
         status = 0
-    return status, time.monotonic()
+    return status, sent, time.monotonic()
 
 
 def offer_load(port: int, args: argparse.Namespace, pool: ThreadPoolExecutor
-               ) -> list[Future[tuple[int, float]]]:  # fmt: skip
+               ) -> list[Future[tuple[int, float, float]]]:  # fmt: skip
     """``--rate`` predictions a second for ``--window`` seconds; the gone ones closed after
     ``--patience``; the futures of those that wait."""
-    waiting: list[Future[tuple[int, float]]] = []
+    body, content_type = BODIES[args.model_server]
+    waiting: list[Future[tuple[int, float, float]]] = []
     open_ones: collections.deque[tuple[float, socket.socket]] = collections.deque()
     start = time.monotonic()
     for number in range(int(args.rate * args.window)):
@@ -112,9 +144,9 @@ def offer_load(port: int, args: argparse.Namespace, pool: ThreadPoolExecutor
             open_ones.popleft()[1].close()
         time.sleep(max(0.0, due - time.monotonic()))
         if number % args.stay_every == 0:
-            waiting.append(pool.submit(wait_for_answer, port))
+            waiting.append(pool.submit(wait_for_answer, port, body, content_type))
         else:
-            open_ones.append((time.monotonic(), send_invocation(port, BODY)))
+            open_ones.append((time.monotonic(), send_invocation(port, body, content_type)))
     while open_ones:
         sent, connection = open_ones.popleft()
         time.sleep(max(0.0, sent + args.patience - time.monotonic()))
@@ -130,7 +162,12 @@ def run_once(directory: str, args: argparse.Namespace, root: Path) -> Outcome:
                          port=free_port())  # fmt: skip
     grpc_port = free_port()
     Path(config.work.root).mkdir(parents=True)
-    model_server = RestartingModelServer(Channels(config.work.grpc_socket_path).target(grpc_port))
+    target = Channels(config.work.grpc_socket_path).target(grpc_port)
+    model_server: RestartingModelServer | SlowModelServer
+    if args.model_server == "slow":
+        model_server = SlowModelServer(target, args.work, args.capacity)
+    else:
+        model_server = RestartingModelServer(target)
     config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest_port),))
     os.environ["PYTHONPATH"] = directory
     gunicorn = start_gunicorn(config)
@@ -143,20 +180,32 @@ def run_once(directory: str, args: argparse.Namespace, root: Path) -> Outcome:
         pinger.start()
         with ThreadPoolExecutor(int(args.rate * args.window / args.stay_every) + 1) as pool:
             waiting = offer_load(config.port, args, pool)
-            calls = model_server.grpc_calls
             back = time.monotonic()
-            model_server.back = True
+            if isinstance(model_server, RestartingModelServer):
+                calls = model_server.grpc_calls
+                model_server.back = True
             answers = [future.result() for future in waiting]
         cpu = worker_cpu_seconds(gunicorn.pid) - cpu_before
+        if isinstance(model_server, SlowModelServer):
+            return slow_outcome(model_server, cpu, max(pings), answers)
     finally:
         running.clear()
         pinger.join()
         stop_nginx(nginx)
         stop_gunicorn(gunicorn)
         model_server.close()
-    answered = [at for status, at in answers if status == 200]
+    answered = [at for status, _, at in answers if status == 200]
     slowest = max((at - back for at in answered), default=float("nan"))
     return Outcome(calls, cpu, max(pings), len(answers), len(answered), slowest)
+
+
+def slow_outcome(model_server: SlowModelServer, cpu: float, slowest_ping: float,
+                 answers: list[tuple[int, float, float]]) -> Outcome:  # fmt: skip
+    """What a slow model server was asked and worked on until the last waiting answer."""
+    waits = [at - sent for status, sent, at in answers if status == 200]
+    slowest, median = (max(waits), statistics.median(waits)) if waits else (float("nan"),) * 2
+    return Outcome(model_server.calls, cpu, slowest_ping, len(answers), len(waits), slowest,
+                   model_server.worked, median)  # fmt: skip
 
 
 def main() -> None:
@@ -167,6 +216,9 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=4.0, help="seconds refused")
     parser.add_argument("--patience", type=float, default=0.5, help="seconds before giving up")
     parser.add_argument("--stay-every", type=int, default=20, help="1 in N waits")
+    parser.add_argument("--model-server", choices=BODIES, default="refusing")
+    parser.add_argument("--work", type=float, default=0.15, help="slow: seconds a Predict")
+    parser.add_argument("--capacity", type=int, default=4, help="slow: Predicts at a time")
     args = parser.parse_args()
     variants = dict(spec.split("=", 1) for spec in args.variant)
     results: dict[str, list[Outcome]] = {label: [] for label in variants}
@@ -176,19 +228,36 @@ def main() -> None:
                 outcome = run_once(str(Path(variants[label]).resolve()), args, Path(root))
             results[label].append(outcome)
             print(label, outcome, flush=True)
-    print(f"\n{args.rate:g}/s for {args.window:g} s refused, 1 in {args.stay_every} waits, the "
+    print_medians(args, results)
+
+
+def print_medians(args: argparse.Namespace, results: dict[str, list[Outcome]]) -> None:
+    slow = args.model_server == "slow"
+    how = f"{args.work:g} s a Predict, {args.capacity} at a time" if slow else "refused"
+    print(f"\n{args.rate:g}/s for {args.window:g} s, {how}; 1 in {args.stay_every} waits, the "
           f"others give up after {args.patience:g} s; medians of {args.rounds} rounds")  # fmt: skip
-    print("variant | model-server calls in the window | worker CPU s | slowest /ping s | "
-          "waiting answered | slowest after back s")  # fmt: skip
+    if slow:
+        print(
+            "variant | Predicts begun | worked to the end | of them for gone clients | "
+            "worker CPU s | slowest /ping s | waiting answered 200 | median s | slowest s"
+        )
+    else:
+        print("variant | model-server calls in the window | worker CPU s | slowest /ping s | "
+              "waiting answered | slowest after back s")  # fmt: skip
     for label, outcomes in results.items():
 
         def median(field: str, of: list[Outcome] = outcomes) -> float:
             return statistics.median(getattr(outcome, field) for outcome in of)
 
         answered = f"{median('answered'):g} of {median('waiting'):g}"
-        print(f"{label} | {median('calls_in_window'):g} | {median('worker_cpu_seconds'):.2f} | "
+        calls = f"{median('calls_in_window'):g}"
+        if slow:
+            gone = statistics.median(o.worked - o.answered for o in outcomes)
+            calls += f" | {median('worked'):g} | {gone:g}"
+        print(f"{label} | {calls} | {median('worker_cpu_seconds'):.2f} | "
               f"{median('slowest_ping'):.3f} | {answered} | "
-              f"{median('slowest_after_back'):.2f}")  # fmt: skip
+              + (f"{median('median_wait'):.2f} | " if slow else "")
+              + f"{median('slowest_after_back'):.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from sagemaker_tfs.service.errors import ModelServerUnavailable
 from sagemaker_tfs.service.routing import model_servers
 from sagemaker_tfs.service.routing.connections import Channels
 from sagemaker_tfs.service.routing.model_servers import (
+    CallCut,
     Candidates,
     ClientGone,
     Failover,
@@ -161,3 +162,18 @@ def test_resends_stop_once_the_client_is_gone() -> None:
     with pytest.raises(ClientGone):
         Failover(Numbered(1), same, still_wanted=lambda: len(tried) < 3)(call)
     assert len(tried) == 3
+
+
+def test_a_call_cut_off_as_its_client_goes_is_answered_499() -> None:
+    """The edge raises ``CallCut`` into the call in flight: the client is gone, after one
+    attempt, and nothing is sent again."""
+    tried: list[int] = []
+
+    def call(server: ModelServer) -> str:
+        tried.append(server.grpc_port)
+        raise CallCut()
+
+    with pytest.raises(ClientGone) as caught:
+        Failover(Numbered(2), same)(call)
+    assert caught.value.status == 499 and "1 attempts" in caught.value.message
+    assert tried == [0]

@@ -1,7 +1,9 @@
 """One invocation: the user's handlers, else JSON/CSV (``text_predict``), else the binary fast path.
 
 User code runs once per request, whatever happens: failover (``model_servers.Failover``)
-wraps only the stack's own calls to a model server, never a handler.
+wraps only the stack's own calls to a model server, never a handler. So does the cut-off of a
+gone client's call (``ClientGone``): the post between ``input_handler`` and ``output_handler``
+is cut off (``output_handler`` then not run), a handler's own calls never.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ JSON/CSV conversion's REST call, the REST call between ``input_handler`` and
 ``output_handler``), and only when that model server could not be reached: the connection
 was refused or reset on its port, or it answered 503 / UNAVAILABLE (``ModelServerUnavailable``).
 User code is never run again: a handler's errors reach the client as it raised them. Nor is
-a call made, first or again, once the request's client is gone (``ClientGone``).
+a call made, first or again, once the request's client is gone (``ClientGone``), and a call
+still waiting for its model server is cut off when the client goes (``ClientLink.watching``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -38,12 +40,32 @@ C = TypeVar("C")
 CLIENT_GONE_STATUS = 499
 
 
-def always_wanted() -> bool:
-    return True
+class ClientLink:
+    """Whether a request's client still waits for its answer (called before each attempt),
+    and a guard (``watching``) under which an attempt in flight is cut off (``CallCut``
+    raised where it waits) once the client goes. This one, where nothing tells: always
+    wanted, never cut off; the edge's looks at nginx's connection (``edge.client_link``)."""
+
+    def __call__(self) -> bool:
+        return True
+
+    def watching(self) -> contextlib.AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+
+always_wanted = ClientLink()
+
+
+class CallCut(BaseException):
+    """Raised into a call waiting on a model server when its client goes (``watching``): a
+    BaseException, as gevent's GreenletExit, so that no handler of errors takes it for the
+    call's own failure; the call's connection closes (REST) or it is cancelled (gRPC) as it
+    passes, and ``Failover`` answers ``ClientGone``."""
 
 
 class ClientGone(HttpError):
-    """The request's client closed its connection: its model-server calls are not made."""
+    """The request's client closed its connection: its model-server calls are not made, or
+    are cut off while they wait."""
 
     def __init__(self, attempts: int) -> None:
         super().__init__(CLIENT_GONE_STATUS, f"The client is gone ({attempts} attempts made)")
@@ -107,13 +129,17 @@ class Failover(Generic[C]):
 
     Before each attempt ``still_wanted`` (the request's edge: ``edge.client_link``) says
     whether anyone waits for the answer; when not, ``ClientGone`` is raised instead: a client
-    that gave up while the model servers restart costs them no resends (issue 55)."""
+    that gave up while the model servers restart costs them no resends (issue 55). A
+    ``ClientLink`` also watches each attempt while it runs: one waiting on a slow or hung
+    model server is cut off as the client goes (``CallCut``), and ``ClientGone`` raised."""
 
     def __init__(self, candidates: Candidates, context_of: Callable[[ModelServer], C],
                  still_wanted: Callable[[], bool] = always_wanted) -> None:  # fmt: skip
         self.candidates = candidates
         self._context_of = context_of
         self._still_wanted = still_wanted
+        link = still_wanted if isinstance(still_wanted, ClientLink) else always_wanted
+        self._watching = link.watching
         self.server = candidates.first()
         self.context = context_of(self.server)
         self._started: float | None = None
@@ -127,7 +153,11 @@ class Failover(Generic[C]):
                 logger.debug("the client is gone: no call after %d attempts", self._tries)
                 raise ClientGone(self._tries)
             try:
-                return call(self.context)
+                with self._watching():
+                    return call(self.context)
+            except CallCut:
+                logger.debug("the client is gone: attempt %d cut off", self._tries + 1)
+                raise ClientGone(self._tries + 1) from None
             except ModelServerUnavailable as error:
                 self._tries += 1
                 elapsed = time.monotonic() - self._started
