@@ -179,6 +179,9 @@ class _CsvRows:
         self.count = 0
 
     def instances(self, text: str) -> list[str]:
+        words = self._plain_words(text)
+        if words is not None:
+            return words
         instances = []
         for line in text.split("\n"):
             if not strip_ecmascript_whitespace(line):
@@ -193,6 +196,33 @@ class _CsvRows:
             values = [_csv_field(field) for field in fields]
             instances.append(values[0] if self.width == 1 else "[" + ",".join(values) + "]")
         return instances
+
+    def _plain_words(self, text: str) -> list[str] | None:
+        """Rows of plain words (see ``_NOT_WORDS``), all of the first row's width, as
+        ``instances`` writes them (one string, the instances joined), by three replaces
+        instead of a field at a time (10 MB of one word a line, in process: 1.85 -> 0.22 s).
+        None for any other text. Checked by a search for what is not such rows (a pattern of
+        the rows themselves makes ``re`` keep state per line: ~50x a piece)."""
+        rows = text[:-2] if text.endswith("\r\n") else text.removesuffix("\n")
+        if not ("a" <= rows[:1].lower() <= "z") or _NOT_WORDS.search(rows):
+            return None
+        width = self.width or rows.split("\n", 1)[0].count(",") + 1
+        lines = rows.count("\n") + 1
+        if rows.count(",") != lines * (width - 1):
+            return None
+        if width > 1 and any(row.count(",") != width - 1 for row in rows.split("\n")):
+            return None
+        self.count, self.width = self.count + lines, width
+        rows = rows.replace("\r\n", "\n")
+        if width == 1:
+            return ['"' + rows.replace("\n", '","') + '"']
+        return ['["' + rows.replace(",", '","').replace("\n", '"],["') + '"]']
+
+
+# What is not rows of fields that are their own JSON strings (printable ASCII, a letter first,
+# so never a number; no quote, backslash or blank for ``_csv_field`` to unquote, escape or
+# strip): another byte, a lone CR, a field that does not begin with a letter.
+_NOT_WORDS = re.compile(r"[^!#-+\--\[\]-~,\n\r]|\r(?!\n)|[,\n](?![A-Za-z])")
 
 
 def convert_csv(text: str) -> str:
