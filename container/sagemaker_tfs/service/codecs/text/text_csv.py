@@ -21,13 +21,14 @@ from collections.abc import Iterator
 import numpy as np
 
 from sagemaker_tfs.service.codecs.text import text_refusals
-from sagemaker_tfs.service.codecs.text.text_json import PARSE_BYTES, WHITESPACE
+from sagemaker_tfs.service.codecs.text.text_json import PARSE_BYTES
 from sagemaker_tfs.service.codecs.text.text_numbers import (
     NUMBER_CHARS,
     fits,
     is_integral,
 )
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
+from sagemaker_tfs.service.codecs.text.text_scan import WHITESPACE
 
 # Bytes checked and read at a time (boolean masks of this size; NumPy's reader holds ~6x a
 # piece in doubles and its own buffers: 1 MB reads as fast as 4 MB, and holds a quarter).
