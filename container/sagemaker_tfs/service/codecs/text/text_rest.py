@@ -116,14 +116,6 @@ def split_json_lines(text: str) -> list[JsonValue]:
     return values
 
 
-def _json_lines_or_none(text: str) -> list[JsonValue]:
-    """JSON lines when the text is such, else [] (the caller reports its own JSON error)."""
-    try:
-        return split_json_lines(text)
-    except HttpError:
-        return []
-
-
 def _is_tfs_request(value: object) -> bool:
     return isinstance(value, dict) and any(key in value for key in TFS_REQUEST_KEYS)
 
@@ -140,7 +132,10 @@ def read_json(text: str) -> JsonValue | list[JsonValue]:
     try:
         return JsonValue(text, json.loads(text))
     except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
-        lines = _json_lines_or_none(text)
+        try:
+            lines = split_json_lines(text)
+        except HttpError:
+            lines = []
         if len(lines) < 2:
             raise HttpError(400, f"Invalid JSON: {describe(error)}") from None
         return lines

@@ -44,7 +44,6 @@ from sagemaker_tfs.service.codecs.text import (
     text_json,
     text_layout,
     text_mixed,
-    text_numbers,
     text_ragged,
     text_refusals,
 )
@@ -87,7 +86,8 @@ def read_json_request(
         return None
     names = list(signature.inputs)
     dtypes = {name: _READ_TYPES.get(spec.dtype) for name, spec in signature.inputs.items()}
-    dtype = text_numbers.same_dtype(dtypes)
+    found = set(dtypes.values())
+    dtype = found.pop() if len(found) == 1 else None  # the inputs' one dtype, if read here
     if dtype is None:
         return _mixed_request(document, names, dtypes, signature)
     read = text_json.read_document(document, names, dtype) or _empty_lists(document, names, dtype)
