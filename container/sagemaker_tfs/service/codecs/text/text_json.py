@@ -140,12 +140,10 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
     """The document's pieces and the layout of its numbers (see the module), or None."""
     read = pieces_and_skeleton(document, names)
-    layout = None if read is None else _layout(read[1], document, len(names))
-    return None if read is None or layout is None else (read[0], layout)
-
-
-def _layout(skeleton: bytes | bytearray, document: Document, inputs: int) -> Layout | None:
-    return text_layout.layout(skeleton, document.key, document.lines, inputs)
+    if read is None:
+        return None
+    layout = text_layout.layout(read[1], document.key, document.lines, len(names))
+    return None if layout is None else (read[0], layout)
 
 
 def pieces_and_skeleton(document: Document,
@@ -244,7 +242,8 @@ class Pieces:
 
 
 def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None:
-    """A list's layout: a plain list's from its counts (as _layout reads ``[0,...,0]``)."""
+    """The layout of a skeleton's parts (``text_layout``): a plain list's from its counts
+    (as the skeleton ``[0,...,0]`` reads)."""
     count = _plain_list(parts)
     if count is not None:
         shape = (count,) if document.key is not None else (1, count)
@@ -253,7 +252,7 @@ def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None
     for index, part in enumerate(parts):
         skeleton += b"," if index else b""
         skeleton += part if isinstance(part, bytes) else (b",0" * part)[1:]
-    return _layout(skeleton, document, inputs)
+    return text_layout.layout(skeleton, document.key, document.lines, inputs)
 
 
 def _plain_list(parts: Parts) -> int | None:

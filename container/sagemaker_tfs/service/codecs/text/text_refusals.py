@@ -92,10 +92,12 @@ def _refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[s
     """For each value in order, whether its input refuses it (inputs of several dtypes: each
     value judged by its input's); None when a piece is not values or the count is not the
     layout's."""
-    kinds = sorted(set(dtypes.values()), key=str)
-    if len(kinds) > 1 and not layout.order:
+    several = len(set(dtypes.values())) > 1
+    if several and not layout.order:
         return None
-    owners = text_mixed.owner_kinds(layout, names, dtypes, kinds) if len(kinds) > 1 else None
+    owners = text_mixed.Owners(layout) if several else None
+    member_dtypes = [dtypes[names[index]] for index in layout.order]
+    dtype = dtypes[names[0]]
     flags = np.empty(layout.numbers, bool)
     filled = 0
     for piece in pieces:
@@ -104,14 +106,13 @@ def _refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[s
             return None
         assert piece is not None  # piece_values reads no None
         if owners is not None:
-            at = owners.at(filled, len(values))
-            refused = [
-                not taken(value, kinds[kind]) for value, kind in zip(values, at, strict=True)
-            ]
-        elif _all_taken(piece, values, kinds[0]):
+            at = owners.members(filled, len(values))[0].tolist()
+            pairs = zip(values, at, strict=True)
+            refused = [not taken(value, member_dtypes[member]) for value, member in pairs]
+        elif _all_taken(piece, values, dtype):
             refused = False
         else:
-            refused = _refused(values, kinds[0])
+            refused = _refused(values, dtype)
         flags[filled : filled + len(values)] = refused
         filled += len(values)
     return flags if filled == layout.numbers and flags.any() else None
