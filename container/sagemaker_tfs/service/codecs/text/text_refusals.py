@@ -105,13 +105,12 @@ def _refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[s
         if values is None or filled + len(values) > layout.numbers:
             return None
         assert piece is not None  # piece_values reads no None
+        refused: bool | np.ndarray = False
         if owners is not None:
             at = owners.members(filled, len(values))[0].tolist()
             pairs = zip(values, at, strict=True)
-            refused = [not taken(value, member_dtypes[member]) for value, member in pairs]
-        elif _all_taken(piece, values, dtype):
-            refused = False
-        else:
+            refused = np.array([not taken(value, member_dtypes[m]) for value, m in pairs], bool)
+        elif not _all_taken(piece, values, dtype):
             refused = _refused(values, dtype)
         flags[filled : filled + len(values)] = refused
         filled += len(values)
