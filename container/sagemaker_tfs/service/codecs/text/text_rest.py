@@ -25,7 +25,6 @@ from sagemaker_tfs.service.codecs.content_types import (
     CONVERTIBLE_TYPES,
     CSV,
     JSON,
-    JSON_LINES_TYPES,
     single_input,
 )
 from sagemaker_tfs.wire.errors import HttpError, describe
@@ -220,14 +219,6 @@ class _CsvRows:
 _NOT_WORDS = re.compile(r"[^!#-+\--\[\]-~,\n\r]|\r(?!\n)|[,\n](?![A-Za-z])")
 
 
-def convert_csv(text: str) -> str:
-    rows = _CsvRows()
-    instances = rows.instances(text)
-    if not rows.count:
-        raise HttpError(400, "Empty request body")
-    return _instances(instances)
-
-
 def convert_csv_pieces(body: bytes, piece_bytes: int) -> RestRequest:
     """``convert(CSV, body)``, written a piece of about ``piece_bytes`` of whole lines at a
     time as it is sent (no string per line of the whole body, and never the whole request):
@@ -267,13 +258,14 @@ def _text(content_type: str, body: bytes) -> str:
 
 
 def convert(content_type: str, body: bytes) -> str:
-    """The TF Serving REST request body for a convertible ``content_type``."""
+    """The TF Serving REST request body for a convertible ``content_type`` (a CSV body: the
+    pieces of ``convert_csv_pieces``, one piece)."""
+    if content_type == CSV:
+        return b"".join(_csv_pieces(body, len(body))).decode("utf-8")
     text = _text(content_type, body)
     if content_type == JSON:
         return convert_json(text)
-    if content_type in JSON_LINES_TYPES:
-        return _instances([line.text for line in split_json_lines(text)])
-    return convert_csv(text)
+    return _instances([line.text for line in split_json_lines(text)])
 
 
 def read_values(content_type: str, body: bytes) -> object:
@@ -281,16 +273,16 @@ def read_values(content_type: str, body: bytes) -> object:
     it wraps them into TF Serving's request: a JSON document as it is (the list of its values
     when it holds several), JSON lines as the list of their values, CSV as the list of its
     rows (a one-field row: its value). The fast path reads these into input arrays."""
+    if content_type == CSV:
+        try:
+            return json.loads(convert(CSV, body))["instances"]
+        except ValueError as error:  # a number of 4300+ digits
+            raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
     text = _text(content_type, body)
     if content_type == JSON:
         document = read_json(text)
         return [line.value for line in document] if isinstance(document, list) else document.value
-    if content_type in JSON_LINES_TYPES:
-        return [line.value for line in split_json_lines(text)]
-    try:
-        return json.loads(convert_csv(text))["instances"]
-    except ValueError as error:  # a number of 4300+ digits
-        raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
+    return [line.value for line in split_json_lines(text)]
 
 
 def named_values(
