@@ -26,10 +26,12 @@ columns, JSON lines, ``signature_name``, strings, b64; ``half_plus_three``, the 
 or ``dtype_echo``: strings, b64, CSV strings, JSON lines of strings; classify and regress on TF
 Serving's half_plus_two) at each of ``--sizes`` MB, on this tree and, with ``--base-tree DIR``,
 on that checkout's ``container`` too, the two in turn for each body (the order swapped each
-time): per body, the seconds, seconds per MB, the route the model server saw (gRPC or REST) and
-the growth of every process of the stack over the body. With ``--fresh-worker``, each body goes
-to a new gunicorn worker (``fresh_worker``), after a warm-up body of ~1 MB of its shape: a
-worker that kept the heap of an earlier, larger body grows less than it uses. With
+time): per body, the seconds, seconds per MB, the route the model server saw (gRPC or REST),
+issue 53's bound on a process's growth (``bound``: 1 + the bytes of the input and output
+tensors over the body, ``Shape.tensors``) and the growth of every process of the stack over
+the body. With ``--fresh-worker``, each body goes to a new gunicorn worker (``fresh_worker``),
+after a warm-up body of ~1 MB of its shape: a worker that kept the heap of an earlier, larger
+body grows less than it uses. With
 ``--timeline``, the service's RSS over each request too (sampled every 5 ms).
 
 Usage: ``.venv/bin/python test/perf/bench_large_bodies.py [--npy-mb 100,1024] [--npz-mb 100,1000]
@@ -295,7 +297,8 @@ def stacks_of(model: str, base_tree: Path | None, root: Path) -> Iterator[dict[s
 
 def run_shapes(shapes: list[Shape], sizes: list[int], base_tree: Path | None,
                fresh: bool = False, timeline: bool = False) -> None:  # fmt: skip
-    print(f"{'shape':22} {'MB':>5} {'tree':6} {'s':>6} {'s/MB':>6} {'route':5}  growth x body")
+    print(f"{'shape':22} {'MB':>5} {'tree':6} {'s':>6} {'s/MB':>6} {'route':5} {'bound':>5}  "
+          "growth x body")  # fmt: skip
     swap = False
     with tempfile.TemporaryDirectory(prefix="bench_shapes") as root:
         for model in dict.fromkeys(shape.model for shape in shapes):
@@ -351,8 +354,9 @@ def run_shape(stack: Stack, shape: Shape, body: bytes, label: str,
     assert response.status_code == 200, response.text[:500]
     route = "gRPC" if answered_by(stack, "GRPC") > grpc_before else "REST"
     size = len(body)
+    bound = 1 + shape.tensors(body) / size  # issue 53's: the body plus its tensors' bytes
     print(f"{shape.name:22} {size / MB:5.0f} {label:6} {seconds:6.1f} {seconds * MB / size:6.3f} "
-          f"{route:5}  {growths(peaks, size)}", flush=True)  # fmt: skip
+          f"{route:5} {bound:5.2f}  {growths(peaks, size)}", flush=True)  # fmt: skip
     if timeline:
         print(f"  service RSS above its start, x body, at each 5% of the request: "
               f"{timeline_text(samples, size)}", flush=True)  # fmt: skip

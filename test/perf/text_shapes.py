@@ -26,6 +26,7 @@ class Shape(NamedTuple):
     model: str  # "half_plus_three", "two_inputs" or "dtype_echo"
     content_type: str
     body: Callable[[int], bytes]  # size in bytes -> a body of about that size
+    tensors: Callable[[bytes], int]  # a body -> the bytes of its input and output tensors
     headers: dict[str, str] = {}  # extra request headers (never changed)
 
 
@@ -137,25 +138,61 @@ def regress_examples(size: int) -> bytes:
     return _examples("regress_x_to_y", 15, size)
 
 
+# Issue 53's bound on each process's growth: the body plus the bytes of the input and output
+# tensors. A float32 is 4 bytes; TensorFlow holds 24 bytes a string element (plus the bytes
+# over 22 of each: none here, words and serialized one-float examples are shorter).
+FLOAT, STRING = 4, 24
+
+
+def per(count: Callable[[bytes], int], each: int) -> Callable[[bytes], int]:
+    """Tensor bytes of ``count(body)`` elements (rows, values) of ``each`` bytes in and out."""
+    return lambda body: count(body) * each
+
+
+def lines(body: bytes) -> int:
+    return body.count(b"\n")
+
+
+def fields(body: bytes) -> int:
+    return body.count(b",") + body.count(b"\n")
+
+
+def listed(body: bytes) -> int:
+    return body.count(b",") + 1
+
+
+def tagged(tag: bytes) -> Callable[[bytes], int]:
+    return lambda body: body.count(tag)
+
+
+ONE_FLOAT = 2 * FLOAT  # half_plus_three and two_inputs' doubled: a float in, a float out
+ROW_OF_TWO = 3 * FLOAT  # two_inputs: a and b in, y out
+STRING_ECHO = 2 * STRING  # dtype_echo: a string in, the same out
+EXAMPLE = STRING + FLOAT  # classify/regress: a serialized example in, a float out
+
 METHOD = "X-Amzn-SageMaker-Custom-Attributes"
 HALF_PLUS_TWO = "saved_model_half_plus_two_cpu"
 
+JSON, CSV, LINES = "application/json", "text/csv", "application/jsonlines"
+EXAMPLES = per(tagged(b'"x"'), EXAMPLE)
+
 SHAPES = [
-    Shape("csv_one_value_a_line", "half_plus_three", "text/csv", csv_one_value_a_line),
-    Shape("csv_many_columns", "half_plus_three", "text/csv", csv_many_columns),
-    Shape("csv_integers", "half_plus_three", "text/csv", csv_integers),
-    Shape("csv_negative_zeros", "half_plus_three", "text/csv", csv_negative_zeros),
-    Shape("json_instances", "half_plus_three", "application/json", json_instances),
-    Shape("named_rows", "two_inputs", "application/json", named_rows),
-    Shape("named_columns", "two_inputs", "application/json", named_columns),
-    Shape("json_lines", "two_inputs", "application/jsonlines", json_lines),
-    Shape("signature_name", "two_inputs", "application/json", signature_name),
-    Shape("strings", "dtype_echo", "application/json", json_strings),
-    Shape("b64", "dtype_echo", "application/json", json_b64),
-    Shape("csv_strings", "dtype_echo", "text/csv", csv_strings),
-    Shape("json_lines_strings", "dtype_echo", "application/jsonlines", json_lines_strings),
-    Shape("classify", HALF_PLUS_TWO, "application/json", classify_examples,
-          {METHOD: "tfs-method=classify"}),  # fmt: skip
-    Shape("regress", HALF_PLUS_TWO, "application/json", regress_examples,
-          {METHOD: "tfs-method=regress"}),  # fmt: skip
-]
+    Shape("csv_one_value_a_line", "half_plus_three", CSV, csv_one_value_a_line,
+          per(lines, ONE_FLOAT)),
+    Shape("csv_many_columns", "half_plus_three", CSV, csv_many_columns, per(fields, ONE_FLOAT)),
+    Shape("csv_integers", "half_plus_three", CSV, csv_integers, per(lines, ONE_FLOAT)),
+    Shape("csv_negative_zeros", "half_plus_three", CSV, csv_negative_zeros, per(lines, ONE_FLOAT)),
+    Shape("json_instances", "half_plus_three", JSON, json_instances, per(listed, ONE_FLOAT)),
+    Shape("named_rows", "two_inputs", JSON, named_rows, per(tagged(b'"a"'), ROW_OF_TWO)),
+    Shape("named_columns", "two_inputs", JSON, named_columns, per(listed, ROW_OF_TWO // 2)),
+    Shape("json_lines", "two_inputs", LINES, json_lines, per(lines, ROW_OF_TWO)),
+    Shape("signature_name", "two_inputs", JSON, signature_name, per(listed, ONE_FLOAT)),
+    Shape("strings", "dtype_echo", JSON, json_strings, per(listed, STRING_ECHO)),
+    Shape("b64", "dtype_echo", JSON, json_b64, per(tagged(b'"b64"'), STRING_ECHO)),
+    Shape("csv_strings", "dtype_echo", CSV, csv_strings, per(lines, STRING_ECHO)),
+    Shape("json_lines_strings", "dtype_echo", LINES, json_lines_strings, per(lines, STRING_ECHO)),
+    Shape("classify", HALF_PLUS_TWO, JSON, classify_examples, EXAMPLES,
+          {METHOD: "tfs-method=classify"}),
+    Shape("regress", HALF_PLUS_TWO, JSON, regress_examples, EXAMPLES,
+          {METHOD: "tfs-method=regress"}),
+]  # fmt: skip

@@ -13,6 +13,7 @@ import json
 import pytest
 from conversion_cases import ACCEPT_CASES, BAD_BODIES, CASES
 from sagemaker_tfs.service.codecs.content_types import one_line_json_type
+from sagemaker_tfs.service.codecs.text import text_rest
 from sagemaker_tfs.service.codecs.text.text_rest import convert, read_values
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.http_headers import accept_list
@@ -113,3 +114,41 @@ def test_read_values_reads_what_convert_wraps(content_type: str, body: str) -> N
 @pytest.mark.parametrize(("accept", "expected"), ACCEPT_CASES)
 def test_one_line_type(accept: str | None, expected: str | None) -> None:
     assert one_line_json_type(accept_list(accept)) == expected
+
+
+WORD_CSVS = [
+    "abc\nde\n", "abc\r\nde\r\n", "abc\nde", "a,b\nc,d\n", "a,b\r\nc,d", "NaN\nInfinity\ne5\n",
+    "x1.5,y-2,Z~!#$%&'()*+-./:;<=>?@[]^_`{|}\n", "abc\n\nde\n", " abc\n", "abc \n", "abc\t\n",
+    "a,b\nc\n", "a\nb,c\n", 'a\n"b"\n', "a\nb\\c\n", "a\n1\n", "a\n-1\n", "a\n.5\n", "a,\n",
+    "a\nb\x7f\n", "a\né\n", "a\rb\n", "a\n\r\n", "\nabc\n", "a,b,c\nd,e,f\nG,H,I",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", WORD_CSVS)
+def test_csv_of_words_as_field_by_field(body: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of plain words are written by whole-text replaces: the same request, or the same
+    error, as a field at a time, in one piece or in pieces of a line."""
+
+    def written() -> str | tuple[int, str]:
+        try:
+            whole = convert("text/csv", body.encode())
+            pieces = b"".join(text_rest.convert_csv_pieces(body.encode(), 1).pieces())
+        except HttpError as error:
+            return error.status, error.message
+        assert pieces.decode() == whole
+        return whole
+
+    fast = written()
+    monkeypatch.setattr(text_rest._CsvRows, "_plain_words", lambda _, __: None)
+    assert fast == written()
+
+
+def test_csv_of_words_is_not_written_a_field_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(_: str) -> str:
+        raise AssertionError("a field at a time")
+
+    monkeypatch.setattr(text_rest, "_csv_field", refused)
+    body = b"alpha\nbeta\r\ngamma\n" * 1000
+    assert json.loads(convert("text/csv", body))["instances"][:3] == ["alpha", "beta", "gamma"]
+    pieces = b"".join(text_rest.convert_csv_pieces(b"a,b\nc,d\n" * 1000, 64).pieces())
+    assert json.loads(pieces)["instances"][-1] == ["c", "d"]

@@ -21,7 +21,7 @@ from sagemaker_tfs.model_server.rest.predict_json import parse_predict_request
 from sagemaker_tfs.model_server.serving.signatures import GraphTensor, ServableSignature
 from sagemaker_tfs.service.codecs.text import text_csv, text_json
 from sagemaker_tfs.service.codecs.text.text_rest import convert
-from sagemaker_tfs.service.codecs.text_codecs import CODECS, Refusal, TextRequest
+from sagemaker_tfs.service.codecs.text_codecs import ARRAY_READERS, Refusal, TextRequest
 from sagemaker_tfs.wire import tensors
 from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
@@ -32,7 +32,7 @@ def read_text_request(
 ) -> TextRequest | Refusal | None:
     """The family's reading into arrays alone (``text_codecs``' codec of the media type):
     None where the entry point would write TF Serving's REST request instead."""
-    return CODECS[kind].read_arrays(body, signatures)
+    return ARRAY_READERS[kind](body, signatures)
 
 
 CSV = "text/csv"

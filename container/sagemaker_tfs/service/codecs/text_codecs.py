@@ -8,8 +8,9 @@ the REST path's 400; ``text_rest`` writes TF Serving's REST request for what can
 yet (strings and ``{"b64": ...}``, classify and regress, models whose signatures cannot be
 asked for), with the njs's rules (held to them by the parity tests), and reads the same
 values for a binary Accept; ``text_verbatim`` (with ``text_scan``) gives the same request
-for a large JSON body without a Python object per value: the body itself, or wrapped. A
-codec per media type (``CODECS``) joins the two, so that a media type is read in one place.
+for a large JSON body without a Python object per value: the body itself, or wrapped. Each
+media type has one reader into arrays (``ARRAY_READERS``) and one way to its REST request
+(``rest_request``); ``registry.TextCodec`` is the type's codec, which calls ``read_body``.
 
 What a caller gets is the body read once into one of:
 
@@ -24,7 +25,6 @@ What a caller gets is the body read once into one of:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, overload
 
@@ -40,13 +40,14 @@ from sagemaker_tfs.wire.errors import HttpError
 from sagemaker_tfs.wire.signatures import Signature, TensorSpec
 
 __all__ = [
-    "CODECS",
+    "ARRAY_READERS",
     "ForInputs",
     "ForPredict",
     "Refusal",
     "RestRequest",
     "TextRequest",
     "read_body",
+    "rest_request",
     "text_too_large",
 ]
 
@@ -68,48 +69,26 @@ class ForInputs(NamedTuple):
     inputs: Mapping[str, TensorSpec]
 
 
-@dataclass(frozen=True)
-class TextCodec:
-    """One media type's reading: into the inputs' arrays when it can (``read_arrays``: None
-    when it cannot), else into TF Serving's REST request; or named arrays for a binary
-    Accept."""
-
-    media_type: str
-    read_arrays: ArrayReader
-
-    def for_predict(self, body: bytes, reading: ForPredict) -> TextRequest | Refusal | RestRequest:
-        if reading.signatures is not None and reading.method == "predict":
-            read = self.read_arrays(body, reading.signatures)
-            if read is not None:
-                return read
-        return self.rest_request(body)
-
-    def rest_request(self, body: bytes) -> RestRequest:
-        """TF Serving's REST request for the body: a large JSON body as it is or wrapped
-        (``text_verbatim``), a large CSV body converted a piece at a time as it is sent,
-        else written whole by ``text_rest``."""
-        if self.media_type == JSON or self.media_type in JSON_LINES_TYPES:
-            try:
-                return text_verbatim.rest_request(body, lines=self.media_type != JSON)
-            except Unsure:
-                pass
-        elif self.media_type == CSV and len(body) >= text_verbatim.MIN_BYTES:
-            return text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES)
-        return RestRequest.of(text_rest.convert(self.media_type, body).encode("utf-8"))
-
-    def for_inputs(self, body: bytes, reading: ForInputs) -> list[tuple[str, np.ndarray]]:
-        return text_rest.named_values(self.media_type, body, reading.inputs)
+def rest_request(kind: str, body: bytes) -> RestRequest:
+    """TF Serving's REST request for a body of media type ``kind``: a large JSON body as it
+    is or wrapped (``text_verbatim``), a large CSV body converted a piece at a time as it is
+    sent, else written whole by ``text_rest``."""
+    if kind == JSON or kind in JSON_LINES_TYPES:
+        try:
+            return text_verbatim.rest_request(body, lines=kind != JSON)
+        except Unsure:
+            pass
+    elif kind == CSV and len(body) >= text_verbatim.MIN_BYTES:
+        return text_rest.convert_csv_pieces(body, CSV_PIECE_BYTES)
+    return RestRequest.of(text_rest.convert(kind, body).encode("utf-8"))
 
 
-def _codecs() -> dict[str, TextCodec]:
-    json_lines = partial(text_tensors.read_json_request, lines=True)
-    codecs = {JSON: TextCodec(JSON, text_tensors.read_json_request),
-              CSV: TextCodec(CSV, text_tensors.read_csv_request)}  # fmt: skip
-    codecs.update((kind, TextCodec(kind, json_lines)) for kind in JSON_LINES_TYPES)
-    return codecs
-
-
-CODECS = _codecs()  # by media type
+# Each media type's reader into the inputs' arrays (None: a body it does not read so).
+ARRAY_READERS: dict[str, ArrayReader] = {
+    JSON: text_tensors.read_json_request,
+    CSV: text_tensors.read_csv_request,
+    **dict.fromkeys(JSON_LINES_TYPES, partial(text_tensors.read_json_request, lines=True)),
+}
 
 
 def text_too_large(limit_mb: int) -> HttpError:
@@ -137,9 +116,12 @@ def read_body(
 ) -> TextRequest | Refusal | RestRequest | list[tuple[str, np.ndarray]]:
     """The body of media type ``kind`` read once, as ``reading`` asks (see the module); a
     type with no codec is a 415, a body that cannot be read at all the REST path's 400."""
-    codec = CODECS.get(kind)
-    if codec is None:
+    if kind not in ARRAY_READERS:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
     if isinstance(reading, ForInputs):
-        return codec.for_inputs(body, reading)
-    return codec.for_predict(body, reading)
+        return text_rest.named_values(kind, body, reading.inputs)
+    if reading.signatures is not None and reading.method == "predict":
+        read = ARRAY_READERS[kind](body, reading.signatures)
+        if read is not None:
+            return read
+    return rest_request(kind, body)

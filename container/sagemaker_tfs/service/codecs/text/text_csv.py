@@ -20,15 +20,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sagemaker_tfs.service.codecs.text.text_json import PARSE_BYTES, WHITESPACE
+from sagemaker_tfs.service.codecs.text import text_refusals
+from sagemaker_tfs.service.codecs.text.text_json import PARSE_BYTES
 from sagemaker_tfs.service.codecs.text.text_numbers import (
     NUMBER_CHARS,
-    REST_INT_RANGES,
     fits,
     is_integral,
 )
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
-from sagemaker_tfs.wire.tfs_json import rapidjson_double
+from sagemaker_tfs.service.codecs.text.text_scan import WHITESPACE
 
 # Bytes checked and read at a time (boolean masks of this size; NumPy's reader holds ~6x a
 # piece in doubles and its own buffers: 1 MB reads as fast as 4 MB, and holds a quarter).
@@ -251,8 +251,8 @@ def _first_refused(text: bytes, dtype: np.dtype, row: int) -> Refusal | int:
             continue
         for field in line.split(b","):
             value = _rest_value(field.strip())
-            if not _accepted(value, dtype):
-                return _refusal(row, value, dtype)
+            if not text_refusals.taken(value, dtype):
+                return text_refusals.refusal(value, dtype, row)
         row += 1
     return row
 
@@ -267,16 +267,3 @@ def _rest_value(text: bytes) -> int | float:
     if len(str(abs(integer))) <= 20 and -(2**63) <= integer < 2**64:
         return integer
     return float(integer)
-
-
-def _accepted(value: int | float, dtype: np.dtype) -> bool:
-    low, high = REST_INT_RANGES[dtype]
-    return type(value) is int and low <= value <= high
-
-
-def _refusal(row: int, value: int | float, dtype: np.dtype) -> Refusal:
-    text = str(value) if type(value) is int else rapidjson_double(value)
-    return Refusal(
-        f"Failed to process element: {row} of 'instances' list. Error: INVALID_ARGUMENT: "
-        f"JSON Value: {text} Type: Number is not of expected type: {dtype.name}"
-    )

@@ -39,13 +39,17 @@ from sagemaker_tfs.service.codecs.text.text_numbers import (
     numbers_as,
     piece_values,
 )
+from sagemaker_tfs.service.codecs.text.text_scan import (
+    WHITESPACE,
+    first_not_whitespace,
+    last_not_whitespace,
+)
 
 # Bytes scanned and numbers parsed at a time (a piece ends at a comma, or a line's end). orjson
 # holds ~16x a piece while it reads one (its reader's buffer, then a Python number per value):
 # 4 MB for 256 KB, 17 MB for 1 MB (0.17x a 100 MB body); smaller pieces read as fast.
 PARSE_BYTES = 256 << 10
 
-WHITESPACE = b" \t\n\r"  # JSON's; ECMAScript's trim has more, which are left to conversion
 _NUMBER_MARK = ord("0")
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 _RESERVED_NAMES = {"instances", "inputs", "signature_name", "examples"}
@@ -98,18 +102,17 @@ Read = tuple[Parts, np.ndarray]
 
 def find_document(body: bytes, lines: bool) -> Document | None:
     """The value of a JSON body (or JSON lines) to read, or None for another document."""
-    if lines:
-        start, end = _lstrip(body, 0), _rstrip(body, len(body))
-        return Document(body, start, end, None, True, None) if start < end else None
-    head = _HEAD.match(body)
+    view = np.frombuffer(body, np.uint8)
+    head = None if lines else _HEAD.match(body)
     if head is None:
-        start = _lstrip(body, 0)
-        return Document(body, start, _rstrip(body, len(body)), None, False, None)
+        start = first_not_whitespace(view, 0, len(body))
+        end = last_not_whitespace(view, start, len(body))
+        return Document(body, start, end, None, lines, None) if start < end or not lines else None
     tail = _TAIL.search(body, max(head.end(), len(body) - _TAIL_BYTES))
     if tail is None or (head.group(1) and tail.group(1)):  # a name given twice
         return None
     name = (head.group(1) or tail.group(1) or b"").decode() or None
-    end = _rstrip(body, tail.start())
+    end = last_not_whitespace(view, head.end(), tail.start())
     return Document(body, head.end(), end, head.group(2).decode(), False, name)
 
 
@@ -118,7 +121,8 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
     document, or None (see the module). A list of numbers is read in one pass that makes
     both its skeleton (as counts: never whole) and its numbers; other values' skeleton is
     made and checked first, so that it is never held beside the numbers."""
-    body, at = document.body, _lstrip(document.body, document.start + 1)
+    body = document.body
+    at = first_not_whitespace(np.frombuffer(body, np.uint8), document.start + 1, len(body))
     listed = body[document.start : document.start + 1] == b"[" and body[at : at + 1] not in b"[{"
     if document.lines or not listed:  # its skeleton first: never beside the numbers
         found = pieces_and_layout(document, names)
@@ -136,12 +140,10 @@ def read_document(document: Document, names: list[str], dtype: np.dtype) -> Json
 def pieces_and_layout(document: Document, names: list[str]) -> tuple[Pieces, Layout] | None:
     """The document's pieces and the layout of its numbers (see the module), or None."""
     read = pieces_and_skeleton(document, names)
-    layout = None if read is None else _layout(read[1], document, len(names))
-    return None if read is None or layout is None else (read[0], layout)
-
-
-def _layout(skeleton: bytes | bytearray, document: Document, inputs: int) -> Layout | None:
-    return text_layout.layout(skeleton, document.key, document.lines, inputs)
+    if read is None:
+        return None
+    layout = text_layout.layout(read[1], document.key, document.lines, len(names))
+    return None if layout is None else (read[0], layout)
 
 
 def pieces_and_skeleton(document: Document,
@@ -162,19 +164,6 @@ def _pieces(document: Document, names: list[str]) -> Pieces | None:
     named = document.key is not None or document.lines
     tokens = [b'"%s":' % name.encode() for name in names] if named else []
     return Pieces(body, start, end, tokens, document.lines)
-
-
-def _lstrip(body: bytes, start: int) -> int:
-    while start < len(body) and body[start] in WHITESPACE:
-        start += 1
-    return start
-
-
-def _rstrip(body: bytes, end: int) -> int:
-    """Where ``body[:end]`` ends, JSON whitespace removed (without copying the body)."""
-    while end > 0 and body[end - 1] in WHITESPACE:
-        end -= 1
-    return end
 
 
 # --------------------------------------------------------------------------- the pieces
@@ -253,7 +242,8 @@ class Pieces:
 
 
 def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None:
-    """A list's layout: a plain list's from its counts (as _layout reads ``[0,...,0]``)."""
+    """The layout of a skeleton's parts (``text_layout``): a plain list's from its counts
+    (as the skeleton ``[0,...,0]`` reads)."""
     count = _plain_list(parts)
     if count is not None:
         shape = (count,) if document.key is not None else (1, count)
@@ -262,7 +252,7 @@ def _list_layout(parts: Parts, document: Document, inputs: int) -> Layout | None
     for index, part in enumerate(parts):
         skeleton += b"," if index else b""
         skeleton += part if isinstance(part, bytes) else (b",0" * part)[1:]
-    return _layout(skeleton, document, inputs)
+    return text_layout.layout(skeleton, document.key, document.lines, inputs)
 
 
 def _plain_list(parts: Parts) -> int | None:

@@ -26,7 +26,6 @@ from sagemaker_tfs.service.codecs.text.text_rest import RestRequest
 from sagemaker_tfs.service.codecs.text.text_scan import WHITESPACE, Marks, Unsure, marks
 
 _OPENING, _CLOSING = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
-_DECODER = json.JSONDecoder()
 _OPEN, _CLOSE = b'{"instances": [', b"]}"
 
 LargeValue = Callable[[int, int], None]  # checks body[start:stop] is one value
@@ -130,36 +129,15 @@ def _check_values(body: bytes, starts: np.ndarray, ends: np.ndarray, joined: byt
                   large_value: LargeValue) -> None:  # fmt: skip
     """Each value is one JSON value as ``raw_decode`` reads it from its first byte: each
     begins and ends with a bracket that the marks match, so one ``json.loads`` of them
-    joined in a list, with as many members, says so of all (the values that are larger
-    than a window, one at a time)."""
-    sizes = ends - starts
-    if int(sizes.max()) > text_scan.WINDOW:
+    joined in a list, with as many members, says so of all (a window holding a value larger
+    than itself: ``large_value`` reads each)."""
+    if int((ends - starts).max()) > text_scan.WINDOW:
         for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
-            if last - first > text_scan.WINDOW:
-                large_value(first, last)
-            else:
-                _one_value(_decoded(body, first, last), 0, None)
+            large_value(first, last)
         return
     try:
         parsed = json.loads(b"".join((b"[", joined, b"]")).decode())
     except (ValueError, RecursionError):
         raise Unsure from None
     if len(parsed) != len(ends):
-        raise Unsure
-
-
-def _decoded(body: bytes, start: int, stop: int) -> str:
-    try:
-        return body[start:stop].decode("utf-8")
-    except UnicodeDecodeError:
-        raise Unsure from None
-
-
-def _one_value(text: str, first: int, last: int | None) -> None:
-    """``text`` holds one JSON value from ``first`` to ``last`` (None: its end)."""
-    try:
-        _, end = _DECODER.raw_decode(text, first)
-    except (ValueError, RecursionError):
-        raise Unsure from None
-    if end != (len(text) if last is None else last):
         raise Unsure

@@ -8,13 +8,11 @@ cast to float inputs, integers checked against an integer input's range and wrap
 it, ``true``/``false`` for bool inputs) straight into that input's array, at the place the
 layout gives them (no array of all the numbers). A value an input does not take, or
 anything the single-dtype reader would not read, is None: the caller has ``text_refusals``
-word the REST path's 400 (its ``owner_kinds`` judge each value by its input's dtype), else
+word the REST path's 400 (``Owners`` tells it each value's input, whose dtype judges it), else
 writes the REST request, whose answer and errors are the REST path's.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -36,7 +34,7 @@ def read_mixed(document: Document, names: list[str],
     if not layout.order:  # a plain list: one input, one dtype
         return None
     member_dtypes = [dtypes[names[index]] for index in layout.order]
-    owners = Owners(layout, np.arange(len(member_dtypes)))
+    owners = Owners(layout)
     flat = [np.empty((layout.rows or 1) * size, dtype)
             for size, dtype in zip(owners.sizes, member_dtypes, strict=True)]  # fmt: skip
     booleans = any(dtype.kind == "b" for dtype in member_dtypes)
@@ -64,31 +62,20 @@ def read_mixed(document: Document, names: list[str],
 
 class Owners:
     """Where each number of the layout goes: a row's numbers are its members' blocks one
-    after another; ``member_kinds``, a value per member (its dtype's index, or itself)."""
+    after another."""
 
-    def __init__(self, layout: Layout, member_kinds: np.ndarray) -> None:
+    def __init__(self, layout: Layout) -> None:
         self.sizes = np.array([int(np.prod(shape)) for shape in layout.shapes], np.int64)
         self.ends = np.cumsum(self.sizes)
         self.row_size = int(self.ends[-1])
-        self.member_kinds = member_kinds
-
-    def at(self, start: int, count: int) -> np.ndarray:
-        """The kind of numbers ``start`` to ``start + count``."""
-        return self.member_kinds[self.members(start, count)[0]]
 
     def members(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The member of each of those numbers and its index in the member's flat array."""
+        """The member (in ``layout.order``) of numbers ``start`` to ``start + count`` and
+        each one's index in its member's flat array."""
         row, within = np.divmod(np.arange(start, start + count, dtype=np.int64), self.row_size)
         member = np.searchsorted(self.ends, within, side="right")
         size = self.sizes[member]
         return member, row * size + within - (self.ends[member] - size)
-
-
-def owner_kinds(layout: Layout, names: list[str], dtypes: Mapping[str, np.dtype],
-                kinds: list[np.dtype]) -> Owners:  # fmt: skip
-    """Which of ``kinds`` each number of the layout is read as (``layout.order`` not empty)."""
-    member_kinds = np.array([kinds.index(dtypes[names[index]]) for index in layout.order])
-    return Owners(layout, member_kinds)
 
 
 def _cast_piece(values: list, owners: Owners, filled: int, flat: list[np.ndarray],

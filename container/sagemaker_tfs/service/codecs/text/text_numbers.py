@@ -7,7 +7,6 @@ numbers parsed by orjson, and values cast to an input's dtype with TF Serving's 
 from __future__ import annotations
 
 import array
-from collections.abc import Mapping
 
 import numpy as np
 import orjson
@@ -112,9 +111,3 @@ def fits(values: np.ndarray, dtype: np.dtype) -> bool:
         low, high = REST_INT_RANGES[dtype]
         return bool(low <= values.min() and values.max() <= high)
     return bool(np.isfinite(values).all())
-
-
-def same_dtype(dtypes: Mapping[str, np.dtype | None]) -> np.dtype | None:
-    """The one dtype of all inputs, or None (unread dtypes, or several)."""
-    found = set(dtypes.values())
-    return found.pop() if len(found) == 1 and None not in found else None

@@ -51,9 +51,7 @@ def value_refusal(document: Document, names: list[str],
     pieces, layout = read
     if isinstance(dtypes, np.dtype):
         dtypes = dict.fromkeys(names, dtypes)
-        refused = _refused_flags(pieces, layout.numbers, dtypes[names[0]])
-    else:
-        refused = _mixed_refused_flags(pieces, layout, names, dtypes)
+    refused = _refused_flags(pieces, layout, names, dtypes)
     if refused is None:
         return None
     by_input = layout.arrays(refused, names)
@@ -63,12 +61,21 @@ def value_refusal(document: Document, names: list[str],
     name = refusing[0]
     flags = by_input[name].reshape(-1)
     first = int(np.argmax(flags))
-    value, kind = _value_at(pieces, _position(layout, names, name, first))
-    text = f"JSON Value: {value} Type: {kind} is not of expected type: {_type_name(dtypes[name])}"
+    value = _value_at(pieces, _position(layout, names, name, first))
     if document.key == "inputs":
-        return Refusal(text)
+        return refusal(value, dtypes[name], None)
     row = first // max(1, flags.size // len(by_input[name]))
-    key = f" key: {name}" if layout.rows is not None else ""
+    return refusal(value, dtypes[name], row, f" key: {name}" if layout.rows is not None else "")
+
+
+def refusal(value: object, dtype: np.dtype, row: int | None, key: str = "") -> Refusal:
+    """The REST path's 400 for ``value`` (``piece_values``' or a CSV field's) given to an input
+    of ``dtype``: in ``row`` of the instances (``key``: `` key: <name>`` in named rows), or
+    under ``inputs`` (None)."""
+    shown, kind = _quoted(value)
+    text = f"JSON Value: {shown} Type: {kind} is not of expected type: {_type_name(dtype)}"
+    if row is None:
+        return Refusal(text)
     return Refusal(
         f"Failed to process element: {row}{key} of 'instances' list. "
         f"Error: INVALID_ARGUMENT: {text}"
@@ -80,41 +87,32 @@ def _type_name(dtype: np.dtype) -> str:
     return tensors.dtype_name(tensors.tf_dtype(dtype)).removeprefix("DT_").lower()
 
 
-def _refused_flags(pieces: Iterable[bytes | None], count: int,
-                   dtype: np.dtype) -> np.ndarray | None:  # fmt: skip
-    """For each value in order, whether the input refuses it; None when a piece is not
-    values or the count is not the layout's."""
-    flags = np.empty(count, bool)
-    filled = 0
-    for piece in pieces:
-        values = text_numbers.piece_values(piece, booleans=True)
-        if values is None or filled + len(values) > count:
-            return None
-        assert piece is not None  # piece_values reads no None
-        flags[filled : filled + len(values)] = (
-            False if _all_taken(piece, values, dtype) else _refused(values, dtype)
-        )
-        filled += len(values)
-    return flags if filled == count and flags.any() else None
-
-
-def _mixed_refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[str],
-                         dtypes: Mapping[str, np.dtype]) -> np.ndarray | None:  # fmt: skip
-    """``_refused_flags`` for inputs of several dtypes, each value judged by its input's."""
-    if not layout.order:
+def _refused_flags(pieces: Iterable[bytes | None], layout: Layout, names: list[str],
+                   dtypes: Mapping[str, np.dtype]) -> np.ndarray | None:  # fmt: skip
+    """For each value in order, whether its input refuses it (inputs of several dtypes: each
+    value judged by its input's); None when a piece is not values or the count is not the
+    layout's."""
+    several = len(set(dtypes.values())) > 1
+    if several and not layout.order:
         return None
-    kinds = sorted(set(dtypes.values()), key=str)
-    owners = text_mixed.owner_kinds(layout, names, dtypes, kinds)
+    owners = text_mixed.Owners(layout) if several else None
+    member_dtypes = [dtypes[names[index]] for index in layout.order]
+    dtype = dtypes[names[0]]
     flags = np.empty(layout.numbers, bool)
     filled = 0
     for piece in pieces:
         values = text_numbers.piece_values(piece, booleans=True)
         if values is None or filled + len(values) > layout.numbers:
             return None
-        at = owners.at(filled, len(values))
-        flags[filled : filled + len(values)] = [
-            not _taken(value, kinds[kind]) for value, kind in zip(values, at, strict=True)
-        ]
+        assert piece is not None  # piece_values reads no None
+        refused: bool | np.ndarray = False
+        if owners is not None:
+            at = owners.members(filled, len(values))[0].tolist()
+            pairs = zip(values, at, strict=True)
+            refused = np.array([not taken(value, member_dtypes[m]) for value, m in pairs], bool)
+        elif not _all_taken(piece, values, dtype):
+            refused = _refused(values, dtype)
+        flags[filled : filled + len(values)] = refused
         filled += len(values)
     return flags if filled == layout.numbers and flags.any() else None
 
@@ -127,10 +125,10 @@ def _all_taken(piece: bytes, values: list, dtype: np.dtype) -> bool:
 
 
 def _refused(values: list, dtype: np.dtype) -> np.ndarray:
-    return np.fromiter((not _taken(value, dtype) for value in values), bool, len(values))
+    return np.fromiter((not taken(value, dtype) for value in values), bool, len(values))
 
 
-def _taken(value: object, dtype: np.dtype) -> bool:
+def taken(value: object, dtype: np.dtype) -> bool:
     """Whether the REST path's reader gives an input of ``dtype`` this value (``piece_values``'
     Python value: the non-finite words are strings)."""
     if dtype.kind == "b":
@@ -153,14 +151,13 @@ def _position(layout: Layout, names: list[str], name: str, index: int) -> int:
     return row * sum(sizes) + sum(sizes[:member]) + within
 
 
-def _value_at(pieces: Iterable[bytes | None], position: int) -> tuple[str, str]:
-    """The value at ``position`` as TF Serving quotes it (rapidjson's text of its double, an
-    integer as it is, the words as they are) and its JSON type's name."""
+def _value_at(pieces: Iterable[bytes | None], position: int) -> object:
+    """The value at ``position``, as ``piece_values`` reads it."""
     seen = 0
     for piece in pieces:
         values = text_numbers.piece_values(piece, booleans=True) or []
         if position < seen + len(values):
-            return _quoted(values[position - seen])
+            return values[position - seen]
         seen += len(values)
     raise AssertionError("a position beyond the numbers counted")
 
@@ -169,7 +166,8 @@ _WORDS = {None: ("null", "Null"), True: ("true", "True"), False: ("false", "Fals
 
 
 def _quoted(value: object) -> tuple[str, str]:
-    """A value's text and JSON type as the REST path's message gives them."""
+    """A value's text and JSON type as TF Serving quotes them: rapidjson's text of its double,
+    an integer as it is, the words as they are."""
     if value is None or isinstance(value, bool):
         return _WORDS[value]
     if isinstance(value, int):

@@ -44,14 +44,13 @@ from sagemaker_tfs.service.codecs.text import (
     text_json,
     text_layout,
     text_mixed,
-    text_numbers,
     text_ragged,
     text_refusals,
 )
 from sagemaker_tfs.service.codecs.text.text_json import Document, JsonInputs
 from sagemaker_tfs.service.codecs.text.text_refusals import Refusal
 from sagemaker_tfs.wire import tensors
-from sagemaker_tfs.wire.signatures import Signature, TensorSpec
+from sagemaker_tfs.wire.signatures import Signature
 
 DEFAULT_SIGNATURE = "serving_default"
 _NOT_LISTS = re.compile(rb"[^\[\], \t\n\r]")  # a byte of a value other than empty lists
@@ -86,8 +85,9 @@ def read_json_request(
     if signature is None or not signature.inputs:
         return None
     names = list(signature.inputs)
-    dtypes = {name: _dtype(spec) for name, spec in signature.inputs.items()}
-    dtype = text_numbers.same_dtype(dtypes)
+    dtypes = {name: _READ_TYPES.get(spec.dtype) for name, spec in signature.inputs.items()}
+    found = set(dtypes.values())
+    dtype = found.pop() if len(found) == 1 else None  # the inputs' one dtype, if read here
     if dtype is None:
         return _mixed_request(document, names, dtypes, signature)
     read = text_json.read_document(document, names, dtype) or _empty_lists(document, names, dtype)
@@ -143,20 +143,14 @@ def _empty_shape(skeleton: bytes | bytearray) -> tuple[int, ...] | None:
 def read_csv_request(
     body: bytes, signatures: Mapping[str, Signature]
 ) -> TextRequest | Refusal | None:
-    """The same for a CSV body (``text_csv``), always under the default signature."""
-    return _csv_request(body, signatures.get(DEFAULT_SIGNATURE))
-
-
-def _dtype(spec: TensorSpec) -> np.dtype | None:
-    return _READ_TYPES.get(spec.dtype)
-
-
-def _csv_request(body: bytes, signature: Signature | None) -> TextRequest | Refusal | None:
+    """The same for a CSV body (``text_csv``), always under the default signature, of one
+    input; CSV has no booleans (strings to text_rest), and text_csv reads no uint64 beyond
+    an int64."""
+    signature = signatures.get(DEFAULT_SIGNATURE)
     if signature is None or len(signature.inputs) != 1:
         return None
     ((name, spec),) = signature.inputs.items()
-    dtype = _dtype(spec)
-    # CSV has no booleans (strings to text_rest); text_csv reads no uint64 beyond an int64
+    dtype = _READ_TYPES.get(spec.dtype)
     if dtype is None or dtype.kind == "b" or dtype == np.uint64:
         return None
     read = text_csv.read_csv(body, dtype)
