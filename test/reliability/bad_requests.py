@@ -502,6 +502,14 @@ def issue_cases(target: Target) -> list[BadRequest]:
             _HEAD + b"X-Bad: a\x01b\r\nContent-Length: 0\r\n\r\n",
             _HEAD + b"X-Amzn-SageMaker-Custom-Attributes: " + b"a" * 9000 + b"\r\n\r\n",
             b"TRACE /invocations HTTP/1.1\r\nHost: x\r\n\r\n",
+            # found in session 64: bytes that are not UTF-8 quoted in njs's error, bytes that
+            # are not ASCII in the URL (gunicorn's HTML 400)
+            _HEAD
+            + b"X-Amzn-SageMaker-Custom-Attributes: tfs-method=\xe9\r\n"
+            + b"Content-Length: 5\r\n\r\n[1.0]",
+            _HEAD.replace(b"/invocations", b"/invocations?q=\xe9").replace(b"json", b"x-npy")
+            + b"Content-Length: 0\r\n\r\n",
+            b"POST /models/\xe9/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
         )
     ]
     if target.multi_model:

@@ -45,8 +45,10 @@ function sendJson(r, status, body) {
     r.return(status, body);
 }
 
+/* An error may quote client text, and nginx hands njs a header's bytes as they came (maybe not
+ * UTF-8): jsonString escapes all but printable ASCII, so the body is always UTF-8 JSON. */
 function sendError(r, status, message) {
-    sendJson(r, status, JSON.stringify({error: message}));
+    sendJson(r, status, '{"error":' + jsonString(message) + '}');
 }
 
 /* The headers are read by the rules of sagemaker_tfs/wire/http_headers.py (the tests run both

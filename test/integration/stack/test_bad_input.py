@@ -140,6 +140,11 @@ HEAD = "POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\
         ("GET /nothing.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404),
         ("GET /.error/400 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 404),
         ("TRACE /invocations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 405),
+        (  # the Python service's gunicorn refused bytes that are not ASCII with an HTML 400
+            "POST /invocations?q=\xe9 HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-npy\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n",
+            400,
+        ),
     ],
 )
 def test_nginx_own_errors_are_json(stack: RunningStack, request_text: str, status: int) -> None:

@@ -323,6 +323,14 @@ def test_refusals_before_the_handshake_are_json(stack: Stack) -> None:
     assert "Sec-WebSocket-Key" in no_key.json()["error"]
 
 
+def test_a_url_that_is_not_ascii_is_refused_with_json(stack: Stack) -> None:
+    """nginx passes the URL's bytes as they came: the stream server dropped such a handshake,
+    which nginx answered 503."""
+    with pytest.raises(ConnectionError) as refused:
+        raw_handshake(stack.url, query="q=\xe9").close()
+    assert "HTTP/1.1 400" in str(refused.value) and "application/json" in str(refused.value)
+
+
 def test_the_supervisor_restarts_a_stream_server_that_dies(stack: Stack) -> None:
     (pid,) = stack.child_pids("sagemaker_tfs.service.stream.stream_server")
     with open_stream(stack.url) as connection:

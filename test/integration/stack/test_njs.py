@@ -150,6 +150,26 @@ def test_bad_input_gets_a_json_error(
     assert front.post("[1.0]").status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        ("tfs-model-name=\xe9", "Invalid model name: \xe9"),
+        ("tfs-model-version=\xff\xfe", "Invalid model version: \xff\xfe"),
+        ("tfs-method=pr\xc3\xa9d", "Invalid method: pr\xe9d"),
+    ],
+)
+def test_an_error_quoting_header_bytes_is_valid_json(
+    front: FrontEnd, attributes: str, message: str
+) -> None:
+    """Header text comes back escaped (requests sends these str values as latin-1 bytes): bytes
+    that are not UTF-8 as latin-1 characters, as the Python service reads headers; the body stays
+    ASCII JSON."""
+    response = front.post("[1]", **{"X-Amzn-SageMaker-Custom-Attributes": attributes})
+    assert response.status_code == 400
+    assert response.content.isascii(), response.content
+    assert json.loads(response.content.decode("utf-8"))["error"].startswith(message)
+
+
 def test_model_server_errors_pass_through(front: FrontEnd) -> None:
     response = front.post("[1.0]", **{"X-Amzn-SageMaker-Custom-Attributes": "tfs-model-name=x"})
     assert response.status_code == 404

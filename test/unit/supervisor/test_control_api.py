@@ -123,3 +123,17 @@ def test_control_api_refuses_bad_load_bodies_with_400(
     status, _, answer = _status_headers_json(_control_exchange(control_socket, request))
     assert status == 400
     assert text in answer["error"]
+
+
+@pytest.mark.parametrize(
+    ("length", "status", "text"),
+    [(0, 400, 'expected a JSON object {"model_name"'), (65537, 413, "at most 64 KiB")],
+)
+def test_control_api_names_what_is_wrong_with_the_body_size(
+    control_socket: str, length: int, status: int, text: str
+) -> None:
+    """An empty body was told it should be at most 64 KiB, a large one was a 400 (answered
+    from the Content-Length: the body is not sent, so that the answer is not cut by a reset)."""
+    request = f"POST /models HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode()
+    got, _, answer = _status_headers_json(_control_exchange(control_socket, request))
+    assert (got, text in answer["error"]) == (status, True), answer

@@ -111,8 +111,10 @@ class ControlHandler(UnixHttpHandler):
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
             raise HttpError(400, "invalid Content-Length") from None
-        if length <= 0 or length > self.MAX_BODY:
-            raise HttpError(400, "expected a JSON body of at most 64 KiB")
+        if length <= 0:
+            raise HttpError(400, 'expected a JSON object {"model_name": ..., "url": ...}')
+        if length > self.MAX_BODY:
+            raise HttpError(413, "expected a JSON body of at most 64 KiB")
         data = self.rfile.read(length)
         self._body_read = True
         try:
