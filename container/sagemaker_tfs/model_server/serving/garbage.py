@@ -49,6 +49,13 @@ def _load_malloc_trim():  # type: ignore[no-untyped-def]
 _malloc_trim = _load_malloc_trim()
 
 
+def trim_heap() -> None:
+    """Hand the heap's free pages back to the kernel (glibc's ``malloc_trim``; nothing
+    elsewhere): freed arrays under glibc's mmap threshold stay in the heap, counted in RSS."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 class GarbageCollector:
     """One background thread that runs a full collection after each burst of unloads."""
 
@@ -80,8 +87,7 @@ class GarbageCollector:
             self._wanted.clear()
             started = last = time.monotonic()
             freed = gc.collect()
-            if _malloc_trim is not None:
-                _malloc_trim(0)
+            trim_heap()
             self.collections += 1
             logger.debug(
                 "collected %d objects in %.0f ms", freed, (time.monotonic() - started) * 1000
