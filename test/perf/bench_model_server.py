@@ -225,8 +225,9 @@ def _batching_rounds(servers, bases, workloads, seconds: float, rounds: int) -> 
         }
         rates: dict[str, list[float]] = {label: [] for label in calls}
         for round_index in range(rounds):
-            for label, call in calls.items():
-                rates[label].append(_throughput(call, seconds))
+            labels = list(calls)  # each round starts with the next one: no order favoured
+            for label in labels[round_index % len(labels) :] + labels[: round_index % len(labels)]:
+                rates[label].append(_throughput(calls[label], seconds))
             figures = ", ".join(f"{label} {rate[-1]:8.1f} req/s" for label, rate in rates.items())
             print(f"{name} gRPC {CLIENTS} clients, round {round_index + 1}: {figures}", flush=True)
         for top, bottom in (("on", "off"), ("on", "on base"), ("off", "off base")):
