@@ -140,14 +140,18 @@ def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], ob
 def _paired_latencies(
     calls: dict[str, Callable[[], object]], seconds: float
 ) -> dict[str, list[float]]:
-    """Latencies of several calls made in turn, so all see the same background load."""
+    """Latencies of several calls made in turn, so all see the same background load; each
+    pass starts with the next call, so none always follows the same one (an in-process run
+    leaves TensorFlow's threads spinning for the call after it)."""
     for call in calls.values():
         for _ in range(3):
             call()
     results: dict[str, list[float]] = {label: [] for label in calls}
+    order = list(calls.items())
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        for label, call in calls.items():
+        order.append(order.pop(0))
+        for label, call in order:
             start = time.perf_counter()
             call()
             results[label].append(time.perf_counter() - start)
