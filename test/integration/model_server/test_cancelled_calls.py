@@ -34,7 +34,9 @@ BATCH_LINE = re.compile(r"Ran batch: tasks=(\d+) size=(\d+) padded=(\d+)")
 BUSY_SECONDS = 4.0
 
 
-def _start(start_model_server: Callable[..., ServerHandle], test_models, tmp_path) -> ServerHandle:
+def _start(
+    start_model_server: Callable[..., ServerHandle], test_models, tmp_path, *flags: str
+) -> ServerHandle:
     parameters = tmp_path / "batching.config"
     parameters.write_text(BATCHING_PARAMETERS)
     return start_model_server(
@@ -42,6 +44,7 @@ def _start(start_model_server: Callable[..., ServerHandle], test_models, tmp_pat
         f"--model_base_path={test_models('sleeper')}",
         "--enable_batching",
         f"--batching_parameters_file={parameters}",
+        *flags,
         env={"SAGEMAKER_TFS_LOG_LEVEL": "DEBUG"},
     )
 
@@ -88,10 +91,17 @@ def _rest_request(seconds: float) -> bytes:
     return head.encode() + body
 
 
-def test_rest_requests_whose_clients_went_in_the_batch_queue_do_not_run(
-    start_model_server: Callable[..., ServerHandle], test_models, tmp_path
+@pytest.mark.parametrize(
+    "threads",
+    [(), ("--rest_api_num_threads=1",)],
+    ids=["waiting-in-the-batch-queue", "waiting-for-a-rest-thread"],
+)
+def test_rest_requests_whose_clients_went_do_not_run(
+    start_model_server: Callable[..., ServerHandle], test_models, tmp_path, threads
 ) -> None:
-    server = _start(start_model_server, test_models, tmp_path)
+    """With one REST thread, held by the busy request in the batcher, the others wait for the
+    thread rather than in the batch queue."""
+    server = _start(start_model_server, test_models, tmp_path, *threads)
     start = len(server.log)
     url = f"{server.rest_url}/v1/models/sleeper:predict"
 
