@@ -31,11 +31,7 @@ import numpy as np
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument, unavailable
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.batching_parameters import BatchingParameters
-from sagemaker_tfs.model_server.serving.servable import (
-    CALLER_GONE,
-    CALLER_WAITS,
-    RunFunction,
-)
+from sagemaker_tfs.model_server.serving.servable import CALLER_GONE, CALLER_WAITS, RunFunction
 from sagemaker_tfs.wire.errors import BATCH_QUEUE_FULL
 
 logger = logging.getLogger(__name__)
@@ -288,13 +284,11 @@ def _drop_gone_callers(batch: _Batch) -> bool:
     False when none is left. One ``waits()`` per task (gRPC's ``is_active``: a lock and two
     comparisons, about 0.3 us), on the batch thread, not under the scheduler's lock."""
     gone = [task for task in batch.tasks if task.waits is not None and not task.waits()]
-    if not gone:
-        return True
     for task in gone:
         task.error = ServingError(Code.CANCELLED, CALLER_GONE)
         task.done.set()
-    batch.tasks = [task for task in batch.tasks if task.error is None]
-    batch.size = sum(task.size for task in batch.tasks)
+        batch.tasks.remove(task)
+        batch.size -= task.size
     return bool(batch.tasks)
 
 

@@ -57,7 +57,6 @@ from sagemaker_tfs.model_server.serving.predict_checks import (
 )
 from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
 from sagemaker_tfs.model_server.serving.servable import (
-    CALLER_WAITS,
     BatchedRuns,
     RunFunction,
     SessionRunner,
@@ -237,7 +236,7 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         try:
             runner = self._callable(signature, inputs, fetches)
             if self._batcher is None:  # a batched task is checked when its batch forms
-                check_caller_waits(CALLER_WAITS.get())
+                check_caller_waits()
             with METRICS.runtime(self.name, api):
                 if self._batcher is not None:
                     key = (self.name, self.version, signature.name, inputs, outputs)

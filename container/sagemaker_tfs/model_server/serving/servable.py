@@ -44,8 +44,9 @@ CALLER_WAITS: ContextVar[Callable[[], bool] | None] = ContextVar("caller_waits",
 CALLER_GONE = "The call was cancelled before its run started"
 
 
-def check_caller_waits(waits: Callable[[], bool] | None) -> None:
-    """CANCELLED when the caller gave up: its run would be work nobody reads."""
+def check_caller_waits() -> None:
+    """CANCELLED when this run's caller gave up: its run would be work nobody reads."""
+    waits = CALLER_WAITS.get()
     if waits is not None and not waits():
         raise ServingError(Code.CANCELLED, CALLER_GONE)
 
