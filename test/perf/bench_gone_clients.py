@@ -23,11 +23,17 @@ last waiting client's answer (those for gone clients: all but the waiting ones')
 worker's CPU, and the waiting clients' answers: how many 200, the median and slowest from
 their request.
 
+With ``--model-server python``, the real Python model server of the variant's code serves
+the ``sleeper`` test model (``SAGEMAKER_TFS_TEST_MODELS``) with batching on: one batch thread,
+``--capacity`` tasks a batch, each batch sleeping ``--work`` seconds (the ``.npy`` body's
+value). Per variant: the batches run and the tasks in them (from the scheduler's DEBUG line)
+until the last waiting client's answer, and the waiting clients' answers as with ``slow``.
+
 Usage::
 
     git archive HEAD container | tar -x -C /tmp/base
     .venv/bin/python test/perf/bench_gone_clients.py --variant before=/tmp/base/container \\
-        --variant after=container --rounds 3 [--model-server slow]
+        --variant after=container --rounds 3 [--model-server slow|python]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import dataclasses
 import io
 import os
 import random
+import re
 import socket
 import statistics
 import sys
@@ -54,8 +61,10 @@ import requests
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # local_ports
 sys.path.insert(0, str(HERE.parent / "integration" / "stack"))
+sys.path.insert(0, str(HERE.parent / "integration" / "model_server"))
 
 from local_ports import free_port  # noqa: E402
+from model_server_process import launch_model_server, stop_server, wait_until_ready  # noqa: E402
 from nginx_in_front import (  # noqa: E402
     RestartingModelServer,
     start_gunicorn,
@@ -79,6 +88,50 @@ def _npy_body() -> bytes:
 
 
 BODIES = {"refusing": (JSON_BODY, "application/json"), "slow": (_npy_body(), "application/x-npy")}
+BODIES["python"] = BODIES["slow"]  # its value replaced by --work (``body_of``)
+BATCH_LINE = re.compile(r"Ran batch: tasks=(\d+)")
+TEST_MODELS = Path(os.environ.get("SAGEMAKER_TFS_TEST_MODELS") or HERE.parent / ".models-cache")
+
+
+def body_of(args: argparse.Namespace) -> tuple[bytes, str]:
+    if args.model_server != "python":
+        return BODIES[args.model_server]
+    out = io.BytesIO()
+    np.save(out, np.array([args.work], np.float32))
+    return out.getvalue(), "application/x-npy"
+
+
+class PythonModelServer:
+    """The Python model server of ``directory``'s code serving ``sleeper`` with batching."""
+
+    def __init__(self, directory: str, target: str, grpc_port: int, root: Path,
+                 capacity: int) -> None:  # fmt: skip
+        parameters = root / "batching.config"
+        parameters.write_text(
+            f"max_batch_size {{ value: {capacity} }} batch_timeout_micros {{ value: 1000 }} "
+            "max_enqueued_batches { value: 100000 } num_batch_threads { value: 1 }"
+        )
+        args = ("--model_name=sleeper", f"--model_base_path={TEST_MODELS / 'sleeper'}",
+                f"--port={grpc_port}", "--enable_batching",
+                f"--batching_parameters_file={parameters}")  # fmt: skip
+        if target.startswith("unix:"):
+            args += (f"--grpc_socket_path={target[len('unix:'):]}",)
+        env = {"PYTHONPATH": directory, "SAGEMAKER_TFS_LOG_LEVEL": "DEBUG"}
+        self.handle = launch_model_server(args, root / "model_server.log", env)
+        wait_until_ready(self.handle, timeout=120)
+
+    @property
+    def rest_port(self) -> int:
+        return self.handle.rest_port
+
+    def batches(self) -> list[int]:
+        """The tasks of each batch run so far."""
+        return [int(match.group(1)) for match in BATCH_LINE.finditer(self.handle.log)]
+
+    def close(self) -> None:
+        stop_server(self.handle)
+
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -134,7 +187,7 @@ def offer_load(port: int, args: argparse.Namespace, pool: ThreadPoolExecutor
                ) -> list[Future[tuple[int, float, float]]]:  # fmt: skip
     """``--rate`` predictions a second for ``--window`` seconds; the gone ones closed after
     ``--patience``; the futures of those that wait."""
-    body, content_type = BODIES[args.model_server]
+    body, content_type = body_of(args)
     waiting: list[Future[tuple[int, float, float]]] = []
     open_ones: collections.deque[tuple[float, socket.socket]] = collections.deque()
     start = time.monotonic()
@@ -157,14 +210,19 @@ def offer_load(port: int, args: argparse.Namespace, pool: ThreadPoolExecutor
 def run_once(directory: str, args: argparse.Namespace, root: Path) -> Outcome:
     model_dir = root / "model"
     model_dir.mkdir()
-    (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
+    if args.model_server == "python":
+        (model_dir / "sleeper").symlink_to(TEST_MODELS / "sleeper")
+    else:
+        (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
     config = load_config({}, model_dir=str(model_dir), work_dir=str(root / "w"),
                          port=free_port())  # fmt: skip
     grpc_port = free_port()
     Path(config.work.root).mkdir(parents=True)
     target = Channels(config.work.grpc_socket_path).target(grpc_port)
-    model_server: RestartingModelServer | SlowModelServer
-    if args.model_server == "slow":
+    model_server: RestartingModelServer | SlowModelServer | PythonModelServer
+    if args.model_server == "python":
+        model_server = PythonModelServer(directory, target, grpc_port, root, args.capacity)
+    elif args.model_server == "slow":
         model_server = SlowModelServer(target, args.work, args.capacity)
     else:
         model_server = RestartingModelServer(target)
@@ -188,6 +246,8 @@ def run_once(directory: str, args: argparse.Namespace, root: Path) -> Outcome:
         cpu = worker_cpu_seconds(gunicorn.pid) - cpu_before
         if isinstance(model_server, SlowModelServer):
             return slow_outcome(model_server, cpu, max(pings), answers)
+        if isinstance(model_server, PythonModelServer):
+            return python_outcome(model_server.batches(), cpu, max(pings), answers)
     finally:
         running.clear()
         pinger.join()
@@ -202,10 +262,21 @@ def run_once(directory: str, args: argparse.Namespace, root: Path) -> Outcome:
 def slow_outcome(model_server: SlowModelServer, cpu: float, slowest_ping: float,
                  answers: list[tuple[int, float, float]]) -> Outcome:  # fmt: skip
     """What a slow model server was asked and worked on until the last waiting answer."""
+    return waited_outcome(model_server.calls, model_server.worked, cpu, slowest_ping, answers)
+
+
+def python_outcome(batches: list[int], cpu: float, slowest_ping: float,
+                   answers: list[tuple[int, float, float]]) -> Outcome:  # fmt: skip
+    """The batches (``calls_in_window``) and tasks (``worked``) the model server ran."""
+    return waited_outcome(len(batches), sum(batches), cpu, slowest_ping, answers)
+
+
+def waited_outcome(calls: int, worked: int, cpu: float, slowest_ping: float,
+                   answers: list[tuple[int, float, float]]) -> Outcome:  # fmt: skip
     waits = [at - sent for status, sent, at in answers if status == 200]
     slowest, median = (max(waits), statistics.median(waits)) if waits else (float("nan"),) * 2
-    return Outcome(model_server.calls, cpu, slowest_ping, len(answers), len(waits), slowest,
-                   model_server.worked, median)  # fmt: skip
+    return Outcome(calls, cpu, slowest_ping, len(answers), len(waits), slowest, worked,
+                   median)  # fmt: skip
 
 
 def main() -> None:
@@ -232,11 +303,18 @@ def main() -> None:
 
 
 def print_medians(args: argparse.Namespace, results: dict[str, list[Outcome]]) -> None:
-    slow = args.model_server == "slow"
+    slow = args.model_server in ("slow", "python")
     how = f"{args.work:g} s a Predict, {args.capacity} at a time" if slow else "refused"
+    if args.model_server == "python":
+        how = f"Python model server, {args.work:g} s a batch of up to {args.capacity}"
     print(f"\n{args.rate:g}/s for {args.window:g} s, {how}; 1 in {args.stay_every} waits, the "
           f"others give up after {args.patience:g} s; medians of {args.rounds} rounds")  # fmt: skip
-    if slow:
+    if args.model_server == "python":
+        print(
+            "variant | batches run | tasks run | of them for gone clients | "
+            "worker CPU s | slowest /ping s | waiting answered 200 | median s | slowest s"
+        )
+    elif slow:
         print(
             "variant | Predicts begun | worked to the end | of them for gone clients | "
             "worker CPU s | slowest /ping s | waiting answered 200 | median s | slowest s"

@@ -12,7 +12,12 @@ Measured in one run, so the ratios compare like with like on this machine:
 Goals (issue 2): gRPC adds at most 1 ms p50 over in-process for MobileNetV2; batching on
 with 16 clients gives at least 1.5x the unbatched throughput.
 
-Usage: ``.venv/bin/python test/perf/bench_model_server.py [--seconds 5] [--rounds 3]``
+With ``--base-tree DIR`` (a tree holding ``container/``, e.g. ``git archive main container``),
+the same servers are also started from that tree's code and measured beside these, in the
+same interleaving: before and after in one run.
+
+Usage: ``.venv/bin/python test/perf/bench_model_server.py [--seconds 5] [--rounds 3]
+[--base-tree DIR]``
 """
 
 from __future__ import annotations
@@ -135,22 +140,26 @@ def _in_process_calls(bases: dict[str, Path]) -> tuple[dict[str, Callable[[], ob
 def _paired_latencies(
     calls: dict[str, Callable[[], object]], seconds: float
 ) -> dict[str, list[float]]:
-    """Latencies of several calls made in turn, so all see the same background load."""
+    """Latencies of several calls made in turn, so all see the same background load; each
+    pass starts with the next call, so none always follows the same one (an in-process run
+    leaves TensorFlow's threads spinning for the call after it)."""
     for call in calls.values():
         for _ in range(3):
             call()
     results: dict[str, list[float]] = {label: [] for label in calls}
+    order = list(calls.items())
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
-        for label, call in calls.items():
+        order.append(order.pop(0))
+        for label, call in order:
             start = time.perf_counter()
             call()
             results[label].append(time.perf_counter() - start)
     return results
 
 
-def _start(work: Path, bases: dict[str, Path], batching: str | None):  # type: ignore[no-untyped-def]
-    suffix = "batching" if batching is not None else "plain"
+def _start(work: Path, bases: dict[str, Path], batching: str | None, tree: str | None = None):  # type: ignore[no-untyped-def]
+    suffix = ("batching" if batching is not None else "plain") + ("_base" if tree else "")
     config = work / f"models_{suffix}.config"
     config.write_text(
         "model_config_list {\n"
@@ -162,10 +171,11 @@ def _start(work: Path, bases: dict[str, Path], batching: str | None):  # type: i
     )
     args = [f"--model_config_file={config}", "--max_num_load_retries=0"]
     if batching is not None:
-        parameters = work / "batching.config"
+        parameters = work / f"batching_{suffix}.config"
         parameters.write_text(batching)
         args += ["--enable_batching", f"--batching_parameters_file={parameters}"]
-    handle = launch_model_server(tuple(args), work / f"server_{suffix}.log")
+    env = {"PYTHONPATH": str(Path(tree) / "container")} if tree else None
+    handle = launch_model_server(tuple(args), work / f"server_{suffix}.log", env)
     wait_until_ready(handle, timeout=300)
     return handle
 
@@ -191,48 +201,45 @@ def _rest_call(session, url: str, workloads: Workloads, name: str) -> Callable[[
     return call
 
 
-def _single_client(server, bases, workloads, local_calls, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    """One client: in-process, gRPC and REST calls interleaved, per model."""
+def _single_client(plain, bases, workloads, local_calls, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """One client: in-process, gRPC and REST calls interleaved, per model (and per tree)."""
     import requests
 
-    stub = prediction_stub(server.grpc_target)
     session = requests.Session()
     for name in bases:
-        latencies = _paired_latencies(
-            {
-                "in-process": local_calls[name],
-                "gRPC": _grpc_call(stub, workloads, name),
-                "REST": _rest_call(session, server.rest_url, workloads, name),
-            },
-            seconds,
-        )
+        calls = {"in-process": local_calls[name]}
+        for tree, server in plain.items():
+            stub = prediction_stub(server.grpc_target)
+            calls[f"gRPC{tree}"] = _grpc_call(stub, workloads, name)
+            calls[f"REST{tree}"] = _rest_call(session, server.rest_url, workloads, name)
+        latencies = _paired_latencies(calls, seconds)
         baseline = _summary(latencies["in-process"])
         _print(f"{name} in-process", baseline, None)
-        for label in ("gRPC", "REST"):
+        for label in list(calls)[1:]:
             _print(f"{name} {label} (1 client)", _summary(latencies[label]), baseline)
 
 
 def _batching_rounds(servers, bases, workloads, seconds: float, rounds: int) -> None:  # type: ignore[no-untyped-def]
-    """Alternate off/on measurements so both see the same background load; median ratio."""
+    """Alternate off/on measurements (each tree's) so all see the same background load;
+    median ratios, on / off and (with a base tree) each against the base's."""
     for name in bases:
         calls = {
-            batching: _grpc_call(prediction_stub(server.grpc_target), workloads, name)
-            for batching, server in servers.items()
+            label: _grpc_call(prediction_stub(server.grpc_target), workloads, name)
+            for label, server in servers.items()
         }
-        ratios = []
+        rates: dict[str, list[float]] = {label: [] for label in calls}
         for round_index in range(rounds):
-            rates = {batching: _throughput(call, seconds) for batching, call in calls.items()}
-            ratios.append(rates[True] / rates[False])
-            print(
-                f"{name} gRPC {CLIENTS} clients, round {round_index + 1}: batching off "
-                f"{rates[False]:8.1f} req/s, on {rates[True]:8.1f} req/s",
-                flush=True,
-            )
-        print(
-            f"{name}: batching on / off with {CLIENTS} clients = "
-            f"{statistics.median(ratios):.2f}x (median of {rounds})",
-            flush=True,
-        )
+            labels = list(calls)  # each round starts with the next one: no order favoured
+            for label in labels[round_index % len(labels) :] + labels[: round_index % len(labels)]:
+                rates[label].append(_throughput(calls[label], seconds))
+            figures = ", ".join(f"{label} {rate[-1]:8.1f} req/s" for label, rate in rates.items())
+            print(f"{name} gRPC {CLIENTS} clients, round {round_index + 1}: {figures}", flush=True)
+        for top, bottom in (("on", "off"), ("on", "on base"), ("off", "off base")):
+            if bottom in rates:
+                ratio = statistics.median(
+                    a / b for a, b in zip(rates[top], rates[bottom], strict=True)
+                )
+                print(f"{name}: {top} / {bottom} ({CLIENTS} clients) = {ratio:.2f}x", flush=True)
 
 
 def main() -> int:
@@ -243,6 +250,7 @@ def main() -> int:
     parser.add_argument(
         "--batch-timeout-micros", type=int, default=20000, help="batch_timeout_micros"
     )
+    parser.add_argument("--base-tree", help="also measure the code of DIR/container")
     args = parser.parse_args()
     bases = {
         "half_plus_three": _model_base("saved_model_half_plus_three"),
@@ -256,11 +264,17 @@ def main() -> int:
         )
         print("batching parameters:", " ".join(parameters.split()), flush=True)
         servers = {
-            False: _start(Path(tmp), bases, None),
-            True: _start(Path(tmp), bases, parameters),
+            "off": _start(Path(tmp), bases, None),
+            "on": _start(Path(tmp), bases, parameters),
         }
+        if args.base_tree:
+            servers["off base"] = _start(Path(tmp), bases, None, args.base_tree)
+            servers["on base"] = _start(Path(tmp), bases, parameters, args.base_tree)
+        plain = {"": servers["off"]}
+        if args.base_tree:
+            plain[" (base)"] = servers["off base"]
         try:
-            _single_client(servers[False], bases, workloads, local_calls, args.seconds * 3)
+            _single_client(plain, bases, workloads, local_calls, args.seconds * 3)
             _batching_rounds(servers, bases, workloads, args.seconds, args.rounds)
         finally:
             for server in servers.values():

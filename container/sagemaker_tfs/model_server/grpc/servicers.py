@@ -35,7 +35,7 @@ from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argume
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.classify_regress import CLASSIFY_METHOD, REGRESS_METHOD
 from sagemaker_tfs.model_server.serving.manager import ModelManager
-from sagemaker_tfs.model_server.serving.servable import Servable
+from sagemaker_tfs.model_server.serving.servable import CALLER_WAITS, Servable
 from sagemaker_tfs.model_server.serving.signatures import DEFAULT_SIGNATURE
 from sagemaker_tfs.wire import pixels, predict_messages, streamed_predict, tensors
 from sagemaker_tfs.wire.streamed_predict import StreamedTensors
@@ -89,6 +89,9 @@ def _abort(context: grpc.ServicerContext, error: ServingError) -> None:
 
 
 def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: str) -> Response:
+    """``call``'s answer, its ServingError a status; a run it starts is dropped when the call
+    was cancelled or its deadline passed first (``servable.CALLER_WAITS``)."""
+    token = CALLER_WAITS.set(context.is_active)
     try:
         return call()
     except ServingError as error:
@@ -97,6 +100,8 @@ def _handle(context: grpc.ServicerContext, call: Callable[[], Response], what: s
     except Exception as error:  # noqa: BLE001 - any bug becomes INTERNAL, server keeps going
         logger.exception("%s failed", what)
         _abort(context, ServingError(Code.INTERNAL, f"{type(error).__name__}: {error}"))
+    finally:
+        CALLER_WAITS.reset(token)
     raise AssertionError("unreachable: context.abort raises")
 
 

@@ -18,7 +18,8 @@ The loop also keeps the deadline of every request in the pool (``timeout_seconds
 for all, so arrival order is deadline order): one still waiting for a thread when it passes is
 answered ``App.waited_too_long()`` and never runs; one running is answered
 ``App.ran_too_long()`` (if the application has an answer for it) while its run goes on, and its
-connection closes once that answer has left.
+connection closes once that answer has left. A request whose client closed its connection while
+it waited for a thread, or for the batcher, is not run (``http_replies.client_waits``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from sagemaker_tfs.model_server.rest import http_replies
 from sagemaker_tfs.model_server.rest.http_replies import App, HttpReply, closes, encode
 from sagemaker_tfs.model_server.rest.request_reader import Request, RequestReader, SilentClose
+from sagemaker_tfs.model_server.serving.servable import CALLER_WAITS
 from sagemaker_tfs.wire.http_messages import HeadError
 
 logger = logging.getLogger(__name__)
@@ -356,24 +359,25 @@ class HttpLoop:
                 if job.state != _Job.QUEUED:
                     continue  # answered 503 at its deadline while it waited
                 job.state = _Job.RUNNING
-            reply = self._respond(job.request)
-            try:
-                buffers = encode(reply, job.request.method, job.request.keep_alive)
-            except Exception:
-                logger.exception(
-                    "REST answer to %s %s failed", job.request.method, job.request.path
-                )
-                reply = self._app.error_reply(500, "INTERNAL: the answer could not be written")
-                buffers = encode(reply, job.request.method, keep_alive=False)
+            waits = http_replies.client_waits(job.conn.sock)  # its client gone: not run
+            buffers, close = self._run_job(job.request, waits) if waits() else ([], False)
             with self._lock:
                 if job.state == _Job.RUNNING:
-                    job.buffers = buffers
-                    job.close = closes(reply, job.request.keep_alive)
+                    job.buffers, job.close = buffers, close
                 job.state = _Job.DONE
                 self._completed.append(job)
                 wake, self._woken = not self._woken, True
             if wake:
                 self._wake()
+
+    def _run_job(self, request: Request, waits: Callable[[], bool]) -> tuple[list, bool]:
+        """The answer's bytes, and whether the connection closes after them; a run started
+        for it is dropped if its client goes first (``servable.CALLER_WAITS``)."""
+        token = CALLER_WAITS.set(waits)
+        try:
+            return http_replies.encoded(self._app, self._respond(request), request)
+        finally:
+            CALLER_WAITS.reset(token)
 
     def _respond(self, request: Request) -> HttpReply:
         started = time.monotonic()

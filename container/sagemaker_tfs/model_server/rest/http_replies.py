@@ -1,5 +1,6 @@
-"""The REST server's answers: what an application gives the loop (``HttpReply``, ``App``)
-and the bytes an answer is sent as (``encode``).
+"""The REST server's answers: what an application gives the loop (``HttpReply``, ``App``),
+the bytes an answer is sent as (``encode``), and whether its client still waits for it
+(``client_waits``).
 """
 
 from __future__ import annotations
@@ -7,11 +8,16 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import functools
+import logging
+import socket
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Protocol
 
 from sagemaker_tfs.model_server.rest.request_reader import Request
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -72,3 +78,30 @@ def _phrase(status: int) -> str:
 def _http_date(second: int) -> str:
     """The ``Date`` header's text, made once a second (``email.utils`` takes ~5 us)."""
     return email.utils.formatdate(second, usegmt=True)
+
+
+def encoded(app: App, reply: HttpReply, request: Request) -> tuple[list[bytes | bytearray], bool]:
+    """``reply``'s bytes and whether the connection closes after them; an answer that cannot
+    be written is a 500 instead (and the connection closes)."""
+    try:
+        return encode(reply, request.method, request.keep_alive), closes(reply, request.keep_alive)
+    except Exception:
+        logger.exception("REST answer to %s %s failed", request.method, request.path)
+        reply = app.error_reply(500, "INTERNAL: the answer could not be written")
+        return encode(reply, request.method, keep_alive=False), True
+
+
+def client_waits(sock: socket.socket) -> Callable[[], bool]:
+    """Whether the client of a connection still waits for its answer: the connection is
+    neither closed (EOF: nginx closes its upstream connection when its client goes) nor
+    reset. A peek: no byte is taken from what the reader reads next."""
+
+    def waits() -> bool:
+        try:
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    return waits

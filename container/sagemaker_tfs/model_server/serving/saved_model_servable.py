@@ -56,7 +56,12 @@ from sagemaker_tfs.model_server.serving.predict_checks import (
     output_aliases,
 )
 from sagemaker_tfs.model_server.serving.rank_guard import rank_strict_inputs
-from sagemaker_tfs.model_server.serving.servable import BatchedRuns, RunFunction, SessionRunner
+from sagemaker_tfs.model_server.serving.servable import (
+    BatchedRuns,
+    RunFunction,
+    SessionRunner,
+    check_caller_waits,
+)
 from sagemaker_tfs.model_server.serving.signatures import (
     ServableSignature,
     SignatureTable,
@@ -230,6 +235,8 @@ class SavedModelServable(SignatureTable, BatchedRuns):
         alone = self._enter()
         try:
             runner = self._callable(signature, inputs, fetches)
+            if self._batcher is None:  # a batched task is checked when its batch forms
+                check_caller_waits()
             with METRICS.runtime(self.name, api):
                 if self._batcher is not None:
                     key = (self.name, self.version, signature.name, inputs, outputs)

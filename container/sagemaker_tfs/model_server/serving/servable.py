@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
+
+from sagemaker_tfs.model_server.errors import Code, ServingError
 
 if TYPE_CHECKING:
     from tensorflow_serving.apis import (
@@ -32,6 +35,20 @@ if TYPE_CHECKING:
 
 # A batch run: the merged inputs in, the outputs out (a string: ``Tensor`` is for mypy only).
 RunFunction: TypeAlias = "Callable[[Sequence[Tensor]], list[Tensor]]"
+
+
+# Whether the caller of this thread's run still waits for its answer (a gRPC call neither
+# cancelled nor past its deadline, a REST connection not closed): set by the front ends around
+# a call, read where a run starts (``check_caller_waits``) or its batch forms (the scheduler).
+CALLER_WAITS: ContextVar[Callable[[], bool] | None] = ContextVar("caller_waits", default=None)
+CALLER_GONE = "The call was cancelled before its run started"
+
+
+def check_caller_waits() -> None:
+    """CANCELLED when this run's caller gave up: its run would be work nobody reads."""
+    waits = CALLER_WAITS.get()
+    if waits is not None and not waits():
+        raise ServingError(Code.CANCELLED, CALLER_GONE)
 
 
 class BatchSubmitter(Protocol):

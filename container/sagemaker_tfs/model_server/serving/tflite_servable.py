@@ -33,7 +33,7 @@ import tensorflow as tf
 from sagemaker_tfs.model_server.errors import Code, ServingError, invalid_argument
 from sagemaker_tfs.model_server.monitoring import METRICS
 from sagemaker_tfs.model_server.serving.predict_checks import check_inputs, output_aliases
-from sagemaker_tfs.model_server.serving.servable import BatchedRuns
+from sagemaker_tfs.model_server.serving.servable import BatchedRuns, check_caller_waits
 from sagemaker_tfs.model_server.serving.signatures import SignatureTable
 from sagemaker_tfs.model_server.serving.string_outputs import JoinedStrings
 from sagemaker_tfs.model_server.serving.tflite_signatures import serving_signatures, tensor_map
@@ -228,6 +228,7 @@ class TfLiteServable(SignatureTable, BatchedRuns):
                 key = (self.name, self.version, signature.name, aliases, outputs)
                 results = self._batcher.submit(key, values, run)
             else:
+                check_caller_waits()
                 results = run(values)
         return dict(zip(outputs, results, strict=True))
 
