@@ -28,6 +28,7 @@ BODIES = {
     "no instances": b'{"instances": []}',
     "a JSON object for one instance": b'{"x": 1.0}',
     "JSON lines": b"[1.0]\n[2.0]",
+    "examples for predict": b'{"examples": [1]}',
 }
 
 

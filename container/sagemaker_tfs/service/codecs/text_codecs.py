@@ -19,8 +19,8 @@ What a caller gets is the body read once into one of:
 - ``Refusal``: the REST path's 400 for the body, in its words;
 - ``RestRequest``: TF Serving's REST request, for the model server's REST API, written a
   piece at a time as it is sent (a large one is never whole beside the body);
-- for a binary Accept (``ForInputs``), the named arrays: the same reader's, else by the njs's
-  rules.
+- for a binary Accept (``ForInputs``), the named arrays: the same reader's, else the REST
+  request's values, refused as the REST API refuses them (``text_rest.named_values``).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def _named_arrays(
 ) -> list[tuple[str, np.ndarray]]:
     """A body sent with a binary Accept, read by the same reader (and refused in the same
     words) as with a JSON answer, so that the Accept header never changes how a body is read
-    (issue 53); what that reader leaves to the REST API, by the njs's rules (``text_rest``)."""
+    (issue 53); what that reader leaves to the REST API, by its rules (``text_rest``)."""
     signature = Signature(text_tensors.DEFAULT_SIGNATURE, "", dict(inputs), {})
     read = ARRAY_READERS[kind](body, {signature.name: signature})
     if isinstance(read, Refusal):

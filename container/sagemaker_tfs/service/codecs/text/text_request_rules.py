@@ -57,6 +57,8 @@ def check_request(document: dict) -> None:
     if not isinstance(document.get("signature_name", ""), str):
         raise HttpError(400, "'signature_name' key must be a string value.")
     if "instances" not in document:
+        if "inputs" not in document:  # "examples" alone: classify's and regress's
+            raise HttpError(400, "Missing 'inputs' or 'instances' key")
         return
     if "inputs" in document:
         _refuse(document, "Not formatted correctly expecting only one of 'inputs' or "
