@@ -125,7 +125,7 @@ TEXT_INTERNALS = "text"
 TEXT_FAMILY = frozenset(
     {TEXT_ENTRY, "text_rest", "text_tensors", "text_json", "text_numbers", "text_csv",
      "text_refusals", "text_ragged", "text_mixed", "text_layout", "text_scan", "text_verbatim",
-     "text_lines"}
+     "text_lines", "text_request_rules"}
 )  # fmt: skip
 TEXT_LIBRARIES = frozenset({"json", "orjson", "csv", "simplejson", "ujson", "rapidjson"})
 # The service's other modules that import a JSON library, and why none of them reads an

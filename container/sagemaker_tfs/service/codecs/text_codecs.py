@@ -19,7 +19,8 @@ What a caller gets is the body read once into one of:
 - ``Refusal``: the REST path's 400 for the body, in its words;
 - ``RestRequest``: TF Serving's REST request, for the model server's REST API, written a
   piece at a time as it is sent (a large one is never whole beside the body);
-- for a binary Accept (``ForInputs``), the named arrays by the njs's rules.
+- for a binary Accept (``ForInputs``), the named arrays: the same reader's, else the REST
+  request's values, refused as the REST API refuses them (``text_rest.named_values``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,21 @@ def text_too_large(limit_mb: int) -> HttpError:
     )
 
 
+def _named_arrays(
+    kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
+) -> list[tuple[str, np.ndarray]]:
+    """A body sent with a binary Accept, read by the same reader (and refused in the same
+    words) as with a JSON answer, so that the Accept header never changes how a body is read
+    (issue 53); what that reader leaves to the REST API, by its rules (``text_rest``)."""
+    signature = Signature(text_tensors.DEFAULT_SIGNATURE, "", dict(inputs), {})
+    read = ARRAY_READERS[kind](body, {signature.name: signature})
+    if isinstance(read, Refusal):
+        raise HttpError(400, read.message)
+    if read is not None:
+        return list(read.arrays.items())
+    return text_rest.named_values(kind, body, inputs)
+
+
 @overload
 def read_body(
     kind: str, body: bytes, reading: ForPredict
@@ -119,7 +135,7 @@ def read_body(
     if kind not in ARRAY_READERS:
         raise HttpError(415, f"Unsupported Media Type: {kind}")
     if isinstance(reading, ForInputs):
-        return text_rest.named_values(kind, body, reading.inputs)
+        return _named_arrays(kind, body, reading.inputs)
     if reading.signatures is not None and reading.method == "predict":
         read = ARRAY_READERS[kind](body, reading.signatures)
         if read is not None:

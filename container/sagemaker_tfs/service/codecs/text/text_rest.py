@@ -27,6 +27,12 @@ from sagemaker_tfs.service.codecs.content_types import (
     JSON,
     single_input,
 )
+from sagemaker_tfs.service.codecs.text.text_request_rules import (
+    REST_NUMBERS,
+    NumberTooBig,
+    check_request,
+    too_big,
+)
 from sagemaker_tfs.wire.errors import HttpError, describe
 from sagemaker_tfs.wire.signatures import TensorSpec
 
@@ -34,6 +40,8 @@ TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
 _STRICT_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _LOOSE_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _WHITESPACE = " \t\r\n"
+_PLAIN = json.JSONDecoder()
+NESTED_TOO_DEEP = "Nested too deep"  # the njs's JSON.parse words (with "at position N")
 # What ECMAScript's String.prototype.trim removes (the njs trims with it); Python's strip()
 # removes another set (\x1c-\x1f and \x85 but not the byte order mark \ufeff).
 ECMASCRIPT_WHITESPACE = (
@@ -91,9 +99,8 @@ class JsonValue(NamedTuple):
     value: object
 
 
-def split_json_lines(text: str) -> list[JsonValue]:
+def split_json_lines(text: str, decoder: json.JSONDecoder = _PLAIN) -> list[JsonValue]:
     """Objects or lists separated only by whitespace -> each one's text and value."""
-    decoder = json.JSONDecoder()
     values = []
     index = 0
     while index < len(text):
@@ -106,13 +113,21 @@ def split_json_lines(text: str) -> list[JsonValue]:
             )
         try:
             value, end = decoder.raw_decode(text, index)
+        except NumberTooBig:
+            raise
         except (ValueError, RecursionError) as error:
-            raise HttpError(400, f"Invalid JSON lines: {describe(error)}") from None
+            raise HttpError(400, f"Invalid JSON lines: {_json_error(error)}") from None
         values.append(JsonValue(text[index:end], value))
         index = end
     if not values:
         raise HttpError(400, "Empty request body")
     return values
+
+
+def _json_error(error: ValueError | RecursionError) -> str:
+    """A JSON parser's error for a message: too deep a nesting in the njs's words (Python's
+    own, "maximum recursion depth exceeded", says nothing to a client)."""
+    return NESTED_TOO_DEEP if isinstance(error, RecursionError) else describe(error)
 
 
 def _is_tfs_request(value: object) -> bool:
@@ -123,20 +138,22 @@ def _is_list_of_lists(value: object) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(v, list) for v in value)
 
 
-def read_json(text: str) -> JsonValue | list[JsonValue]:
+def read_json(text: str, decoder: json.JSONDecoder = _PLAIN) -> JsonValue | list[JsonValue]:
     """A JSON body: its one value, or the values of JSON lines when it holds several values
     separated by whitespace."""
     if not strip_ecmascript_whitespace(text):
         raise HttpError(400, "Empty request body")
     try:
-        return JsonValue(text, json.loads(text))
+        return JsonValue(text, decoder.decode(text))
+    except NumberTooBig:
+        raise
     except (ValueError, RecursionError) as error:  # ValueError: also ints of 4300+ digits
         try:
-            lines = split_json_lines(text)
+            lines = split_json_lines(text, decoder)
         except HttpError:
             lines = []
         if len(lines) < 2:
-            raise HttpError(400, f"Invalid JSON: {describe(error)}") from None
+            raise HttpError(400, f"Invalid JSON: {_json_error(error)}") from None
         return lines
 
 
@@ -268,61 +285,68 @@ def convert(content_type: str, body: bytes) -> str:
     return _instances([line.text for line in split_json_lines(text)])
 
 
-def read_values(content_type: str, body: bytes) -> object:
-    """The body's values, read by the rules (and with the errors) of :func:`convert`, before
-    it wraps them into TF Serving's request: a JSON document as it is (the list of its values
-    when it holds several), JSON lines as the list of their values, CSV as the list of its
-    rows (a one-field row: its value). The fast path reads these into input arrays."""
-    if content_type == CSV:
-        try:
-            return json.loads(convert(CSV, body))["instances"]
-        except ValueError as error:  # a number of 4300+ digits
-            raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
-    text = _text(content_type, body)
-    if content_type == JSON:
-        document = read_json(text)
-        return [line.value for line in document] if isinstance(document, list) else document.value
-    return [line.value for line in split_json_lines(text)]
+def read_values(content_type: str, body: bytes) -> dict:
+    """The REST request that :func:`convert` writes for the body, as values (read by its rules
+    and with its errors), its numbers as the REST API reads them (``text_request_rules``):
+    what the fast path reads into input arrays when the arrays reader does not."""
+    try:
+        if content_type == CSV:
+            return _csv_values(convert(CSV, body))
+        text = _text(content_type, body)
+        if content_type != JSON:
+            return {"instances": [line.value for line in split_json_lines(text, REST_NUMBERS)]}
+        document = read_json(text, REST_NUMBERS)
+        if isinstance(document, list):
+            return {"instances": [line.value for line in document]}
+        return _as_request(document.value)
+    except NumberTooBig as error:
+        raise too_big(error, convert(content_type, body)) from None
+
+
+def _as_request(value: object) -> dict:
+    """A JSON document as :func:`convert_json` wraps it: a request as it is, a list of lists
+    as the instances, anything else as one instance."""
+    if _is_tfs_request(value):
+        assert isinstance(value, dict)
+        return value
+    return {"instances": value if _is_list_of_lists(value) else [value]}
+
+
+def _csv_values(request: str) -> dict:
+    try:
+        return REST_NUMBERS.decode(request)
+    except NumberTooBig:
+        raise
+    except ValueError as error:  # a number of 4300+ digits
+        raise HttpError(400, f"Invalid CSV: {describe(error)}") from None
 
 
 def named_values(
     kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, np.ndarray]]:
-    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) as named arrays, read by
-    the njs's rules (:func:`read_values`): TF Serving's ``inputs`` (columns) or
-    ``instances`` (rows), or a bare list of rows (here a flat list is a batch of scalars)."""
+    """JSON/JSON lines/CSV bodies (asked for with a binary Accept) that the arrays reader
+    leaves to the REST API, as named arrays: the REST request :func:`read_values` reads,
+    refused as the REST API refuses it (``text_request_rules``), its ``inputs`` (columns) or
+    ``instances`` (rows)."""
     return [(name, _as_array(value, name)) for name, value in _named_lists(kind, body, inputs)]
 
 
 def _named_lists(
     kind: str, body: bytes, inputs: Mapping[str, TensorSpec]
 ) -> list[tuple[str, object]]:
-    if kind == CSV:
-        spec = single_input(inputs, kind)
-        rows = read_values(kind, body)
-        assert isinstance(rows, list)  # CSV reads as the list of its rows
-        return [(spec.name, _csv_instances(rows, spec))]
     document = read_values(kind, body)
-    if isinstance(document, dict) and "inputs" in document:
+    check_request(document)
+    if "inputs" in document:
         value = document["inputs"]
         if isinstance(value, dict):
             _check_names(value, inputs)
             return list(value.items())
         return [(single_input(inputs, kind).name, value)]
-    rows = document.get("instances") if isinstance(document, dict) else document
+    rows = document.get("instances")
     if isinstance(rows, list) and rows and all(isinstance(row, dict) for row in rows):
         _check_names(rows[0], inputs)
         return [(name, [row.get(name) for row in rows]) for name in rows[0]]
     return [(single_input(inputs, kind).name, rows)]
-
-
-def _csv_instances(instances: list, spec: TensorSpec) -> list:
-    """One-value rows are instances of one value each (as the njs path sends them): a batch
-    of scalars for a rank-1 input; inputs of other ranks get a (rows, 1) matrix."""
-    one_column = bool(instances) and not isinstance(instances[0], list)
-    if one_column and not (spec.shape is not None and len(spec.shape) == 1):
-        return [[value] for value in instances]
-    return instances
 
 
 def _check_names(named: Mapping[str, object], inputs: Mapping[str, TensorSpec]) -> None:
@@ -337,4 +361,5 @@ def _as_array(value: object, name: str) -> np.ndarray:
     try:
         return np.asarray(value)
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as error:
-        raise HttpError(400, f"Input {name} is not a rectangular array: {error}") from None
+        reason = NESTED_TOO_DEEP if isinstance(error, RecursionError) else error
+        raise HttpError(400, f"Input {name} is not a rectangular array: {reason}") from None

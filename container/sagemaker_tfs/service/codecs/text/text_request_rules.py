@@ -1,0 +1,91 @@
+"""TF Serving's REST rules for a predict request's document, for the bodies that the arrays
+reader (``text_tensors``) leaves to the model server's REST API: with a binary Accept the
+service reads those itself (``text_rest.named_values``), and gives them the REST API's
+verdict, in its words (``model_server/rest/api.py``, ``predict_json.py``, ``json_reader.py``),
+so that the Accept header never changes how a body is read (issue 53).
+
+Numbers are read as rapidjson reads them (``REST_NUMBERS``): an integer beyond int64/uint64
+is a double, a number beyond a double refuses the document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import NoReturn
+
+from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.tfs_json import quote, rapidjson_double, render_object
+
+MAX_SHOWN_BYTES = 256  # TF Serving cuts a value quoted in a message to this many bytes
+
+
+class NumberTooBig(ValueError):
+    """A number beyond a double's range, as written: rapidjson refuses the whole document."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _integer(text: str) -> int | float:
+    if len(text.lstrip("-")) <= 20 and -(2**63) <= (value := int(text)) < 2**64:
+        return value
+    return _double(text)
+
+
+def _double(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NumberTooBig(text)
+    return value
+
+
+REST_NUMBERS = json.JSONDecoder(parse_int=_integer, parse_float=_double)
+
+
+def too_big(error: NumberTooBig, request: str) -> HttpError:
+    """rapidjson's 400 for a number beyond a double, at its offset in the REST request."""
+    offset = request.find(error.text)
+    return HttpError(
+        400, f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"
+    )
+
+
+def check_request(document: dict) -> None:
+    """The REST API's 400 for a request object it refuses before reading its inputs."""
+    if not isinstance(document.get("signature_name", ""), str):
+        raise HttpError(400, "'signature_name' key must be a string value.")
+    if "instances" not in document:
+        if "inputs" not in document:  # "examples" alone: classify's and regress's
+            raise HttpError(400, "Missing 'inputs' or 'instances' key")
+        return
+    if "inputs" in document:
+        _refuse(document, "Not formatted correctly expecting only one of 'inputs' or "
+                          "'instances' keys to exist ")  # fmt: skip
+    if not isinstance(document["instances"], list):
+        _refuse(document, "Expecting 'instances' to be an list/array")
+    if not document["instances"]:
+        _refuse(document, "No values in 'instances' array")
+
+
+def _refuse(document: dict, words: str) -> NoReturn:
+    try:
+        shown = _shown(document, 0).encode("utf-8", errors="surrogateescape")[:MAX_SHOWN_BYTES]
+    except RecursionError:  # nested too deep to show: the words alone
+        shown = b""
+    raise HttpError(400, f"JSON Value: {shown.decode('utf-8', errors='surrogateescape')} {words}")
+
+
+def _shown(value: object, depth: int) -> str:
+    """A JSON value as TF Serving quotes it: rapidjson's PrettyWriter, arrays on one line."""
+    if isinstance(value, dict):
+        return render_object([(key, _shown(item, depth + 1)) for key, item in value.items()],
+                             depth)  # fmt: skip
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(item, depth + 1) for item in value) + "]"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, str):
+        return quote(value)
+    return str(value) if isinstance(value, int) else rapidjson_double(float(value))  # type: ignore[arg-type]
