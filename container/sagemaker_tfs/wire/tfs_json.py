@@ -341,3 +341,45 @@ def rapidjson_double(value: float) -> str:
     else:
         text = f"{digits[0]}.{digits[1:]}e{point - 1}"
     return sign + text
+
+
+# A value quoted in TF Serving's error messages is cut to this many bytes.
+MAX_DEBUG_VALUE_BYTES = 256
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
+def debug_string(value: Any) -> str:
+    """A JSON value as TF Serving quotes it in messages: pretty, one-line arrays, cut."""
+    text = _render_value(value, 0).encode("utf-8", errors="surrogateescape")
+    return text[:MAX_DEBUG_VALUE_BYTES].decode("utf-8", errors="surrogateescape")
+
+
+def _render_value(value: Any, depth: int) -> str:
+    """A parsed JSON value in PrettyWriter style with single-line arrays."""
+    if isinstance(value, dict):
+        return render_object(
+            [(key, _render_value(v, depth + 1)) for key, v in value.items()], depth
+        )
+    if isinstance(value, list):
+        return "[" + ", ".join(_render_value(item, depth + 1) for item in value) + "]"
+    return _render_scalar(value)
+
+
+def _render_scalar(value: Any) -> str:
+    kind = json_kind(value)
+    if kind == "string":
+        return quote(value)
+    if kind == "number":
+        return str(value) if isinstance(value, int) else rapidjson_double(value)
+    return kind  # true, false, null: the kind is its own text
+
+
+def json_kind(value: Any) -> str:
+    """A parsed JSON value's kind: null, true, false, object, array, string or number."""
+    if value is None or isinstance(value, bool):
+        return _CONSTANTS[value]
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "string" if isinstance(value, str) else "number"

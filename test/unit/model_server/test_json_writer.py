@@ -69,7 +69,7 @@ def test_float_formatting_round_trips_for_random_values() -> None:
      (1e20, "100000000000000000000.0"), (-2.5, "-2.5"), (123.456, "123.456")],
 )  # fmt: skip
 def test_quoted_doubles_use_rapidjson_layout(value: float, text: str) -> None:
-    assert jw.rapidjson_double(value) == text
+    assert tfs_json.rapidjson_double(value) == text
 
 
 def test_error_body() -> None:

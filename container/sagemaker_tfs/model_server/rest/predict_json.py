@@ -23,10 +23,16 @@ from tensorflow.core.framework import types_pb2
 
 from sagemaker_tfs.model_server.errors import ServingError, invalid_argument
 from sagemaker_tfs.model_server.rest.json_reader import decode_b64, is_b64_object
-from sagemaker_tfs.model_server.rest.json_writer import debug_string, json_kind, json_value_error
+from sagemaker_tfs.model_server.rest.json_writer import json_value_error
 from sagemaker_tfs.model_server.serving.signatures import ServableSignature, short_dtype_name
 from sagemaker_tfs.wire.tensors import numpy_dtype
-from sagemaker_tfs.wire.tfs_json import B64_KEY, TensorJsonError, predict_answer_pieces
+from sagemaker_tfs.wire.tfs_json import (
+    B64_KEY,
+    TensorJsonError,
+    debug_string,
+    json_kind,
+    predict_answer_pieces,
+)
 
 INSTANCES_KEY = "instances"
 INPUTS_KEY = "inputs"

@@ -15,9 +15,7 @@ import math
 from typing import NoReturn
 
 from sagemaker_tfs.wire.errors import HttpError
-from sagemaker_tfs.wire.tfs_json import quote, rapidjson_double, render_object
-
-MAX_SHOWN_BYTES = 256  # TF Serving cuts a value quoted in a message to this many bytes
+from sagemaker_tfs.wire.tfs_json import debug_string
 
 
 class NumberTooBig(ValueError):
@@ -71,21 +69,7 @@ def check_request(document: dict) -> None:
 
 def _refuse(document: dict, words: str) -> NoReturn:
     try:
-        shown = _shown(document, 0).encode("utf-8", errors="surrogateescape")[:MAX_SHOWN_BYTES]
+        shown = debug_string(document)
     except RecursionError:  # nested too deep to show: the words alone
-        shown = b""
-    raise HttpError(400, f"JSON Value: {shown.decode('utf-8', errors='surrogateescape')} {words}")
-
-
-def _shown(value: object, depth: int) -> str:
-    """A JSON value as TF Serving quotes it: rapidjson's PrettyWriter, arrays on one line."""
-    if isinstance(value, dict):
-        return render_object([(key, _shown(item, depth + 1)) for key, item in value.items()],
-                             depth)  # fmt: skip
-    if isinstance(value, list):
-        return "[" + ", ".join(_shown(item, depth + 1) for item in value) + "]"
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, str):
-        return quote(value)
-    return str(value) if isinstance(value, int) else rapidjson_double(float(value))  # type: ignore[arg-type]
+        shown = ""
+    raise HttpError(400, f"JSON Value: {shown} {words}")
