@@ -11,13 +11,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
 from types import ModuleType
 from typing import Any
 
 from sagemaker_tfs.model_server.errors import invalid_argument
 from sagemaker_tfs.model_server.rest.json_writer import json_value_error
+from sagemaker_tfs.wire.rapidjson_numbers import REST_NUMBERS, NumberTooBig
 from sagemaker_tfs.wire.tfs_json import B64_KEY
 
 orjson: ModuleType | None
@@ -37,32 +37,6 @@ _PYTHON_TO_RAPIDJSON_ERRORS = {
 }
 
 
-class _NumberTooBig(ValueError):
-    """A number beyond a double's range: rapidjson refuses the whole document."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-def _json_integer(text: str) -> int | float:
-    """Integers outside int64/uint64 become doubles, as in rapidjson (and orjson). Long ones
-    are read as doubles from the text: Python refuses int() of over 4300 digits."""
-    if len(text.lstrip("-")) <= 20:
-        value = int(text)
-        if -(2**63) <= value < 2**64:
-            return value
-    return _json_double(text)
-
-
-def _json_double(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _NumberTooBig(text)
-    return value
-
-
-_DECODER = json.JSONDecoder(parse_int=_json_integer, parse_float=_json_double)
 _NOT_WHITESPACE = re.compile(r"[^ \t\n\r]")  # JSON's whitespace: these four
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 # A \uD800-\uDBFF escape must be followed by a \uDC00-\uDFFF one; a low one must follow a
@@ -105,7 +79,7 @@ def _lenient_parse(body: bytes | bytearray) -> Any:
     if start == len(text):
         raise invalid_argument(f"JSON Parse error: The document is empty. at offset: {start}")
     try:
-        document, _ = _DECODER.raw_decode(text, start)
+        document, _ = REST_NUMBERS.raw_decode(text, start)
     except json.JSONDecodeError as error:
         message = _rapidjson_message(error, text)
         raise invalid_argument(f"JSON Parse error: {message} at offset: {error.pos}") from None
@@ -113,7 +87,7 @@ def _lenient_parse(body: bytes | bytearray) -> Any:
         raise invalid_argument(
             "JSON Parse error: Terminate parsing due to Handler error."
         ) from None
-    except _NumberTooBig as error:
+    except NumberTooBig as error:
         offset = text.find(error.text, start)
         raise invalid_argument(
             f"JSON Parse error: Number too big to be stored in double. at offset: {offset}"

@@ -4,42 +4,18 @@ service reads those itself (``text_rest.named_values``), and gives them the REST
 verdict, in its words (``model_server/rest/api.py``, ``predict_json.py``, ``json_reader.py``),
 so that the Accept header never changes how a body is read (issue 53).
 
-Numbers are read as rapidjson reads them (``REST_NUMBERS``): an integer beyond int64/uint64
-is a double, a number beyond a double refuses the document.
+Numbers are read as rapidjson reads them (``wire/rapidjson_numbers.py``, the model server's
+reader's too): an integer beyond int64/uint64 is a double, a number beyond a double refuses
+the document.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from typing import NoReturn
 
 from sagemaker_tfs.wire.errors import HttpError
+from sagemaker_tfs.wire.rapidjson_numbers import NumberTooBig
 from sagemaker_tfs.wire.tfs_json import debug_string
-
-
-class NumberTooBig(ValueError):
-    """A number beyond a double's range, as written: rapidjson refuses the whole document."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-def _integer(text: str) -> int | float:
-    if len(text.lstrip("-")) <= 20 and -(2**63) <= (value := int(text)) < 2**64:
-        return value
-    return _double(text)
-
-
-def _double(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise NumberTooBig(text)
-    return value
-
-
-REST_NUMBERS = json.JSONDecoder(parse_int=_integer, parse_float=_double)
 
 
 def too_big(error: NumberTooBig, request: str) -> HttpError:

@@ -27,13 +27,9 @@ from sagemaker_tfs.service.codecs.content_types import (
     JSON,
     single_input,
 )
-from sagemaker_tfs.service.codecs.text.text_request_rules import (
-    REST_NUMBERS,
-    NumberTooBig,
-    check_request,
-    too_big,
-)
+from sagemaker_tfs.service.codecs.text.text_request_rules import check_request, too_big
 from sagemaker_tfs.wire.errors import HttpError, describe
+from sagemaker_tfs.wire.rapidjson_numbers import REST_NUMBERS, NumberTooBig
 from sagemaker_tfs.wire.signatures import TensorSpec
 
 TFS_REQUEST_KEYS = ("instances", "inputs", "examples")
