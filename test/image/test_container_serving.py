@@ -161,7 +161,7 @@ def test_sagemaker_sdk_predictor_and_serializers(
         "json_list": {"predictions": [[3.5], [4.0]]},
         "custom_attributes": {"predictions": [[3.0]]},
         "csv": {"predictions": [[3.5, 4.0], [5.5, 6.0]]},
-        "csv_out": [["3.5"], ["4"]],
+        "csv_out": [["3.5", "4"]],  # a bare list is one instance: its CSV answer one row
         "jsonlines": {"predictions": [[3.5, 4.0], [5.5, 6.0]]},
         "npy": [3.5, 4.0, 5.5],
     }

@@ -65,7 +65,8 @@ def jpeg(seed: int, width: int = 12, height: int = 8) -> bytes:
             [[1.0, 2.0], [5.0, 6.0]],
             {"predictions": [[4.5, 5.0], [6.5, 7.0]]},
         ),
-        (JSONSerializer(), CSVDeserializer(), [1.0, 2.0], [["4.5"], ["5"]]),
+        # A bare list is one instance whatever the Accept (issue 53): its CSV answer one row.
+        (JSONSerializer(), CSVDeserializer(), [1.0, 2.0], [["4.5", "5"]]),
         # StringDeserializer asks for application/json: the answer on one line, as the
         # reference container gives it; BytesDeserializer asks for */*: TF Serving's layout.
         (JSONSerializer(), StringDeserializer(), [1.0], '{    "predictions": [[4.5]    ]}'),

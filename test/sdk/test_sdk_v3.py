@@ -21,7 +21,7 @@ def test_v3_serializers_over_the_local_runtime_client(
         "json": {"predictions": [4.5, 5.0]},
         "csv": {"predictions": [[4.5, 5.0]]},
         "jsonlines": {"predictions": [[4.5, 5.0], [6.5, 7.0]]},
-        "csv_out": [["4.5"], ["5"]],
+        "csv_out": [["4.5", "5"]],  # one instance, as with a JSON answer: one row
         "npy": [4.5, 5.0, 6.5],
         "npy_shapeless": [[3.5], [4.0], [5.5]],
         "version": {"predictions": [[4.5]]},
