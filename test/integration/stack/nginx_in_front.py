@@ -4,18 +4,26 @@ real gunicorn as the supervisor starts it; a model server that refuses until it 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import grpc
+from front_end import EXAMPLE_MODELS
+from local_ports import free_port
+from sagemaker_tfs.config import load_config
+from sagemaker_tfs.ports import Instance
+from sagemaker_tfs.service.routing.connections import Channels
 from sagemaker_tfs.stack_config import STACK_CONFIG_ENV, StackConfig
 from sagemaker_tfs.supervisor import nginx_config
 from sagemaker_tfs.supervisor.service_launcher import gunicorn_command
@@ -70,6 +78,47 @@ def start_gunicorn(config: StackConfig, **popen: object) -> subprocess.Popen[byt
 def stop_gunicorn(gunicorn: subprocess.Popen[bytes]) -> None:
     os.killpg(gunicorn.pid, signal.SIGKILL)
     gunicorn.wait()
+
+
+class StandIn(Protocol):
+    """A stand-in model server: its REST port, and ``close``."""
+
+    @property
+    def rest_port(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+StandInT = TypeVar("StandInT", bound=StandIn)
+
+
+@contextlib.contextmanager
+def nginx_and_gunicorn_before(
+    tmp_path: Path, inference_py: str | None, stand_in: Callable[[str], StandInT]
+) -> Iterator[tuple[int, StandInT]]:
+    """nginx and gunicorn serving half_plus_three (with ``inference_py`` as its
+    ``code/inference.py`` when given) in front of the model server ``stand_in`` makes for the
+    gRPC target it is given; yields the public port and that model server."""
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
+    if inference_py is not None:
+        (model_dir / "code").mkdir()
+        (model_dir / "code" / "inference.py").write_text(inference_py)
+    config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
+                         port=free_port())  # fmt: skip
+    grpc_port = free_port()
+    Path(config.work.root).mkdir(parents=True)
+    model_server = stand_in(Channels(config.work.grpc_socket_path).target(grpc_port))
+    config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest_port),))
+    gunicorn = start_gunicorn(config)
+    nginx = start_nginx(config)
+    try:
+        yield config.port, model_server
+    finally:
+        stop_nginx(nginx)
+        stop_gunicorn(gunicorn)
+        model_server.close()
 
 
 class UnixStandIn:

@@ -23,20 +23,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from front_end import EXAMPLE_MODELS
-from local_ports import free_port
 from nginx_in_front import (
     MODEL_ANSWER,
     RestartingModelServer,
+    nginx_and_gunicorn_before,
     send_invocation,
-    start_gunicorn,
-    start_nginx,
-    stop_gunicorn,
-    stop_nginx,
 )
-from sagemaker_tfs.config import load_config
-from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service.routing.connections import Channels
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,28 +56,13 @@ class Stack:
 
 @pytest.fixture(params=[True, False], ids=["inference.py (REST)", "no inference.py (gRPC)"])
 def stack(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
-    if request.param:
-        (model_dir / "code").mkdir()
-        (model_dir / "code" / "inference.py").write_text(PASS_THROUGH)
-    config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
-                         port=free_port())  # fmt: skip
-    grpc_port = free_port()
-    Path(config.work.root).mkdir(parents=True)
-    model_server = RestartingModelServer(Channels(config.work.grpc_socket_path).target(grpc_port))
-    config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest_port),))
-    gunicorn = start_gunicorn(config)
-    nginx = start_nginx(config)
-    if request.param:
-        resends = lambda: len(model_server.posts)  # noqa: E731
-    else:
-        resends = lambda: model_server.grpc_calls  # noqa: E731
-    yield Stack(config.port, model_server, resends)
-    stop_nginx(nginx)
-    stop_gunicorn(gunicorn)
-    model_server.close()
+    code = PASS_THROUGH if request.param else None
+    with nginx_and_gunicorn_before(tmp_path, code, RestartingModelServer) as (port, model_server):
+        if request.param:
+            resends = lambda: len(model_server.posts)  # noqa: E731
+        else:
+            resends = lambda: model_server.grpc_calls  # noqa: E731
+        yield Stack(port, model_server, resends)
 
 
 def invoke(port: int, body: bytes) -> requests.Response:

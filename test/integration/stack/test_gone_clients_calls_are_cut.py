@@ -23,12 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from front_end import EXAMPLE_MODELS
-from local_ports import free_port
-from nginx_in_front import start_gunicorn, start_nginx, stop_gunicorn, stop_nginx
-from sagemaker_tfs.config import load_config
-from sagemaker_tfs.ports import Instance
-from sagemaker_tfs.service.routing.connections import Channels
+from nginx_in_front import nginx_and_gunicorn_before
 from slow_model_server import SlowModelServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,24 +47,9 @@ class Stack:
 
 @pytest.fixture
 def stack(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stack]:
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / "half_plus_three").symlink_to(EXAMPLE_MODELS / "half_plus_three")
-    if request.param:
-        (model_dir / "code").mkdir()
-        (model_dir / "code" / "inference.py").write_text(PASS_THROUGH)
-    config = load_config({}, model_dir=str(model_dir), work_dir=str(tmp_path / "w"),
-                         port=free_port())  # fmt: skip
-    grpc_port = free_port()
-    Path(config.work.root).mkdir(parents=True)
-    model_server = SlowModelServer(Channels(config.work.grpc_socket_path).target(grpc_port))
-    config = dataclasses.replace(config, instances=(Instance(grpc_port, model_server.rest_port),))
-    gunicorn = start_gunicorn(config)
-    nginx = start_nginx(config)
-    yield Stack(config.port, model_server)
-    stop_nginx(nginx)
-    stop_gunicorn(gunicorn)
-    model_server.close()
+    code = PASS_THROUGH if request.param else None
+    with nginx_and_gunicorn_before(tmp_path, code, SlowModelServer) as (port, model_server):
+        yield Stack(port, model_server)
 
 
 def npy(rows: int) -> bytes:
